@@ -1,0 +1,136 @@
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+const GOOD: &str = r#"
+[server]
+listen = "127.0.0.1:0"
+shutdown_grace = "5s"
+
+[providers.deepseek]
+kind = "openai"
+base_url = "https://api.deepseek.com/v1"
+api_key_env = "DEEPSEEK_API_KEY"
+first_byte_timeout = "20s"
+
+[providers.claude]
+kind = "anthropic"
+base_url = "https://api.anthropic.com/v1"
+default_max_tokens = 2048
+
+[models.chat]
+deployments = [
+  { provider = "deepseek", model = "deepseek-chat", weight = 3 },
+  { provider = "claude", model = "claude-haiku-4-5" },
+]
+"#;
+
+#[test]
+fn a_good_file_loads_with_defaults_filled() {
+    let cfg = load(GOOD, &env(&[("DEEPSEEK_API_KEY", "sk-x")]), &[]).unwrap();
+    assert_eq!(cfg.server.shutdown_grace, Duration::from_secs(5));
+    assert_eq!(cfg.server.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+    assert_eq!(cfg.telemetry.latency_window, Duration::from_secs(60));
+    assert_eq!(cfg.providers[0].0, "deepseek");
+    assert_eq!(
+        cfg.providers[0].1.first_byte_timeout,
+        Duration::from_secs(20)
+    );
+    assert_eq!(cfg.providers[0].1.idle_timeout, Duration::from_secs(30));
+    let chat = &cfg.models[0].1;
+    assert_eq!(chat.deployments[0].weight, 3);
+    assert_eq!(chat.deployments[1].weight, 1);
+    assert_eq!(
+        chat.deployments[1].display_name(),
+        "claude/claude-haiku-4-5"
+    );
+}
+
+#[test]
+fn every_error_is_reported_with_path_and_line() {
+    let bad = r#"
+[server]
+listen = "nowhere"
+colour = "blue"
+
+[provider.x]
+kind = "openai"
+
+[providers.deepseek]
+kind = "openai"
+base_url = "ftp://example.com"
+api_key_env = "MISSING_KEY"
+default_max_tokens = 10
+
+[providers.weird]
+kind = "grpc"
+base_url = "http://localhost"
+
+[models.chat]
+deployments = [
+  { provider = "deepseek", model = "a", weight = 0 },
+  { provider = "nobody", model = "b" },
+]
+"#;
+    let err = load(bad, &env(&[]), &[]).unwrap_err();
+    let text = err.to_string();
+    let has = |path: &str, line: usize| {
+        assert!(
+            err.iter().any(|d| d.path == path && d.line == Some(line)),
+            "missing {path} at line {line} in:\n{text}"
+        );
+    };
+    has("server.listen", 3);
+    has("server.colour", 4);
+    has("provider", 6);
+    has("providers.deepseek.base_url", 11);
+    has("providers.deepseek.api_key_env", 12);
+    has("providers.deepseek.default_max_tokens", 13);
+    has("providers.weird.kind", 16);
+    has("models.chat.deployments[0].weight", 21);
+    has("models.chat.deployments[1].provider", 22);
+    assert_eq!(err.len(), 9, "{text}");
+}
+
+#[test]
+fn extra_providers_satisfy_references() {
+    let text = "[models.m]\ndeployments = [{ provider = \"sim-a\", model = \"x\" }]\n";
+    assert!(load(text, &env(&[]), &[]).is_err());
+    let cfg = load(text, &env(&[]), &["sim-a"]).unwrap();
+    assert_eq!(cfg.models.len(), 1);
+}
+
+#[test]
+fn duplicate_deployment_names_are_rejected() {
+    let text = r#"
+[providers.p]
+kind = "openai"
+base_url = "http://localhost:1/v1"
+[models.m]
+deployments = [{ provider = "p", model = "x" }, { provider = "p", model = "x" }]
+"#;
+    let err = load(text, &env(&[]), &[]).unwrap_err();
+    assert!(err.to_string().contains("used twice"), "{err}");
+}
+
+#[test]
+fn the_example_config_is_valid() {
+    let text = include_str!("../../../../sluice.example.toml");
+    let vars = env(&[
+        ("OPENAI_API_KEY", "x"),
+        ("DEEPSEEK_API_KEY", "x"),
+        ("ANTHROPIC_API_KEY", "x"),
+        ("MOONSHOT_API_KEY", "x"),
+        ("ZHIPU_API_KEY", "x"),
+        ("MINIMAX_API_KEY", "x"),
+        ("HUNYUAN_API_KEY", "x"),
+    ]);
+    if let Err(e) = load(text, &vars, &[]) {
+        panic!("{e}");
+    }
+}

@@ -1,0 +1,206 @@
+//! The client's chat-completions request: the few fields sluice reads, and the rest untouched.
+
+use serde_json::{Map, Value};
+
+use crate::{ErrorKind, GatewayError};
+
+/// A validated chat-completions request.
+///
+/// `body` keeps every field the client sent, in the client's order, so adapters can forward
+/// fields sluice does not know (provider-specific options) without touching them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatRequest {
+    /// The model group the client asked for.
+    pub model: String,
+    /// Whether the client asked for a stream.
+    pub stream: bool,
+    /// Whether the client asked for a usage chunk at the end of the stream.
+    pub include_usage: bool,
+    /// The whole body as sent.
+    pub body: Map<String, Value>,
+}
+
+fn invalid(message: impl Into<String>, param: &'static str) -> GatewayError {
+    GatewayError::new(ErrorKind::InvalidRequest, message.into()).with_param(param)
+}
+
+impl ChatRequest {
+    /// Parses and checks a request body. Errors name the position (bad JSON) or the field.
+    pub fn parse(bytes: &[u8]) -> Result<Self, GatewayError> {
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+            GatewayError::new(
+                ErrorKind::InvalidJson,
+                format!(
+                    "request body is not valid JSON: {} at line {} column {}",
+                    describe(&e),
+                    e.line(),
+                    e.column()
+                ),
+            )
+        })?;
+        let Value::Object(body) = value else {
+            return Err(GatewayError::new(
+                ErrorKind::InvalidRequest,
+                "request body must be a JSON object",
+            ));
+        };
+        Self::from_body(body)
+    }
+
+    /// Checks an already-parsed body.
+    pub fn from_body(body: Map<String, Value>) -> Result<Self, GatewayError> {
+        let model = match body.get("model") {
+            Some(Value::String(m)) if !m.is_empty() => m.clone(),
+            Some(Value::String(_)) => return Err(invalid("`model` must not be empty", "model")),
+            Some(_) => return Err(invalid("`model` must be a string", "model")),
+            None => return Err(invalid("`model` is required", "model")),
+        };
+        match body.get("messages") {
+            Some(Value::Array(msgs)) if !msgs.is_empty() => check_messages(msgs)?,
+            Some(Value::Array(_)) => {
+                return Err(invalid("`messages` must not be empty", "messages"));
+            }
+            Some(_) => return Err(invalid("`messages` must be an array", "messages")),
+            None => return Err(invalid("`messages` is required", "messages")),
+        }
+        let stream = match body.get("stream") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(invalid("`stream` must be a boolean", "stream")),
+        };
+        let include_usage = match body.get("stream_options") {
+            None | Some(Value::Null) => false,
+            Some(Value::Object(o)) => match o.get("include_usage") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => {
+                    return Err(invalid(
+                        "`stream_options.include_usage` must be a boolean",
+                        "stream_options.include_usage",
+                    ));
+                }
+            },
+            Some(_) => {
+                return Err(invalid(
+                    "`stream_options` must be an object",
+                    "stream_options",
+                ));
+            }
+        };
+        Ok(Self {
+            model,
+            stream,
+            include_usage,
+            body,
+        })
+    }
+
+    /// The client's `max_tokens` (or `max_completion_tokens`), if any.
+    pub fn max_tokens(&self) -> Option<u64> {
+        ["max_completion_tokens", "max_tokens"]
+            .iter()
+            .find_map(|k| self.body.get(*k).and_then(Value::as_u64))
+    }
+}
+
+fn check_messages(msgs: &[Value]) -> Result<(), GatewayError> {
+    for (i, m) in msgs.iter().enumerate() {
+        let Some(obj) = m.as_object() else {
+            return Err(GatewayError::new(
+                ErrorKind::InvalidRequest,
+                format!("`messages[{i}]` must be an object"),
+            )
+            .with_param(format!("messages[{i}]")));
+        };
+        if !matches!(obj.get("role"), Some(Value::String(_))) {
+            return Err(GatewayError::new(
+                ErrorKind::InvalidRequest,
+                format!("`messages[{i}].role` must be a string"),
+            )
+            .with_param(format!("messages[{i}].role")));
+        }
+    }
+    Ok(())
+}
+
+/// serde_json's message without its trailing position (we add our own).
+fn describe(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" at line ") {
+        Some(i) => s.get(..i).unwrap_or(&s).to_string(),
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<ChatRequest, GatewayError> {
+        ChatRequest::parse(s.as_bytes())
+    }
+
+    #[test]
+    fn reads_model_stream_and_usage_flags() {
+        let r = parse(
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,
+                "stream_options":{"include_usage":true},"top_k":5}"#,
+        )
+        .unwrap();
+        assert_eq!(r.model, "m");
+        assert!(r.stream && r.include_usage);
+        assert_eq!(
+            r.body.get("top_k"),
+            Some(&Value::from(5)),
+            "unknown fields kept"
+        );
+    }
+
+    #[test]
+    fn malformed_json_names_the_position() {
+        let e = parse("{\"model\": \"m\",\n \"messages\": [}").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidJson);
+        assert!(e.message.contains("line 2 column"), "{}", e.message);
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let cases = [
+            (r#"[1,2]"#, None),
+            (r#"{"messages":[{"role":"user"}]}"#, Some("model")),
+            (r#"{"model":5,"messages":[{"role":"user"}]}"#, Some("model")),
+            (
+                r#"{"model":"","messages":[{"role":"user"}]}"#,
+                Some("model"),
+            ),
+            (r#"{"model":"m"}"#, Some("messages")),
+            (r#"{"model":"m","messages":[]}"#, Some("messages")),
+            (r#"{"model":"m","messages":"hi"}"#, Some("messages")),
+            (
+                r#"{"model":"m","messages":[{"content":"x"}]}"#,
+                Some("messages[0].role"),
+            ),
+            (r#"{"model":"m","messages":[7]}"#, Some("messages[0]")),
+            (
+                r#"{"model":"m","messages":[{"role":"user"}],"stream":"yes"}"#,
+                Some("stream"),
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user"}],"stream_options":{"include_usage":1}}"#,
+                Some("stream_options.include_usage"),
+            ),
+        ];
+        for (body, param) in cases {
+            let e = parse(body).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidRequest, "{body}");
+            assert_eq!(e.param.as_deref(), param, "{body}");
+        }
+    }
+
+    #[test]
+    fn max_tokens_prefers_the_new_name() {
+        let r = parse(r#"{"model":"m","messages":[{"role":"user"}],"max_tokens":5,"max_completion_tokens":9}"#)
+            .unwrap();
+        assert_eq!(r.max_tokens(), Some(9));
+    }
+}

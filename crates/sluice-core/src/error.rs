@@ -1,0 +1,215 @@
+//! What can go wrong with a call, classified once where it arises.
+//!
+//! Each [`ErrorKind`] declares its HTTP status, its OpenAI error `type` and `code`, and whether
+//! another attempt could succeed. The HTTP edge renders these; nothing else picks a status.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use bytes::Bytes;
+
+/// The classification of a failed call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The body is not valid JSON.
+    InvalidJson,
+    /// The JSON is valid but a field is missing or has the wrong type.
+    InvalidRequest,
+    /// The requested model group is not configured.
+    ModelNotFound,
+    /// No such route.
+    RouteNotFound,
+    /// The route exists but not for this method.
+    MethodNotAllowed,
+    /// The body exceeds the configured limit.
+    PayloadTooLarge,
+    /// The upstream did not connect, answer or continue a stream in time.
+    UpstreamTimeout,
+    /// The upstream could not be reached, or dropped the connection.
+    UpstreamConnect,
+    /// The upstream answered with a 5xx status.
+    UpstreamServerError,
+    /// The upstream answered 2xx but with a body sluice could not read.
+    UpstreamProtocol,
+    /// The upstream refused the request with its own 4xx; its status and body pass through.
+    UpstreamRejected,
+    /// sluice is draining for shutdown and takes no new work.
+    ShuttingDown,
+    /// A bug in sluice.
+    Internal,
+}
+
+impl ErrorKind {
+    /// HTTP status for this kind. [`ErrorKind::UpstreamRejected`] uses the upstream's own
+    /// status instead; 400 is only its fallback.
+    pub fn status(self) -> u16 {
+        match self {
+            Self::InvalidJson | Self::InvalidRequest | Self::UpstreamRejected => 400,
+            Self::ModelNotFound | Self::RouteNotFound => 404,
+            Self::MethodNotAllowed => 405,
+            Self::PayloadTooLarge => 413,
+            Self::UpstreamConnect | Self::UpstreamServerError | Self::UpstreamProtocol => 502,
+            Self::ShuttingDown => 503,
+            Self::UpstreamTimeout => 504,
+            Self::Internal => 500,
+        }
+    }
+
+    /// The OpenAI error `type` field.
+    pub fn error_type(self) -> &'static str {
+        match self {
+            Self::InvalidJson
+            | Self::InvalidRequest
+            | Self::PayloadTooLarge
+            | Self::MethodNotAllowed
+            | Self::UpstreamRejected => "invalid_request_error",
+            Self::ModelNotFound | Self::RouteNotFound => "not_found_error",
+            Self::UpstreamTimeout
+            | Self::UpstreamConnect
+            | Self::UpstreamServerError
+            | Self::UpstreamProtocol => "upstream_error",
+            Self::ShuttingDown => "overloaded_error",
+            Self::Internal => "server_error",
+        }
+    }
+
+    /// The OpenAI error `code` field; also the low-cardinality label in metrics.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::InvalidJson => "invalid_json",
+            Self::InvalidRequest => "invalid_request",
+            Self::ModelNotFound => "model_not_found",
+            Self::RouteNotFound => "route_not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::UpstreamTimeout => "upstream_timeout",
+            Self::UpstreamConnect => "upstream_connect_error",
+            Self::UpstreamServerError => "upstream_server_error",
+            Self::UpstreamProtocol => "upstream_protocol_error",
+            Self::UpstreamRejected => "upstream_rejected",
+            Self::ShuttingDown => "shutting_down",
+            Self::Internal => "internal_error",
+        }
+    }
+
+    /// Whether another attempt (elsewhere, or later) could succeed.
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            Self::UpstreamTimeout
+                | Self::UpstreamConnect
+                | Self::UpstreamServerError
+                | Self::UpstreamProtocol
+        )
+    }
+
+    /// Whether the upstream, not the client or sluice, is at fault.
+    pub fn is_upstream(self) -> bool {
+        self.retryable() || self == Self::UpstreamRejected
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// An upstream's own error answer, kept to pass through to the client unchanged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpstreamReply {
+    /// The upstream's status.
+    pub status: u16,
+    /// The upstream's body, verbatim.
+    pub body: Bytes,
+    /// The upstream's `content-type`, if any.
+    pub content_type: Option<String>,
+    /// The upstream's `retry-after`, if any (429 and 503 carry it).
+    pub retry_after: Option<String>,
+}
+
+/// A failed call: its kind, a message for humans, and the offending request field if any.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct GatewayError {
+    /// The classification.
+    pub kind: ErrorKind,
+    /// What happened, in words a user can act on.
+    pub message: Cow<'static, str>,
+    /// The request field at fault (OpenAI's `param`).
+    pub param: Option<Cow<'static, str>>,
+    /// The upstream's own answer, for [`ErrorKind::UpstreamRejected`] (boxed: errors travel
+    /// in `Result`s on the hot path and should stay small).
+    pub upstream: Option<Box<UpstreamReply>>,
+}
+
+impl GatewayError {
+    /// An error of `kind` with a message.
+    pub fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            param: None,
+            upstream: None,
+        }
+    }
+
+    /// Names the request field at fault.
+    pub fn with_param(mut self, param: impl Into<Cow<'static, str>>) -> Self {
+        self.param = Some(param.into());
+        self
+    }
+
+    /// An upstream's own 4xx, passed through.
+    pub fn rejected(reply: UpstreamReply) -> Self {
+        Self {
+            kind: ErrorKind::UpstreamRejected,
+            message: Cow::Owned(format!("upstream answered {}", reply.status)),
+            param: None,
+            upstream: Some(Box::new(reply)),
+        }
+    }
+
+    /// The status to answer with: the upstream's own for a pass-through, else the kind's.
+    pub fn status(&self) -> u16 {
+        match &self.upstream {
+            Some(reply) if self.kind == ErrorKind::UpstreamRejected => reply.status,
+            _ => self.kind.status(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_match_the_contract() {
+        assert_eq!(ErrorKind::InvalidJson.status(), 400);
+        assert_eq!(ErrorKind::ModelNotFound.status(), 404);
+        assert_eq!(ErrorKind::PayloadTooLarge.status(), 413);
+        assert_eq!(ErrorKind::UpstreamTimeout.status(), 504);
+        assert_eq!(ErrorKind::UpstreamConnect.status(), 502);
+        assert_eq!(ErrorKind::UpstreamServerError.status(), 502);
+    }
+
+    #[test]
+    fn passthrough_keeps_the_upstream_status() {
+        let e = GatewayError::rejected(UpstreamReply {
+            status: 422,
+            body: Bytes::from_static(b"{}"),
+            content_type: None,
+            retry_after: None,
+        });
+        assert_eq!(e.status(), 422);
+        assert!(!e.kind.retryable());
+        assert!(e.kind.is_upstream());
+    }
+
+    #[test]
+    fn only_upstream_failures_are_retryable() {
+        assert!(ErrorKind::UpstreamTimeout.retryable());
+        assert!(!ErrorKind::InvalidJson.retryable());
+        assert!(!ErrorKind::ShuttingDown.retryable());
+    }
+}

@@ -1,0 +1,15 @@
+//! Domain types shared by every sluice crate: ids, token usage, error kinds and the call record.
+//!
+//! This crate depends on no other sluice crate and holds no policy: it names things.
+
+pub mod chat;
+pub mod error;
+pub mod ids;
+pub mod record;
+pub mod usage;
+
+pub use chat::ChatRequest;
+pub use error::{ErrorKind, GatewayError, UpstreamReply};
+pub use ids::RequestId;
+pub use record::{Attempt, AttemptOutcome, CallRecord, Phase, Timings};
+pub use usage::Usage;

@@ -1,0 +1,194 @@
+//! The call record: one per request, the single source that metrics, logs and reports read.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use crate::{ErrorKind, RequestId, Usage};
+
+/// The two latencies sluice tracks per upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// From dispatch to the upstream's first byte.
+    Ttfb,
+    /// From dispatch to the upstream's last byte.
+    Total,
+}
+
+impl Phase {
+    /// Both phases, in display order.
+    pub const ALL: [Phase; 2] = [Phase::Ttfb, Phase::Total];
+
+    /// A short label for metrics and JSON.
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Ttfb => "ttfb",
+            Phase::Total => "total",
+        }
+    }
+}
+
+/// When each step of a call happened, on the monotonic (and, in tests, virtual) clock.
+#[derive(Clone, Debug)]
+pub struct Timings {
+    /// Wall-clock time the request arrived, for logs.
+    pub received_wall: SystemTime,
+    /// The request arrived (headers read).
+    pub received: Instant,
+    /// The first attempt left for an upstream.
+    pub dispatched: Option<Instant>,
+    /// The first byte of the winning attempt arrived.
+    pub first_byte: Option<Instant>,
+    /// The response ended (last byte sent, error sent, or client gone).
+    pub done: Option<Instant>,
+}
+
+impl Timings {
+    /// Timings of a request that arrived `now`.
+    pub fn start(now: Instant) -> Self {
+        Self {
+            received_wall: SystemTime::now(),
+            received: now,
+            dispatched: None,
+            first_byte: None,
+            done: None,
+        }
+    }
+
+    /// Time spent inside sluice before dispatch (parse, route, queue).
+    pub fn queue(&self) -> Option<Duration> {
+        Some(self.dispatched?.saturating_duration_since(self.received))
+    }
+
+    /// From dispatch to the upstream's first byte.
+    pub fn upstream_ttfb(&self) -> Option<Duration> {
+        Some(self.first_byte?.saturating_duration_since(self.dispatched?))
+    }
+
+    /// From dispatch to the end of the upstream's answer.
+    pub fn upstream_total(&self) -> Option<Duration> {
+        Some(self.done?.saturating_duration_since(self.dispatched?))
+    }
+
+    /// From arrival to the end.
+    pub fn total(&self) -> Option<Duration> {
+        Some(self.done?.saturating_duration_since(self.received))
+    }
+
+    /// The upstream latency of `phase`.
+    pub fn upstream(&self, phase: Phase) -> Option<Duration> {
+        match phase {
+            Phase::Ttfb => self.upstream_ttfb(),
+            Phase::Total => self.upstream_total(),
+        }
+    }
+}
+
+/// How one attempt ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// Still running (the record was taken mid-call).
+    Pending,
+    /// Answered successfully.
+    Ok,
+    /// Failed.
+    Failed(ErrorKind),
+    /// Abandoned by sluice (the client left, or another attempt won).
+    Cancelled,
+}
+
+/// One try at one upstream.
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    /// The upstream (deployment) name.
+    pub upstream: Arc<str>,
+    /// When it left.
+    pub started: Instant,
+    /// When its first byte arrived.
+    pub first_byte: Option<Instant>,
+    /// When it ended.
+    pub ended: Option<Instant>,
+    /// How it ended.
+    pub outcome: AttemptOutcome,
+}
+
+impl Attempt {
+    /// An attempt at `upstream` leaving `now`.
+    pub fn start(upstream: Arc<str>, now: Instant) -> Self {
+        Self {
+            upstream,
+            started: now,
+            first_byte: None,
+            ended: None,
+            outcome: AttemptOutcome::Pending,
+        }
+    }
+}
+
+/// Everything sluice knows about one request once it is over.
+#[derive(Clone, Debug)]
+pub struct CallRecord {
+    /// The request id (echoed as `x-request-id`).
+    pub request_id: RequestId,
+    /// The model group the client asked for, once known.
+    pub model_group: Option<Arc<str>>,
+    /// The upstream that answered (the winning attempt's).
+    pub upstream: Option<Arc<str>>,
+    /// Whether the client asked for a stream.
+    pub stream: bool,
+    /// Every attempt, in the order they started.
+    pub attempts: Vec<Attempt>,
+    /// When each step happened.
+    pub timings: Timings,
+    /// The HTTP status the client got (499 when it left first).
+    pub status: u16,
+    /// The error, when the call failed.
+    pub error: Option<ErrorKind>,
+    /// Tokens used, when the upstream reported them.
+    pub usage: Option<Usage>,
+}
+
+/// Status recorded when the client disconnected before the answer ended (nginx's convention).
+pub const CLIENT_CLOSED: u16 = 499;
+
+impl CallRecord {
+    /// A record for a request that arrived `now`.
+    pub fn new(request_id: RequestId, now: Instant) -> Self {
+        Self {
+            request_id,
+            model_group: None,
+            upstream: None,
+            stream: false,
+            attempts: Vec::new(),
+            timings: Timings::start(now),
+            status: 0,
+            error: None,
+            usage: None,
+        }
+    }
+
+    /// Whether the client got a successful answer.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status) && self.error.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn timings_derive_the_phases() {
+        let t0 = Instant::now();
+        let mut t = Timings::start(t0);
+        assert_eq!(t.queue(), None);
+        t.dispatched = Some(t0 + Duration::from_millis(2));
+        t.first_byte = Some(t0 + Duration::from_millis(302));
+        t.done = Some(t0 + Duration::from_millis(1002));
+        assert_eq!(t.queue(), Some(Duration::from_millis(2)));
+        assert_eq!(t.upstream_ttfb(), Some(Duration::from_millis(300)));
+        assert_eq!(t.upstream(Phase::Total), Some(Duration::from_millis(1000)));
+        assert_eq!(t.total(), Some(Duration::from_millis(1002)));
+    }
+}

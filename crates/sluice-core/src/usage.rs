@@ -1,0 +1,61 @@
+//! Token usage of one call, including the prompt tokens a provider served from its cache.
+
+use serde::{Deserialize, Serialize};
+
+/// Tokens one call consumed, normalised across providers.
+///
+/// `prompt_tokens` counts every input token, cached or not (OpenAI's meaning). `cached_tokens`
+/// is the part read from the provider's prompt cache, `cache_write_tokens` the part written to it
+/// (Anthropic's cache creation; OpenAI's newest models report it too).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// All input tokens, cache reads and writes included.
+    pub prompt_tokens: u64,
+    /// Output tokens.
+    pub completion_tokens: u64,
+    /// Input tokens served from the provider's prompt cache.
+    pub cached_tokens: u64,
+    /// Input tokens written into the provider's prompt cache.
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// Input plus output tokens.
+    pub fn total_tokens(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+
+    /// Input tokens billed at the full, uncached price.
+    pub fn uncached_prompt_tokens(&self) -> u64 {
+        self.prompt_tokens
+            .saturating_sub(self.cached_tokens)
+            .saturating_sub(self.cache_write_tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_and_uncached_part() {
+        let u = Usage {
+            prompt_tokens: 1000,
+            completion_tokens: 50,
+            cached_tokens: 800,
+            cache_write_tokens: 100,
+        };
+        assert_eq!(u.total_tokens(), 1050);
+        assert_eq!(u.uncached_prompt_tokens(), 100);
+    }
+
+    #[test]
+    fn uncached_never_underflows() {
+        let u = Usage {
+            prompt_tokens: 10,
+            cached_tokens: 50,
+            ..Usage::default()
+        };
+        assert_eq!(u.uncached_prompt_tokens(), 0);
+    }
+}

@@ -1,0 +1,76 @@
+//! Read-only endpoints: models, health, readiness, metrics and the latency report; plus the
+//! OpenAI-shaped answers for unknown routes and methods.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use serde_json::json;
+use sluice_core::{ErrorKind, GatewayError, RequestId};
+use tokio::time::Instant;
+
+use crate::{Gateway, rescue};
+
+/// `GET /v1/models`: the configured model groups, in OpenAI's list shape.
+pub async fn models(State(gw): State<Arc<Gateway>>) -> Json<serde_json::Value> {
+    let data: Vec<_> = gw
+        .routes()
+        .names()
+        .iter()
+        .map(|name| json!({"id": &**name, "object": "model", "created": 0, "owned_by": "sluice"}))
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}
+
+/// `GET /healthz`: the process is up.
+pub async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// `GET /readyz`: 200 while taking work, 503 once draining for shutdown.
+pub async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
+    if gw.is_draining() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "draining"})),
+        )
+            .into_response()
+    } else {
+        Json(json!({"status": "ready"})).into_response()
+    }
+}
+
+/// `GET /metrics`: Prometheus text format.
+pub async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
+    let mut resp = gw.telemetry().render(Instant::now()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
+}
+
+/// `GET /admin/latency`: P50/P90/P95/P99/P999/max per (model group, upstream).
+pub async fn latency(State(gw): State<Arc<Gateway>>) -> Json<sluice_telemetry::LatencyReport> {
+    Json(gw.telemetry().latency_report(Instant::now()))
+}
+
+/// Any other path.
+pub async fn not_found(uri: http::Uri) -> Response {
+    let e = GatewayError::new(
+        ErrorKind::RouteNotFound,
+        format!("no route for {}", uri.path()),
+    );
+    rescue::error_response(&e, &RequestId::generate(), None)
+}
+
+/// A known path with the wrong method.
+pub async fn method_not_allowed(method: http::Method, uri: http::Uri) -> Response {
+    let e = GatewayError::new(
+        ErrorKind::MethodNotAllowed,
+        format!("{} does not accept {method}", uri.path()),
+    );
+    rescue::error_response(&e, &RequestId::generate(), None)
+}

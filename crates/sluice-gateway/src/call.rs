@@ -1,0 +1,105 @@
+//! The life of one call record: opened when a request arrives, settled exactly once when the
+//! answer ends, fails, or the client goes away.
+
+use std::sync::Arc;
+
+use sluice_core::record::CLIENT_CLOSED;
+use sluice_core::{Attempt, AttemptOutcome, CallRecord, ErrorKind, RequestId};
+use sluice_telemetry::InflightGuard;
+use tokio::time::Instant;
+
+use crate::Gateway;
+
+/// An open call. Dropping it without [`Call::finish`] settles it as abandoned by the client.
+pub struct Call {
+    gw: Arc<Gateway>,
+    record: CallRecord,
+    settled: bool,
+    _inflight: InflightGuard,
+}
+
+impl Call {
+    /// Opens the record of a request that arrived `now`.
+    pub fn open(gw: Arc<Gateway>, id: RequestId, now: Instant) -> Self {
+        let inflight = gw.telemetry.inflight();
+        Self {
+            gw,
+            record: CallRecord::new(id, now),
+            settled: false,
+            _inflight: inflight,
+        }
+    }
+
+    /// The record so far.
+    pub fn record(&self) -> &CallRecord {
+        &self.record
+    }
+
+    /// The record, to fill in.
+    pub fn record_mut(&mut self) -> &mut CallRecord {
+        &mut self.record
+    }
+
+    /// Starts an attempt at `upstream`; returns its index.
+    pub fn begin_attempt(&mut self, upstream: Arc<str>, now: Instant) -> usize {
+        if self.record.timings.dispatched.is_none() {
+            self.record.timings.dispatched = Some(now);
+        }
+        // The chosen upstream until one answers; the winner replaces it at its first byte.
+        self.record.upstream.get_or_insert_with(|| upstream.clone());
+        self.record.attempts.push(Attempt::start(upstream, now));
+        self.record.attempts.len() - 1
+    }
+
+    /// Notes the first byte of attempt `i`, and of the call when it is the winner.
+    pub fn first_byte(&mut self, i: usize, at: Instant) {
+        if let Some(a) = self.record.attempts.get_mut(i) {
+            a.first_byte.get_or_insert(at);
+            self.record.upstream = Some(a.upstream.clone());
+        }
+        self.record.timings.first_byte.get_or_insert(at);
+    }
+
+    /// Ends attempt `i` with `outcome`.
+    pub fn end_attempt(&mut self, i: usize, outcome: AttemptOutcome, at: Instant) {
+        if let Some(a) = self.record.attempts.get_mut(i) {
+            a.ended = Some(at);
+            a.outcome = outcome;
+        }
+    }
+
+    /// Settles the call with the status the client got.
+    pub fn finish(mut self, status: u16, error: Option<ErrorKind>) {
+        self.settle(status, error);
+    }
+
+    fn settle(&mut self, status: u16, error: Option<ErrorKind>) {
+        if self.settled {
+            return;
+        }
+        self.settled = true;
+        let now = Instant::now();
+        let r = &mut self.record;
+        r.status = status;
+        r.error = error;
+        r.timings.done = Some(now);
+        for a in &mut r.attempts {
+            if a.outcome == AttemptOutcome::Pending {
+                a.outcome = if status == CLIENT_CLOSED {
+                    AttemptOutcome::Cancelled
+                } else {
+                    error.map_or(AttemptOutcome::Ok, AttemptOutcome::Failed)
+                };
+                a.ended = Some(now);
+            }
+        }
+        self.gw.settle(&self.record);
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        // Not finished: the client left (its connection closed and axum dropped us).
+        self.settle(CLIENT_CLOSED, None);
+    }
+}

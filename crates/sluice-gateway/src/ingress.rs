@@ -1,0 +1,49 @@
+//! Reading a request: the request id, the body under its size limit, and the parsed view.
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::HeaderMap;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use sluice_core::{ChatRequest, ErrorKind, GatewayError, RequestId};
+
+/// The request id: the client's `x-request-id` when sane, else a fresh one.
+pub fn request_id(headers: &HeaderMap) -> RequestId {
+    let client = headers.get("x-request-id").and_then(|v| v.to_str().ok());
+    RequestId::from_client_or_generate(client)
+}
+
+fn too_large(limit: usize) -> GatewayError {
+    GatewayError::new(
+        ErrorKind::PayloadTooLarge,
+        format!("request body is larger than the limit of {limit} bytes"),
+    )
+}
+
+/// Reads the whole body, refusing more than `limit` bytes (up front when `content-length`
+/// says so, else as soon as the limit is crossed).
+pub async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, GatewayError> {
+    let declared = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large(limit));
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large(limit)),
+        Err(e) => Err(GatewayError::new(
+            ErrorKind::InvalidRequest,
+            format!("could not read the request body: {e}"),
+        )),
+    }
+}
+
+/// Parses and checks a chat-completions body.
+pub fn parse(bytes: &[u8]) -> Result<ChatRequest, GatewayError> {
+    ChatRequest::parse(bytes)
+}

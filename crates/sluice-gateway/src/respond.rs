@@ -1,0 +1,151 @@
+//! Writing answers: complete JSON, or an SSE stream passed through frame by frame, with the
+//! call's timings in `Server-Timing` and the call settled when the answer ends.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use futures::Stream;
+use http::{HeaderMap, HeaderValue, header};
+use sluice_core::{AttemptOutcome, RequestId, Timings};
+use sluice_providers::{EventStream, StreamEvent, openai};
+use tokio::time::Instant;
+
+use crate::call::Call;
+
+/// Adds `x-request-id` and, when known, `x-sluice-upstream`.
+pub fn tag(h: &mut HeaderMap, id: &RequestId, upstream: Option<&str>) {
+    if let Ok(v) = HeaderValue::from_str(id.as_str()) {
+        h.insert("x-request-id", v);
+    }
+    if let Some(v) = upstream.and_then(|u| HeaderValue::from_str(u).ok()) {
+        h.insert("x-sluice-upstream", v);
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1000.0)
+}
+
+/// `Server-Timing: queue;dur=…, upstream_ttfb;dur=…, total;dur=…` (milliseconds).
+///
+/// For a stream the headers leave at the first byte, so `total` is the time to that byte
+/// (marked with a description); the full duration is in the call record and metrics.
+pub fn server_timing(t: &Timings, now: Instant, stream: bool) -> String {
+    let mut parts = Vec::with_capacity(3);
+    if let Some(q) = t.queue() {
+        parts.push(format!("queue;dur={}", ms(q)));
+    }
+    if let Some(u) = t.upstream_ttfb() {
+        parts.push(format!("upstream_ttfb;dur={}", ms(u)));
+    }
+    let total = now.saturating_duration_since(t.received);
+    if stream {
+        parts.push(format!("total;desc=\"to first byte\";dur={}", ms(total)));
+    } else {
+        parts.push(format!("total;dur={}", ms(total)));
+    }
+    parts.join(", ")
+}
+
+fn headers_for(call: &Call, now: Instant, stream: bool, h: &mut HeaderMap) {
+    let r = call.record();
+    tag(h, &r.request_id, r.upstream.as_deref());
+    if let Ok(v) = HeaderValue::from_str(&server_timing(&r.timings, now, stream)) {
+        h.insert("server-timing", v);
+    }
+}
+
+/// A complete JSON answer; settles the call.
+pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
+    let now = Instant::now();
+    call.end_attempt(attempt, AttemptOutcome::Ok, now);
+    let mut resp = Response::new(Body::from(body));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers_for(&call, now, false, h);
+    call.finish(200, None);
+    resp
+}
+
+/// An SSE answer that starts with `first` and forwards the rest of `rest` as it arrives.
+pub fn stream(call: Call, attempt: usize, first: Bytes, rest: EventStream) -> Response {
+    let now = Instant::now();
+    let mut head = HeaderMap::new();
+    headers_for(&call, now, true, &mut head);
+    let body = ClientStream {
+        first: Some(first),
+        rest,
+        call: Some(call),
+        attempt,
+    };
+    let mut resp = Response::new(Body::from_stream(body));
+    let h = resp.headers_mut();
+    h.extend(head);
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+/// The body of a streamed answer. Frames go out as they come; usage is kept for the record;
+/// an upstream failure mid-stream is sent as an error event (never a silent truncation). If
+/// the client leaves, dropping this settles the call as abandoned.
+struct ClientStream {
+    first: Option<Bytes>,
+    rest: EventStream,
+    call: Option<Call>,
+    attempt: usize,
+}
+
+impl Stream for ClientStream {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(first) = this.first.take() {
+            return Poll::Ready(Some(Ok(first)));
+        }
+        loop {
+            if this.call.is_none() {
+                return Poll::Ready(None);
+            }
+            match this.rest.as_mut().poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(StreamEvent::Frame(b)))) => return Poll::Ready(Some(Ok(b))),
+                Poll::Ready(Some(Ok(StreamEvent::Usage(u)))) => {
+                    if let Some(call) = this.call.as_mut() {
+                        call.record_mut().usage = Some(u);
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    if let Some(mut call) = this.call.take() {
+                        call.end_attempt(
+                            this.attempt,
+                            AttemptOutcome::Failed(e.kind),
+                            Instant::now(),
+                        );
+                        call.finish(200, Some(e.kind));
+                    }
+                    return Poll::Ready(Some(Ok(openai::error_frame(&e))));
+                }
+                Poll::Ready(None) => {
+                    if let Some(mut call) = this.call.take() {
+                        call.end_attempt(this.attempt, AttemptOutcome::Ok, Instant::now());
+                        call.finish(200, None);
+                    }
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+}

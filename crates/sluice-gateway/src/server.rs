@@ -1,0 +1,136 @@
+//! The HTTP server: routes, and graceful shutdown with a grace period.
+
+use std::future::{Future, IntoFuture};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Gateway, admin, stack};
+
+/// The routes of a gateway.
+pub fn router(gw: Arc<Gateway>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(stack::chat_completions))
+        .route("/v1/models", get(admin::models))
+        .route("/healthz", get(admin::healthz))
+        .route("/readyz", get(admin::readyz))
+        .route("/metrics", get(admin::metrics))
+        .route("/admin/latency", get(admin::latency))
+        .fallback(admin::not_found)
+        .method_not_allowed_fallback(admin::method_not_allowed)
+        .with_state(gw)
+}
+
+/// How a server stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// Every in-flight request finished within the grace period.
+    Drained,
+    /// The grace period ran out with requests still running; they are cut.
+    GraceExpired,
+}
+
+/// Triggers a graceful shutdown from code (tests, the demo).
+#[derive(Clone, Debug, Default)]
+pub struct ShutdownHandle(CancellationToken);
+
+impl ShutdownHandle {
+    /// A handle not yet triggered.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts the shutdown.
+    pub fn trigger(&self) {
+        self.0.cancel();
+    }
+
+    /// Resolves once triggered.
+    pub async fn triggered(&self) {
+        self.0.cancelled().await;
+    }
+}
+
+/// A bound, not yet running server.
+pub struct Server {
+    listener: TcpListener,
+    gw: Arc<Gateway>,
+    grace: Duration,
+}
+
+impl Server {
+    /// Binds `addr` (port 0 picks a free port).
+    pub async fn bind(gw: Arc<Gateway>, addr: SocketAddr, grace: Duration) -> io::Result<Self> {
+        Ok(Self {
+            listener: TcpListener::bind(addr).await?,
+            gw,
+            grace,
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` resolves; then stops accepting, answers `/readyz` with 503,
+    /// and waits for in-flight requests for at most the grace period.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> io::Result<Stopped> {
+        let token = CancellationToken::new();
+        let gw = self.gw.clone();
+        let trigger = token.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            gw.start_draining();
+            tracing::info!("shutting down: no new connections, draining in-flight requests");
+            trigger.cancel();
+        });
+        let serve = axum::serve(self.listener, router(self.gw))
+            .with_graceful_shutdown(token.clone().cancelled_owned())
+            .into_future();
+        let grace = self.grace;
+        let expired = async move {
+            token.cancelled().await;
+            tokio::time::sleep(grace).await;
+        };
+        tokio::select! {
+            r = serve => r.map(|()| Stopped::Drained),
+            () = expired => {
+                tracing::warn!(?grace, "grace period expired; cutting the requests still running");
+                Ok(Stopped::GraceExpired)
+            }
+        }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -1,0 +1,65 @@
+//! The walk of a chat-completions request, written once, top to bottom.
+//!
+//! Each step is one module; this file only orders them and says why each sits where it does.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::response::Response;
+use http::HeaderMap;
+use sluice_core::GatewayError;
+use tokio::time::Instant;
+
+use crate::call::Call;
+use crate::dispatch::{self, Answer};
+use crate::{Gateway, ingress, rescue, respond};
+
+/// `POST /v1/chat/completions`.
+pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
+    let now = Instant::now();
+    let (parts, body) = req.into_parts();
+    // The record opens first so that every request, even one rejected in ingress, is counted.
+    let mut call = Call::open(gw.clone(), ingress::request_id(&parts.headers), now);
+    match walk(&gw, &mut call, &parts.headers, body).await {
+        Ok(Answer::Complete { attempt, body }) => respond::complete(call, attempt, body),
+        Ok(Answer::Stream {
+            attempt,
+            first,
+            rest,
+        }) => respond::stream(call, attempt, first, rest),
+        Err(e) => fail(call, &e),
+    }
+}
+
+async fn walk(
+    gw: &Gateway,
+    call: &mut Call,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<Answer, GatewayError> {
+    // 1. Ingress: read the body under its limit and parse it. First, because every later step
+    //    needs a valid request, and a bad one must cost nothing upstream.
+    let bytes = ingress::read_body(headers, body, gw.max_body_bytes).await?;
+    let request = Arc::new(ingress::parse(&bytes)?);
+    call.record_mut().stream = request.stream;
+
+    // 2. Route: the model group, then one deployment by weight. Before dispatch, because
+    //    everything after works on a concrete upstream.
+    let group = gw.routes.group(&request.model)?;
+    call.record_mut().model_group = Some(group.name.clone());
+    let deployment = gw.routes.pick(group)?;
+
+    // 3. Dispatch: one attempt, held until its first byte so an early failure still gets a
+    //    proper status. Admission, hedging and retries wrap this step as they land.
+    dispatch::attempt(call, deployment, request).await
+}
+
+/// Answers with the error and settles the call.
+fn fail(call: Call, e: &GatewayError) -> Response {
+    let resp = {
+        let r = call.record();
+        rescue::error_response(e, &r.request_id, r.upstream.as_deref())
+    };
+    call.finish(e.status(), Some(e.kind));
+    resp
+}

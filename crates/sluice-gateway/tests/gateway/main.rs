@@ -1,0 +1,10 @@
+//! End-to-end tests: the gateway on port 0 in front of a local fake upstream.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod admin;
+mod anthropic;
+mod errors;
+mod proxy;
+mod shutdown;
+mod support;

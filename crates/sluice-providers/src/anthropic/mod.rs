@@ -1,0 +1,156 @@
+//! The Anthropic Messages adapter: chat-completions requests are translated to Messages,
+//! answers and streams back to chat completions, usage (cache reads and writes) included.
+
+mod request;
+mod response;
+mod stream;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use sluice_core::{ErrorKind, GatewayError};
+
+use crate::http::{self, HttpSettings};
+use crate::{Completion, Provider, UpstreamCall, UpstreamResponse};
+
+pub use request::translate_request;
+pub use response::translate_response;
+pub use stream::StreamTranslator;
+
+/// The `anthropic-version` sent when none is configured.
+pub const DEFAULT_VERSION: &str = "2023-06-01";
+/// The `max_tokens` sent when the client gave none (Anthropic requires it).
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// Where the Anthropic API lives and how to authenticate.
+#[derive(Clone, Debug)]
+pub struct AnthropicSettings {
+    /// Up to and including the version, e.g. `https://api.anthropic.com/v1`.
+    pub base_url: String,
+    /// Sent as `x-api-key`.
+    pub api_key: Option<String>,
+    /// The `anthropic-version` header.
+    pub version: String,
+    /// `max_tokens` when the client gave none.
+    pub default_max_tokens: u32,
+    /// Extra headers for every request.
+    pub headers: Vec<(String, String)>,
+    /// Connection and timeout settings.
+    pub http: HttpSettings,
+}
+
+impl Default for AnthropicSettings {
+    fn default() -> Self {
+        Self {
+            base_url: "https://api.anthropic.com/v1".into(),
+            api_key: None,
+            version: DEFAULT_VERSION.into(),
+            default_max_tokens: DEFAULT_MAX_TOKENS,
+            headers: Vec::new(),
+            http: HttpSettings::default(),
+        }
+    }
+}
+
+/// An Anthropic upstream with its own connection pool.
+pub struct Anthropic {
+    name: Arc<str>,
+    url: String,
+    settings: AnthropicSettings,
+    client: reqwest::Client,
+}
+
+impl Anthropic {
+    /// Builds the adapter and its pooled client.
+    pub fn new(name: &str, settings: AnthropicSettings) -> Result<Self, GatewayError> {
+        let client = http::client(&settings.http)?;
+        let url = format!("{}/messages", settings.base_url.trim_end_matches('/'));
+        Ok(Self {
+            name: Arc::from(name),
+            url,
+            settings,
+            client,
+        })
+    }
+}
+
+impl Provider for Anthropic {
+    fn call(
+        &self,
+        call: UpstreamCall,
+    ) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
+        let body = translate_request(&call.request, &call.model, self.settings.default_max_tokens)
+            .and_then(|v| {
+                serde_json::to_vec(&v).map_err(|e| {
+                    GatewayError::new(ErrorKind::Internal, format!("encoding request: {e}"))
+                })
+            });
+        let body = match body {
+            Ok(b) => b,
+            Err(e) => return futures::future::ready(Err(e)).boxed(),
+        };
+        let mut req = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("anthropic-version", &self.settings.version)
+            .header("x-request-id", call.request_id.as_str())
+            .body(body);
+        if let Some(key) = &self.settings.api_key {
+            req = req.header("x-api-key", key);
+        }
+        for (k, v) in &self.settings.headers {
+            req = req.header(k, v);
+        }
+        let name = self.name.clone();
+        let http = self.settings.http.clone();
+        async move {
+            let mut accepted = http::send(&name, &http, req, error_to_openai).await?;
+            if call.request.stream {
+                let translator = StreamTranslator::new(call.request.include_usage);
+                Ok(UpstreamResponse::Stream(stream::translate(
+                    accepted.body,
+                    translator,
+                    name,
+                )))
+            } else {
+                let (raw, first_byte) = http::read_complete(&mut accepted).await?;
+                let (body, usage) = translate_response(&raw).map_err(|e| {
+                    GatewayError::new(
+                        ErrorKind::UpstreamProtocol,
+                        format!("upstream {name} answered an unreadable message: {e}"),
+                    )
+                })?;
+                Ok(UpstreamResponse::Complete(Completion {
+                    body,
+                    usage: Some(usage),
+                    first_byte,
+                }))
+            }
+        }
+        .boxed()
+    }
+}
+
+/// Renders Anthropic's `{"type":"error","error":{"type","message"}}` in OpenAI's error shape.
+fn error_to_openai(raw: &[u8]) -> Option<Bytes> {
+    let v: serde_json::Value = serde_json::from_slice(raw).ok()?;
+    let err = v.get("error")?;
+    let message = err
+        .get("message")
+        .and_then(|m| m.as_str())
+        .unwrap_or("upstream error");
+    let kind = err
+        .get("type")
+        .and_then(|t| t.as_str())
+        .unwrap_or("api_error");
+    let out = serde_json::json!({
+        "error": {"message": message, "type": kind, "param": null, "code": kind}
+    });
+    Some(Bytes::from(out.to_string()))
+}
+
+#[cfg(test)]
+mod tests;

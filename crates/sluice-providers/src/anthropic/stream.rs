@@ -1,0 +1,269 @@
+//! Anthropic Messages stream → chat-completions SSE stream.
+//!
+//! [`StreamTranslator`] is the pure state machine (events in, frames out); [`translate`] is the
+//! glue that feeds it from the upstream's body.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use sluice_core::{ErrorKind, GatewayError};
+
+use super::response::{finish_reason, unix_now};
+use crate::http::TimedBody;
+use crate::sse::{self, SseEvent, SseParser};
+use crate::usage::{AnthropicUsage, to_openai_json};
+use crate::{EventStream, StreamEvent};
+
+/// Translates Messages stream events into chat-completion chunks.
+#[derive(Debug)]
+pub struct StreamTranslator {
+    include_usage: bool,
+    id: String,
+    model: String,
+    created: u64,
+    usage: AnthropicUsage,
+    /// Content-block index → tool-call index, for tool-use blocks.
+    tool_index: Vec<(u64, usize)>,
+    finished: bool,
+}
+
+impl StreamTranslator {
+    /// A translator; `include_usage` is whether the client asked for a usage chunk.
+    pub fn new(include_usage: bool) -> Self {
+        Self {
+            include_usage,
+            id: String::new(),
+            model: String::new(),
+            created: unix_now(),
+            usage: AnthropicUsage::default(),
+            tool_index: Vec::new(),
+            finished: false,
+        }
+    }
+
+    /// Whether `message_stop` has been seen.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    fn chunk(&self, delta: Value, finish: Option<&str>) -> StreamEvent {
+        let v = json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }],
+        });
+        StreamEvent::Frame(sse::frame(v.to_string().as_bytes()))
+    }
+
+    /// Handles one event, appending what it produces to `out`.
+    pub fn event(
+        &mut self,
+        ev: &SseEvent,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<(), GatewayError> {
+        let v: Value = serde_json::from_slice(&ev.data).map_err(|e| {
+            GatewayError::new(
+                ErrorKind::UpstreamProtocol,
+                format!("unreadable stream event: {e}"),
+            )
+        })?;
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or_default();
+        match kind {
+            "message_start" => {
+                let m = v.get("message").unwrap_or(&Value::Null);
+                self.id = m
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                self.model = m
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                self.merge_usage(m.get("usage"));
+                out.push_back(self.chunk(json!({"role": "assistant", "content": ""}), None));
+            }
+            "content_block_start" => self.block_start(&v, out),
+            "content_block_delta" => self.block_delta(&v, out),
+            "message_delta" => {
+                self.merge_usage(v.get("usage"));
+                if let Some(stop) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    out.push_back(self.chunk(json!({}), Some(finish_reason(stop))));
+                }
+            }
+            "message_stop" => {
+                self.finished = true;
+                let usage = self.usage.normalise();
+                if self.include_usage {
+                    let v = json!({
+                        "id": self.id,
+                        "object": "chat.completion.chunk",
+                        "created": self.created,
+                        "model": self.model,
+                        "choices": [],
+                        "usage": to_openai_json(&usage),
+                    });
+                    out.push_back(StreamEvent::Frame(sse::frame(v.to_string().as_bytes())));
+                }
+                out.push_back(StreamEvent::Usage(usage));
+                out.push_back(StreamEvent::Frame(sse::frame(sse::DONE)));
+            }
+            "error" => {
+                let msg = v
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("upstream stream error");
+                let t = v
+                    .pointer("/error/type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error");
+                return Err(GatewayError::new(
+                    ErrorKind::UpstreamServerError,
+                    format!("upstream stream error ({t}): {msg}"),
+                ));
+            }
+            // ping, content_block_stop, and event types added later carry nothing to translate.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn merge_usage(&mut self, usage: Option<&Value>) {
+        if let Some(u) =
+            usage.and_then(|u| serde_json::from_value::<AnthropicUsage>(u.clone()).ok())
+        {
+            self.usage.merge(&u);
+        }
+    }
+
+    fn block_start(&mut self, v: &Value, out: &mut VecDeque<StreamEvent>) {
+        let block = v.get("content_block").unwrap_or(&Value::Null);
+        if block.get("type").and_then(Value::as_str) != Some("tool_use") {
+            return;
+        }
+        let block_index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let tool = self.tool_index.len();
+        self.tool_index.push((block_index, tool));
+        out.push_back(self.chunk(
+            json!({"tool_calls": [{
+                "index": tool,
+                "id": block.get("id").cloned().unwrap_or(Value::Null),
+                "type": "function",
+                "function": {"name": block.get("name").cloned().unwrap_or(Value::Null), "arguments": ""},
+            }]}),
+            None,
+        ));
+    }
+
+    fn block_delta(&mut self, v: &Value, out: &mut VecDeque<StreamEvent>) {
+        let delta = v.get("delta").unwrap_or(&Value::Null);
+        match delta.get("type").and_then(Value::as_str) {
+            Some("text_delta") => {
+                let text = delta.get("text").cloned().unwrap_or(Value::from(""));
+                out.push_back(self.chunk(json!({"content": text}), None));
+            }
+            Some("thinking_delta") => {
+                let text = delta.get("thinking").cloned().unwrap_or(Value::from(""));
+                out.push_back(self.chunk(json!({"reasoning_content": text}), None));
+            }
+            Some("input_json_delta") => {
+                let block_index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let Some(&(_, tool)) = self.tool_index.iter().find(|(b, _)| *b == block_index)
+                else {
+                    return;
+                };
+                let part = delta
+                    .get("partial_json")
+                    .cloned()
+                    .unwrap_or(Value::from(""));
+                out.push_back(self.chunk(
+                    json!({"tool_calls": [{"index": tool, "function": {"arguments": part}}]}),
+                    None,
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+struct State {
+    body: TimedBody,
+    parser: SseParser,
+    translator: StreamTranslator,
+    pending: VecDeque<StreamEvent>,
+    name: Arc<str>,
+    /// An error to report once the frames before it are out.
+    error: Option<GatewayError>,
+    ended: bool,
+}
+
+impl State {
+    async fn next(&mut self) -> Option<Result<StreamEvent, GatewayError>> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                return Some(Ok(ev));
+            }
+            if let Some(e) = self.error.take() {
+                self.ended = true;
+                return Some(Err(e));
+            }
+            if self.ended || self.translator.finished() {
+                return None;
+            }
+            match self.body.next().await {
+                Err(e) => self.error = Some(e),
+                Ok(None) => {
+                    self.error = Some(GatewayError::new(
+                        ErrorKind::UpstreamConnect,
+                        format!(
+                            "upstream {} closed the stream before it finished",
+                            self.name
+                        ),
+                    ));
+                }
+                Ok(Some(chunk)) => {
+                    let mut events = Vec::new();
+                    if let Err(e) = self.parser.push(&chunk, &mut events) {
+                        self.error = Some(GatewayError::new(
+                            ErrorKind::UpstreamProtocol,
+                            e.to_string(),
+                        ));
+                    }
+                    for ev in &events {
+                        if let Err(e) = self.translator.event(ev, &mut self.pending) {
+                            self.error = Some(e);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Streams the upstream's Messages events as chat-completion frames.
+pub(crate) fn translate(
+    body: TimedBody,
+    translator: StreamTranslator,
+    name: Arc<str>,
+) -> EventStream {
+    let state = State {
+        body,
+        parser: SseParser::new(),
+        translator,
+        pending: VecDeque::new(),
+        name,
+        error: None,
+        ended: false,
+    };
+    futures::stream::unfold(state, |mut s| async move {
+        let item = s.next().await?;
+        Some((item, s))
+    })
+    .boxed()
+}

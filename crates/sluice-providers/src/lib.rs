@@ -1,0 +1,86 @@
+//! Upstream adapters: the [`Provider`] interface the gateway dispatches to, an
+//! OpenAI-compatible adapter, an Anthropic Messages adapter, and the SSE and usage parsing
+//! they share.
+//!
+//! Adapters speak OpenAI chat completions towards the gateway whatever the upstream speaks:
+//! complete answers are OpenAI `chat.completion` JSON, streams are OpenAI SSE frames. Usage is
+//! reported alongside, normalised, so the gateway never parses provider formats.
+
+pub mod anthropic;
+pub mod http;
+pub mod openai;
+pub mod sse;
+pub mod usage;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use sluice_core::{ChatRequest, GatewayError, RequestId, Usage};
+use tokio::time::Instant;
+
+pub use anthropic::{Anthropic, AnthropicSettings};
+pub use http::HttpSettings;
+pub use openai::{OpenAiCompat, OpenAiSettings};
+
+/// One call to one upstream.
+#[derive(Clone, Debug)]
+pub struct UpstreamCall {
+    /// The client's request, shared between attempts.
+    pub request: Arc<ChatRequest>,
+    /// The model name the upstream knows.
+    pub model: Arc<str>,
+    /// The request id, forwarded upstream as `x-request-id`.
+    pub request_id: RequestId,
+}
+
+/// A complete (non-streaming) answer.
+#[derive(Clone, Debug)]
+pub struct Completion {
+    /// OpenAI `chat.completion` JSON.
+    pub body: Bytes,
+    /// Usage, when the upstream reported it.
+    pub usage: Option<Usage>,
+    /// When the first byte of the answer arrived.
+    pub first_byte: Instant,
+}
+
+/// One item of a streamed answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamEvent {
+    /// An SSE frame (`data: ...\n\n`) to send to the client as is.
+    Frame(Bytes),
+    /// Usage, read from the stream; not sent to the client by itself.
+    Usage(Usage),
+}
+
+/// A streamed answer: frames in order; an `Err` ends it.
+pub type EventStream = BoxStream<'static, Result<StreamEvent, GatewayError>>;
+
+/// What an upstream answered once it accepted the call.
+pub enum UpstreamResponse {
+    /// The whole answer.
+    Complete(Completion),
+    /// A stream whose status was 200; frames follow as they arrive.
+    Stream(EventStream),
+}
+
+impl std::fmt::Debug for UpstreamResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Complete(c) => f.debug_tuple("Complete").field(c).finish(),
+            Self::Stream(_) => f.write_str("Stream(..)"),
+        }
+    }
+}
+
+/// An upstream the gateway can call: a real provider over HTTP, or the simulator in-process.
+pub trait Provider: Send + Sync + 'static {
+    /// Sends one call. The future resolves once the upstream has accepted it (a stream) or
+    /// answered it (a completion); failures are classified [`GatewayError`]s.
+    fn call(
+        &self,
+        call: UpstreamCall,
+    ) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>>;
+}

@@ -1,0 +1,305 @@
+//! The OpenAI-compatible adapter: OpenAI, DeepSeek, GLM, Kimi, MiniMax, Hunyuan, vLLM, SGLang,
+//! Ollama. Bodies pass through; sluice only swaps the model name and asks streams for usage.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use serde::Serialize;
+use serde::ser::SerializeMap;
+use serde_json::{Map, Value};
+use sluice_core::{ChatRequest, ErrorKind, GatewayError};
+
+use crate::http::{self, Accepted, HttpSettings};
+use crate::sse::{self, SseEvent, SseParser};
+use crate::usage;
+use crate::{Completion, EventStream, Provider, StreamEvent, UpstreamCall, UpstreamResponse};
+
+/// Where an OpenAI-compatible upstream lives and how to authenticate.
+#[derive(Clone, Debug, Default)]
+pub struct OpenAiSettings {
+    /// Up to and including the version, e.g. `https://api.deepseek.com/v1`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer KEY` when set.
+    pub api_key: Option<String>,
+    /// Extra headers for every request.
+    pub headers: Vec<(String, String)>,
+    /// Connection and timeout settings.
+    pub http: HttpSettings,
+}
+
+/// An OpenAI-compatible upstream with its own connection pool.
+pub struct OpenAiCompat {
+    name: Arc<str>,
+    url: String,
+    settings: OpenAiSettings,
+    client: reqwest::Client,
+}
+
+impl OpenAiCompat {
+    /// Builds the adapter and its pooled client.
+    pub fn new(name: &str, settings: OpenAiSettings) -> Result<Self, GatewayError> {
+        let client = http::client(&settings.http)?;
+        let url = format!(
+            "{}/chat/completions",
+            settings.base_url.trim_end_matches('/')
+        );
+        Ok(Self {
+            name: Arc::from(name),
+            url,
+            settings,
+            client,
+        })
+    }
+}
+
+impl Provider for OpenAiCompat {
+    fn call(
+        &self,
+        call: UpstreamCall,
+    ) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
+        let body = match serde_json::to_vec(&OutgoingBody {
+            request: &call.request,
+            model: &call.model,
+        }) {
+            Ok(b) => b,
+            Err(e) => {
+                let err = GatewayError::new(ErrorKind::Internal, format!("encoding request: {e}"));
+                return futures::future::ready(Err(err)).boxed();
+            }
+        };
+        let mut req = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("x-request-id", call.request_id.as_str())
+            .body(body);
+        if let Some(key) = &self.settings.api_key {
+            req = req.bearer_auth(key);
+        }
+        for (k, v) in &self.settings.headers {
+            req = req.header(k, v);
+        }
+        let name = self.name.clone();
+        let http = self.settings.http.clone();
+        async move {
+            let mut accepted = http::send(&name, &http, req, |_| None).await?;
+            if call.request.stream {
+                Ok(UpstreamResponse::Stream(stream(
+                    accepted,
+                    name,
+                    call.request.include_usage,
+                )))
+            } else {
+                complete(&mut accepted, &name)
+                    .await
+                    .map(UpstreamResponse::Complete)
+            }
+        }
+        .boxed()
+    }
+}
+
+/// The client's body with the upstream model name, and `stream_options.include_usage` set on
+/// streams so usage can be read from the last chunk. Every other field is written untouched.
+struct OutgoingBody<'a> {
+    request: &'a ChatRequest,
+    model: &'a str,
+}
+
+impl Serialize for OutgoingBody<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let body = &self.request.body;
+        let stream = self.request.stream;
+        let mut map = s.serialize_map(Some(body.len() + 1))?;
+        let mut wrote_options = false;
+        for (k, v) in body {
+            match k.as_str() {
+                "model" => map.serialize_entry(k, self.model)?,
+                "stream_options" if stream => {
+                    let mut opts = v.as_object().cloned().unwrap_or_default();
+                    opts.insert("include_usage".into(), Value::Bool(true));
+                    map.serialize_entry(k, &opts)?;
+                    wrote_options = true;
+                }
+                _ => map.serialize_entry(k, v)?,
+            }
+        }
+        if stream && !wrote_options {
+            let mut opts = Map::new();
+            opts.insert("include_usage".into(), Value::Bool(true));
+            map.serialize_entry("stream_options", &opts)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct UsageOnly {
+    #[serde(default)]
+    usage: Option<Value>,
+}
+
+async fn complete(accepted: &mut Accepted, name: &str) -> Result<Completion, GatewayError> {
+    let (body, first_byte) = http::read_complete(accepted).await?;
+    let parsed: UsageOnly = serde_json::from_slice(&body).map_err(|e| {
+        GatewayError::new(
+            ErrorKind::UpstreamProtocol,
+            format!("upstream {name} answered invalid JSON: {e}"),
+        )
+    })?;
+    Ok(Completion {
+        usage: parsed.usage.as_ref().and_then(usage::from_openai),
+        body,
+        first_byte,
+    })
+}
+
+/// Turns the upstream's SSE into frames, reading usage on the way.
+fn stream(accepted: Accepted, name: Arc<str>, client_wants_usage: bool) -> EventStream {
+    let state = StreamState {
+        body: accepted.body,
+        parser: SseParser::new(),
+        pending: std::collections::VecDeque::new(),
+        name,
+        client_wants_usage,
+        saw_done: false,
+        saw_finish: false,
+        error: None,
+        ended: false,
+    };
+    futures::stream::unfold(state, |mut s| async move {
+        let item = s.next().await?;
+        Some((item, s))
+    })
+    .boxed()
+}
+
+struct StreamState {
+    body: http::TimedBody,
+    parser: SseParser,
+    pending: std::collections::VecDeque<StreamEvent>,
+    name: Arc<str>,
+    client_wants_usage: bool,
+    saw_done: bool,
+    saw_finish: bool,
+    /// An error to report once the frames before it are out.
+    error: Option<GatewayError>,
+    ended: bool,
+}
+
+impl StreamState {
+    async fn next(&mut self) -> Option<Result<StreamEvent, GatewayError>> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                return Some(Ok(ev));
+            }
+            if let Some(e) = self.error.take() {
+                self.ended = true;
+                return Some(Err(e));
+            }
+            if self.ended || self.saw_done {
+                return None;
+            }
+            match self.body.next().await {
+                Err(e) => self.error = Some(e),
+                Ok(None) if self.saw_finish => {
+                    // Some servers end without [DONE] after a finish_reason; close politely.
+                    self.ended = true;
+                    self.pending
+                        .push_back(StreamEvent::Frame(sse::frame(sse::DONE)));
+                }
+                Ok(None) => {
+                    self.error = Some(GatewayError::new(
+                        ErrorKind::UpstreamConnect,
+                        format!(
+                            "upstream {} closed the stream before it finished",
+                            self.name
+                        ),
+                    ));
+                }
+                Ok(Some(chunk)) => {
+                    let mut events = Vec::new();
+                    let pushed = self.parser.push(&chunk, &mut events);
+                    for ev in events {
+                        self.event(ev);
+                    }
+                    if let Err(e) = pushed {
+                        self.error = Some(GatewayError::new(
+                            ErrorKind::UpstreamProtocol,
+                            e.to_string(),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    fn event(&mut self, ev: SseEvent) {
+        if self.saw_done {
+            return;
+        }
+        let data = ev.data;
+        if data.as_ref() == sse::DONE {
+            self.saw_done = true;
+            self.pending
+                .push_back(StreamEvent::Frame(sse::frame(sse::DONE)));
+            return;
+        }
+        if has_finish_reason(&data) {
+            self.saw_finish = true;
+        }
+        let parsed = memchr::memmem::find(&data, b"\"usage\"")
+            .and_then(|_| serde_json::from_slice::<Value>(&data).ok());
+        if let Some(v) = parsed
+            && let Some(u) = v.get("usage").and_then(usage::from_openai)
+        {
+            self.pending.push_back(StreamEvent::Usage(u));
+            let usage_only = v
+                .get("choices")
+                .and_then(Value::as_array)
+                .is_some_and(Vec::is_empty);
+            if usage_only && !self.client_wants_usage {
+                // sluice asked for this chunk; the client did not.
+                return;
+            }
+        }
+        self.pending
+            .push_back(StreamEvent::Frame(sse::frame(&data)));
+    }
+}
+
+/// Whether a chunk carries a non-null `finish_reason`, without parsing it.
+fn has_finish_reason(data: &[u8]) -> bool {
+    let key = b"\"finish_reason\"";
+    let mut rest = data;
+    while let Some(i) = memchr::memmem::find(rest, key) {
+        rest = rest.get(i + key.len()..).unwrap_or_default();
+        let after: Vec<u8> = rest
+            .iter()
+            .copied()
+            .skip_while(|b| b.is_ascii_whitespace() || *b == b':')
+            .take(1)
+            .collect();
+        if after.first() == Some(&b'"') {
+            return true;
+        }
+    }
+    false
+}
+
+/// Frames an error for a client mid-stream, in OpenAI's error shape.
+pub fn error_frame(e: &GatewayError) -> Bytes {
+    let v = serde_json::json!({
+        "error": {
+            "message": e.message,
+            "type": e.kind.error_type(),
+            "code": e.kind.code(),
+        }
+    });
+    sse::frame(v.to_string().as_bytes())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,74 @@
+use serde_json::json;
+
+use super::*;
+
+fn request(body: Value) -> ChatRequest {
+    let Value::Object(map) = body else {
+        panic!("object")
+    };
+    ChatRequest::from_body(map).unwrap()
+}
+
+fn outgoing(req: &ChatRequest, model: &str) -> Value {
+    serde_json::to_value(OutgoingBody {
+        request: req,
+        model,
+    })
+    .unwrap()
+}
+
+#[test]
+fn swaps_the_model_and_keeps_unknown_fields_in_order() {
+    let req = request(json!({
+        "model": "chat", "messages": [{"role": "user", "content": "hi"}],
+        "top_k": 3, "enable_thinking": false
+    }));
+    let out = outgoing(&req, "deepseek-chat");
+    assert_eq!(out["model"], "deepseek-chat");
+    assert_eq!(out["top_k"], 3);
+    assert_eq!(out["enable_thinking"], false);
+    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["model", "messages", "top_k", "enable_thinking"]);
+    assert!(out.get("stream_options").is_none(), "not a stream");
+}
+
+#[test]
+fn streams_always_ask_for_usage() {
+    let plain = request(json!({"model": "m", "messages": [{"role": "user"}], "stream": true}));
+    assert_eq!(
+        outgoing(&plain, "x")["stream_options"],
+        json!({"include_usage": true})
+    );
+    let with_opts = request(json!({
+        "model": "m", "messages": [{"role": "user"}], "stream": true,
+        "stream_options": {"include_usage": false, "continuous_usage_stats": true}
+    }));
+    assert_eq!(
+        outgoing(&with_opts, "x")["stream_options"],
+        json!({"include_usage": true, "continuous_usage_stats": true})
+    );
+}
+
+#[test]
+fn finish_reason_detection() {
+    assert!(has_finish_reason(
+        br#"{"choices":[{"finish_reason":"stop"}]}"#
+    ));
+    assert!(has_finish_reason(
+        br#"{"choices":[{"finish_reason" : "length"}]}"#
+    ));
+    assert!(!has_finish_reason(
+        br#"{"choices":[{"finish_reason":null}]}"#
+    ));
+    assert!(!has_finish_reason(br#"{"choices":[{"delta":{}}]}"#));
+}
+
+#[test]
+fn error_frames_are_openai_shaped() {
+    let e = GatewayError::new(ErrorKind::UpstreamTimeout, "slow");
+    let f = error_frame(&e);
+    let text = std::str::from_utf8(&f).unwrap();
+    let body: Value = serde_json::from_str(text.trim_start_matches("data: ").trim()).unwrap();
+    assert_eq!(body["error"]["code"], "upstream_timeout");
+    assert_eq!(body["error"]["message"], "slow");
+}

@@ -1,0 +1,191 @@
+//! Reads token usage out of the usage objects each provider family sends.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sluice_core::Usage;
+
+#[derive(Debug, Default, Deserialize)]
+struct OpenAiDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+    #[serde(default)]
+    cache_write_tokens: Option<u64>,
+}
+
+/// The union of the usage fields OpenAI-compatible providers send.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct OpenAiUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    /// OpenAI, GLM, vLLM.
+    #[serde(default)]
+    prompt_tokens_details: Option<OpenAiDetails>,
+    /// DeepSeek.
+    #[serde(default)]
+    prompt_cache_hit_tokens: Option<u64>,
+    /// DeepSeek.
+    #[serde(default)]
+    prompt_cache_miss_tokens: Option<u64>,
+    /// Kimi (Moonshot) reports cache hits at the top level.
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+impl OpenAiUsage {
+    pub(crate) fn normalise(&self) -> Usage {
+        let details = self.prompt_tokens_details.as_ref();
+        let cached = details
+            .and_then(|d| d.cached_tokens)
+            .or(self.prompt_cache_hit_tokens)
+            .or(self.cached_tokens)
+            .unwrap_or(0);
+        let prompt = self.prompt_tokens.unwrap_or_else(|| {
+            self.prompt_cache_hit_tokens.unwrap_or(0) + self.prompt_cache_miss_tokens.unwrap_or(0)
+        });
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: self.completion_tokens.unwrap_or(0),
+            cached_tokens: cached,
+            cache_write_tokens: details.and_then(|d| d.cache_write_tokens).unwrap_or(0),
+        }
+    }
+}
+
+/// Usage from an OpenAI-shaped `usage` value; `None` when absent or null.
+pub fn from_openai(usage: &Value) -> Option<Usage> {
+    if usage.is_null() {
+        return None;
+    }
+    OpenAiUsage::deserialize(usage).ok().map(|u| u.normalise())
+}
+
+/// Anthropic's usage object. `input_tokens` excludes cache reads and writes.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct AnthropicUsage {
+    /// Uncached input tokens.
+    #[serde(default)]
+    pub input_tokens: Option<u64>,
+    /// Output tokens (cumulative in stream deltas).
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    /// Input tokens written to the cache.
+    #[serde(default)]
+    pub cache_creation_input_tokens: Option<u64>,
+    /// Input tokens read from the cache.
+    #[serde(default)]
+    pub cache_read_input_tokens: Option<u64>,
+}
+
+impl AnthropicUsage {
+    /// Overlays the fields `later` sets (stream deltas update some fields, not all).
+    pub fn merge(&mut self, later: &AnthropicUsage) {
+        let pick = |a: &mut Option<u64>, b: Option<u64>| {
+            if b.is_some() {
+                *a = b;
+            }
+        };
+        pick(&mut self.input_tokens, later.input_tokens);
+        pick(&mut self.output_tokens, later.output_tokens);
+        pick(
+            &mut self.cache_creation_input_tokens,
+            later.cache_creation_input_tokens,
+        );
+        pick(
+            &mut self.cache_read_input_tokens,
+            later.cache_read_input_tokens,
+        );
+    }
+
+    /// Normalised usage: prompt tokens include cache reads and writes.
+    pub fn normalise(&self) -> Usage {
+        let read = self.cache_read_input_tokens.unwrap_or(0);
+        let write = self.cache_creation_input_tokens.unwrap_or(0);
+        Usage {
+            prompt_tokens: self.input_tokens.unwrap_or(0) + read + write,
+            completion_tokens: self.output_tokens.unwrap_or(0),
+            cached_tokens: read,
+            cache_write_tokens: write,
+        }
+    }
+}
+
+/// Renders usage the way OpenAI's chat completions do, cache fields included.
+pub fn to_openai_json(u: &Usage) -> Value {
+    json!({
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.total_tokens(),
+        "prompt_tokens_details": {
+            "cached_tokens": u.cached_tokens,
+            "cache_write_tokens": u.cache_write_tokens,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_cached_tokens() {
+        let u = from_openai(&json!({
+            "prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,
+            "prompt_tokens_details": {"cached_tokens": 1920}
+        }))
+        .unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.cached_tokens),
+            (2006, 300, 1920)
+        );
+    }
+
+    #[test]
+    fn deepseek_hit_and_miss() {
+        let u = from_openai(&json!({
+            "prompt_tokens": 1000, "completion_tokens": 10,
+            "prompt_cache_hit_tokens": 768, "prompt_cache_miss_tokens": 232
+        }))
+        .unwrap();
+        assert_eq!((u.prompt_tokens, u.cached_tokens), (1000, 768));
+        let no_prompt = from_openai(&json!({
+            "completion_tokens": 10, "prompt_cache_hit_tokens": 64, "prompt_cache_miss_tokens": 36
+        }))
+        .unwrap();
+        assert_eq!(no_prompt.prompt_tokens, 100);
+    }
+
+    #[test]
+    fn kimi_top_level_cached_tokens() {
+        let u =
+            from_openai(&json!({"prompt_tokens": 50, "completion_tokens": 5, "cached_tokens": 32}))
+                .unwrap();
+        assert_eq!(u.cached_tokens, 32);
+    }
+
+    #[test]
+    fn null_or_garbage_is_no_usage() {
+        assert_eq!(from_openai(&Value::Null), None);
+        assert_eq!(from_openai(&json!("x")), None);
+    }
+
+    #[test]
+    fn anthropic_counts_cache_reads_and_writes_as_prompt() {
+        let mut u: AnthropicUsage = serde_json::from_value(json!({
+            "input_tokens": 21, "cache_creation_input_tokens": 188086,
+            "cache_read_input_tokens": 0, "output_tokens": 1
+        }))
+        .unwrap();
+        u.merge(&AnthropicUsage {
+            output_tokens: Some(393),
+            ..AnthropicUsage::default()
+        });
+        let n = u.normalise();
+        assert_eq!(n.prompt_tokens, 188107);
+        assert_eq!(n.cache_write_tokens, 188086);
+        assert_eq!(n.completion_tokens, 393);
+        let back = to_openai_json(&n);
+        assert_eq!(back["total_tokens"], 188500);
+    }
+}

@@ -1,0 +1,178 @@
+//! The telemetry hub: takes finished call records, updates metrics and windows, and renders
+//! the Prometheus page and the latency report.
+
+use std::sync::Arc;
+
+use prometheus_client::registry::Registry;
+use sluice_core::{AttemptOutcome, CallRecord, ErrorKind, Phase};
+use sluice_tail::{WindowConfig, WindowError};
+use tokio::time::Instant;
+
+use crate::metrics::{
+    AttemptLabels, GroupLabels, Metrics, PairLabels, QuantileLabels, RequestLabels, TokenLabels,
+};
+use crate::windows::{LatencyReport, PairKey, Windows};
+
+/// Label used where a record has no group or upstream.
+const NONE: &str = "-";
+
+/// Metrics and windows of one gateway.
+#[derive(Debug)]
+pub struct Telemetry {
+    registry: Registry,
+    metrics: Metrics,
+    windows: Windows,
+}
+
+/// Counts a request as in flight until dropped.
+#[derive(Debug)]
+pub struct InflightGuard(Arc<Telemetry>);
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.0.metrics.inflight.dec();
+    }
+}
+
+impl Telemetry {
+    /// Empty telemetry with the given window shape.
+    pub fn new(window: WindowConfig) -> Result<Self, WindowError> {
+        let mut registry = Registry::default();
+        let metrics = Metrics::new(&mut registry);
+        Ok(Self {
+            registry,
+            metrics,
+            windows: Windows::new(window)?,
+        })
+    }
+
+    /// Marks a request in flight until the guard drops.
+    pub fn inflight(self: &Arc<Self>) -> InflightGuard {
+        self.metrics.inflight.inc();
+        InflightGuard(self.clone())
+    }
+
+    /// Folds one finished call into metrics and windows.
+    pub fn observe(&self, rec: &CallRecord) {
+        let group = rec.model_group.as_deref().unwrap_or(NONE);
+        let m = &self.metrics;
+        m.requests
+            .get_or_create(&RequestLabels {
+                group: group.to_string(),
+                upstream: rec.upstream.as_deref().unwrap_or(NONE).to_string(),
+                status: rec.status,
+                code: rec.error.map_or("ok", ErrorKind::code).to_string(),
+            })
+            .inc();
+        let g = GroupLabels {
+            group: group.to_string(),
+        };
+        if let Some(total) = rec.timings.total() {
+            m.request_seconds
+                .get_or_create(&g)
+                .observe(total.as_secs_f64());
+        }
+        if let Some(queue) = rec.timings.queue() {
+            m.queue_seconds
+                .get_or_create(&g)
+                .observe(queue.as_secs_f64());
+        }
+        for a in &rec.attempts {
+            self.observe_attempt(group, a);
+        }
+        if let (Some(u), Some(upstream)) = (rec.usage, rec.upstream.as_deref()) {
+            for (kind, n) in [
+                ("prompt", u.prompt_tokens),
+                ("completion", u.completion_tokens),
+                ("cached", u.cached_tokens),
+                ("cache_write", u.cache_write_tokens),
+            ] {
+                let labels = TokenLabels {
+                    group: group.to_string(),
+                    upstream: upstream.to_string(),
+                    kind,
+                };
+                m.tokens.get_or_create(&labels).inc_by(n);
+            }
+        }
+    }
+
+    /// Records one attempt's latencies. Timed-out attempts count with their elapsed time, a
+    /// lower bound of the truth: leaving them out would hide exactly the tail.
+    fn observe_attempt(&self, group: &str, a: &sluice_core::Attempt) {
+        let outcome = match a.outcome {
+            AttemptOutcome::Ok => "ok",
+            AttemptOutcome::Cancelled => "cancelled",
+            AttemptOutcome::Pending => "pending",
+            AttemptOutcome::Failed(k) => k.code(),
+        };
+        self.metrics
+            .attempts
+            .get_or_create(&AttemptLabels {
+                upstream: a.upstream.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+        let timed_out = a.outcome == AttemptOutcome::Failed(ErrorKind::UpstreamTimeout);
+        let key: PairKey = (Arc::from(group), a.upstream.clone());
+        let labels = PairLabels {
+            group: group.to_string(),
+            upstream: a.upstream.to_string(),
+        };
+        let end = a.ended.unwrap_or(a.started);
+        let ttfb = a.first_byte.or(timed_out.then_some(end));
+        if let Some(fb) = ttfb {
+            let d = fb.saturating_duration_since(a.started);
+            self.metrics
+                .upstream_ttfb_seconds
+                .get_or_create(&labels)
+                .observe(d.as_secs_f64());
+            self.windows.record(&key, Phase::Ttfb, fb, d);
+        }
+        if a.outcome == AttemptOutcome::Ok || timed_out {
+            let d = end.saturating_duration_since(a.started);
+            self.metrics
+                .upstream_seconds
+                .get_or_create(&labels)
+                .observe(d.as_secs_f64());
+            self.windows.record(&key, Phase::Total, end, d);
+        }
+    }
+
+    /// The percentile windows, for policies that read them (hedging, breakers).
+    pub fn windows(&self) -> &Windows {
+        &self.windows
+    }
+
+    /// The latency report at `now`.
+    pub fn latency_report(&self, now: Instant) -> LatencyReport {
+        self.windows.report(now)
+    }
+
+    /// The Prometheus text page, with window percentiles refreshed to `now`.
+    pub fn render(&self, now: Instant) -> String {
+        for u in self.windows.report(now).upstreams {
+            for (phase, p) in [(Phase::Ttfb, u.ttfb), (Phase::Total, u.total)] {
+                for (_, q, v) in p.labelled() {
+                    let labels = QuantileLabels {
+                        group: u.group.clone(),
+                        upstream: u.upstream.clone(),
+                        phase: phase.label(),
+                        quantile: q.to_string(),
+                    };
+                    self.metrics
+                        .window_quantiles
+                        .get_or_create(&labels)
+                        .set(v.as_secs_f64());
+                }
+            }
+        }
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,88 @@
+use std::time::Duration;
+
+use sluice_core::{Attempt, RequestId, Usage};
+
+use super::*;
+
+fn record(now: Instant, ttfb_ms: u64, total_ms: u64) -> CallRecord {
+    let mut rec = CallRecord::new(RequestId::generate(), now);
+    rec.model_group = Some(Arc::from("chat"));
+    rec.upstream = Some(Arc::from("sim-a"));
+    rec.status = 200;
+    let start = now + Duration::from_millis(1);
+    rec.timings.dispatched = Some(start);
+    rec.timings.first_byte = Some(start + Duration::from_millis(ttfb_ms));
+    rec.timings.done = Some(start + Duration::from_millis(total_ms));
+    let mut a = Attempt::start(Arc::from("sim-a"), start);
+    a.first_byte = rec.timings.first_byte;
+    a.ended = rec.timings.done;
+    a.outcome = AttemptOutcome::Ok;
+    rec.attempts.push(a);
+    rec.usage = Some(Usage {
+        prompt_tokens: 100,
+        completion_tokens: 10,
+        cached_tokens: 64,
+        cache_write_tokens: 0,
+    });
+    rec
+}
+
+#[tokio::test(start_paused = true)]
+async fn records_feed_windows_and_metrics() {
+    let t = Arc::new(Telemetry::new(WindowConfig::default()).unwrap());
+    let now = Instant::now();
+    for i in 1..=100 {
+        t.observe(&record(now, i * 10, i * 20));
+    }
+    let report = t.latency_report(now + Duration::from_secs(2));
+    assert_eq!(report.upstreams.len(), 1);
+    let u = &report.upstreams[0];
+    assert_eq!((u.group.as_str(), u.upstream.as_str()), ("chat", "sim-a"));
+    assert_eq!(u.ttfb.count, 100);
+    let p99 = u.ttfb.p99.as_millis();
+    assert!((980..=1000).contains(&p99), "{p99}");
+    let page = t.render(now + Duration::from_secs(2));
+    assert!(page.contains("sluice_requests_total{group=\"chat\",upstream=\"sim-a\",status=\"200\",code=\"ok\"} 100"), "{page}");
+    assert!(
+        page.contains(
+            "sluice_tokens_total{group=\"chat\",upstream=\"sim-a\",kind=\"cached\"} 6400"
+        )
+    );
+    assert!(page.contains("sluice_upstream_latency_window_seconds{group=\"chat\",upstream=\"sim-a\",phase=\"ttfb\",quantile=\"0.999\"}"));
+    assert!(page.contains("sluice_upstream_ttfb_seconds_bucket"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeouts_count_in_the_tail() {
+    let t = Telemetry::new(WindowConfig::default()).unwrap();
+    let now = Instant::now();
+    let mut rec = CallRecord::new(RequestId::generate(), now);
+    rec.model_group = Some(Arc::from("chat"));
+    rec.status = 504;
+    rec.error = Some(ErrorKind::UpstreamTimeout);
+    let mut a = Attempt::start(Arc::from("slow"), now);
+    a.ended = Some(now + Duration::from_secs(60));
+    a.outcome = AttemptOutcome::Failed(ErrorKind::UpstreamTimeout);
+    rec.attempts.push(a);
+    t.observe(&rec);
+    let r = t.latency_report(now + Duration::from_secs(61));
+    assert_eq!(r.upstreams[0].ttfb.count, 1);
+    assert!(r.upstreams[0].ttfb.max >= Duration::from_secs(59));
+}
+
+#[tokio::test(start_paused = true)]
+async fn inflight_follows_guards() {
+    let t = Arc::new(Telemetry::new(WindowConfig::default()).unwrap());
+    let g1 = t.inflight();
+    let g2 = t.inflight();
+    assert!(
+        t.render(Instant::now())
+            .contains("sluice_inflight_requests 2")
+    );
+    drop(g1);
+    drop(g2);
+    assert!(
+        t.render(Instant::now())
+            .contains("sluice_inflight_requests 0")
+    );
+}

@@ -1,0 +1,13 @@
+//! Telemetry fed by call records: Prometheus metrics, rotating percentile windows per
+//! (model group, upstream), and the JSON latency report.
+//!
+//! Everything here reads [`CallRecord`](sluice_core::CallRecord)s; nothing on the request path
+//! writes a metric by itself.
+
+pub mod buckets;
+pub mod hub;
+pub mod metrics;
+pub mod windows;
+
+pub use hub::{InflightGuard, Telemetry};
+pub use windows::{LatencyReport, UpstreamLatency};

@@ -1,0 +1,172 @@
+//! The Prometheus metric families sluice exports, registered once.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+use crate::buckets;
+
+/// Labels of per-request counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// Model group (`-` before routing).
+    pub group: String,
+    /// Upstream that answered (`-` when none did).
+    pub upstream: String,
+    /// HTTP status sent to the client.
+    pub status: u16,
+    /// `ok`, or the error code.
+    pub code: String,
+}
+
+/// Labels of per-(group, upstream) series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PairLabels {
+    /// Model group.
+    pub group: String,
+    /// Upstream.
+    pub upstream: String,
+}
+
+/// Labels of per-group series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupLabels {
+    /// Model group (`-` before routing).
+    pub group: String,
+}
+
+/// Labels of token counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TokenLabels {
+    /// Model group.
+    pub group: String,
+    /// Upstream.
+    pub upstream: String,
+    /// `prompt`, `completion`, `cached` or `cache_write`.
+    pub kind: &'static str,
+}
+
+/// Labels of attempt counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AttemptLabels {
+    /// Upstream.
+    pub upstream: String,
+    /// `ok`, `cancelled`, or the error code.
+    pub outcome: String,
+}
+
+/// Labels of the window-quantile gauges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QuantileLabels {
+    /// Model group.
+    pub group: String,
+    /// Upstream.
+    pub upstream: String,
+    /// `ttfb` or `total`.
+    pub phase: &'static str,
+    /// `0.5` … `0.999`, `1` for the maximum.
+    pub quantile: String,
+}
+
+/// Builds histograms with fixed bounds.
+#[derive(Clone, Debug)]
+pub struct Buckets(Vec<f64>);
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(self.0.iter().copied())
+    }
+}
+
+/// Every family, each registered in [`Metrics::new`].
+#[derive(Debug)]
+pub struct Metrics {
+    /// Requests by outcome.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Client-seen total time per group.
+    pub request_seconds: Family<GroupLabels, Histogram, Buckets>,
+    /// Time inside sluice before dispatch, per group.
+    pub queue_seconds: Family<GroupLabels, Histogram, Buckets>,
+    /// Upstream time to first byte.
+    pub upstream_ttfb_seconds: Family<PairLabels, Histogram, Buckets>,
+    /// Upstream total time.
+    pub upstream_seconds: Family<PairLabels, Histogram, Buckets>,
+    /// Tokens by kind.
+    pub tokens: Family<TokenLabels, Counter>,
+    /// Attempts by outcome.
+    pub attempts: Family<AttemptLabels, Counter>,
+    /// Percentiles of the rotating windows, refreshed at each scrape.
+    pub window_quantiles: Family<QuantileLabels, Gauge<f64, AtomicU64>>,
+    /// Requests being served now.
+    pub inflight: Gauge,
+}
+
+impl Metrics {
+    /// Creates every family and registers it in `registry`.
+    pub fn new(registry: &mut Registry) -> Self {
+        let llm = Buckets(buckets::llm_latency());
+        let internal = Buckets(buckets::internal_latency());
+        let m = Self {
+            requests: Family::default(),
+            request_seconds: Family::new_with_constructor(llm.clone()),
+            queue_seconds: Family::new_with_constructor(internal),
+            upstream_ttfb_seconds: Family::new_with_constructor(llm.clone()),
+            upstream_seconds: Family::new_with_constructor(llm),
+            tokens: Family::default(),
+            attempts: Family::default(),
+            window_quantiles: Family::default(),
+            inflight: Gauge::default(),
+        };
+        let r = registry.sub_registry_with_prefix("sluice");
+        r.register(
+            "requests",
+            "Requests by model group, upstream, status and error code",
+            m.requests.clone(),
+        );
+        r.register(
+            "request_duration_seconds",
+            "Time from arrival to the last byte, as the client saw it",
+            m.request_seconds.clone(),
+        );
+        r.register(
+            "queue_duration_seconds",
+            "Time inside sluice before the first upstream attempt",
+            m.queue_seconds.clone(),
+        );
+        r.register(
+            "upstream_ttfb_seconds",
+            "Upstream time to first byte, per attempt",
+            m.upstream_ttfb_seconds.clone(),
+        );
+        r.register(
+            "upstream_duration_seconds",
+            "Upstream time to the last byte, per attempt",
+            m.upstream_seconds.clone(),
+        );
+        r.register(
+            "tokens",
+            "Tokens by kind (prompt, completion, cached, cache_write)",
+            m.tokens.clone(),
+        );
+        r.register(
+            "upstream_attempts",
+            "Upstream attempts by outcome",
+            m.attempts.clone(),
+        );
+        r.register(
+            "upstream_latency_window_seconds",
+            "Percentiles of the rotating latency window (HDR histogram), per phase",
+            m.window_quantiles.clone(),
+        );
+        r.register(
+            "inflight_requests",
+            "Requests being served now",
+            m.inflight.clone(),
+        );
+        m
+    }
+}

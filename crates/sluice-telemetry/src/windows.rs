@@ -1,0 +1,136 @@
+//! Percentile windows per (model group, upstream), for both TTFB and total latency.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use sluice_core::Phase;
+use sluice_tail::{LatencyWindow, Percentiles, WindowConfig, WindowError};
+use tokio::time::Instant;
+
+/// The key of a window pair.
+pub type PairKey = (Arc<str>, Arc<str>);
+
+/// The two windows of one (group, upstream).
+#[derive(Debug)]
+pub struct PairWindows {
+    ttfb: LatencyWindow,
+    total: LatencyWindow,
+}
+
+impl PairWindows {
+    fn window(&mut self, phase: Phase) -> &mut LatencyWindow {
+        match phase {
+            Phase::Ttfb => &mut self.ttfb,
+            Phase::Total => &mut self.total,
+        }
+    }
+}
+
+/// Every window pair, created on first use.
+#[derive(Debug)]
+pub struct Windows {
+    config: WindowConfig,
+    pairs: Mutex<HashMap<PairKey, Arc<Mutex<PairWindows>>>>,
+}
+
+/// Percentiles of one (group, upstream).
+#[derive(Clone, Debug, Serialize)]
+pub struct UpstreamLatency {
+    /// The model group.
+    pub group: String,
+    /// The upstream (deployment).
+    pub upstream: String,
+    /// Time to first byte, milliseconds.
+    pub ttfb: Percentiles,
+    /// Total time, milliseconds.
+    pub total: Percentiles,
+}
+
+/// The `/admin/latency` document.
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyReport {
+    /// The span the percentiles describe.
+    pub window_seconds: f64,
+    /// Latency values are in milliseconds.
+    pub unit: &'static str,
+    /// One entry per (group, upstream) seen.
+    pub upstreams: Vec<UpstreamLatency>,
+}
+
+impl Windows {
+    /// Checks the shape once, so later window creation cannot fail.
+    pub fn new(config: WindowConfig) -> Result<Self, WindowError> {
+        LatencyWindow::new(config, Instant::now())?;
+        Ok(Self {
+            config,
+            pairs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The windows of `key`, created if new.
+    pub fn pair(&self, key: &PairKey, now: Instant) -> Option<Arc<Mutex<PairWindows>>> {
+        let mut pairs = self.pairs.lock();
+        if let Some(p) = pairs.get(key) {
+            return Some(p.clone());
+        }
+        let fresh = PairWindows {
+            ttfb: LatencyWindow::new(self.config, now).ok()?,
+            total: LatencyWindow::new(self.config, now).ok()?,
+        };
+        let p = Arc::new(Mutex::new(fresh));
+        pairs.insert(key.clone(), p.clone());
+        Some(p)
+    }
+
+    /// Records one latency.
+    pub fn record(&self, key: &PairKey, phase: Phase, now: Instant, latency: Duration) {
+        if let Some(p) = self.pair(key, now) {
+            p.lock().window(phase).record(now, latency);
+        }
+    }
+
+    /// The latency at quantile `q` of `phase` for `key`, if there are `min_samples`.
+    pub fn quantile(
+        &self,
+        key: &PairKey,
+        phase: Phase,
+        now: Instant,
+        q: f64,
+        min_samples: u64,
+    ) -> Option<Duration> {
+        let p = self.pairs.lock().get(key).cloned()?;
+        let mut guard = p.lock();
+        guard.window(phase).quantile(now, q, min_samples)
+    }
+
+    /// The report of every pair, sorted by group then upstream.
+    pub fn report(&self, now: Instant) -> LatencyReport {
+        let pairs: Vec<(PairKey, Arc<Mutex<PairWindows>>)> = self
+            .pairs
+            .lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut upstreams: Vec<UpstreamLatency> = pairs
+            .into_iter()
+            .map(|((group, upstream), p)| {
+                let mut w = p.lock();
+                UpstreamLatency {
+                    group: group.to_string(),
+                    upstream: upstream.to_string(),
+                    ttfb: w.ttfb.percentiles(now),
+                    total: w.total.percentiles(now),
+                }
+            })
+            .collect();
+        upstreams.sort_by(|a, b| (&a.group, &a.upstream).cmp(&(&b.group, &b.upstream)));
+        LatencyReport {
+            window_seconds: self.config.length.as_secs_f64(),
+            unit: "ms",
+            upstreams,
+        }
+    }
+}
