@@ -8,7 +8,8 @@ use sluice_config::gateway::{self, ProcessEnv};
 
 /// Checks `file`; prints every error, or a one-line summary.
 pub fn check(file: &Path) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     match gateway::load(&text, &ProcessEnv, &[]) {
         Ok(cfg) => {
             println!(

@@ -1,8 +1,15 @@
-//! `sluice`: the LLM gateway's command line: serve, check a config, and (as they land) the
-//! simulator, the load generator and the demo.
+//! `sluice`: the LLM gateway's command line: serve, check a config, simulate upstreams,
+//! generate load, rehearse scenarios, and the demo.
 
+mod bench_cmd;
+mod bench_loadgen;
+mod bench_overhead;
+mod child;
 mod config_cmd;
+mod demo;
+mod scenario_cmd;
 mod serve;
+mod sim_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,7 +17,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "sluice", version, about = "An LLM gateway that governs the tail and the token bill")]
+#[command(
+    name = "sluice",
+    version,
+    about = "An LLM gateway that governs the tail and the token bill"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -24,10 +35,57 @@ enum Command {
         #[arg(long, short, default_value = "sluice.toml")]
         config: PathBuf,
     },
+    /// Rehearse the document-analysis platform on this machine: simulated upstreams, the
+    /// gateway and the load, all on loopback, no keys needed.
+    Demo(demo::DemoArgs),
+    /// Serve simulated LLM upstreams over HTTP.
+    Sim {
+        /// The simulator configuration (see sim.example.toml).
+        #[arg(long, short, default_value = "sim.toml")]
+        config: PathBuf,
+    },
+    /// Generate open-loop load against a URL, or run one of sluice's benchmarks.
+    #[command(args_conflicts_with_subcommands = true)]
+    Bench {
+        #[command(subcommand)]
+        which: Option<BenchCommand>,
+        #[command(flatten)]
+        load: bench_cmd::LoadArgs,
+    },
+    /// Run scenarios in virtual time against the real gateway stack.
+    Scenario {
+        #[command(subcommand)]
+        command: ScenarioCommand,
+    },
     /// Work with configuration files.
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The gateway's added latency in front of a ~1 ms upstream, and its peak memory.
+    Overhead(bench_overhead::OverheadArgs),
+    /// The load generator's own capacity against the simulator.
+    Loadgen(bench_loadgen::LoadgenArgs),
+}
+
+#[derive(Subcommand)]
+enum ScenarioCommand {
+    /// List the built-in scenarios.
+    List,
+    /// Run a scenario (a built-in name or a file) and print what the clients saw.
+    Run {
+        /// Built-in name or path.
+        scenario: String,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Write the full report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
 }
 
@@ -45,6 +103,28 @@ fn main() -> ExitCode {
     init_logging();
     let result = match cli.command {
         Command::Serve { config } => serve::run(&config),
+        Command::Demo(a) => demo::run(&a),
+        Command::Sim { config } => sim_cmd::run(&config),
+        Command::Bench {
+            which: Some(BenchCommand::Overhead(a)),
+            ..
+        } => bench_overhead::run(&a),
+        Command::Bench {
+            which: Some(BenchCommand::Loadgen(a)),
+            ..
+        } => bench_loadgen::run(&a),
+        Command::Bench { which: None, load } => bench_cmd::load(&load),
+        Command::Scenario {
+            command: ScenarioCommand::List,
+        } => scenario_cmd::list(),
+        Command::Scenario {
+            command:
+                ScenarioCommand::Run {
+                    scenario,
+                    seed,
+                    json,
+                },
+        } => scenario_cmd::run(&scenario, seed, json.as_deref()),
         Command::Config {
             command: ConfigCommand::Check { file },
         } => config_cmd::check(&file),
@@ -60,7 +140,7 @@ fn main() -> ExitCode {
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sluice=info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

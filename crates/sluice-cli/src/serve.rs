@@ -10,8 +10,10 @@ use sluice_gateway::{GatewayBuilder, Server};
 
 /// Loads the config, serves until SIGTERM/SIGINT, then drains.
 pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
-    let cfg = gateway::load(&text, &ProcessEnv, &[]).map_err(|d| anyhow::anyhow!("{}: {d}", config.display()))?;
+    let text =
+        std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
+    let cfg = gateway::load(&text, &ProcessEnv, &[])
+        .map_err(|d| anyhow::anyhow!("{}: {d}", config.display()))?;
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
     runtime.block_on(async {
         let gw = GatewayBuilder::from_config(&cfg, &ProcessEnv)?.build()?;
@@ -21,7 +23,9 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
         tracing::info!(addr = %server.local_addr()?, "sluice listening");
         match server.run(server::signal()).await? {
             Stopped::Drained => tracing::info!("drained; bye"),
-            Stopped::GraceExpired => tracing::warn!("stopped with requests cut by the grace period"),
+            Stopped::GraceExpired => {
+                tracing::warn!("stopped with requests cut by the grace period")
+            }
         }
         Ok(ExitCode::SUCCESS)
     })

@@ -124,6 +124,30 @@ impl<'a> Document<'a> {
             .collect()
     }
 
+    /// Deserialises each element of the top-level array `key` (`[[key]]` tables) into a `T`.
+    /// An element that fails is reported and skipped.
+    pub fn list_section<T>(&self, key: &str, diags: &mut Vec<Diagnostic>) -> Vec<T>
+    where
+        T: DeserializeOwned,
+    {
+        let Some(value) = self.root.get_ref().get(key) else {
+            return Vec::new();
+        };
+        let DeValue::Array(items) = value.get_ref() else {
+            diags.push(self.diag_span(
+                key.to_string(),
+                value.span(),
+                format!("`{key}` must be an array of tables ([[{key}]])"),
+            ));
+            return Vec::new();
+        };
+        items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| self.item(&[Seg::Key(key.to_string()), Seg::Index(i)], v, diags))
+            .collect()
+    }
+
     /// A diagnostic for a semantic error at `path` (pointing at the key's line when found).
     pub fn diag(&self, path: &[Seg], message: impl Into<String>) -> Diagnostic {
         let span = self.lookup(path).map(|(key, _)| key);
@@ -299,6 +323,18 @@ mod tests {
         assert_eq!(find("items.a.url").line, Some(7));
         assert_eq!(find("items.b.list[1].w").line, Some(11));
         assert_eq!(diags.len(), 5, "{shown:?}");
+    }
+
+    #[test]
+    fn list_sections_read_each_element() {
+        let text = "[[items]]\nurl = \"a\"\n[[items]]\nurl = 1\n[[items]]\nurl = \"c\"\n";
+        let doc = Document::parse(text).unwrap();
+        let mut diags = Vec::new();
+        let items: Vec<Item> = doc.list_section("items", &mut diags);
+        assert_eq!(items.len(), 2);
+        assert_eq!(diags.len(), 1);
+        assert_eq!(diags[0].path, "items[1].url");
+        assert_eq!(diags[0].line, Some(4));
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod anthropic;
 pub mod http;
 pub mod openai;
 pub mod sse;
+pub mod timeout;
 pub mod usage;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use tokio::time::Instant;
 pub use anthropic::{Anthropic, AnthropicSettings};
 pub use http::HttpSettings;
 pub use openai::{OpenAiCompat, OpenAiSettings};
+pub use timeout::WithTimeouts;
 
 /// One call to one upstream.
 #[derive(Clone, Debug)]

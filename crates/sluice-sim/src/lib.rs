@@ -1,1 +1,23 @@
-//! placeholder
+//! Rehearsal tooling: simulated LLM upstreams (in-process and over HTTP), scenarios as data
+//! files, an open-loop load generator, and a virtual-time harness that runs a scenario
+//! against the real gateway stack.
+//!
+//! The simulator is a product feature: users rehearse incidents and tune policies with it
+//! before production, and sluice's own tail tests stand on it.
+
+pub mod cache;
+pub mod dist;
+pub mod harness;
+pub mod incoming;
+pub mod limits;
+pub mod load;
+pub mod provider;
+pub mod scenario;
+pub mod script;
+pub mod server;
+pub mod spec;
+pub mod upstream;
+
+pub use provider::SimProvider;
+pub use spec::UpstreamSpec;
+pub use upstream::{SimUpstream, Stats};

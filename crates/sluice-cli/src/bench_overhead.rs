@@ -1,0 +1,219 @@
+//! `sluice bench overhead`: the gateway's added latency in front of an upstream that answers
+//! in about 1 ms, open-loop, measured side by side in one run, plus sluice's peak RSS.
+//!
+//! The gateway runs as its own process (so its memory can be read); the upstream and the
+//! load generator share this one. Direct and through-sluice phases alternate in rounds so
+//! that drift on a noisy machine hits both alike.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use parking_lot::Mutex;
+use serde::Serialize;
+use sluice_sim::UpstreamSpec;
+use sluice_sim::load::{HttpTarget, Progress, Recorder, Summary, Traffic, Workload, drive};
+use sluice_sim::server::{SimServer, serve_on};
+
+use crate::bench_cmd::write_json;
+use crate::child::Child;
+
+/// Options of the overhead benchmark.
+#[derive(Args, Debug, Clone)]
+pub struct OverheadArgs {
+    /// Request rates to measure at, per second.
+    #[arg(long, value_delimiter = ',', default_values_t = [500.0, 2000.0])]
+    pub rates: Vec<f64>,
+    /// Length of each phase.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub phase: Duration,
+    /// Rounds of (direct, through sluice) per rate.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct Point {
+    p50_ms: f64,
+    p99_ms: f64,
+    p999_ms: f64,
+}
+
+#[derive(Serialize)]
+struct RateResult {
+    rate: f64,
+    requests_each: u64,
+    direct: Point,
+    sluice: Point,
+    added: Point,
+    sluice_errors: u64,
+}
+
+#[derive(Serialize)]
+struct Results {
+    upstream: &'static str,
+    rates: Vec<RateResult>,
+    sluice_peak_rss_mib: Option<f64>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn point(s: &Summary) -> Point {
+    Point {
+        p50_ms: ms(s.all.total.p50),
+        p99_ms: ms(s.all.total.p99),
+        p999_ms: ms(s.all.total.p999),
+    }
+}
+
+/// An upstream that answers one token after 1 ms.
+fn one_ms_upstream() -> UpstreamSpec {
+    let mut s = UpstreamSpec {
+        ttft_median: Duration::from_millis(1),
+        ttft_sigma: 0.0,
+        per_token: Duration::ZERO,
+        output_tokens_median: 1,
+        output_tokens_sigma: 0.0,
+        ..UpstreamSpec::default()
+    };
+    s.prompt_cache.enabled = false;
+    s
+}
+
+/// Runs the benchmark.
+pub fn run(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(measure(a))
+}
+
+async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
+    let sim = SimServer::new(&[("fixed".into(), one_ms_upstream())], 1);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let sim_addr = listener.local_addr()?;
+    tokio::spawn(serve_on(sim, listener, std::future::pending()));
+
+    let gw_port = crate::child::free_port()?;
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:{gw_port}\"\n\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://{sim_addr}/fixed/v1\"\npool_max_idle = 1024\n\n[models.bench]\ndeployments = [{{ provider = \"up\", model = \"fixed\" }}]\n"
+    );
+    let gateway = Child::spawn(
+        "serve",
+        &config,
+        &format!("http://127.0.0.1:{gw_port}/readyz"),
+    )
+    .await?;
+    let direct: http::Uri = format!("http://{sim_addr}/fixed/v1/chat/completions").parse()?;
+    let through: http::Uri = format!("http://127.0.0.1:{gw_port}/v1/chat/completions").parse()?;
+
+    println!(
+        "sluice overhead: upstream answers in ~1 ms; {} rounds of {:?} per path and rate\n",
+        a.rounds, a.phase
+    );
+    let mut results = Vec::new();
+    for &rate in &a.rates {
+        let rec_direct = Arc::new(Mutex::new(Recorder::new(None)?));
+        let rec_sluice = Arc::new(Mutex::new(Recorder::new(None)?));
+        let (mut t_direct, mut t_sluice) = (Duration::ZERO, Duration::ZERO);
+        // Warm both paths (connection pools, caches) before measuring.
+        let warm = workload(rate.min(500.0), Duration::from_secs(1), 99);
+        let scratch = Arc::new(Mutex::new(Recorder::new(None)?));
+        phase(&direct, &warm, scratch.clone()).await;
+        phase(&through, &warm, scratch).await;
+        for round in 0..a.rounds {
+            let w = workload(rate, a.phase, u64::from(round));
+            // Alternate which path goes first, so drift does not favour one.
+            if round % 2 == 0 {
+                t_direct += phase(&direct, &w, rec_direct.clone()).await;
+                t_sluice += phase(&through, &w, rec_sluice.clone()).await;
+            } else {
+                t_sluice += phase(&through, &w, rec_sluice.clone()).await;
+                t_direct += phase(&direct, &w, rec_direct.clone()).await;
+            }
+        }
+        let d = rec_direct.lock().summary(t_direct);
+        let s = rec_sluice.lock().summary(t_sluice);
+        let (pd, ps) = (point(&d), point(&s));
+        let added = Point {
+            p50_ms: ps.p50_ms - pd.p50_ms,
+            p99_ms: ps.p99_ms - pd.p99_ms,
+            p999_ms: ps.p999_ms - pd.p999_ms,
+        };
+        results.push(RateResult {
+            rate,
+            requests_each: s.all.count,
+            direct: pd,
+            sluice: ps,
+            added,
+            sluice_errors: s.all.count - s.all.ok,
+        });
+    }
+    let rss = gateway.peak_rss_mib();
+    drop(gateway);
+
+    println!(
+        "{:>8}  {:>8}  {:>22}  {:>22}  {:>22}",
+        "rate/s", "requests", "direct P50/P99/P999", "sluice P50/P99/P999", "added P50/P99/P999"
+    );
+    for r in &results {
+        let f = |p: &Point| format!("{:.3}/{:.3}/{:.3}", p.p50_ms, p.p99_ms, p.p999_ms);
+        println!(
+            "{:>8.0}  {:>8}  {:>22}  {:>22}  {:>22}",
+            r.rate,
+            r.requests_each,
+            f(&r.direct),
+            f(&r.sluice),
+            f(&r.added)
+        );
+        if r.sluice_errors > 0 {
+            println!(
+                "          ({} requests through sluice failed)",
+                r.sluice_errors
+            );
+        }
+    }
+    println!("(milliseconds)\n");
+    match rss {
+        Some(m) => println!("sluice peak RSS: {m:.1} MiB"),
+        None => println!("sluice peak RSS: unavailable (no /proc)"),
+    }
+    write_json(
+        a.json.as_deref(),
+        &Results {
+            upstream: "simulated, 1 ms, one token, non-streaming",
+            rates: results,
+            sluice_peak_rss_mib: rss,
+        },
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn workload(rate: f64, duration: Duration, seed: u64) -> Workload {
+    let t = Traffic {
+        lane: "bench".into(),
+        model: "bench".into(),
+        rate,
+        prompt_tokens: 200,
+        stream: false,
+        ..Traffic::default()
+    };
+    Workload::build(&[t], &[], duration, seed)
+}
+
+async fn phase(uri: &http::Uri, w: &Workload, rec: Arc<Mutex<Recorder>>) -> Duration {
+    drive(
+        HttpTarget::new(1024),
+        uri.clone(),
+        w,
+        "overhead",
+        rec,
+        Arc::new(Progress::default()),
+    )
+    .await
+}

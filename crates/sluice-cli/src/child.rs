@@ -1,0 +1,82 @@
+//! A `sluice` child process for benchmarks: started with a config written to a temporary
+//! file, waited for until its readiness URL answers, killed when dropped.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+
+/// A running child.
+pub struct Child {
+    process: std::process::Child,
+    config: PathBuf,
+}
+
+/// A free loopback port (bound, read, released).
+pub fn free_port() -> anyhow::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+impl Child {
+    /// Runs `sluice COMMAND --config FILE` with `config` in FILE, and waits for `ready_url`.
+    pub async fn spawn(command: &str, config: &str, ready_url: &str) -> anyhow::Result<Self> {
+        let path = std::env::temp_dir().join(format!(
+            "sluice-bench-{}-{command}.toml",
+            std::process::id()
+        ));
+        std::fs::File::create(&path)
+            .and_then(|mut f| f.write_all(config.as_bytes()))
+            .with_context(|| format!("writing {}", path.display()))?;
+        let exe = std::env::current_exe().context("finding the sluice binary")?;
+        let process = std::process::Command::new(exe)
+            .arg(command)
+            .arg("--config")
+            .arg(&path)
+            .env("SLUICE_LOG", "warn")
+            .spawn()
+            .with_context(|| format!("starting sluice {command}"))?;
+        let child = Self {
+            process,
+            config: path,
+        };
+        let client = reqwest_free_get(ready_url);
+        tokio::time::timeout(Duration::from_secs(15), client)
+            .await
+            .with_context(|| format!("sluice {command} did not become ready at {ready_url}"))??;
+        Ok(child)
+    }
+
+    /// Peak resident memory (VmHWM) in MiB, from /proc.
+    pub fn peak_rss_mib(&self) -> Option<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.process.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib / 1024.0)
+    }
+}
+
+/// Polls `url` until it answers 200. Polling is fine here: this is a benchmark's start-up,
+/// not a test.
+async fn reqwest_free_get(url: &str) -> anyhow::Result<()> {
+    let uri: http::Uri = url.parse()?;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Empty<bytes::Bytes>>();
+    loop {
+        if let Ok(r) = client.get(uri.clone()).await
+            && r.status().is_success()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+        let _ = std::fs::remove_file(&self.config);
+    }
+}

@@ -1,0 +1,407 @@
+//! `sluice demo`: the seed's document-analysis platform rehearsed on one machine, no accounts
+//! or keys. Simulated upstreams and the gateway run in this process on loopback; the load
+//! generator replays the scenario against each variant at once, and the report puts the
+//! variants side by side, one column each.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use parking_lot::Mutex;
+use serde::Serialize;
+use sluice_gateway::{Gateway, GatewayBuilder, Server, ShutdownHandle};
+use sluice_providers::{
+    Anthropic, AnthropicSettings, HttpSettings, OpenAiCompat, OpenAiSettings, Provider,
+};
+use sluice_sim::Stats;
+use sluice_sim::limits::Api;
+use sluice_sim::load::record::table;
+use sluice_sim::load::{HttpTarget, LaneSummary, Progress, Recorder, Summary, drive};
+use sluice_sim::scenario::Scenario;
+use sluice_sim::server::{SimServer, serve_on};
+use sluice_telemetry::LatencyReport;
+use tokio::time::Instant;
+
+use crate::bench_cmd::write_json;
+
+/// Options of the demo.
+#[derive(Args, Debug, Clone)]
+pub struct DemoArgs {
+    /// How long to replay the traffic (the scenario's own length by default: 60 s).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Seed of every random draw; the same seed replays the same traffic and latencies.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// A built-in scenario name or a scenario file.
+    #[arg(long, default_value = "doc-analysis")]
+    pub scenario: String,
+    /// Write the full results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// One column of the report: a gateway set up one way.
+struct Variant {
+    name: &'static str,
+    /// What the column shows, in one line.
+    about: &'static str,
+    builder: fn() -> GatewayBuilder,
+}
+
+/// The columns. Each tail policy adds one as it lands (off vs on, same traffic, same run).
+fn variants() -> Vec<Variant> {
+    vec![Variant {
+        name: "sluice",
+        about: "sluice as a plain proxy: weighted routing, no tail policies yet",
+        builder: GatewayBuilder::new,
+    }]
+}
+
+#[derive(Serialize)]
+struct VariantResult {
+    name: &'static str,
+    summary: Summary,
+    upstreams: BTreeMap<String, Stats>,
+    gateway: LatencyReport,
+}
+
+struct Running {
+    variant: Variant,
+    url: http::Uri,
+    sim: SimServer,
+    gateway: Arc<Gateway>,
+    shutdown: ShutdownHandle,
+    recorder: Arc<Mutex<Recorder>>,
+    progress: Arc<Progress>,
+}
+
+/// Runs the demo.
+pub fn run(a: &DemoArgs) -> anyhow::Result<ExitCode> {
+    let mut s = crate::scenario_cmd::load(&a.scenario)?;
+    if let Some(d) = a.duration {
+        s.meta.duration = d;
+    }
+    if let Some(seed) = a.seed {
+        s.meta.seed = seed;
+    }
+    let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    let results = rt.block_on(replay(&s))?;
+    report(&s, &results);
+    write_json(a.json.as_deref(), &results)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn provider(name: &str, api: Api, base: String, s: &Scenario) -> anyhow::Result<Arc<dyn Provider>> {
+    let http = HttpSettings {
+        connect_timeout: Duration::from_secs(2),
+        first_byte_timeout: s.gateway.first_byte_timeout,
+        idle_timeout: s.gateway.idle_timeout,
+        pool_max_idle: 1024,
+        pool_idle_timeout: Duration::from_secs(90),
+    };
+    Ok(match api {
+        Api::Openai => Arc::new(OpenAiCompat::new(
+            name,
+            OpenAiSettings {
+                base_url: base,
+                http,
+                ..OpenAiSettings::default()
+            },
+        )?),
+        Api::Anthropic => Arc::new(Anthropic::new(
+            name,
+            AnthropicSettings {
+                base_url: base,
+                http,
+                ..AnthropicSettings::default()
+            },
+        )?),
+    })
+}
+
+async fn start(v: Variant, s: &Scenario) -> anyhow::Result<Running> {
+    let sim = SimServer::new(&s.upstreams, s.meta.seed);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let sim_addr = listener.local_addr()?;
+    tokio::spawn(serve_on(sim.clone(), listener, std::future::pending()));
+    let mut b = (v.builder)().seed(s.meta.seed);
+    for (name, spec) in &s.upstreams {
+        b = b.provider(
+            name,
+            provider(name, spec.api, format!("http://{sim_addr}/{name}/v1"), s)?,
+        );
+    }
+    for (group, m) in &s.models {
+        b = b.model(group, m.deployments.clone());
+    }
+    let gateway = b.build()?;
+    let server = Server::bind(
+        gateway.clone(),
+        "127.0.0.1:0".parse()?,
+        Duration::from_secs(5),
+    )
+    .await?;
+    let url = format!("http://{}/v1/chat/completions", server.local_addr()?).parse()?;
+    let shutdown = ShutdownHandle::new();
+    let trigger = shutdown.clone();
+    tokio::spawn(server.run(async move { trigger.triggered().await }));
+    Ok(Running {
+        variant: v,
+        url,
+        sim,
+        gateway,
+        shutdown,
+        recorder: Arc::new(Mutex::new(Recorder::new(s.meta.slo)?)),
+        progress: Arc::new(Progress::default()),
+    })
+}
+
+async fn replay(s: &Scenario) -> anyhow::Result<Vec<VariantResult>> {
+    let workload = s.workload();
+    let mut running = Vec::new();
+    for v in variants() {
+        running.push(start(v, s).await?);
+    }
+    println!(
+        "sluice demo: {} (seed {}, {:.0} s)",
+        s.meta.name,
+        s.meta.seed,
+        s.meta.duration.as_secs_f64()
+    );
+    println!("{}", s.meta.description);
+    for r in &running {
+        println!("  column {:8} {}", r.variant.name, r.variant.about);
+    }
+    println!();
+    let total = workload.requests.len() as u64 * running.len() as u64;
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{bar:40.cyan/blue} {pos}/{len} requests answered  [{elapsed_precise}] {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let counters: Vec<Arc<Progress>> = running.iter().map(|r| r.progress.clone()).collect();
+    let ticker = {
+        let bar = bar.clone();
+        let duration = s.meta.duration;
+        tokio::spawn(async move {
+            let start = Instant::now();
+            loop {
+                let done: u64 = counters
+                    .iter()
+                    .map(|c| c.done.load(Ordering::Relaxed))
+                    .sum();
+                let sent: u64 = counters
+                    .iter()
+                    .map(|c| c.sent.load(Ordering::Relaxed))
+                    .sum();
+                bar.set_position(done);
+                let t = start.elapsed().min(duration);
+                bar.set_message(format!(
+                    "{} in flight, traffic {:.0}/{:.0} s",
+                    sent - done,
+                    t.as_secs_f64(),
+                    duration.as_secs_f64()
+                ));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let runs = running.iter().map(|r| {
+        drive(
+            HttpTarget::new(1024),
+            r.url.clone(),
+            &workload,
+            r.variant.name,
+            r.recorder.clone(),
+            r.progress.clone(),
+        )
+    });
+    let took = futures::future::join_all(runs).await;
+    ticker.abort();
+    bar.finish_and_clear();
+    let mut out = Vec::new();
+    for (r, took) in running.into_iter().zip(took) {
+        let upstreams = s
+            .upstreams
+            .iter()
+            .filter_map(|(n, _)| {
+                r.sim.upstream(n).map(|u| {
+                    let mut st = u.stats();
+                    st.request_ids.clear();
+                    (n.clone(), st)
+                })
+            })
+            .collect();
+        r.shutdown.trigger();
+        out.push(VariantResult {
+            name: r.variant.name,
+            summary: r.recorder.lock().summary(took),
+            upstreams,
+            gateway: r.gateway.telemetry().latency_report(Instant::now()),
+        });
+    }
+    Ok(out)
+}
+
+/// `1234567` → `1,234,567`.
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 10.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{:.0} ms", s * 1000.0)
+    }
+}
+
+/// One sentence per lane: how many waited longer than the SLO, and how many failed.
+fn plain_words(lane: &str, l: &LaneSummary, slo: Option<Duration>) -> String {
+    let mut out = String::new();
+    if let Some(slo) = slo {
+        out.push_str(&format!(
+            "{} of {} {lane} requests waited more than {}",
+            thousands(l.over_slo),
+            thousands(l.count),
+            secs(slo)
+        ));
+    } else {
+        out.push_str(&format!("{} {lane} requests", thousands(l.count)));
+    }
+    out.push_str(&format!("; the slowest answer took {}", secs(l.total.max)));
+    let failed = l.count - l.ok;
+    if failed > 0 {
+        let parts: Vec<String> = l
+            .errors_by_status
+            .iter()
+            .map(|(status, n)| match status {
+                0 => format!("{n} got no answer"),
+                429 => format!("{n} were refused by a rate limit (429)"),
+                s => format!("{n} got {s}"),
+            })
+            .collect();
+        out.push_str(&format!(
+            ". {} failed: {}",
+            thousands(failed),
+            parts.join(", ")
+        ));
+    }
+    out.push('.');
+    out
+}
+
+fn report(s: &Scenario, results: &[VariantResult]) {
+    let Some(first) = results.first() else { return };
+    println!("What clients saw, per lane (time from the scheduled send to the last byte):\n");
+    for lane in lane_order(&first.summary.lanes) {
+        let columns: Vec<(&str, &LaneSummary)> = results
+            .iter()
+            .filter_map(|r| r.summary.lanes.get(lane).map(|l| (r.name, l)))
+            .collect();
+        println!("{lane}");
+        print!("{}", table(&columns));
+        println!();
+    }
+    println!("In plain words:");
+    for r in results {
+        for lane in lane_order(&r.summary.lanes) {
+            if let Some(l) = r.summary.lanes.get(lane) {
+                println!("  {}: {}", r.name, plain_words(lane, l, s.meta.slo));
+            }
+        }
+    }
+    println!();
+    for r in results {
+        println!(
+            "Upstreams behind {} (time to first byte as sluice measured it, last window):",
+            r.name
+        );
+        println!(
+            "  {:24} {:>9} {:>9} {:>9} {:>9}   {:>6} {:>6} {:>6} {:>7}",
+            "deployment", "P50", "P95", "P99", "P999", "reqs", "429s", "5xx", "stalls"
+        );
+        for (group, m) in &s.models {
+            for d in &m.deployments {
+                let name = d.display_name();
+                let lat = r
+                    .gateway
+                    .upstreams
+                    .iter()
+                    .find(|u| &u.group == group && u.upstream == name);
+                let cell = |f: fn(&sluice_tail::Percentiles) -> Duration| {
+                    lat.map_or("-".to_string(), |u| secs(f(&u.ttfb)))
+                };
+                let st = r.upstreams.get(&d.provider).cloned().unwrap_or_default();
+                println!(
+                    "  {:24} {:>9} {:>9} {:>9} {:>9}   {:>6} {:>6} {:>6} {:>7}",
+                    name,
+                    cell(|p| p.p50),
+                    cell(|p| p.p95),
+                    cell(|p| p.p99),
+                    cell(|p| p.p999),
+                    st.requests,
+                    st.rate_limited,
+                    st.error_500 + st.error_503,
+                    st.stalls
+                );
+            }
+        }
+        println!();
+    }
+}
+
+/// Lanes in reading order: interactive first, then the others alphabetically.
+fn lane_order(lanes: &BTreeMap<String, LaneSummary>) -> Vec<&String> {
+    let mut names: Vec<&String> = lanes.keys().collect();
+    names.sort_by_key(|n| (n.as_str() != "interactive", n.as_str()));
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_like_prose() {
+        assert_eq!(thousands(3000), "3,000");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        let mut errors = BTreeMap::new();
+        errors.insert(429, 96);
+        let l = LaneSummary {
+            count: 3000,
+            ok: 2904,
+            errors_by_status: errors,
+            ttfb: sluice_tail::Percentiles::default(),
+            total: sluice_tail::Percentiles {
+                max: Duration::from_millis(38_700),
+                ..Default::default()
+            },
+            over_slo: 12,
+        };
+        let w = plain_words("interactive", &l, Some(Duration::from_secs(10)));
+        assert_eq!(
+            w,
+            "12 of 3,000 interactive requests waited more than 10.0 s; the slowest answer took 38.7 s. 96 failed: 96 were refused by a rate limit (429)."
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! Runs a scenario against the real gateway stack in virtual time: simulated upstreams
+//! in-process, the gateway's router called without a socket, tokio's clock paused. A
+//! twenty-minute scenario takes seconds and gives the same summary for the same seed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use sluice_gateway::gateway::BuildError;
+use sluice_gateway::{Gateway, GatewayBuilder};
+use sluice_providers::WithTimeouts;
+use sluice_telemetry::LatencyReport;
+use tokio::time::Instant;
+
+use crate::load::{Progress, Recorder, RouterTarget, Summary, drive};
+use crate::provider::SimProvider;
+use crate::scenario::Scenario;
+use crate::upstream::{SimUpstream, Stats};
+
+/// What a run produced.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The seed used.
+    pub seed: u64,
+    /// What the clients saw.
+    pub summary: Summary,
+    /// What each simulated upstream saw (request ids left out).
+    pub upstreams: BTreeMap<String, Stats>,
+    /// The gateway's own percentile windows at the end of the run.
+    pub gateway: LatencyReport,
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The gateway could not be assembled.
+    #[error("building the gateway: {0}")]
+    Build(#[from] BuildError),
+    /// The runtime could not be built.
+    #[error("building the runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+    /// The recorder could not be built.
+    #[error("building histograms: {0}")]
+    Histogram(#[from] hdrhistogram::CreationError),
+}
+
+/// The simulated upstreams of a scenario, and a gateway in front of them.
+pub struct Rig {
+    /// The upstreams, by name.
+    pub upstreams: Vec<(String, Arc<SimUpstream>)>,
+    /// The gateway.
+    pub gateway: Arc<Gateway>,
+}
+
+/// Builds the scenario's upstreams (clocks starting now) and a gateway dispatching to them
+/// in-process, each behind the scenario's timeouts.
+pub fn rig(s: &Scenario, seed: u64, builder: GatewayBuilder) -> Result<Rig, BuildError> {
+    let now = Instant::now();
+    let mut b = builder.seed(seed);
+    let mut upstreams = Vec::new();
+    for (name, spec) in &s.upstreams {
+        let up = Arc::new(SimUpstream::new(name, spec.clone(), seed, now));
+        let timed = WithTimeouts::new(
+            SimProvider(up.clone()),
+            name,
+            s.gateway.first_byte_timeout,
+            s.gateway.idle_timeout,
+        );
+        b = b.provider(name, Arc::new(timed));
+        upstreams.push((name.clone(), up));
+    }
+    for (group, m) in &s.models {
+        b = b.model(group, m.deployments.clone());
+    }
+    Ok(Rig {
+        upstreams,
+        gateway: b.build()?,
+    })
+}
+
+/// Runs `s` on a fresh single-threaded runtime with the clock paused.
+pub fn run(s: &Scenario) -> Result<Report, HarnessError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()?;
+    rt.block_on(run_here(s))
+}
+
+/// Runs `s` on the current runtime (which should have its clock paused).
+pub async fn run_here(s: &Scenario) -> Result<Report, HarnessError> {
+    let seed = s.meta.seed;
+    let rig = rig(s, seed, GatewayBuilder::new())?;
+    let router = sluice_gateway::server::router(rig.gateway.clone());
+    let recorder = Arc::new(Mutex::new(Recorder::new(s.meta.slo)?));
+    let workload = s.workload();
+    let uri = http::Uri::from_static("http://sluice.sim/v1/chat/completions");
+    let took = drive(
+        RouterTarget(router),
+        uri,
+        &workload,
+        &s.meta.name,
+        recorder.clone(),
+        Arc::new(Progress::default()),
+    )
+    .await;
+    let summary = recorder.lock().summary(took);
+    let upstreams = rig
+        .upstreams
+        .iter()
+        .map(|(n, u)| {
+            let mut stats = u.stats();
+            stats.request_ids.clear();
+            (n.clone(), stats)
+        })
+        .collect();
+    Ok(Report {
+        scenario: s.meta.name.clone(),
+        seed,
+        summary,
+        upstreams,
+        gateway: rig.gateway.telemetry().latency_report(Instant::now()),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,96 @@
+use std::time::Duration;
+
+use super::*;
+
+fn scenario(name: &str) -> Scenario {
+    Scenario::builtin(name).unwrap().unwrap()
+}
+
+fn json(r: &Report) -> String {
+    serde_json::to_string(r).unwrap()
+}
+
+#[test]
+fn the_same_seed_gives_the_same_summary_twice() {
+    let s = scenario("heavy-tail");
+    let a = run(&s).unwrap();
+    let b = run(&s).unwrap();
+    assert_eq!(json(&a), json(&b));
+    assert!(a.summary.all.count > 2_500, "{}", a.summary.all.count);
+}
+
+#[test]
+fn a_different_seed_gives_a_different_run() {
+    let mut s = scenario("heavy-tail");
+    let a = run(&s).unwrap();
+    s.meta.seed += 1;
+    let b = run(&s).unwrap();
+    assert_ne!(a.summary.all.total, b.summary.all.total);
+}
+
+#[test]
+fn the_heavy_tail_shows_in_p99_and_not_in_the_median() {
+    let r = run(&scenario("heavy-tail")).unwrap();
+    let all = &r.summary.all;
+    assert_eq!(
+        all.ok, all.count,
+        "no faults in this scenario: {:?}",
+        all.errors_by_status
+    );
+    // 2% of requests stall 8 s before their first token: the P99 of TTFB sits in the stalls,
+    // the median near the 800 ms body.
+    assert!(
+        all.ttfb.p50 > Duration::from_millis(700) && all.ttfb.p50 < Duration::from_millis(950),
+        "{:?}",
+        all.ttfb
+    );
+    assert!(all.ttfb.p99 > Duration::from_secs(8), "{:?}", all.ttfb);
+    let stalls: u64 = r.upstreams.values().map(|u| u.stalls).sum();
+    let share = stalls as f64 / all.count as f64;
+    assert!((0.013..0.027).contains(&share), "stall share {share}");
+}
+
+#[test]
+fn the_rate_limited_scenario_passes_429s_through() {
+    let r = run(&scenario("rate-limited")).unwrap();
+    let limited = r.upstreams["limited"].rate_limited;
+    assert!(limited > 250, "{limited} 429s");
+    assert_eq!(
+        r.summary.all.errors_by_status.get(&429).copied(),
+        Some(limited)
+    );
+    // The upstream admitted about its 60 RPM over three minutes (plus the full bucket at start).
+    let admitted = r.upstreams["limited"].answered;
+    assert!((150..=250).contains(&admitted), "{admitted} admitted");
+}
+
+#[test]
+fn an_outage_fails_half_the_requests_for_a_minute() {
+    let r = run(&scenario("outage")).unwrap();
+    let failed = r
+        .summary
+        .all
+        .errors_by_status
+        .get(&502)
+        .copied()
+        .unwrap_or(0);
+    let alpha_503 = r.upstreams["alpha"].error_503;
+    assert_eq!(
+        failed, alpha_503,
+        "each injected 503 reached a client as 502"
+    );
+    // 20 req/s, half to alpha, for 60 s: about 600.
+    assert!((500..=700).contains(&failed), "{failed}");
+}
+
+#[test]
+fn a_brownout_shows_in_the_gateways_windows() {
+    let r = run(&scenario("brownout")).unwrap();
+    // The run ends after the brownout; the client-side P99 still carries it.
+    assert!(
+        r.summary.all.total.p99 > Duration::from_secs(4),
+        "{:?}",
+        r.summary.all.total
+    );
+    assert_eq!(r.summary.all.ok, r.summary.all.count);
+}

@@ -1,0 +1,13 @@
+//! An open-loop load generator: requests leave at their scheduled times whatever the answers
+//! do (Poisson arrivals plus bursts), and latency is measured from the scheduled time, so a
+//! slow server cannot hide its tail by slowing the client down (coordinated omission).
+
+pub mod drive;
+pub mod record;
+pub mod target;
+pub mod workload;
+
+pub use drive::{Progress, drive};
+pub use record::{LaneSummary, Recorder, Summary};
+pub use target::{HttpTarget, RouterTarget, Target};
+pub use workload::{Burst, Planned, Traffic, Workload};

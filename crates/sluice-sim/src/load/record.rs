@@ -1,0 +1,275 @@
+//! Client-side results: HDR histograms of time to first byte and total time, per lane, with
+//! errors by status and SLO breaches; summarised as a table or JSON.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use sluice_tail::Percentiles;
+
+/// Status recorded when no HTTP answer came back (connection failed).
+pub const NO_ANSWER: u16 = 0;
+
+/// Histograms with three significant digits: the load generator measures overheads of tens
+/// of microseconds, so it keeps more precision than the gateway's windows.
+fn histogram() -> Result<Histogram<u64>, hdrhistogram::CreationError> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3)
+}
+
+fn record(h: &mut Histogram<u64>, d: Duration) {
+    let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1);
+    h.saturating_record(us);
+}
+
+struct Lane {
+    ttfb: Histogram<u64>,
+    total: Histogram<u64>,
+    count: u64,
+    ok: u64,
+    errors: BTreeMap<u16, u64>,
+    over_slo: u64,
+}
+
+impl Lane {
+    fn new(template: &Histogram<u64>) -> Self {
+        Self {
+            ttfb: template.clone(),
+            total: template.clone(),
+            count: 0,
+            ok: 0,
+            errors: BTreeMap::new(),
+            over_slo: 0,
+        }
+    }
+}
+
+/// Collects results while a run goes.
+pub struct Recorder {
+    template: Histogram<u64>,
+    slo: Option<Duration>,
+    lanes: BTreeMap<String, Lane>,
+    all: Lane,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("count", &self.all.count)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Results of one lane (or of all lanes).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LaneSummary {
+    /// Requests sent.
+    pub count: u64,
+    /// Requests answered 2xx (a stream counts only if it ended cleanly).
+    pub ok: u64,
+    /// Failed requests by status (0: no answer).
+    pub errors_by_status: BTreeMap<u16, u64>,
+    /// Time to first byte of successful requests, ms.
+    pub ttfb: Percentiles,
+    /// Total time of successful requests, ms.
+    pub total: Percentiles,
+    /// Requests (any outcome) whose total time exceeded the SLO.
+    pub over_slo: u64,
+}
+
+/// Results of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    /// All lanes together.
+    #[serde(flatten)]
+    pub all: LaneSummary,
+    /// The SLO the breaches count against, ms.
+    pub slo_ms: Option<f64>,
+    /// Wall (or virtual) length of the run, s.
+    pub duration_s: f64,
+    /// Requests sent per second.
+    pub achieved_rate: f64,
+    /// Per lane.
+    pub lanes: BTreeMap<String, LaneSummary>,
+}
+
+impl Recorder {
+    /// An empty recorder counting breaches of `slo`.
+    pub fn new(slo: Option<Duration>) -> Result<Self, hdrhistogram::CreationError> {
+        let template = histogram()?;
+        Ok(Self {
+            all: Lane::new(&template),
+            template,
+            slo,
+            lanes: BTreeMap::new(),
+        })
+    }
+
+    /// Records one request: its status (`ok` meaning a clean 2xx), time to first byte and total.
+    pub fn record(
+        &mut self,
+        lane: &str,
+        status: u16,
+        ok: bool,
+        ttfb: Option<Duration>,
+        total: Duration,
+    ) {
+        let slo = self.slo;
+        let template = &self.template;
+        let lane = self
+            .lanes
+            .entry(lane.to_string())
+            .or_insert_with(|| Lane::new(template));
+        for l in [lane, &mut self.all] {
+            l.count += 1;
+            if ok {
+                l.ok += 1;
+                if let Some(t) = ttfb {
+                    record(&mut l.ttfb, t);
+                }
+                record(&mut l.total, total);
+            } else {
+                *l.errors.entry(status).or_insert(0) += 1;
+            }
+            if slo.is_some_and(|s| total > s) {
+                l.over_slo += 1;
+            }
+        }
+    }
+
+    /// The summary of a run that lasted `duration`.
+    pub fn summary(&self, duration: Duration) -> Summary {
+        let lane = |l: &Lane| LaneSummary {
+            count: l.count,
+            ok: l.ok,
+            errors_by_status: l.errors.clone(),
+            ttfb: Percentiles::of(&l.ttfb),
+            total: Percentiles::of(&l.total),
+            over_slo: l.over_slo,
+        };
+        let secs = duration.as_secs_f64();
+        Summary {
+            all: lane(&self.all),
+            slo_ms: self.slo.map(|s| s.as_secs_f64() * 1000.0),
+            duration_s: secs,
+            achieved_rate: if secs > 0.0 {
+                self.all.count as f64 / secs
+            } else {
+                0.0
+            },
+            lanes: self
+                .lanes
+                .iter()
+                .map(|(k, v)| (k.clone(), lane(v)))
+                .collect(),
+        }
+    }
+}
+
+fn ms(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms >= 10_000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else if ms >= 100.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms:.2} ms")
+    }
+}
+
+/// Renders a table with one row per metric and one column per named summary lane, so that a
+/// policy's effect reads across a row.
+pub fn table(columns: &[(&str, &LaneSummary)]) -> String {
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    let mut row = |name: &str, f: &dyn Fn(&LaneSummary) -> String| {
+        rows.push((
+            name.to_string(),
+            columns.iter().map(|(_, s)| f(s)).collect(),
+        ));
+    };
+    row("requests", &|s| s.count.to_string());
+    row("ok", &|s| s.ok.to_string());
+    row("failed", &|s| (s.count - s.ok).to_string());
+    for (label, pick) in [
+        ("P50", 0usize),
+        ("P95", 2),
+        ("P99", 3),
+        ("P999", 4),
+        ("max", 5),
+    ] {
+        row(&format!("total {label}"), &|s| {
+            let v = [
+                s.total.p50,
+                s.total.p90,
+                s.total.p95,
+                s.total.p99,
+                s.total.p999,
+                s.total.max,
+            ];
+            ms(v[pick])
+        });
+    }
+    row("first byte P99", &|s| ms(s.ttfb.p99));
+    row("over SLO", &|s| s.over_slo.to_string());
+    let width0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(8);
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| {
+            rows.iter()
+                .map(|r| r.1[i].len())
+                .max()
+                .unwrap_or(0)
+                .max(name.len())
+        })
+        .collect();
+    let mut out = String::new();
+    let _ = write!(out, "{:width0$}", "");
+    for ((name, _), w) in columns.iter().zip(&widths) {
+        let _ = write!(out, "  {name:>w$}");
+    }
+    out.push('\n');
+    for (name, cells) in rows {
+        let _ = write!(out, "{name:width0$}");
+        for (c, w) in cells.iter().zip(&widths) {
+            let _ = write!(out, "  {c:>w$}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_split_lanes_and_count_breaches() {
+        let mut r = Recorder::new(Some(Duration::from_secs(10))).unwrap();
+        for i in 1..=100u64 {
+            r.record(
+                "interactive",
+                200,
+                true,
+                Some(Duration::from_millis(i * 10)),
+                Duration::from_millis(i * 100),
+            );
+        }
+        r.record("batch", 429, false, None, Duration::from_millis(5));
+        r.record("batch", 200, true, None, Duration::from_secs(12));
+        let s = r.summary(Duration::from_secs(10));
+        assert_eq!(s.all.count, 102);
+        assert_eq!(s.all.ok, 101);
+        assert_eq!(s.all.errors_by_status[&429], 1);
+        assert_eq!(s.all.over_slo, 1);
+        assert_eq!(s.lanes["interactive"].count, 100);
+        assert_eq!(s.lanes["batch"].over_slo, 1);
+        let p99 = s.lanes["interactive"].total.p99.as_millis();
+        assert!((9_890..=9_910).contains(&p99), "{p99}");
+        assert!((s.achieved_rate - 10.2).abs() < 1e-9);
+        let t = table(&[("baseline", &s.all), ("other", &s.lanes["batch"])]);
+        assert!(t.contains("over SLO"));
+        assert!(t.lines().next().unwrap().contains("baseline"));
+    }
+}

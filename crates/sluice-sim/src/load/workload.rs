@@ -1,0 +1,250 @@
+//! What to send and when: open-loop Poisson traffic and bursts, merged into one schedule.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand_distr::{Distribution, Exp};
+use serde::Deserialize;
+
+/// A steady stream of requests with Poisson arrivals.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Traffic {
+    /// Lane, sent as `x-sluice-lane` (interactive, batch).
+    pub lane: String,
+    /// Tenant, sent as `x-sluice-tenant`.
+    pub tenant: Option<String>,
+    /// Model group.
+    pub model: String,
+    /// Mean requests per second.
+    pub rate: f64,
+    /// When the traffic starts.
+    #[serde(with = "sluice_config::duration")]
+    pub start: Duration,
+    /// When it stops (defaults to the end of the run).
+    #[serde(with = "sluice_config::duration::option")]
+    pub end: Option<Duration>,
+    /// Prompt size in tokens.
+    pub prompt_tokens: u32,
+    /// Leading tokens shared by every request of this traffic (a stable system prompt).
+    pub shared_prefix_tokens: u32,
+    /// Whether to stream.
+    pub stream: bool,
+    /// `max_tokens`, if any.
+    pub max_tokens: Option<u32>,
+}
+
+impl Default for Traffic {
+    fn default() -> Self {
+        Self {
+            lane: "interactive".into(),
+            tenant: None,
+            model: "chat".into(),
+            rate: 10.0,
+            start: Duration::ZERO,
+            end: None,
+            prompt_tokens: 500,
+            shared_prefix_tokens: 0,
+            stream: true,
+            max_tokens: None,
+        }
+    }
+}
+
+/// Many requests at (nearly) one moment: a batch job's flood.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Burst {
+    /// Lane.
+    pub lane: String,
+    /// Tenant.
+    pub tenant: Option<String>,
+    /// Model group.
+    pub model: String,
+    /// When the burst starts.
+    #[serde(with = "sluice_config::duration")]
+    pub at: Duration,
+    /// How many requests.
+    pub count: u32,
+    /// Spread evenly over this span (zero: all at once).
+    #[serde(with = "sluice_config::duration")]
+    pub spread: Duration,
+    /// Prompt size in tokens.
+    pub prompt_tokens: u32,
+    /// Shared leading tokens.
+    pub shared_prefix_tokens: u32,
+    /// Whether to stream.
+    pub stream: bool,
+    /// `max_tokens`, if any.
+    pub max_tokens: Option<u32>,
+}
+
+impl Default for Burst {
+    fn default() -> Self {
+        Self {
+            lane: "batch".into(),
+            tenant: None,
+            model: "chat".into(),
+            at: Duration::ZERO,
+            count: 100,
+            spread: Duration::ZERO,
+            prompt_tokens: 2000,
+            shared_prefix_tokens: 0,
+            stream: false,
+            max_tokens: None,
+        }
+    }
+}
+
+/// One scheduled request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Planned {
+    /// When it leaves, after the start.
+    pub at: Duration,
+    /// Lane.
+    pub lane: Arc<str>,
+    /// Tenant.
+    pub tenant: Option<Arc<str>>,
+    /// Model group.
+    pub model: Arc<str>,
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// Shared leading tokens.
+    pub shared_prefix_tokens: u32,
+    /// Stream or not.
+    pub stream: bool,
+    /// `max_tokens`.
+    pub max_tokens: Option<u32>,
+}
+
+/// The whole schedule, sorted by time.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Workload {
+    /// Requests in the order they leave.
+    pub requests: Vec<Planned>,
+}
+
+impl Workload {
+    /// Builds the schedule for a run of `duration` from `traffic` and `bursts`, seeded.
+    pub fn build(traffic: &[Traffic], bursts: &[Burst], duration: Duration, seed: u64) -> Self {
+        let mut requests = Vec::new();
+        for (i, t) in traffic.iter().enumerate() {
+            let mut rng = StdRng::seed_from_u64(seed ^ (0x9e37_79b9 + i as u64));
+            let end = t.end.unwrap_or(duration).min(duration);
+            let planned = |at| Planned {
+                at,
+                lane: Arc::from(t.lane.as_str()),
+                tenant: t.tenant.as_deref().map(Arc::from),
+                model: Arc::from(t.model.as_str()),
+                prompt_tokens: t.prompt_tokens,
+                shared_prefix_tokens: t.shared_prefix_tokens.min(t.prompt_tokens),
+                stream: t.stream,
+                max_tokens: t.max_tokens,
+            };
+            requests.extend(
+                poisson(&mut rng, t.rate, t.start, end)
+                    .into_iter()
+                    .map(planned),
+            );
+        }
+        for b in bursts.iter().filter(|b| b.at < duration) {
+            for k in 0..b.count {
+                let offset = if b.count > 1 {
+                    b.spread.mul_f64(f64::from(k) / f64::from(b.count))
+                } else {
+                    Duration::ZERO
+                };
+                requests.push(Planned {
+                    at: b.at + offset,
+                    lane: Arc::from(b.lane.as_str()),
+                    tenant: b.tenant.as_deref().map(Arc::from),
+                    model: Arc::from(b.model.as_str()),
+                    prompt_tokens: b.prompt_tokens,
+                    shared_prefix_tokens: b.shared_prefix_tokens.min(b.prompt_tokens),
+                    stream: b.stream,
+                    max_tokens: b.max_tokens,
+                });
+            }
+        }
+        // Stable: equal times keep their traffic order, so runs repeat.
+        requests.sort_by_key(|p| p.at);
+        Self { requests }
+    }
+}
+
+/// Poisson arrival times at `rate` per second in `[start, end)`.
+pub fn poisson(rng: &mut StdRng, rate: f64, start: Duration, end: Duration) -> Vec<Duration> {
+    let Ok(exp) = Exp::new(rate) else {
+        return Vec::new();
+    };
+    if rate <= 0.0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut t = start.as_secs_f64();
+    let end = end.as_secs_f64();
+    loop {
+        t += exp.sample(rng);
+        if t >= end {
+            return out;
+        }
+        out.push(Duration::from_secs_f64(t));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poisson_has_the_right_rate_and_spread() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let times = poisson(&mut rng, 100.0, Duration::ZERO, Duration::from_secs(100));
+        assert!((9_700..=10_300).contains(&times.len()), "{}", times.len());
+        // Exponential gaps: their standard deviation equals their mean (CV = 1).
+        let gaps: Vec<f64> = times
+            .windows(2)
+            .map(|w| (w[1] - w[0]).as_secs_f64())
+            .collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+        assert!((var.sqrt() / mean - 1.0).abs() < 0.05);
+    }
+
+    #[test]
+    fn bursts_and_traffic_merge_in_time_order() {
+        let traffic = [Traffic {
+            rate: 10.0,
+            ..Traffic::default()
+        }];
+        let bursts = [Burst {
+            at: Duration::from_secs(5),
+            count: 50,
+            spread: Duration::from_secs(1),
+            ..Burst::default()
+        }];
+        let w = Workload::build(&traffic, &bursts, Duration::from_secs(10), 3);
+        assert!(w.requests.windows(2).all(|p| p[0].at <= p[1].at));
+        assert_eq!(
+            w.requests.iter().filter(|p| &*p.lane == "batch").count(),
+            50
+        );
+        let again = Workload::build(&traffic, &bursts, Duration::from_secs(10), 3);
+        assert_eq!(w, again, "same seed, same schedule");
+    }
+
+    #[test]
+    fn bursts_after_the_end_are_dropped() {
+        let bursts = [Burst {
+            at: Duration::from_secs(30),
+            ..Burst::default()
+        }];
+        assert!(
+            Workload::build(&[], &bursts, Duration::from_secs(20), 1)
+                .requests
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,248 @@
+//! Scenarios as data: simulated upstreams, the gateway's model groups and timeouts, and the
+//! traffic to replay, in one TOML file.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde::Deserialize;
+use sluice_config::document::Seg;
+use sluice_config::gateway::ModelGroupConfig;
+use sluice_config::{Diagnostics, Document};
+
+use crate::load::{Burst, Traffic, Workload};
+use crate::spec::UpstreamSpec;
+
+/// `[scenario]`: what the run is and how long it lasts.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Meta {
+    /// Short name.
+    pub name: String,
+    /// What the scenario rehearses.
+    pub description: String,
+    /// Seed of every random draw (arrivals, latencies, faults).
+    pub seed: u64,
+    /// Length of the traffic.
+    #[serde(with = "sluice_config::duration")]
+    pub duration: Duration,
+    /// Requests slower than this count as SLO breaches.
+    #[serde(with = "sluice_config::duration::option")]
+    pub slo: Option<Duration>,
+}
+
+impl Default for Meta {
+    fn default() -> Self {
+        Self {
+            name: "unnamed".into(),
+            description: String::new(),
+            seed: 1,
+            duration: Duration::from_secs(60),
+            slo: Some(Duration::from_secs(10)),
+        }
+    }
+}
+
+/// `[gateway]`: the timeouts the gateway applies to every simulated upstream.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct GatewaySection {
+    /// First-byte timeout.
+    #[serde(with = "sluice_config::duration")]
+    pub first_byte_timeout: Duration,
+    /// Idle timeout between chunks.
+    #[serde(with = "sluice_config::duration")]
+    pub idle_timeout: Duration,
+}
+
+impl Default for GatewaySection {
+    fn default() -> Self {
+        Self {
+            first_byte_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A whole scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// `[scenario]`.
+    pub meta: Meta,
+    /// `[gateway]`.
+    pub gateway: GatewaySection,
+    /// `[upstreams.NAME]`, in file order.
+    pub upstreams: Vec<(String, UpstreamSpec)>,
+    /// `[models.GROUP]`, whose deployments name upstreams as providers.
+    pub models: Vec<(String, ModelGroupConfig)>,
+    /// `[[traffic]]`.
+    pub traffic: Vec<Traffic>,
+    /// `[[bursts]]`.
+    pub bursts: Vec<Burst>,
+}
+
+/// The scenarios that ship with sluice, by name.
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "doc-analysis",
+        include_str!("../../../scenarios/doc-analysis.toml"),
+    ),
+    ("steady", include_str!("../../../scenarios/steady.toml")),
+    (
+        "heavy-tail",
+        include_str!("../../../scenarios/heavy-tail.toml"),
+    ),
+    (
+        "rate-limited",
+        include_str!("../../../scenarios/rate-limited.toml"),
+    ),
+    ("brownout", include_str!("../../../scenarios/brownout.toml")),
+    ("outage", include_str!("../../../scenarios/outage.toml")),
+];
+
+impl Scenario {
+    /// A built-in scenario.
+    pub fn builtin(name: &str) -> Option<Result<Self, Diagnostics>> {
+        BUILTIN
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, text)| Self::parse(text))
+    }
+
+    /// Parses and checks a scenario, reporting every error.
+    pub fn parse(text: &str) -> Result<Self, Diagnostics> {
+        let doc = Document::parse(text)?;
+        let mut diags = Vec::new();
+        doc.reject_unknown_top_level(
+            &[
+                "scenario",
+                "gateway",
+                "upstreams",
+                "models",
+                "traffic",
+                "bursts",
+            ],
+            &mut diags,
+        );
+        let meta: Option<Meta> = doc.section("scenario", &mut diags);
+        let gateway: Option<GatewaySection> = doc.section("gateway", &mut diags);
+        let upstreams: Vec<(String, UpstreamSpec)> = doc.map_section("upstreams", &mut diags);
+        let models: Vec<(String, ModelGroupConfig)> = doc.map_section("models", &mut diags);
+        let traffic: Vec<Traffic> = doc.list_section("traffic", &mut diags);
+        let bursts: Vec<Burst> = doc.list_section("bursts", &mut diags);
+        for (name, spec) in &upstreams {
+            for p in spec.problems() {
+                diags.push(doc.diag(&[Seg::Key("upstreams".into()), Seg::Key(name.clone())], p));
+            }
+        }
+        let known: HashSet<&str> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
+        for (group, m) in &models {
+            for (i, d) in m.deployments.iter().enumerate() {
+                if !known.contains(d.provider.as_str()) {
+                    let path = [
+                        Seg::Key("models".into()),
+                        Seg::Key(group.clone()),
+                        Seg::Key("deployments".into()),
+                        Seg::Index(i),
+                        Seg::Key("provider".into()),
+                    ];
+                    diags.push(doc.diag(&path, format!("no upstream named `{}`", d.provider)));
+                }
+            }
+        }
+        let groups: HashSet<&str> = models.iter().map(|(n, _)| n.as_str()).collect();
+        let uses = traffic
+            .iter()
+            .map(|t| ("traffic", &t.model))
+            .chain(bursts.iter().map(|b| ("bursts", &b.model)));
+        for (i, (section, model)) in uses.enumerate() {
+            if !groups.contains(model.as_str()) {
+                let index = if section == "traffic" {
+                    i
+                } else {
+                    i - traffic.len()
+                };
+                let path = [
+                    Seg::Key(section.into()),
+                    Seg::Index(index),
+                    Seg::Key("model".into()),
+                ];
+                diags.push(doc.diag(&path, format!("no model group named `{model}`")));
+            }
+        }
+        match (meta, gateway) {
+            (Some(meta), Some(gateway)) if diags.is_empty() => Ok(Self {
+                meta,
+                gateway,
+                upstreams,
+                models,
+                traffic,
+                bursts,
+            }),
+            _ => {
+                let mut d = Diagnostics(diags);
+                d.sort();
+                Err(d)
+            }
+        }
+    }
+
+    /// The scenario's schedule of requests.
+    pub fn workload(&self) -> Workload {
+        Workload::build(
+            &self.traffic,
+            &self.bursts,
+            self.meta.duration,
+            self.meta.seed,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_scenario_parses() {
+        for (name, _) in BUILTIN {
+            match Scenario::builtin(name) {
+                Some(Ok(s)) => assert_eq!(&s.meta.name, name),
+                Some(Err(e)) => panic!("{name}: {e}"),
+                None => panic!("{name} missing"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_heavy_tail_scenario_has_the_documented_shape() {
+        let s = Scenario::builtin("heavy-tail").unwrap().unwrap();
+        let (_, up) = &s.upstreams[0];
+        assert_eq!(up.ttft_median, Duration::from_millis(800));
+        assert!((up.ttft_sigma - 0.5).abs() < 1e-9);
+        assert!((up.stall_probability - 0.02).abs() < 1e-9);
+        assert_eq!(up.stall, Duration::from_secs(8));
+    }
+
+    #[test]
+    fn bad_references_are_reported() {
+        let text = r#"
+[upstreams.a]
+[models.chat]
+deployments = [{ provider = "b", model = "m" }]
+[[traffic]]
+model = "nope"
+[[bursts]]
+model = "chat"
+[[bursts]]
+model = "missing"
+"#;
+        let err = Scenario::parse(text).unwrap_err();
+        let paths: Vec<&str> = err.iter().map(|d| d.path.as_str()).collect();
+        assert!(
+            paths.contains(&"models.chat.deployments[0].provider"),
+            "{err}"
+        );
+        assert!(paths.contains(&"traffic[0].model"), "{err}");
+        assert!(paths.contains(&"bursts[1].model"), "{err}");
+        assert_eq!(err.len(), 3, "{err}");
+    }
+}

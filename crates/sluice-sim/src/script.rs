@@ -1,0 +1,324 @@
+//! Turns a planned answer into the timed steps a client sees: waits and frames, in OpenAI's or
+//! Anthropic's wire format. The in-process provider and the HTTP server both play these steps.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use sluice_core::Usage;
+use sluice_providers::sse;
+use sluice_providers::usage::to_openai_json;
+
+use crate::limits::Api;
+use crate::upstream::AnswerPlan;
+
+/// One step of an answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Wait this long before the next step.
+    Wait(Duration),
+    /// Send these bytes (an SSE frame, or a whole JSON body).
+    Frame(Bytes),
+    /// The answer's usage (for in-process callers; not sent over HTTP by itself).
+    Usage(Usage),
+}
+
+/// How to render an answer.
+#[derive(Clone, Debug)]
+pub struct Render {
+    /// Wire format.
+    pub api: Api,
+    /// The model name to report.
+    pub model: String,
+    /// Whether the client asked for a stream.
+    pub stream: bool,
+    /// Whether the client asked for a usage chunk.
+    pub include_usage: bool,
+}
+
+const WORDS: [&str; 8] = [
+    "clause ",
+    "renewal ",
+    "liability ",
+    "notice ",
+    "term ",
+    "party ",
+    "shall ",
+    "the ",
+];
+
+fn text(from: u32, n: u32) -> String {
+    (from..from + n)
+        .map(|i| WORDS[i as usize % WORDS.len()])
+        .collect()
+}
+
+fn usage_of(p: &AnswerPlan) -> Usage {
+    Usage {
+        prompt_tokens: p.prompt_tokens,
+        completion_tokens: u64::from(p.output_tokens),
+        cached_tokens: p.cached_tokens,
+        cache_write_tokens: 0,
+    }
+}
+
+fn id(p: &AnswerPlan, api: Api) -> String {
+    match api {
+        Api::Openai => format!("chatcmpl-sim{}", p.seq),
+        Api::Anthropic => format!("msg_sim{}", p.seq),
+    }
+}
+
+fn anthropic_usage(u: &Usage, output: u64) -> Value {
+    json!({
+        "input_tokens": u.prompt_tokens - u.cached_tokens,
+        "cache_read_input_tokens": u.cached_tokens,
+        "cache_creation_input_tokens": 0,
+        "output_tokens": output,
+    })
+}
+
+/// The steps of a planned answer.
+pub fn answer(p: &AnswerPlan, r: &Render) -> Vec<Step> {
+    if r.stream {
+        stream(p, r)
+    } else {
+        let decode = p
+            .per_token
+            .saturating_mul(p.output_tokens.saturating_sub(1));
+        vec![
+            Step::Wait(p.ttft + decode),
+            Step::Frame(complete_body(p, r)),
+            Step::Usage(usage_of(p)),
+        ]
+    }
+}
+
+/// A complete answer's JSON body.
+pub fn complete_body(p: &AnswerPlan, r: &Render) -> Bytes {
+    let u = usage_of(p);
+    let content = text(0, p.output_tokens);
+    let v = match r.api {
+        Api::Openai => json!({
+            "id": id(p, r.api), "object": "chat.completion", "created": 0, "model": r.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": to_openai_json(&u),
+        }),
+        Api::Anthropic => json!({
+            "id": id(p, r.api), "type": "message", "role": "assistant", "model": r.model,
+            "content": [{"type": "text", "text": content}], "stop_reason": "end_turn",
+            "usage": anthropic_usage(&u, u.completion_tokens),
+        }),
+    };
+    Bytes::from(v.to_string())
+}
+
+fn stream(p: &AnswerPlan, r: &Render) -> Vec<Step> {
+    let mut steps = vec![Step::Wait(p.ttft)];
+    let chunk = p.tokens_per_chunk.max(1);
+    let oid = id(p, r.api);
+    let openai = |delta: Value, finish: Value| {
+        let v = json!({"id": oid, "object": "chat.completion.chunk", "created": 0, "model": r.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        Step::Frame(sse::frame(v.to_string().as_bytes()))
+    };
+    let event =
+        |name: &str, v: Value| Step::Frame(Bytes::from(format!("event: {name}\ndata: {v}\n\n")));
+    let u = usage_of(p);
+    if r.api == Api::Anthropic {
+        steps.push(event(
+            "message_start",
+            json!({"type": "message_start", "message": {
+            "id": oid, "type": "message", "role": "assistant", "model": r.model, "content": [],
+            "usage": anthropic_usage(&u, 1)}}),
+        ));
+        steps.push(event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "text", "text": ""}}),
+        ));
+    }
+    let mut sent = 0;
+    while sent < p.output_tokens {
+        let n = chunk.min(p.output_tokens - sent);
+        if sent > 0 {
+            steps.push(Step::Wait(p.per_token.saturating_mul(n)));
+        }
+        if let Some((after, stall)) = p.mid_stream_stall
+            && sent <= after
+            && after < sent + n
+            && sent > 0
+        {
+            steps.push(Step::Wait(stall));
+        }
+        let t = text(sent, n);
+        steps.push(match r.api {
+            Api::Openai if sent == 0 => {
+                openai(json!({"role": "assistant", "content": t}), Value::Null)
+            }
+            Api::Openai => openai(json!({"content": t}), Value::Null),
+            Api::Anthropic => event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": t}}),
+            ),
+        });
+        sent += n;
+    }
+    match r.api {
+        Api::Openai => {
+            steps.push(openai(json!({}), Value::from("stop")));
+            if r.include_usage {
+                let v = json!({"id": oid, "object": "chat.completion.chunk", "created": 0, "model": r.model,
+                    "choices": [], "usage": to_openai_json(&u)});
+                steps.push(Step::Frame(sse::frame(v.to_string().as_bytes())));
+            }
+            steps.push(Step::Usage(u));
+            steps.push(Step::Frame(sse::frame(sse::DONE)));
+        }
+        Api::Anthropic => {
+            steps.push(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ));
+            steps.push(event("message_delta", json!({"type": "message_delta",
+                "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": u.completion_tokens}})));
+            steps.push(Step::Usage(u));
+            steps.push(event("message_stop", json!({"type": "message_stop"})));
+        }
+    }
+    steps
+}
+
+/// An error body in the upstream's format.
+pub fn error_body(api: Api, status: u16, message: &str) -> Bytes {
+    let v = match api {
+        Api::Openai => {
+            let (t, code) = match status {
+                429 => ("requests", "rate_limit_exceeded"),
+                503 => ("server_error", "overloaded"),
+                _ => ("server_error", "internal_error"),
+            };
+            json!({"error": {"message": message, "type": t, "param": null, "code": code}})
+        }
+        Api::Anthropic => {
+            let t = match status {
+                429 => "rate_limit_error",
+                503 | 529 => "overloaded_error",
+                _ => "api_error",
+            };
+            json!({"type": "error", "error": {"type": t, "message": message}})
+        }
+    };
+    Bytes::from(v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::RateState;
+
+    fn plan(tokens: u32) -> AnswerPlan {
+        AnswerPlan {
+            ttft: Duration::from_millis(500),
+            per_token: Duration::from_millis(10),
+            tokens_per_chunk: 4,
+            output_tokens: tokens,
+            prompt_tokens: 2000,
+            cached_tokens: 1024,
+            mid_stream_stall: None,
+            rate: RateState::default(),
+            seq: 1,
+        }
+    }
+
+    fn render(api: Api, stream: bool) -> Render {
+        Render {
+            api,
+            model: "sim".into(),
+            stream,
+            include_usage: true,
+        }
+    }
+
+    fn waits(steps: &[Step]) -> Duration {
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Wait(d) => Some(*d),
+                _ => None,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn a_stream_takes_ttft_plus_decode_time() {
+        let steps = answer(&plan(10), &render(Api::Openai, true));
+        assert_eq!(steps[0], Step::Wait(Duration::from_millis(500)));
+        // 10 tokens in chunks of 4: waits of 40 ms and 20 ms after the first chunk.
+        assert_eq!(waits(&steps), Duration::from_millis(560));
+        let frames: Vec<String> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Frame(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                _ => None,
+            })
+            .collect();
+        assert!(frames[0].contains("\"role\":\"assistant\""));
+        assert!(frames.iter().any(|f| f.contains("\"cached_tokens\":1024")));
+        assert_eq!(frames.last().unwrap(), "data: [DONE]\n\n");
+    }
+
+    #[test]
+    fn a_mid_stream_stall_sits_inside_the_stream() {
+        let mut p = plan(20);
+        p.mid_stream_stall = Some((10, Duration::from_secs(300)));
+        let steps = answer(&p, &render(Api::Openai, true));
+        assert!(waits(&steps) > Duration::from_secs(300));
+        let first_frame = steps
+            .iter()
+            .position(|s| matches!(s, Step::Frame(_)))
+            .unwrap();
+        let stall = steps
+            .iter()
+            .position(|s| *s == Step::Wait(Duration::from_secs(300)))
+            .unwrap();
+        assert!(stall > first_frame, "the stream starts before it stalls");
+    }
+
+    #[test]
+    fn anthropic_streams_parse_with_the_anthropic_translator() {
+        let steps = answer(&plan(9), &render(Api::Anthropic, true));
+        let mut wire = Vec::new();
+        for s in &steps {
+            if let Step::Frame(b) = s {
+                wire.extend_from_slice(b);
+            }
+        }
+        let mut parser = sluice_providers::sse::SseParser::new();
+        let mut events = Vec::new();
+        parser.push(&wire, &mut events).unwrap();
+        let mut t = sluice_providers::anthropic::StreamTranslator::new(true);
+        let mut out = std::collections::VecDeque::new();
+        for e in &events {
+            t.event(e, &mut out).unwrap();
+        }
+        assert!(t.finished());
+        let usage = out.iter().find_map(|e| match e {
+            sluice_providers::StreamEvent::Usage(u) => Some(*u),
+            _ => None,
+        });
+        assert_eq!(usage.unwrap().cached_tokens, 1024);
+        assert_eq!(usage.unwrap().prompt_tokens, 2000);
+    }
+
+    #[test]
+    fn complete_bodies_translate() {
+        let body = complete_body(&plan(5), &render(Api::Anthropic, false));
+        let (_, u) = sluice_providers::anthropic::translate_response(&body).unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.cached_tokens),
+            (2000, 5, 1024)
+        );
+    }
+}

@@ -1,0 +1,342 @@
+//! The simulator over HTTP (`sluice sim`): every upstream answers OpenAI chat completions at
+//! `/NAME/v1/chat/completions` (or Anthropic Messages at `/NAME/v1/messages`), and `/stats`
+//! reports what each saw.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use sluice_config::document::Seg;
+use sluice_config::{Diagnostics, Document};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep};
+
+use crate::incoming::incoming;
+use crate::limits::Api;
+use crate::script::{self, Render, Step};
+use crate::spec::UpstreamSpec;
+use crate::upstream::{Fault, Plan, SimUpstream};
+
+/// `[sim]` of a simulator config file.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct SimSection {
+    /// Address to listen on.
+    pub listen: String,
+    /// Seed of every draw.
+    pub seed: u64,
+}
+
+impl Default for SimSection {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:9100".into(),
+            seed: 1,
+        }
+    }
+}
+
+/// A simulator config: `[sim]` and `[upstreams.NAME]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// `[sim]`.
+    pub sim: SimSection,
+    /// The parsed listen address.
+    pub listen: SocketAddr,
+    /// `[upstreams.*]`.
+    pub upstreams: Vec<(String, UpstreamSpec)>,
+}
+
+impl SimConfig {
+    /// Parses and checks a simulator config, reporting every error.
+    pub fn parse(text: &str) -> Result<Self, Diagnostics> {
+        let doc = Document::parse(text)?;
+        let mut diags = Vec::new();
+        doc.reject_unknown_top_level(&["sim", "upstreams"], &mut diags);
+        let sim: Option<SimSection> = doc.section("sim", &mut diags);
+        let upstreams: Vec<(String, UpstreamSpec)> = doc.map_section("upstreams", &mut diags);
+        for (name, spec) in &upstreams {
+            for p in spec.problems() {
+                diags.push(doc.diag(&[Seg::Key("upstreams".into()), Seg::Key(name.clone())], p));
+            }
+        }
+        if upstreams.is_empty() {
+            diags.push(doc.diag(
+                &[Seg::Key("upstreams".into())],
+                "define at least one [upstreams.NAME]",
+            ));
+        }
+        let listen = sim.as_ref().and_then(|s| match s.listen.parse() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                diags.push(doc.diag(
+                    &[Seg::Key("sim".into()), Seg::Key("listen".into())],
+                    format!("`{}` is not an address like 127.0.0.1:9100", s.listen),
+                ));
+                None
+            }
+        });
+        match (sim, listen) {
+            (Some(sim), Some(listen)) if diags.is_empty() => Ok(Self {
+                sim,
+                listen,
+                upstreams,
+            }),
+            _ => {
+                let mut d = Diagnostics(diags);
+                d.sort();
+                Err(d)
+            }
+        }
+    }
+}
+
+/// The simulated upstreams behind one HTTP server.
+#[derive(Clone, Debug)]
+pub struct SimServer {
+    upstreams: Arc<BTreeMap<String, Arc<SimUpstream>>>,
+}
+
+impl SimServer {
+    /// Upstreams built from `specs`, their clocks starting now.
+    pub fn new(specs: &[(String, UpstreamSpec)], seed: u64) -> Self {
+        let now = Instant::now();
+        let upstreams = specs
+            .iter()
+            .map(|(n, s)| {
+                (
+                    n.clone(),
+                    Arc::new(SimUpstream::new(n, s.clone(), seed, now)),
+                )
+            })
+            .collect();
+        Self {
+            upstreams: Arc::new(upstreams),
+        }
+    }
+
+    /// An upstream by name.
+    pub fn upstream(&self, name: &str) -> Option<&Arc<SimUpstream>> {
+        self.upstreams.get(name)
+    }
+
+    /// The routes.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/{upstream}/v1/chat/completions", post(chat))
+            .route("/{upstream}/v1/messages", post(messages))
+            .route("/stats", get(stats))
+            .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+            .with_state(self.clone())
+    }
+}
+
+async fn stats(State(s): State<SimServer>) -> Json<Value> {
+    let ups: Map<String, Value> = s
+        .upstreams
+        .iter()
+        .map(|(n, u)| {
+            (
+                n.clone(),
+                serde_json::to_value(u.stats()).unwrap_or(Value::Null),
+            )
+        })
+        .collect();
+    Json(json!({"upstreams": ups}))
+}
+
+async fn chat(
+    state: State<SimServer>,
+    name: Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    serve(state, name, headers, body, Api::Openai).await
+}
+
+async fn messages(
+    state: State<SimServer>,
+    name: Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    serve(state, name, headers, body, Api::Anthropic).await
+}
+
+fn error(api: Api, status: StatusCode, message: &str, extra: Vec<(String, String)>) -> Response {
+    let mut r = (status, script::error_body(api, status.as_u16(), message)).into_response();
+    let h = r.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("application/json"));
+    for (k, v) in extra {
+        if let (Ok(k), Ok(v)) = (http::HeaderName::try_from(k), HeaderValue::try_from(v)) {
+            h.insert(k, v);
+        }
+    }
+    r
+}
+
+async fn serve(
+    State(s): State<SimServer>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+    api: Api,
+) -> Response {
+    let Some(up) = s.upstream(&name).cloned() else {
+        return error(
+            api,
+            StatusCode::NOT_FOUND,
+            &format!("no simulated upstream `{name}`"),
+            Vec::new(),
+        );
+    };
+    let Ok(Value::Object(req)) = serde_json::from_slice::<Value>(&body) else {
+        return error(
+            api,
+            StatusCode::BAD_REQUEST,
+            "body is not a JSON object",
+            Vec::new(),
+        );
+    };
+    let id = headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-")
+        .to_string();
+    let plan = up.plan(&incoming(&req, &id), Instant::now());
+    // The wire format is the route's; the spec's `api` only picks header names on 429s.
+    let header_api = up.spec().api;
+    match plan {
+        Plan::RateLimited(state) => error(
+            api,
+            StatusCode::TOO_MANY_REQUESTS,
+            "Rate limit reached for requests",
+            state.headers(header_api),
+        ),
+        Plan::Fail(Fault::Error500, after) => {
+            sleep(after).await;
+            error(
+                api,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "simulated server error",
+                Vec::new(),
+            )
+        }
+        Plan::Fail(Fault::Error503, after) => {
+            sleep(after).await;
+            error(
+                api,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "simulated overload",
+                Vec::new(),
+            )
+        }
+        Plan::Fail(Fault::Reset, after) => {
+            sleep(after).await;
+            reset()
+        }
+        Plan::Answer(p) => {
+            let busy = up.admit().await;
+            let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
+            let include_usage = req
+                .get("stream_options")
+                .and_then(|o| o.get("include_usage"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let render = Render {
+                api,
+                model: req
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .unwrap_or("sim")
+                    .to_string(),
+                stream,
+                include_usage,
+            };
+            let steps = script::answer(&p, &render);
+            let rate_headers = p.rate.headers(header_api);
+            let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
+            tokio::spawn(async move {
+                let _busy = busy;
+                for step in steps {
+                    match step {
+                        Step::Wait(d) => sleep(d).await,
+                        Step::Frame(b) => {
+                            if tx.send(Ok(b)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Step::Usage(_) => {}
+                    }
+                }
+            });
+            let mut resp = Response::new(Body::from_stream(ReceiverStream(rx)));
+            let h = resp.headers_mut();
+            let ct = if stream {
+                "text/event-stream"
+            } else {
+                "application/json"
+            };
+            h.insert("content-type", HeaderValue::from_static(ct));
+            for (k, v) in rate_headers {
+                if let (Ok(k), Ok(v)) = (http::HeaderName::try_from(k), HeaderValue::try_from(v)) {
+                    h.insert(k, v);
+                }
+            }
+            resp
+        }
+    }
+}
+
+/// A response whose body fails at once: the connection is dropped mid-answer, which the
+/// client sees as a reset.
+fn reset() -> Response {
+    let failing = futures::stream::once(async {
+        Err::<Bytes, std::io::Error>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "simulated reset",
+        ))
+    });
+    Response::new(Body::from_stream(failing))
+}
+
+struct ReceiverStream(mpsc::Receiver<Result<Bytes, Infallible>>);
+
+impl futures::Stream for ReceiverStream {
+    type Item = Result<Bytes, Infallible>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+/// Serves `server` on `listener` until `shutdown` resolves.
+pub async fn serve_on(
+    server: SimServer,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, server.router())
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// How long to wait for a simulator to come up in tests and the demo.
+pub const STARTUP: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests;

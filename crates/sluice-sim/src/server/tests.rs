@@ -1,0 +1,150 @@
+use super::*;
+
+async fn start(text: &str) -> (SocketAddr, SimServer) {
+    let cfg = SimConfig::parse(text).unwrap();
+    let server = SimServer::new(&cfg.upstreams, cfg.sim.seed);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve_on(server.clone(), listener, std::future::pending()));
+    (addr, server)
+}
+
+const CONFIG: &str = r#"
+[sim]
+seed = 5
+[upstreams.fast]
+ttft_median = "20ms"
+ttft_sigma = 0.0
+per_token = "1ms"
+output_tokens_median = 8
+output_tokens_sigma = 0.0
+rpm = 3
+[upstreams.claude]
+api = "anthropic"
+ttft_median = "20ms"
+ttft_sigma = 0.0
+per_token = "1ms"
+rpm = 1
+"#;
+
+fn chat(stream: bool) -> Value {
+    json!({"model": "m", "messages": [{"role": "user", "content": "hello"}], "stream": stream,
+           "stream_options": {"include_usage": true}})
+}
+
+#[tokio::test]
+async fn serves_openai_answers_streams_and_429s() {
+    let (addr, _) = start(CONFIG).await;
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/fast/v1/chat/completions");
+    let r = client
+        .post(&url)
+        .header("x-request-id", "a")
+        .json(&chat(false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().contains_key("x-ratelimit-remaining-requests"));
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["usage"]["completion_tokens"], 8);
+    let r = client
+        .post(&url)
+        .header("x-request-id", "b")
+        .json(&chat(true))
+        .send()
+        .await
+        .unwrap();
+    let text = r.text().await.unwrap();
+    assert!(text.contains("\"usage\":{"), "{text}");
+    assert!(text.trim_end().ends_with("data: [DONE]"));
+    // The same id again counts as a duplicate; the fourth request in a minute is refused.
+    let _ = client
+        .post(&url)
+        .header("x-request-id", "b")
+        .json(&chat(false))
+        .send()
+        .await
+        .unwrap();
+    let r = client
+        .post(&url)
+        .header("x-request-id", "c")
+        .json(&chat(false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    assert!(
+        r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            >= 1
+    );
+    assert_eq!(r.headers()["x-ratelimit-remaining-requests"], "0");
+    let stats: Value = client
+        .get(format!("http://{addr}/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let fast = &stats["upstreams"]["fast"];
+    assert_eq!(fast["requests"], 4);
+    assert_eq!(fast["duplicate_requests"], 1);
+    assert_eq!(fast["rate_limited"], 1);
+    assert_eq!(fast["request_ids"]["b"], 2);
+}
+
+#[tokio::test]
+async fn anthropic_emulation_uses_its_wire_format_and_headers() {
+    let (addr, _) = start(CONFIG).await;
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/claude/v1/messages");
+    let body = json!({"model": "claude", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]});
+    let v: Value = client
+        .post(&url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["type"], "message");
+    let r = client.post(&url).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert!(
+        r.headers()
+            .contains_key("anthropic-ratelimit-requests-reset")
+    );
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "rate_limit_error");
+}
+
+#[tokio::test]
+async fn a_reset_is_seen_as_a_broken_connection() {
+    let (addr, _) =
+        start("[upstreams.bad]\nfaults = { reset = 1.0, error_delay = \"1ms\" }\n").await;
+    let r = reqwest::Client::new()
+        .post(format!("http://{addr}/bad/v1/chat/completions"))
+        .json(&chat(false))
+        .send()
+        .await;
+    let failed = match r {
+        Err(_) => true,
+        Ok(resp) => resp.bytes().await.is_err(),
+    };
+    assert!(failed);
+}
+
+#[test]
+fn config_errors_are_all_reported() {
+    let err = SimConfig::parse(
+        "[sim]\nlisten = \"x\"\n[upstreams.a]\nstall_probability = 2.0\nfoo = 1\n",
+    )
+    .unwrap_err();
+    assert_eq!(err.len(), 3, "{err}");
+}

@@ -1,0 +1,195 @@
+use std::time::Duration;
+
+use super::*;
+use crate::spec::{Degradation, Faults};
+
+fn req(id: &str) -> Incoming {
+    Incoming {
+        request_id: id.to_string(),
+        prompt_tokens: 100,
+        prefix_hashes: Vec::new(),
+        max_tokens: None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limits_answer_429_at_the_configured_rpm() {
+    let now = Instant::now();
+    let spec = UpstreamSpec {
+        rpm: 60,
+        ..UpstreamSpec::default()
+    };
+    let up = SimUpstream::new("u", spec, 1, now);
+    // 120 requests spread over the first second: 60 fit the bucket, 60 are refused.
+    let mut limited = 0;
+    for i in 0..120 {
+        let at = now + Duration::from_millis(i * 8);
+        if let Plan::RateLimited(state) = up.plan(&req(&format!("r{i}")), at) {
+            limited += 1;
+            assert!(state.retry_after.is_some());
+            assert_eq!(state.requests.map(|r| r.0), Some(60));
+        }
+    }
+    assert_eq!(
+        limited, 60,
+        "the bucket holds 60; nothing refills within the first second"
+    );
+    // Then one per second: over the next minute, a request every 500 ms gets half through.
+    let mut ok = 0;
+    for i in 0..120 {
+        let at = now + Duration::from_secs(1) + Duration::from_millis(500 * i);
+        if matches!(up.plan(&req(&format!("s{i}")), at), Plan::Answer(_)) {
+            ok += 1;
+        }
+    }
+    assert!(
+        (59..=61).contains(&ok),
+        "{ok} admitted in a minute at 60 RPM"
+    );
+    assert_eq!(up.stats().rate_limited, 120 - ok + 60);
+}
+
+#[tokio::test(start_paused = true)]
+async fn fault_rates_match_the_configuration() {
+    let now = Instant::now();
+    let spec = UpstreamSpec {
+        faults: Faults {
+            error_500: 0.05,
+            error_503: 0.10,
+            reset: 0.02,
+            ..Faults::default()
+        },
+        ..UpstreamSpec::default()
+    };
+    let up = SimUpstream::new("u", spec, 3, now);
+    for i in 0..10_000 {
+        up.plan(&req(&i.to_string()), now);
+    }
+    let s = up.stats();
+    assert!((420..=580).contains(&s.error_500), "{}", s.error_500);
+    assert!((900..=1100).contains(&s.error_503), "{}", s.error_503);
+    assert!((150..=250).contains(&s.resets), "{}", s.resets);
+    assert_eq!(s.answered + s.error_500 + s.error_503 + s.resets, 10_000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn degradations_apply_only_in_their_window() {
+    let now = Instant::now();
+    let spec = UpstreamSpec {
+        ttft_sigma: 0.0,
+        ttft_median: Duration::from_millis(500),
+        degradations: vec![
+            Degradation {
+                from: Duration::from_secs(60),
+                to: Duration::from_secs(120),
+                latency_factor: 4.0,
+                ..Degradation::default()
+            },
+            Degradation {
+                from: Duration::from_secs(200),
+                to: Duration::from_secs(260),
+                error_503: Some(1.0),
+                ..Degradation::default()
+            },
+        ],
+        ..UpstreamSpec::default()
+    };
+    let up = SimUpstream::new("u", spec, 1, now);
+    let ttft = |t: u64| match up.plan(&req(&t.to_string()), now + Duration::from_secs(t)) {
+        Plan::Answer(p) => Some(p.ttft),
+        _ => None,
+    };
+    assert_eq!(ttft(10), Some(Duration::from_millis(500)));
+    assert_eq!(ttft(90), Some(Duration::from_millis(2000)));
+    assert_eq!(ttft(130), Some(Duration::from_millis(500)));
+    assert_eq!(ttft(230), None, "100% 503 during the outage");
+    assert_eq!(ttft(300), Some(Duration::from_millis(500)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_warm_prefix_reports_cached_tokens_and_starts_sooner() {
+    let now = Instant::now();
+    let spec = UpstreamSpec {
+        ttft_sigma: 0.0,
+        ttft_median: Duration::from_millis(1000),
+        ..UpstreamSpec::default()
+    };
+    let up = SimUpstream::new("u", spec, 1, now);
+    let prompt = vec![b'p'; 16 * 1024];
+    let r = Incoming {
+        request_id: "a".into(),
+        prompt_tokens: crate::cache::tokens_of(prompt.len()),
+        prefix_hashes: crate::cache::prefix_hashes(&prompt),
+        max_tokens: None,
+    };
+    let Plan::Answer(cold) = up.plan(&r, now) else {
+        panic!()
+    };
+    let Plan::Answer(warm) = up.plan(&r, now + Duration::from_secs(10)) else {
+        panic!()
+    };
+    assert_eq!(cold.cached_tokens, 0);
+    assert_eq!(warm.cached_tokens, 4096);
+    assert_eq!(
+        warm.ttft,
+        Duration::from_millis(200),
+        "fully cached: 0.2 of the cold time"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn duplicate_request_ids_are_counted() {
+    let now = Instant::now();
+    let up = SimUpstream::new("u", UpstreamSpec::default(), 1, now);
+    up.plan(&req("x"), now);
+    up.plan(&req("x"), now);
+    up.plan(&req("y"), now);
+    let s = up.stats();
+    assert_eq!((s.requests, s.duplicate_requests), (3, 1));
+    assert_eq!(s.request_ids["x"], 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn beyond_capacity_requests_wait_for_a_slot() {
+    let now = Instant::now();
+    let spec = UpstreamSpec {
+        capacity: 2,
+        ..UpstreamSpec::default()
+    };
+    let up = Arc::new(SimUpstream::new("u", spec, 1, now));
+    let a = up.admit().await;
+    let _b = up.admit().await;
+    let waiter = {
+        let up = up.clone();
+        tokio::spawn(async move {
+            let _c = up.admit().await;
+            Instant::now()
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    drop(a);
+    let admitted_at = waiter.await.unwrap();
+    assert_eq!(
+        admitted_at,
+        now + Duration::from_secs(5),
+        "the third waited for a free slot"
+    );
+    assert_eq!(up.stats().max_busy, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_same_seed_plans_the_same_answers() {
+    let now = Instant::now();
+    let spec = UpstreamSpec {
+        stall_probability: 0.1,
+        ..UpstreamSpec::default()
+    };
+    let a = SimUpstream::new("u", spec.clone(), 9, now);
+    let b = SimUpstream::new("u", spec, 9, now);
+    for i in 0..200 {
+        assert_eq!(
+            a.plan(&req(&i.to_string()), now),
+            b.plan(&req(&i.to_string()), now)
+        );
+    }
+}
