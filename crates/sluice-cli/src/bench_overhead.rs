@@ -52,6 +52,8 @@ struct RateResult {
     sluice: Point,
     added: Point,
     sluice_errors: u64,
+    /// CPU the gateway spent per request through it, microseconds.
+    sluice_cpu_us_per_request: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -121,6 +123,7 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
         let rec_direct = Arc::new(Mutex::new(Recorder::new(None)?));
         let rec_sluice = Arc::new(Mutex::new(Recorder::new(None)?));
         let (mut t_direct, mut t_sluice) = (Duration::ZERO, Duration::ZERO);
+        let mut cpu = Some(0.0);
         // Warm both paths (connection pools, caches) before measuring.
         let warm = workload(rate.min(500.0), Duration::from_secs(1), 99);
         let scratch = Arc::new(Mutex::new(Recorder::new(None)?));
@@ -129,11 +132,16 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
         for round in 0..a.rounds {
             let w = workload(rate, a.phase, u64::from(round));
             // Alternate which path goes first, so drift does not favour one.
-            if round % 2 == 0 {
+            if round % 2 == 1 {
                 t_direct += phase(&direct, &w, rec_direct.clone()).await;
-                t_sluice += phase(&through, &w, rec_sluice.clone()).await;
-            } else {
-                t_sluice += phase(&through, &w, rec_sluice.clone()).await;
+            }
+            let before = gateway.cpu_seconds();
+            t_sluice += phase(&through, &w, rec_sluice.clone()).await;
+            cpu = match (cpu, before, gateway.cpu_seconds()) {
+                (Some(c), Some(b), Some(a)) => Some(c + a - b),
+                _ => None,
+            };
+            if round % 2 == 0 {
                 t_direct += phase(&direct, &w, rec_direct.clone()).await;
             }
         }
@@ -152,6 +160,7 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
             sluice: ps,
             added,
             sluice_errors: s.all.count - s.all.ok,
+            sluice_cpu_us_per_request: cpu.map(|c| c * 1e6 / s.all.count.max(1) as f64),
         });
     }
     let rss = gateway.peak_rss_mib();
@@ -171,6 +180,9 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
             f(&r.sluice),
             f(&r.added)
         );
+        if let Some(us) = r.sluice_cpu_us_per_request {
+            println!("          sluice used {us:.0} µs of CPU per request");
+        }
         if r.sluice_errors > 0 {
             println!(
                 "          ({} requests through sluice failed)",

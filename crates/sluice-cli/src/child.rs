@@ -48,6 +48,18 @@ impl Child {
         Ok(child)
     }
 
+    /// CPU time (user + system) the child has used so far, from /proc.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.process.id())).ok()?;
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let rest = stat.get(stat.rfind(')')? + 2..)?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let utime: f64 = fields.get(11)?.parse().ok()?;
+        let stime: f64 = fields.get(12)?.parse().ok()?;
+        // Linux reports clock ticks; USER_HZ is 100 on every mainstream build.
+        Some((utime + stime) / 100.0)
+    }
+
     /// Peak resident memory (VmHWM) in MiB, from /proc.
     pub fn peak_rss_mib(&self) -> Option<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.process.id())).ok()?;

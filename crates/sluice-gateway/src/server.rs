@@ -94,7 +94,7 @@ impl Server {
             tracing::info!("shutting down: no new connections, draining in-flight requests");
             trigger.cancel();
         });
-        let serve = axum::serve(self.listener, router(self.gw))
+        let serve = axum::serve(nodelay(self.listener), router(self.gw))
             .with_graceful_shutdown(token.clone().cancelled_owned())
             .into_future();
         let grace = self.grace;
@@ -110,6 +110,19 @@ impl Server {
             }
         }
     }
+}
+
+/// Sets `TCP_NODELAY` on every accepted connection: without it a small write (a stream's
+/// chunk, or headers sent apart from the body) waits up to 40 ms for the peer's delayed ACK.
+pub fn nodelay(
+    listener: TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("could not set TCP_NODELAY: {e}");
+        }
+    })
 }
 
 /// Resolves on SIGTERM or SIGINT.

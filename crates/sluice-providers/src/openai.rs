@@ -32,7 +32,7 @@ pub struct OpenAiSettings {
 /// An OpenAI-compatible upstream with its own connection pool.
 pub struct OpenAiCompat {
     name: Arc<str>,
-    url: String,
+    url: reqwest::Url,
     settings: OpenAiSettings,
     client: reqwest::Client,
 }
@@ -41,10 +41,7 @@ impl OpenAiCompat {
     /// Builds the adapter and its pooled client.
     pub fn new(name: &str, settings: OpenAiSettings) -> Result<Self, GatewayError> {
         let client = http::client(&settings.http)?;
-        let url = format!(
-            "{}/chat/completions",
-            settings.base_url.trim_end_matches('/')
-        );
+        let url = http::endpoint(&settings.base_url, "chat/completions")?;
         Ok(Self {
             name: Arc::from(name),
             url,
@@ -71,7 +68,7 @@ impl Provider for OpenAiCompat {
         };
         let mut req = self
             .client
-            .post(&self.url)
+            .post(self.url.clone())
             .header("content-type", "application/json")
             .header("x-request-id", call.request_id.as_str())
             .body(body);

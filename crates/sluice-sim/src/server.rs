@@ -175,15 +175,19 @@ async fn messages(
     serve(state, name, headers, body, Api::Anthropic).await
 }
 
-fn error(api: Api, status: StatusCode, message: &str, extra: Vec<(String, String)>) -> Response {
-    let mut r = (status, script::error_body(api, status.as_u16(), message)).into_response();
-    let h = r.headers_mut();
-    h.insert("content-type", HeaderValue::from_static("application/json"));
-    for (k, v) in extra {
+fn insert_all(h: &mut HeaderMap, headers: Vec<(String, String)>) {
+    for (k, v) in headers {
         if let (Ok(k), Ok(v)) = (http::HeaderName::try_from(k), HeaderValue::try_from(v)) {
             h.insert(k, v);
         }
     }
+}
+
+fn error(api: Api, status: StatusCode, message: &str, extra: Vec<(String, String)>) -> Response {
+    let mut r = (status, script::error_body(api, status.as_u16(), message)).into_response();
+    let h = r.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("application/json"));
+    insert_all(h, extra);
     r
 }
 
@@ -267,6 +271,23 @@ async fn serve(
             };
             let steps = script::answer(&p, &render);
             let rate_headers = p.rate.headers(header_api);
+            if !stream {
+                // A complete answer goes out whole, with a content-length, as servers send it.
+                let mut body = Bytes::new();
+                for step in steps {
+                    match step {
+                        Step::Wait(d) => sleep(d).await,
+                        Step::Frame(b) => body = b,
+                        Step::Usage(_) => {}
+                    }
+                }
+                drop(busy);
+                let mut resp = Response::new(Body::from(body));
+                let h = resp.headers_mut();
+                h.insert("content-type", HeaderValue::from_static("application/json"));
+                insert_all(h, rate_headers);
+                return resp;
+            }
             let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
             tokio::spawn(async move {
                 let _busy = busy;
@@ -284,17 +305,11 @@ async fn serve(
             });
             let mut resp = Response::new(Body::from_stream(ReceiverStream(rx)));
             let h = resp.headers_mut();
-            let ct = if stream {
-                "text/event-stream"
-            } else {
-                "application/json"
-            };
-            h.insert("content-type", HeaderValue::from_static(ct));
-            for (k, v) in rate_headers {
-                if let (Ok(k), Ok(v)) = (http::HeaderName::try_from(k), HeaderValue::try_from(v)) {
-                    h.insert(k, v);
-                }
-            }
+            h.insert(
+                "content-type",
+                HeaderValue::from_static("text/event-stream"),
+            );
+            insert_all(h, rate_headers);
             resp
         }
     }
@@ -330,7 +345,7 @@ pub async fn serve_on(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, server.router())
+    axum::serve(sluice_gateway::server::nodelay(listener), server.router())
         .with_graceful_shutdown(shutdown)
         .await
 }

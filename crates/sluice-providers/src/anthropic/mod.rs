@@ -57,7 +57,7 @@ impl Default for AnthropicSettings {
 /// An Anthropic upstream with its own connection pool.
 pub struct Anthropic {
     name: Arc<str>,
-    url: String,
+    url: reqwest::Url,
     settings: AnthropicSettings,
     client: reqwest::Client,
 }
@@ -66,7 +66,7 @@ impl Anthropic {
     /// Builds the adapter and its pooled client.
     pub fn new(name: &str, settings: AnthropicSettings) -> Result<Self, GatewayError> {
         let client = http::client(&settings.http)?;
-        let url = format!("{}/messages", settings.base_url.trim_end_matches('/'));
+        let url = http::endpoint(&settings.base_url, "messages")?;
         Ok(Self {
             name: Arc::from(name),
             url,
@@ -93,7 +93,7 @@ impl Provider for Anthropic {
         };
         let mut req = self
             .client
-            .post(&self.url)
+            .post(self.url.clone())
             .header("content-type", "application/json")
             .header("anthropic-version", &self.settings.version)
             .header("x-request-id", call.request_id.as_str())

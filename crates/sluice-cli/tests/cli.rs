@@ -1,0 +1,101 @@
+//! The `sluice` binary end to end: the README's demo command, config checking and scenarios.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::Command;
+
+fn sluice(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .env("SLUICE_LOG", "error")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn the_demo_runs_and_reports_in_plain_words() {
+    // A short run of the healthy scenario keeps the test quick; `sluice demo` alone replays
+    // the full doc-analysis scenario.
+    let (ok, text) = sluice(&[
+        "demo",
+        "--scenario",
+        "steady",
+        "--duration",
+        "2s",
+        "--seed",
+        "3",
+    ]);
+    assert!(ok, "{text}");
+    assert!(text.contains("What clients saw"), "{text}");
+    assert!(text.contains("total P999"), "{text}");
+    assert!(
+        text.contains("interactive requests waited more than 10.0 s"),
+        "{text}"
+    );
+    assert!(text.contains("alpha/alpha-chat"), "{text}");
+}
+
+#[test]
+fn config_check_passes_the_example_and_lists_every_error() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../sluice.example.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["config", "check", example])
+        .envs(
+            [
+                "OPENAI_API_KEY",
+                "DEEPSEEK_API_KEY",
+                "ANTHROPIC_API_KEY",
+                "MOONSHOT_API_KEY",
+                "ZHIPU_API_KEY",
+                "MINIMAX_API_KEY",
+                "HUNYUAN_API_KEY",
+            ]
+            .map(|k| (k, "x")),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let bad = std::env::temp_dir().join(format!("sluice-bad-{}.toml", std::process::id()));
+    std::fs::write(
+        &bad,
+        "[server]\nlisten = \"x\"\ncolour = 1\n[models.m]\ndeployments = []\n",
+    )
+    .unwrap();
+    let (ok, text) = sluice(&["config", "check", bad.to_str().unwrap()]);
+    std::fs::remove_file(&bad).unwrap();
+    assert!(!ok);
+    assert!(text.contains("3 configuration errors"), "{text}");
+    assert!(text.contains("line 2, column 1: server.listen"), "{text}");
+    assert!(text.contains("server.colour: unknown key"), "{text}");
+}
+
+#[test]
+fn scenarios_run_in_virtual_time_from_the_command_line() {
+    let (ok, text) = sluice(&["scenario", "run", "outage", "--seed", "5"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("upstream alpha"), "{text}");
+    let (ok, text) = sluice(&["scenario", "list"]);
+    assert!(ok && text.contains("heavy-tail"), "{text}");
+}
+
+#[test]
+fn the_example_simulator_config_is_valid() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../sim.example.toml"
+    ))
+    .unwrap();
+    if let Err(e) = sluice_sim::server::SimConfig::parse(&text) {
+        panic!("{e}");
+    }
+}
