@@ -45,7 +45,7 @@ pub fn run(a: &LoadgenArgs) -> anyhow::Result<ExitCode> {
         let config = format!(
             "[sim]\nlisten = \"127.0.0.1:{port}\"\n\n[upstreams.fixed]\nttft_median = \"1ms\"\nttft_sigma = 0.0\nper_token = \"0ms\"\noutput_tokens_median = 1\noutput_tokens_sigma = 0.0\nprompt_cache = {{ enabled = false }}\n"
         );
-        let _sim = Child::spawn("sim", &config, &format!("http://127.0.0.1:{port}/healthz")).await?;
+        let _sim = Child::spawn("sim", &config, &format!("http://127.0.0.1:{port}/healthz"), None).await?;
         let uri: http::Uri = format!("http://127.0.0.1:{port}/fixed/v1/chat/completions").parse()?;
         let t = Traffic {
             lane: "loadgen".into(),

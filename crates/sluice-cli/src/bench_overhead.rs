@@ -32,6 +32,11 @@ pub struct OverheadArgs {
     /// Rounds of (direct, through sluice) per rate.
     #[arg(long, default_value_t = 3)]
     pub rounds: u32,
+    /// Pin the gateway to these CPUs (e.g. `1`), with `taskset`; run the benchmark itself
+    /// elsewhere (`taskset -c 0 sluice bench overhead --gateway-cpus 1`), so that the
+    /// gateway does not fight the load generator and the upstream for a core.
+    #[arg(long)]
+    pub gateway_cpus: Option<String>,
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -59,6 +64,7 @@ struct RateResult {
 #[derive(Serialize)]
 struct Results {
     upstream: &'static str,
+    gateway_cpus: Option<String>,
     rates: Vec<RateResult>,
     sluice_peak_rss_mib: Option<f64>,
 }
@@ -109,6 +115,7 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
         "serve",
         &config,
         &format!("http://127.0.0.1:{gw_port}/readyz"),
+        a.gateway_cpus.as_deref(),
     )
     .await?;
     let direct: http::Uri = format!("http://{sim_addr}/fixed/v1/chat/completions").parse()?;
@@ -199,6 +206,7 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
         a.json.as_deref(),
         &Results {
             upstream: "simulated, 1 ms, one token, non-streaming",
+            gateway_cpus: a.gateway_cpus.clone(),
             rates: results,
             sluice_peak_rss_mib: rss,
         },

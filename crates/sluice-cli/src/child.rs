@@ -21,7 +21,13 @@ pub fn free_port() -> anyhow::Result<u16> {
 
 impl Child {
     /// Runs `sluice COMMAND --config FILE` with `config` in FILE, and waits for `ready_url`.
-    pub async fn spawn(command: &str, config: &str, ready_url: &str) -> anyhow::Result<Self> {
+    /// With `cpus` (a list such as `1` or `2-3`), the child is pinned there with `taskset`.
+    pub async fn spawn(
+        command: &str,
+        config: &str,
+        ready_url: &str,
+        cpus: Option<&str>,
+    ) -> anyhow::Result<Self> {
         let path = std::env::temp_dir().join(format!(
             "sluice-bench-{}-{command}.toml",
             std::process::id()
@@ -30,7 +36,15 @@ impl Child {
             .and_then(|mut f| f.write_all(config.as_bytes()))
             .with_context(|| format!("writing {}", path.display()))?;
         let exe = std::env::current_exe().context("finding the sluice binary")?;
-        let process = std::process::Command::new(exe)
+        let mut cmd = match cpus {
+            Some(list) => {
+                let mut c = std::process::Command::new("taskset");
+                c.arg("-c").arg(list).arg(exe);
+                c
+            }
+            None => std::process::Command::new(exe),
+        };
+        let process = cmd
             .arg(command)
             .arg("--config")
             .arg(&path)

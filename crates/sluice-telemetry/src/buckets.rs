@@ -20,12 +20,10 @@ pub fn geometric(low: f64, high: f64) -> Vec<f64> {
     }
 }
 
+/// `x` to three significant digits, as the double nearest that decimal, so that Prometheus
+/// prints `0.206` and not `0.20600000000000003`.
 fn round3(x: f64) -> f64 {
-    if x <= 0.0 {
-        return x;
-    }
-    let mag = 10f64.powi(x.log10().floor() as i32 - 2);
-    (x / mag).round() * mag
+    format!("{x:.2e}").parse().unwrap_or(x)
 }
 
 /// Buckets for LLM latencies: 10 ms to 120 s.
@@ -52,6 +50,15 @@ mod tests {
             assert!(ratio > 1.0 && ratio < 1.15, "{} -> {}", w[0], w[1]);
         }
         assert!(b.len() < 100, "{} buckets", b.len());
+    }
+
+    #[test]
+    fn bounds_print_as_short_decimals() {
+        for b in llm_latency().into_iter().chain(internal_latency()) {
+            let shown = b.to_string();
+            let digits = shown.trim_start_matches(['0', '.']).replace('.', "");
+            assert!(digits.len() <= 3, "{shown}");
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use tokio::time::{Instant, sleep_until};
 
 use super::record::{NO_ANSWER, Recorder};
 use super::target::Target;
-use super::workload::{Planned, Workload};
+use super::workload::{Shape, Workload};
 
 /// Counters a progress display can read while a run goes.
 #[derive(Debug, Default)]
@@ -34,7 +34,7 @@ fn filler(pattern: &str, bytes: usize) -> String {
 
 /// The JSON body of request `i`: a shared system prompt (identical across the traffic, so
 /// provider prompt caches can hit) followed by a document unique to the request.
-pub fn body(p: &Planned, i: usize) -> Bytes {
+pub fn body(p: &Shape, i: usize) -> Bytes {
     let shared = p.shared_prefix_tokens as usize * 4;
     let unique = (p.prompt_tokens.saturating_sub(p.shared_prefix_tokens) as usize * 4).max(16);
     let mut doc = format!("Document {i}: ");
@@ -44,20 +44,20 @@ pub fn body(p: &Planned, i: usize) -> Bytes {
         messages.push(json!({"role": "system", "content": filler(RULES, shared)}));
     }
     messages.push(json!({"role": "user", "content": doc}));
-    let mut v = json!({"model": &*p.model, "messages": messages, "stream": p.stream});
+    let mut v = json!({"model": p.model, "messages": messages, "stream": p.stream});
     if let (Some(m), Some(obj)) = (p.max_tokens, v.as_object_mut()) {
         obj.insert("max_tokens".into(), json!(m));
     }
     Bytes::from(v.to_string())
 }
 
-fn request(uri: &http::Uri, p: &Planned, i: usize, run_id: &str) -> http::Request<Full<Bytes>> {
+fn request(uri: &http::Uri, p: &Shape, i: usize, run_id: &str) -> http::Request<Full<Bytes>> {
     let mut b = http::Request::post(uri.clone())
         .header("content-type", "application/json")
         .header("x-request-id", format!("{run_id}-{i}"))
-        .header("x-sluice-lane", &*p.lane);
+        .header("x-sluice-lane", &p.lane);
     if let Some(t) = &p.tenant {
-        b = b.header("x-sluice-tenant", &**t);
+        b = b.header("x-sluice-tenant", t);
     }
     b.body(Full::new(body(p, i))).unwrap_or_default()
 }
@@ -76,15 +76,14 @@ pub async fn drive<T: Target>(
     for (i, p) in workload.requests.iter().enumerate() {
         let scheduled = start + p.at;
         sleep_until(scheduled).await;
-        let req = request(&uri, p, i, run_id);
-        let lane = p.lane.clone();
-        let stream = p.stream;
+        let req = request(&uri, &p.shape, i, run_id);
+        let shape = p.shape.clone();
         let (target, recorder, progress) = (target.clone(), recorder.clone(), progress.clone());
         progress.sent.fetch_add(1, Ordering::Relaxed);
         tasks.spawn(async move {
-            let (status, ok, ttfb) = exchange(&target, req, stream, scheduled).await;
+            let (status, ok, ttfb) = exchange(&target, req, shape.stream, scheduled).await;
             let total = Instant::now().saturating_duration_since(scheduled);
-            recorder.lock().record(&lane, status, ok, ttfb, total);
+            recorder.lock().record(&shape.lane, status, ok, ttfb, total);
             progress.done.fetch_add(1, Ordering::Relaxed);
         });
         // Reap finished tasks as we go so the set stays small on long runs.

@@ -10,4 +10,4 @@ pub mod workload;
 pub use drive::{Progress, drive};
 pub use record::{LaneSummary, Recorder, Summary};
 pub use target::{HttpTarget, RouterTarget, Target};
-pub use workload::{Burst, Planned, Traffic, Workload};
+pub use workload::{Burst, Planned, Shape, Traffic, Workload};

@@ -81,6 +81,30 @@ pub struct Burst {
     pub max_tokens: Option<u32>,
 }
 
+/// Both kinds of load describe their requests with the same keys, kept flat in the files
+/// (serde's `flatten` would hide unknown keys from the config checker).
+macro_rules! shape_of {
+    ($t:ty) => {
+        impl $t {
+            /// The shape of its requests.
+            pub fn shape(&self) -> Shape {
+                Shape {
+                    lane: self.lane.clone(),
+                    tenant: self.tenant.clone(),
+                    model: self.model.clone(),
+                    prompt_tokens: self.prompt_tokens,
+                    shared_prefix_tokens: self.shared_prefix_tokens.min(self.prompt_tokens),
+                    stream: self.stream,
+                    max_tokens: self.max_tokens,
+                }
+            }
+        }
+    };
+}
+
+shape_of!(Traffic);
+shape_of!(Burst);
+
 impl Default for Burst {
     fn default() -> Self {
         Self {
@@ -98,25 +122,32 @@ impl Default for Burst {
     }
 }
 
-/// One scheduled request.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Planned {
-    /// When it leaves, after the start.
-    pub at: Duration,
+/// What a request looks like, shared by every request of one traffic or burst.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
     /// Lane.
-    pub lane: Arc<str>,
+    pub lane: String,
     /// Tenant.
-    pub tenant: Option<Arc<str>>,
+    pub tenant: Option<String>,
     /// Model group.
-    pub model: Arc<str>,
+    pub model: String,
     /// Prompt tokens.
     pub prompt_tokens: u32,
-    /// Shared leading tokens.
+    /// Shared leading tokens (never more than the prompt).
     pub shared_prefix_tokens: u32,
     /// Stream or not.
     pub stream: bool,
     /// `max_tokens`.
     pub max_tokens: Option<u32>,
+}
+
+/// One scheduled request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Planned {
+    /// When it leaves, after the start.
+    pub at: Duration,
+    /// What it looks like.
+    pub shape: Arc<Shape>,
 }
 
 /// The whole schedule, sorted by time.
@@ -133,23 +164,18 @@ impl Workload {
         for (i, t) in traffic.iter().enumerate() {
             let mut rng = StdRng::seed_from_u64(seed ^ (0x9e37_79b9 + i as u64));
             let end = t.end.unwrap_or(duration).min(duration);
-            let planned = |at| Planned {
-                at,
-                lane: Arc::from(t.lane.as_str()),
-                tenant: t.tenant.as_deref().map(Arc::from),
-                model: Arc::from(t.model.as_str()),
-                prompt_tokens: t.prompt_tokens,
-                shared_prefix_tokens: t.shared_prefix_tokens.min(t.prompt_tokens),
-                stream: t.stream,
-                max_tokens: t.max_tokens,
-            };
+            let shape = Arc::new(t.shape());
             requests.extend(
                 poisson(&mut rng, t.rate, t.start, end)
                     .into_iter()
-                    .map(planned),
+                    .map(|at| Planned {
+                        at,
+                        shape: shape.clone(),
+                    }),
             );
         }
         for b in bursts.iter().filter(|b| b.at < duration) {
+            let shape = Arc::new(b.shape());
             for k in 0..b.count {
                 let offset = if b.count > 1 {
                     b.spread.mul_f64(f64::from(k) / f64::from(b.count))
@@ -158,13 +184,7 @@ impl Workload {
                 };
                 requests.push(Planned {
                     at: b.at + offset,
-                    lane: Arc::from(b.lane.as_str()),
-                    tenant: b.tenant.as_deref().map(Arc::from),
-                    model: Arc::from(b.model.as_str()),
-                    prompt_tokens: b.prompt_tokens,
-                    shared_prefix_tokens: b.shared_prefix_tokens.min(b.prompt_tokens),
-                    stream: b.stream,
-                    max_tokens: b.max_tokens,
+                    shape: shape.clone(),
                 });
             }
         }
@@ -228,7 +248,10 @@ mod tests {
         let w = Workload::build(&traffic, &bursts, Duration::from_secs(10), 3);
         assert!(w.requests.windows(2).all(|p| p[0].at <= p[1].at));
         assert_eq!(
-            w.requests.iter().filter(|p| &*p.lane == "batch").count(),
+            w.requests
+                .iter()
+                .filter(|p| p.shape.lane == "batch")
+                .count(),
             50
         );
         let again = Workload::build(&traffic, &bursts, Duration::from_secs(10), 3);

@@ -27,6 +27,16 @@ per_token = "1ms"
 rpm = 1
 "#;
 
+async fn post(client: &reqwest::Client, url: &str, id: &str, body: &Value) -> reqwest::Response {
+    client
+        .post(url)
+        .header("x-request-id", id)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
 fn chat(stream: bool) -> Value {
     json!({"model": "m", "messages": [{"role": "user", "content": "hello"}], "stream": stream,
            "stream_options": {"include_usage": true}})
@@ -37,42 +47,18 @@ async fn serves_openai_answers_streams_and_429s() {
     let (addr, _) = start(CONFIG).await;
     let client = reqwest::Client::new();
     let url = format!("http://{addr}/fast/v1/chat/completions");
-    let r = client
-        .post(&url)
-        .header("x-request-id", "a")
-        .json(&chat(false))
-        .send()
-        .await
-        .unwrap();
+    let r = post(&client, &url, "a", &chat(false)).await;
     assert_eq!(r.status(), 200);
     assert!(r.headers().contains_key("x-ratelimit-remaining-requests"));
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["usage"]["completion_tokens"], 8);
-    let r = client
-        .post(&url)
-        .header("x-request-id", "b")
-        .json(&chat(true))
-        .send()
-        .await
-        .unwrap();
+    let r = post(&client, &url, "b", &chat(true)).await;
     let text = r.text().await.unwrap();
     assert!(text.contains("\"usage\":{"), "{text}");
     assert!(text.trim_end().ends_with("data: [DONE]"));
     // The same id again counts as a duplicate; the fourth request in a minute is refused.
-    let _ = client
-        .post(&url)
-        .header("x-request-id", "b")
-        .json(&chat(false))
-        .send()
-        .await
-        .unwrap();
-    let r = client
-        .post(&url)
-        .header("x-request-id", "c")
-        .json(&chat(false))
-        .send()
-        .await
-        .unwrap();
+    let _ = post(&client, &url, "b", &chat(false)).await;
+    let r = post(&client, &url, "c", &chat(false)).await;
     assert_eq!(r.status(), 429);
     assert!(
         r.headers()["retry-after"]
