@@ -37,7 +37,7 @@ enum Command {
     },
     /// Rehearse the document-analysis platform on this machine: simulated upstreams, the
     /// gateway and the load, all on loopback, no keys needed.
-    Demo(demo::DemoArgs),
+    Demo(Box<demo::DemoArgs>),
     /// Serve simulated LLM upstreams over HTTP.
     Sim {
         /// The simulator configuration (see sim.example.toml).
@@ -50,7 +50,7 @@ enum Command {
         #[command(subcommand)]
         which: Option<BenchCommand>,
         #[command(flatten)]
-        load: bench_cmd::LoadArgs,
+        load: Box<bench_cmd::LoadArgs>,
     },
     /// Run scenarios in virtual time against the real gateway stack.
     Scenario {
