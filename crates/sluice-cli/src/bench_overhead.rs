@@ -10,11 +10,16 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use clap::Args;
+use futures::future::BoxFuture;
+use http_body_util::Full;
 use parking_lot::Mutex;
 use serde::Serialize;
 use sluice_sim::UpstreamSpec;
-use sluice_sim::load::{HttpTarget, Progress, Recorder, Summary, Traffic, Workload, drive};
+use sluice_sim::load::{
+    HttpTarget, LaneSummary, Progress, Recorder, Target, Traffic, Workload, drive,
+};
 use sluice_sim::server::{SimServer, serve_on};
 
 use crate::bench_cmd::write_json;
@@ -73,11 +78,11 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn point(s: &Summary) -> Point {
+fn point(s: &LaneSummary) -> Point {
     Point {
-        p50_ms: ms(s.all.total.p50),
-        p99_ms: ms(s.all.total.p99),
-        p999_ms: ms(s.all.total.p999),
+        p50_ms: ms(s.total.p50),
+        p99_ms: ms(s.total.p99),
+        p999_ms: ms(s.total.p999),
     }
 }
 
@@ -122,39 +127,54 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
     let through: http::Uri = format!("http://127.0.0.1:{gw_port}/v1/chat/completions").parse()?;
 
     println!(
-        "sluice overhead: upstream answers in ~1 ms; {} rounds of {:?} per path and rate\n",
+        "sluice overhead: upstream answers in ~1 ms; {} rounds of {:?} per rate, direct and \
+         through-sluice requests interleaved at the same rate each\n",
         a.rounds, a.phase
     );
+    let target = Split {
+        inner: HttpTarget::new(1024),
+        direct,
+        through,
+    };
     let mut results = Vec::new();
     for &rate in &a.rates {
-        let rec_direct = Arc::new(Mutex::new(Recorder::new(None)?));
-        let rec_sluice = Arc::new(Mutex::new(Recorder::new(None)?));
-        let (mut t_direct, mut t_sluice) = (Duration::ZERO, Duration::ZERO);
+        let rec = Arc::new(Mutex::new(Recorder::new(None)?));
+        let mut took = Duration::ZERO;
         let mut cpu = Some(0.0);
-        // Warm both paths (connection pools, caches) before measuring.
+        // Warm both paths (connection pools) before measuring.
         let warm = workload(rate.min(500.0), Duration::from_secs(1), 99);
         let scratch = Arc::new(Mutex::new(Recorder::new(None)?));
-        phase(&direct, &warm, scratch.clone()).await;
-        phase(&through, &warm, scratch).await;
+        drive(
+            target.clone(),
+            placeholder(),
+            &warm,
+            "warm",
+            scratch,
+            Arc::new(Progress::default()),
+        )
+        .await;
         for round in 0..a.rounds {
             let w = workload(rate, a.phase, u64::from(round));
-            // Alternate which path goes first, so drift does not favour one.
-            if round % 2 == 1 {
-                t_direct += phase(&direct, &w, rec_direct.clone()).await;
-            }
             let before = gateway.cpu_seconds();
-            t_sluice += phase(&through, &w, rec_sluice.clone()).await;
+            took += drive(
+                target.clone(),
+                placeholder(),
+                &w,
+                "overhead",
+                rec.clone(),
+                Arc::new(Progress::default()),
+            )
+            .await;
             cpu = match (cpu, before, gateway.cpu_seconds()) {
                 (Some(c), Some(b), Some(a)) => Some(c + a - b),
                 _ => None,
             };
-            if round % 2 == 0 {
-                t_direct += phase(&direct, &w, rec_direct.clone()).await;
-            }
         }
-        let d = rec_direct.lock().summary(t_direct);
-        let s = rec_sluice.lock().summary(t_sluice);
-        let (pd, ps) = (point(&d), point(&s));
+        let summary = rec.lock().summary(took);
+        let (Some(d), Some(s)) = (summary.lanes.get(DIRECT), summary.lanes.get(SLUICE)) else {
+            anyhow::bail!("no requests were recorded at {rate}/s");
+        };
+        let (pd, ps) = (point(d), point(s));
         let added = Point {
             p50_ms: ps.p50_ms - pd.p50_ms,
             p99_ms: ps.p99_ms - pd.p99_ms,
@@ -162,12 +182,12 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
         };
         results.push(RateResult {
             rate,
-            requests_each: s.all.count,
+            requests_each: s.count,
             direct: pd,
             sluice: ps,
             added,
-            sluice_errors: s.all.count - s.all.ok,
-            sluice_cpu_us_per_request: cpu.map(|c| c * 1e6 / s.all.count.max(1) as f64),
+            sluice_errors: s.count - s.ok,
+            sluice_cpu_us_per_request: cpu.map(|c| c * 1e6 / s.count.max(1) as f64),
         });
     }
     let rss = gateway.peak_rss_mib();
@@ -214,26 +234,51 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Lane names of the two paths.
+const DIRECT: &str = "direct";
+const SLUICE: &str = "sluice";
+
+/// Both paths at `rate` each, their arrivals interleaved in one schedule: the two see the
+/// same machine at the same moments, so the difference of their percentiles is not drowned
+/// by a noisy neighbour that happened to hit only one phase.
 fn workload(rate: f64, duration: Duration, seed: u64) -> Workload {
-    let t = Traffic {
-        lane: "bench".into(),
+    let path = |lane: &str| Traffic {
+        lane: lane.into(),
         model: "bench".into(),
         rate,
         prompt_tokens: 200,
         stream: false,
         ..Traffic::default()
     };
-    Workload::build(&[t], &[], duration, seed)
+    Workload::build(&[path(DIRECT), path(SLUICE)], &[], duration, seed)
 }
 
-async fn phase(uri: &http::Uri, w: &Workload, rec: Arc<Mutex<Recorder>>) -> Duration {
-    drive(
-        HttpTarget::new(1024),
-        uri.clone(),
-        w,
-        "overhead",
-        rec,
-        Arc::new(Progress::default()),
-    )
-    .await
+fn placeholder() -> http::Uri {
+    http::Uri::from_static("http://bench.invalid/")
+}
+
+/// Sends each request to the upstream directly or through sluice, by its lane.
+#[derive(Clone, Debug)]
+struct Split {
+    inner: HttpTarget,
+    direct: http::Uri,
+    through: http::Uri,
+}
+
+impl Target for Split {
+    fn send(
+        &self,
+        mut req: http::Request<Full<Bytes>>,
+    ) -> BoxFuture<'static, Result<http::Response<axum::body::Body>, String>> {
+        let through = req
+            .headers()
+            .get("x-sluice-lane")
+            .is_some_and(|v| v == SLUICE);
+        *req.uri_mut() = if through {
+            self.through.clone()
+        } else {
+            self.direct.clone()
+        };
+        self.inner.send(req)
+    }
 }
