@@ -25,6 +25,7 @@ use sluice_sim::load::record::table;
 use sluice_sim::load::{HttpTarget, LaneSummary, Progress, Recorder, Summary, drive};
 use sluice_sim::scenario::Scenario;
 use sluice_sim::server::{SimServer, serve_on};
+use sluice_sim::variants::{self, Variant};
 use sluice_telemetry::LatencyReport;
 use tokio::time::Instant;
 
@@ -45,23 +46,6 @@ pub struct DemoArgs {
     /// Write the full results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
-}
-
-/// One column of the report: a gateway set up one way.
-struct Variant {
-    name: &'static str,
-    /// What the column shows, in one line.
-    about: &'static str,
-    builder: fn() -> GatewayBuilder,
-}
-
-/// The columns. Each tail policy adds one as it lands (off vs on, same traffic, same run).
-fn variants() -> Vec<Variant> {
-    vec![Variant {
-        name: "sluice",
-        about: "sluice as a plain proxy: weighted routing, no tail policies yet",
-        builder: GatewayBuilder::new,
-    }]
 }
 
 #[derive(Serialize)]
@@ -131,7 +115,7 @@ async fn start(v: Variant, s: &Scenario) -> anyhow::Result<Running> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let sim_addr = listener.local_addr()?;
     tokio::spawn(serve_on(sim.clone(), listener, std::future::pending()));
-    let mut b = (v.builder)().seed(s.meta.seed);
+    let mut b = (v.apply)(GatewayBuilder::new()).seed(s.meta.seed);
     for (name, spec) in &s.upstreams {
         b = b.provider(
             name,
@@ -166,7 +150,7 @@ async fn start(v: Variant, s: &Scenario) -> anyhow::Result<Running> {
 async fn replay(s: &Scenario) -> anyhow::Result<Vec<VariantResult>> {
     let workload = s.workload();
     let mut running = Vec::new();
-    for v in variants() {
+    for v in variants::all() {
         running.push(start(v, s).await?);
     }
     println!(
@@ -177,7 +161,7 @@ async fn replay(s: &Scenario) -> anyhow::Result<Vec<VariantResult>> {
     );
     println!("{}", s.meta.description);
     for r in &running {
-        println!("  column {:8} {}", r.variant.name, r.variant.about);
+        println!("  column {:9} {}", r.variant.name, r.variant.about);
     }
     println!();
     let total = workload.requests.len() as u64 * running.len() as u64;
@@ -215,12 +199,14 @@ async fn replay(s: &Scenario) -> anyhow::Result<Vec<VariantResult>> {
             }
         })
     };
+    // Every column sends the same request ids: each request is routed, and simulated, the
+    // same way in every column, so the columns differ only by their policies.
     let runs = running.iter().map(|r| {
         drive(
             HttpTarget::new(1024),
             r.url.clone(),
             &workload,
-            r.variant.name,
+            &s.meta.name,
             r.recorder.clone(),
             r.progress.clone(),
         )
@@ -336,36 +322,52 @@ fn report(s: &Scenario, results: &[VariantResult]) {
             r.name
         );
         println!(
-            "  {:24} {:>9} {:>9} {:>9} {:>9}   {:>6} {:>6} {:>6} {:>7}",
-            "deployment", "P50", "P95", "P99", "P999", "reqs", "429s", "5xx", "stalls"
+            "  {:33} {:>9} {:>9} {:>9} {:>9}   {:>6} {:>6} {:>6} {:>7}",
+            "deployment (answers)", "P50", "P95", "P99", "P999", "reqs", "429s", "5xx", "stalls"
         );
         for (group, m) in &s.models {
             for d in &m.deployments {
-                let name = d.display_name();
-                let lat = r
-                    .gateway
-                    .upstreams
-                    .iter()
-                    .find(|u| &u.group == group && u.upstream == name);
-                let cell = |f: fn(&sluice_tail::Percentiles) -> Duration| {
-                    lat.map_or("-".to_string(), |u| secs(f(&u.ttfb)))
-                };
-                let st = r.upstreams.get(&d.provider).cloned().unwrap_or_default();
-                println!(
-                    "  {:24} {:>9} {:>9} {:>9} {:>9}   {:>6} {:>6} {:>6} {:>7}",
-                    name,
-                    cell(|p| p.p50),
-                    cell(|p| p.p95),
-                    cell(|p| p.p99),
-                    cell(|p| p.p999),
-                    st.requests,
-                    st.rate_limited,
-                    st.error_500 + st.error_503,
-                    st.stalls
-                );
+                upstream_rows(r, group, &d.display_name(), r.upstreams.get(&d.provider));
             }
         }
         println!();
+    }
+}
+
+/// One row per way of answering (streamed, complete) of one deployment; the upstream's own
+/// counts on the first.
+fn upstream_rows(r: &VariantResult, group: &str, name: &str, st: Option<&Stats>) {
+    let st = st.cloned().unwrap_or_default();
+    let rows = r
+        .gateway
+        .upstreams
+        .iter()
+        .filter(|u| u.group == group && u.upstream == name);
+    for (i, u) in rows.enumerate() {
+        let counts = if i == 0 {
+            format!(
+                "{:>6} {:>6} {:>6} {:>7}",
+                st.requests,
+                st.rate_limited,
+                st.error_500 + st.error_503,
+                st.stalls
+            )
+        } else {
+            String::new()
+        };
+        let how = if u.mode == "stream" {
+            "streamed"
+        } else {
+            "complete"
+        };
+        println!(
+            "  {:33} {:>9} {:>9} {:>9} {:>9}   {counts}",
+            format!("{name} ({how})"),
+            secs(u.ttfb.p50),
+            secs(u.ttfb.p95),
+            secs(u.ttfb.p99),
+            secs(u.ttfb.p999),
+        );
     }
 }
 

@@ -5,9 +5,12 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use sluice_gateway::GatewayBuilder;
 use sluice_sim::harness;
+use sluice_sim::load::LaneSummary;
 use sluice_sim::load::record::table;
 use sluice_sim::scenario::{BUILTIN, Scenario};
+use sluice_sim::variants;
 
 /// Prints the built-in scenarios.
 pub fn list() -> anyhow::Result<ExitCode> {
@@ -31,38 +34,60 @@ pub fn load(name_or_path: &str) -> anyhow::Result<Scenario> {
     Scenario::parse(&text).map_err(|d| anyhow::anyhow!("{name_or_path}: {d}"))
 }
 
-/// Runs a scenario in virtual time and prints what the clients saw.
+/// Runs a scenario in virtual time through every variant and prints what the clients saw,
+/// one column per variant and lane.
 pub fn run(name_or_path: &str, seed: Option<u64>, json: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mut s = load(name_or_path)?;
     if let Some(seed) = seed {
         s.meta.seed = seed;
     }
     let started = tokio::time::Instant::now();
-    let report = harness::run(&s)?;
+    let mut reports = Vec::new();
+    for v in variants::all() {
+        reports.push((v, harness::run_with(&s, (v.apply)(GatewayBuilder::new()))?));
+    }
     let real = started.elapsed();
     println!(
-        "{}: {} (seed {}, {:.0} s of traffic replayed in {:.1} s)\n",
+        "{}: {} (seed {}, {:.0} s of traffic replayed {} times in {:.1} s)\n",
         s.meta.name,
         s.meta.description,
         s.meta.seed,
         s.meta.duration.as_secs_f64(),
+        reports.len(),
         real.as_secs_f64()
     );
-    let mut columns: Vec<(&str, &sluice_sim::load::LaneSummary)> =
-        vec![("all", &report.summary.all)];
-    for (lane, summary) in &report.summary.lanes {
-        columns.push((lane.as_str(), summary));
+    for (v, _) in &reports {
+        println!("  {:9} {}", v.name, v.about);
     }
-    print!("{}", table(&columns));
     println!();
-    for (name, u) in &report.upstreams {
+    let lanes: Vec<String> = reports
+        .first()
+        .map(|(_, r)| r.summary.lanes.keys().cloned().collect())
+        .unwrap_or_default();
+    for lane in &lanes {
+        let columns: Vec<(&str, &LaneSummary)> = reports
+            .iter()
+            .filter_map(|(v, r)| r.summary.lanes.get(lane).map(|l| (v.name, l)))
+            .collect();
+        println!("{lane}");
+        print!("{}", table(&columns));
+        println!();
+    }
+    for (v, r) in &reports {
         println!(
-            "upstream {name}: {} requests, {} answered 429, {} 500s, {} 503s, {} resets, {} stalls",
-            u.requests, u.rate_limited, u.error_500, u.error_503, u.resets, u.stalls
+            "{}: {} extra upstream requests (hedges)",
+            v.name, r.extra_requests
         );
+        for (name, u) in &r.upstreams {
+            println!(
+                "  upstream {name}: {} requests, {} answered 429, {} 500s, {} 503s, {} resets, {} stalls",
+                u.requests, u.rate_limited, u.error_500, u.error_503, u.resets, u.stalls
+            );
+        }
     }
     if let Some(path) = json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+        let all: Vec<(&str, &harness::Report)> = reports.iter().map(|(v, r)| (v.name, r)).collect();
+        std::fs::write(path, serde_json::to_string_pretty(&all)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)

@@ -133,6 +133,63 @@ mod defaults {
 pub struct ModelGroupConfig {
     /// Where the group's requests may go.
     pub deployments: Vec<DeploymentConfig>,
+    /// Hedging of slow requests; off when absent.
+    #[serde(default)]
+    pub hedge: Option<HedgeConfig>,
+}
+
+/// `hedge = { ... }` of a model group: after the primary attempt has waited longer than the
+/// `quantile` of its upstream's time to first byte, send a copy to another deployment; the
+/// first good first byte wins and the other attempt is cancelled.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct HedgeConfig {
+    /// Hedge after this quantile of the upstream's time to first byte (0 to 1, exclusive).
+    pub quantile: f64,
+    /// Samples the upstream's latency window needs before hedging starts.
+    pub min_samples: u64,
+    /// Never hedge sooner than this.
+    #[serde(with = "humantime_serde")]
+    pub min_delay: Duration,
+    /// Hedges allowed per request on average (0.1: at most 10% extra requests).
+    pub budget: f64,
+    /// Hedges that may be spent at once after a quiet spell.
+    pub burst: f64,
+}
+
+impl Default for HedgeConfig {
+    fn default() -> Self {
+        Self {
+            quantile: 0.95,
+            min_samples: 50,
+            min_delay: Duration::from_millis(10),
+            budget: 0.1,
+            burst: 10.0,
+        }
+    }
+}
+
+impl HedgeConfig {
+    /// What is wrong with it, if anything: (field, message).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if !(self.quantile > 0.0 && self.quantile < 1.0) {
+            out.push((
+                "quantile",
+                format!("must be between 0 and 1 (got {})", self.quantile),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.budget) {
+            out.push((
+                "budget",
+                format!("must be between 0 and 1 (got {})", self.budget),
+            ));
+        }
+        if self.burst < 1.0 {
+            out.push(("burst", format!("must be at least 1 (got {})", self.burst)));
+        }
+        out
+    }
 }
 
 /// One deployment: a provider, the model name it knows, and a share of traffic.
@@ -349,6 +406,9 @@ fn check_models(
     diags: &mut Vec<Diagnostic>,
 ) {
     for (group, m) in models {
+        for (field, problem) in m.hedge.iter().flat_map(HedgeConfig::problems) {
+            diags.push(doc.diag(&key(&["models", group, "hedge", field]), problem));
+        }
         if m.deployments.is_empty() {
             diags.push(doc.diag(
                 &key(&["models", group, "deployments"]),

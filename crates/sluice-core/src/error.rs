@@ -128,6 +128,16 @@ pub struct UpstreamReply {
     pub retry_after: Option<String>,
 }
 
+impl UpstreamReply {
+    /// How long the upstream asked us to wait: `retry-after` in delta-seconds (whole or
+    /// fractional). An HTTP-date or a missing header gives `None`.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        let secs: f64 = self.retry_after.as_deref()?.trim().parse().ok()?;
+        (secs.is_finite() && secs >= 0.0)
+            .then(|| std::time::Duration::from_secs_f64(secs.min(86_400.0)))
+    }
+}
+
 /// A failed call: its kind, a message for humans, and the offending request field if any.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{kind}: {message}")]
@@ -204,6 +214,30 @@ mod tests {
         assert_eq!(e.status(), 422);
         assert!(!e.kind.retryable());
         assert!(e.kind.is_upstream());
+    }
+
+    #[test]
+    fn retry_after_reads_delta_seconds() {
+        let reply = |v: Option<&str>| UpstreamReply {
+            status: 429,
+            body: Bytes::new(),
+            content_type: None,
+            retry_after: v.map(str::to_string),
+        };
+        assert_eq!(
+            reply(Some("7")).retry_after(),
+            Some(std::time::Duration::from_secs(7))
+        );
+        assert_eq!(
+            reply(Some(" 0.5 ")).retry_after(),
+            Some(std::time::Duration::from_millis(500))
+        );
+        assert_eq!(
+            reply(Some("Wed, 21 Oct 2026 07:28:00 GMT")).retry_after(),
+            None
+        );
+        assert_eq!(reply(Some("-1")).retry_after(), None);
+        assert_eq!(reply(None).retry_after(), None);
     }
 
     #[test]

@@ -94,8 +94,23 @@ pub enum AttemptOutcome {
     Ok,
     /// Failed.
     Failed(ErrorKind),
-    /// Abandoned by sluice (the client left, or another attempt won).
+    /// Abandoned because the client left.
     Cancelled,
+    /// Abandoned because another attempt of the same call answered first.
+    Lost,
+}
+
+impl AttemptOutcome {
+    /// A short label for metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Ok => "ok",
+            Self::Failed(k) => k.code(),
+            Self::Cancelled => "cancelled",
+            Self::Lost => "lost",
+        }
+    }
 }
 
 /// One try at one upstream.
@@ -103,6 +118,8 @@ pub enum AttemptOutcome {
 pub struct Attempt {
     /// The upstream (deployment) name.
     pub upstream: Arc<str>,
+    /// Whether it is a hedge (a copy sent because the first attempt was slow).
+    pub hedge: bool,
     /// When it left.
     pub started: Instant,
     /// When its first byte arrived.
@@ -118,6 +135,7 @@ impl Attempt {
     pub fn start(upstream: Arc<str>, now: Instant) -> Self {
         Self {
             upstream,
+            hedge: false,
             started: now,
             first_byte: None,
             ended: None,
@@ -147,6 +165,8 @@ pub struct CallRecord {
     pub error: Option<ErrorKind>,
     /// Tokens used, when the upstream reported them.
     pub usage: Option<Usage>,
+    /// The call was slow enough to hedge, but the hedging budget was spent.
+    pub hedge_denied: bool,
 }
 
 /// Status recorded when the client disconnected before the answer ended (nginx's convention).
@@ -165,6 +185,7 @@ impl CallRecord {
             status: 0,
             error: None,
             usage: None,
+            hedge_denied: false,
         }
     }
 

@@ -40,14 +40,16 @@ impl Call {
         &mut self.record
     }
 
-    /// Starts an attempt at `upstream`; returns its index.
-    pub fn begin_attempt(&mut self, upstream: Arc<str>, now: Instant) -> usize {
+    /// Starts an attempt at `upstream` (a hedge or not); returns its index.
+    pub fn begin_attempt(&mut self, upstream: Arc<str>, now: Instant, hedge: bool) -> usize {
         if self.record.timings.dispatched.is_none() {
             self.record.timings.dispatched = Some(now);
         }
         // The chosen upstream until one answers; the winner replaces it at its first byte.
         self.record.upstream.get_or_insert_with(|| upstream.clone());
-        self.record.attempts.push(Attempt::start(upstream, now));
+        let mut attempt = Attempt::start(upstream, now);
+        attempt.hedge = hedge;
+        self.record.attempts.push(attempt);
         self.record.attempts.len() - 1
     }
 

@@ -4,11 +4,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use sluice_config::gateway::{DeploymentConfig, Env, GatewayConfig};
-use sluice_core::{CallRecord, GatewayError};
+use parking_lot::Mutex;
+use sluice_config::gateway::{DeploymentConfig, Env, GatewayConfig, HedgeConfig};
+use sluice_core::{CallRecord, ErrorKind, GatewayError};
 use sluice_providers::Provider;
-use sluice_tail::{WindowConfig, WindowError};
+use sluice_tail::{Cooldowns, HedgePolicy, WindowConfig, WindowError};
 use sluice_telemetry::Telemetry;
+use tokio::time::{Duration, Instant};
 
 use crate::routing::{Deployment, ModelGroup, Routes};
 
@@ -22,7 +24,14 @@ pub struct Gateway {
     pub(crate) max_body_bytes: usize,
     draining: AtomicBool,
     sinks: Vec<RecordSink>,
+    /// Deployments that answered 429 recently: no optional work (hedges) goes to them.
+    cooling: Mutex<Cooldowns<Arc<str>>>,
 }
+
+/// How long hedges keep away from a deployment that answered 429: at least this long, or its
+/// `retry-after` if longer. An upstream that just refused us has no quota to spare, and a
+/// hedge that spends it is paid for by the upstream's next ordinary request.
+const HEDGE_QUIET_AFTER_429: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -52,6 +61,25 @@ impl Gateway {
     /// Marks the gateway as draining.
     pub fn start_draining(&self) {
         self.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Notes an attempt's failure: a 429 starts the deployment's cool-down.
+    pub(crate) fn attempt_failed(&self, deployment: &Arc<str>, e: &GatewayError, now: Instant) {
+        let Some(reply) = e.upstream.as_deref() else {
+            return;
+        };
+        if e.kind == ErrorKind::UpstreamRejected && reply.status == 429 {
+            let d = reply
+                .retry_after()
+                .unwrap_or_default()
+                .max(HEDGE_QUIET_AFTER_429);
+            self.cooling.lock().start(deployment.clone(), now, d);
+        }
+    }
+
+    /// Whether `deployment` answered 429 recently enough that no hedge should go there.
+    pub fn is_cooling(&self, deployment: &Arc<str>, now: Instant) -> bool {
+        self.cooling.lock().active(deployment, now)
     }
 
     /// Hands a finished call to telemetry and every sink.
@@ -90,7 +118,8 @@ pub enum BuildError {
 /// Assembles a [`Gateway`].
 pub struct GatewayBuilder {
     providers: HashMap<String, Arc<dyn Provider>>,
-    models: Vec<(String, Vec<DeploymentConfig>)>,
+    models: Vec<(String, Vec<DeploymentConfig>, Option<HedgePolicy>)>,
+    default_hedge: Option<HedgePolicy>,
     window: WindowConfig,
     max_body_bytes: usize,
     seed: Option<u64>,
@@ -102,6 +131,7 @@ impl Default for GatewayBuilder {
         Self {
             providers: HashMap::new(),
             models: Vec::new(),
+            default_hedge: None,
             window: WindowConfig::default(),
             max_body_bytes: usize::try_from(sluice_config::gateway::DEFAULT_MAX_BODY_BYTES)
                 .unwrap_or(usize::MAX),
@@ -135,7 +165,11 @@ impl GatewayBuilder {
             b = b.provider(name, provider);
         }
         for (group, m) in &cfg.models {
-            b = b.model(group, m.deployments.clone());
+            b = b.model_hedged(
+                group,
+                m.deployments.clone(),
+                m.hedge.as_ref().map(hedge_policy),
+            );
         }
         Ok(b)
     }
@@ -146,9 +180,25 @@ impl GatewayBuilder {
         self
     }
 
-    /// Adds a model group.
-    pub fn model(mut self, group: &str, deployments: Vec<DeploymentConfig>) -> Self {
-        self.models.push((group.to_string(), deployments));
+    /// Adds a model group (hedging by the default policy, if one is set).
+    pub fn model(self, group: &str, deployments: Vec<DeploymentConfig>) -> Self {
+        self.model_hedged(group, deployments, None)
+    }
+
+    /// Adds a model group hedging by `hedge` (or by the default policy when `None`).
+    pub fn model_hedged(
+        mut self,
+        group: &str,
+        deployments: Vec<DeploymentConfig>,
+        hedge: Option<HedgePolicy>,
+    ) -> Self {
+        self.models.push((group.to_string(), deployments, hedge));
+        self
+    }
+
+    /// Hedges every group that sets no policy of its own.
+    pub fn hedging(mut self, policy: HedgePolicy) -> Self {
+        self.default_hedge = Some(policy);
         self
     }
 
@@ -179,7 +229,7 @@ impl GatewayBuilder {
     /// Resolves provider references and builds the gateway.
     pub fn build(self) -> Result<Arc<Gateway>, BuildError> {
         let mut groups = Vec::with_capacity(self.models.len());
-        for (group, deps) in &self.models {
+        for (group, deps, hedge) in &self.models {
             let mut out = Vec::with_capacity(deps.len());
             for d in deps {
                 let provider =
@@ -196,7 +246,7 @@ impl GatewayBuilder {
                     weight: d.weight,
                 });
             }
-            groups.push(ModelGroup::new(group, out));
+            groups.push(ModelGroup::new(group, out, hedge.or(self.default_hedge)));
         }
         let seed = self.seed.unwrap_or_else(time_seed);
         Ok(Arc::new(Gateway {
@@ -205,7 +255,19 @@ impl GatewayBuilder {
             max_body_bytes: self.max_body_bytes,
             draining: AtomicBool::new(false),
             sinks: self.sinks,
+            cooling: Mutex::new(Cooldowns::new()),
         }))
+    }
+}
+
+/// The policy a `hedge = { ... }` entry describes.
+pub fn hedge_policy(c: &HedgeConfig) -> HedgePolicy {
+    HedgePolicy {
+        quantile: c.quantile,
+        min_samples: c.min_samples,
+        min_delay: c.min_delay,
+        budget: c.budget,
+        burst: c.burst,
     }
 }
 

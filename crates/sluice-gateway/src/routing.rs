@@ -4,10 +4,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
-use sluice_core::{ErrorKind, GatewayError};
+use sluice_core::{ErrorKind, GatewayError, RequestId};
 use sluice_providers::Provider;
+use sluice_tail::{HedgeBudget, HedgePolicy};
 
 /// One place a group's requests can go.
 #[derive(Clone)]
@@ -32,30 +31,56 @@ impl std::fmt::Debug for Deployment {
     }
 }
 
+/// A model group's hedging: its policy and its budget.
+#[derive(Debug)]
+pub struct Hedging {
+    /// When to hedge.
+    pub policy: HedgePolicy,
+    /// How many hedges are left to spend.
+    pub budget: Mutex<HedgeBudget>,
+}
+
+impl Hedging {
+    /// Hedging by `policy`, with a fresh budget.
+    pub fn new(policy: HedgePolicy) -> Self {
+        Self {
+            budget: Mutex::new(HedgeBudget::new(&policy)),
+            policy,
+        }
+    }
+}
+
 /// A model group.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct ModelGroup {
     /// The name clients send as `model`.
     pub name: Arc<str>,
     /// Where its requests may go.
     pub deployments: Vec<Deployment>,
+    /// How it hedges slow requests, if it does.
+    pub hedging: Option<Hedging>,
     total_weight: u64,
 }
 
 impl ModelGroup {
-    /// A group over `deployments` (weights of zero count as one).
-    pub fn new(name: &str, deployments: Vec<Deployment>) -> Self {
+    /// A group over `deployments` (weights of zero count as one), hedging by `hedge` if given.
+    pub fn new(name: &str, deployments: Vec<Deployment>, hedge: Option<HedgePolicy>) -> Self {
         let total_weight = deployments.iter().map(|d| u64::from(d.weight.max(1))).sum();
         Self {
             name: Arc::from(name),
             deployments,
+            hedging: hedge.map(Hedging::new),
             total_weight,
         }
     }
 
-    /// The deployment a ticket in `0..total_weight` falls on.
-    fn by_ticket(&self, mut ticket: u64) -> Option<&Deployment> {
-        for d in &self.deployments {
+    /// The deployment a ticket in `0..total` falls on, among those `keep` accepts.
+    fn by_ticket(
+        &self,
+        mut ticket: u64,
+        keep: impl Fn(&Deployment) -> bool,
+    ) -> Option<&Deployment> {
+        for d in self.deployments.iter().filter(|d| keep(d)) {
             let w = u64::from(d.weight.max(1));
             if ticket < w {
                 return Some(d);
@@ -66,11 +91,31 @@ impl ModelGroup {
     }
 }
 
-/// Every model group, and the seeded RNG that spreads traffic by weight.
+/// Every model group, and the seed that spreads traffic by weight.
+///
+/// A request's deployment is a hash of the seed and its request id, not a draw from a shared
+/// generator: no lock on the hot path, and a request goes to the same deployment however many
+/// other requests came first. That is what lets a rehearsal compare two policies on the same
+/// traffic (each request routed, and simulated, the same way in both runs).
 pub struct Routes {
     groups: HashMap<Arc<str>, ModelGroup>,
     order: Vec<Arc<str>>,
-    rng: Mutex<StdRng>,
+    seed: u64,
+}
+
+/// A 64-bit hash of `seed`, `salt` and `key` (FNV-1a, then SplitMix64's finaliser so every
+/// bit of the key moves every bit of the result).
+pub fn ticket_hash(seed: u64, salt: u64, key: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
+    for b in key.bytes().chain(salt.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
 }
 
 impl std::fmt::Debug for Routes {
@@ -82,14 +127,14 @@ impl std::fmt::Debug for Routes {
 }
 
 impl Routes {
-    /// Routes over `groups`, in that order, picking with a generator seeded by `seed`.
+    /// Routes over `groups`, in that order, spreading requests by a hash seeded with `seed`.
     pub fn new(groups: Vec<ModelGroup>, seed: u64) -> Self {
         let order = groups.iter().map(|g| g.name.clone()).collect();
         let groups = groups.into_iter().map(|g| (g.name.clone(), g)).collect();
         Self {
             groups,
             order,
-            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            seed,
         }
     }
 
@@ -113,18 +158,49 @@ impl Routes {
         })
     }
 
-    /// Picks a deployment of `group` with probability proportional to its weight.
-    pub fn pick<'a>(&self, group: &'a ModelGroup) -> Result<&'a Deployment, GatewayError> {
+    /// Picks a deployment of `group` for request `id`, with probability proportional to its
+    /// weight.
+    pub fn pick<'a>(
+        &self,
+        group: &'a ModelGroup,
+        id: &RequestId,
+    ) -> Result<&'a Deployment, GatewayError> {
         if group.total_weight == 0 {
             return Err(GatewayError::new(
                 ErrorKind::Internal,
                 format!("model `{}` has no deployments", group.name),
             ));
         }
-        let ticket = self.rng.lock().random_range(0..group.total_weight);
+        let ticket = ticket_hash(self.seed, 0, id.as_str()) % group.total_weight;
         group
-            .by_ticket(ticket)
+            .by_ticket(ticket, |_| true)
             .ok_or_else(|| GatewayError::new(ErrorKind::Internal, "no deployment"))
+    }
+
+    /// Picks a deployment for a hedge of a request sent to `not`, among those `available`
+    /// accepts, by weight. Another deployment first, because a stall on one upstream is often
+    /// shared by its other requests; failing that, `not` itself (a second request usually
+    /// lands on another replica behind the same API). `None` when nothing is available.
+    pub fn pick_other<'a>(
+        &self,
+        group: &'a ModelGroup,
+        not: &Deployment,
+        id: &RequestId,
+        available: impl Fn(&Deployment) -> bool,
+    ) -> Option<&'a Deployment> {
+        let fits = |d: &Deployment| d.name != not.name && available(d);
+        let total: u64 = group
+            .deployments
+            .iter()
+            .filter(|d| fits(d))
+            .map(|d| u64::from(d.weight.max(1)))
+            .sum();
+        if total == 0 {
+            let same = group.deployments.iter().find(|d| d.name == not.name);
+            return same.filter(|d| available(d));
+        }
+        let ticket = ticket_hash(self.seed, 1, id.as_str()) % total;
+        group.by_ticket(ticket, fits)
     }
 }
 
@@ -158,13 +234,18 @@ mod tests {
     #[test]
     fn traffic_follows_weights() {
         let routes = Routes::new(
-            vec![ModelGroup::new("chat", vec![dep("a", 3), dep("b", 1)])],
+            vec![ModelGroup::new(
+                "chat",
+                vec![dep("a", 3), dep("b", 1)],
+                None,
+            )],
             7,
         );
         let g = routes.group("chat").unwrap();
         let mut a = 0;
-        for _ in 0..10_000 {
-            if &*routes.pick(g).unwrap().name == "a" {
+        for i in 0..10_000 {
+            let id = RequestId::from_client_or_generate(Some(&format!("req-{i}")));
+            if &*routes.pick(g, &id).unwrap().name == "a" {
                 a += 1;
             }
         }
@@ -175,8 +256,65 @@ mod tests {
     }
 
     #[test]
+    fn hedges_go_to_another_deployment_by_weight() {
+        let group = ModelGroup::new("chat", vec![dep("a", 1), dep("b", 3), dep("c", 1)], None);
+        let routes = Routes::new(Vec::new(), 5);
+        let a = &group.deployments[0];
+        let mut b = 0;
+        let id = |i: u32| RequestId::from_client_or_generate(Some(&format!("r{i}")));
+        for i in 0..4_000 {
+            let d = routes.pick_other(&group, a, &id(i), |_| true).unwrap();
+            assert_ne!(&*d.name, "a");
+            if &*d.name == "b" {
+                b += 1;
+            }
+        }
+        assert!(
+            (2_800..3_200).contains(&b),
+            "{b} of 4000 to the weight-3 deployment"
+        );
+        let single = ModelGroup::new("one", vec![dep("only", 1)], None);
+        let only = routes.pick_other(&single, &single.deployments[0], &id(0), |_| true);
+        assert_eq!(&*only.unwrap().name, "only");
+        let not_b = |d: &Deployment| &*d.name != "b";
+        for i in 0..100 {
+            assert_eq!(
+                &*routes.pick_other(&group, a, &id(i), not_b).unwrap().name,
+                "c"
+            );
+        }
+        // Nothing else available: the same deployment again, unless it is unavailable too.
+        let only_a = |d: &Deployment| &*d.name == "a";
+        assert_eq!(
+            &*routes.pick_other(&group, a, &id(0), only_a).unwrap().name,
+            "a"
+        );
+        assert!(routes.pick_other(&group, a, &id(0), |_| false).is_none());
+    }
+
+    #[test]
+    fn a_request_goes_to_the_same_deployment_whatever_came_before() {
+        let routes = Routes::new(
+            vec![ModelGroup::new(
+                "chat",
+                vec![dep("a", 1), dep("b", 1)],
+                None,
+            )],
+            9,
+        );
+        let g = routes.group("chat").unwrap();
+        let id = RequestId::from_client_or_generate(Some("doc-17"));
+        let first = routes.pick(g, &id).unwrap().name.clone();
+        for i in 0..50 {
+            let other = RequestId::from_client_or_generate(Some(&format!("x{i}")));
+            let _ = routes.pick(g, &other);
+            assert_eq!(routes.pick(g, &id).unwrap().name, first);
+        }
+    }
+
+    #[test]
     fn unknown_models_are_404_and_list_the_known_ones() {
-        let routes = Routes::new(vec![ModelGroup::new("chat", vec![dep("a", 1)])], 1);
+        let routes = Routes::new(vec![ModelGroup::new("chat", vec![dep("a", 1)], None)], 1);
         let e = routes.group("gpt-9").unwrap_err();
         assert_eq!(e.kind, ErrorKind::ModelNotFound);
         assert!(e.message.contains("chat"));

@@ -47,11 +47,13 @@ async fn walk(
     //    everything after works on a concrete upstream.
     let group = gw.routes.group(&request.model)?;
     call.record_mut().model_group = Some(group.name.clone());
-    let deployment = gw.routes.pick(group)?;
+    let deployment = gw.routes.pick(group, &call.record().request_id)?;
 
-    // 3. Dispatch: one attempt, held until its first byte so an early failure still gets a
-    //    proper status. Admission, hedging and retries wrap this step as they land.
-    dispatch::attempt(call, deployment, request).await
+    // 3. Dispatch: attempts up to the first byte, so an early failure still gets a proper
+    //    status; a slow first attempt is hedged to another deployment when the group hedges.
+    //    Last, because hedging reads the routed deployment's latency window. Admission and
+    //    retries will wrap this step as they land.
+    dispatch::dispatch(gw, call, group, deployment, request).await
 }
 
 /// Answers with the error and settles the call.

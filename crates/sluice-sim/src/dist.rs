@@ -45,11 +45,12 @@ pub struct TtftModel {
 }
 
 impl TtftModel {
-    /// One draw, and whether it stalled.
-    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> (Duration, bool) {
+    /// One draw: the body (prefill and queueing as usual) and the stall (zero when none).
+    /// They stay apart because a prompt-cache hit shortens the body, never a stall.
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> (Duration, Duration) {
         let body = Duration::from_secs_f64(self.body.sample(rng).clamp(0.0, 86_400.0));
         let stalled = self.stall_p > 0.0 && rng.random_bool(self.stall_p.clamp(0.0, 1.0));
-        (if stalled { body + self.stall } else { body }, stalled)
+        (body, if stalled { self.stall } else { Duration::ZERO })
     }
 }
 
@@ -167,17 +168,16 @@ mod tests {
             stall: Duration::from_secs(8),
         };
         let mut rng = StdRng::seed_from_u64(5);
-        let draws: Vec<(Duration, bool)> = (0..10_000).map(|_| m.sample(&mut rng)).collect();
-        let stalls = draws.iter().filter(|(_, s)| *s).count();
+        let draws: Vec<(Duration, Duration)> = (0..10_000).map(|_| m.sample(&mut rng)).collect();
+        let stalls = draws.iter().filter(|(_, s)| !s.is_zero()).count();
         assert!((160..=240).contains(&stalls), "{stalls} stalls in 10000");
         assert!(
             draws
                 .iter()
-                .filter(|(_, s)| *s)
-                .all(|(d, _)| *d >= Duration::from_secs(8))
+                .all(|(_, s)| s.is_zero() || *s == Duration::from_secs(8))
         );
         // The P99 of the mixture sits in the stalls: above 8 s.
-        let secs: Vec<f64> = draws.iter().map(|(d, _)| d.as_secs_f64()).collect();
+        let secs: Vec<f64> = draws.iter().map(|(b, s)| (*b + *s).as_secs_f64()).collect();
         let p99 = quantile_of(secs.clone(), 0.99);
         assert!(p99 > 8.0 && p99 < 10.0, "p99 {p99}");
         let median = quantile_of(secs, 0.5);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde::Serialize;
-use sluice_gateway::gateway::BuildError;
+use sluice_gateway::gateway::{BuildError, hedge_policy};
 use sluice_gateway::{Gateway, GatewayBuilder};
 use sluice_providers::WithTimeouts;
 use sluice_telemetry::LatencyReport;
@@ -29,6 +29,8 @@ pub struct Report {
     pub summary: Summary,
     /// What each simulated upstream saw (request ids left out).
     pub upstreams: BTreeMap<String, Stats>,
+    /// Requests the upstreams received beyond the clients' own: hedges (and, later, retries).
+    pub extra_requests: u64,
     /// The gateway's own percentile windows at the end of the run.
     pub gateway: LatencyReport,
 }
@@ -60,6 +62,9 @@ pub struct Rig {
 pub fn rig(s: &Scenario, seed: u64, builder: GatewayBuilder) -> Result<Rig, BuildError> {
     let now = Instant::now();
     let mut b = builder.seed(seed);
+    if let Some(h) = &s.gateway.hedge {
+        b = b.hedging(hedge_policy(h));
+    }
     let mut upstreams = Vec::new();
     for (name, spec) in &s.upstreams {
         let up = Arc::new(SimUpstream::new(name, spec.clone(), seed, now));
@@ -73,7 +78,11 @@ pub fn rig(s: &Scenario, seed: u64, builder: GatewayBuilder) -> Result<Rig, Buil
         upstreams.push((name.clone(), up));
     }
     for (group, m) in &s.models {
-        b = b.model(group, m.deployments.clone());
+        b = b.model_hedged(
+            group,
+            m.deployments.clone(),
+            m.hedge.as_ref().map(hedge_policy),
+        );
     }
     Ok(Rig {
         upstreams,
@@ -83,17 +92,23 @@ pub fn rig(s: &Scenario, seed: u64, builder: GatewayBuilder) -> Result<Rig, Buil
 
 /// Runs `s` on a fresh single-threaded runtime with the clock paused.
 pub fn run(s: &Scenario) -> Result<Report, HarnessError> {
+    run_with(s, GatewayBuilder::new())
+}
+
+/// Runs `s` with a gateway started from `builder` (a policy switched on or off on top of the
+/// scenario's own settings), on a fresh single-threaded runtime with the clock paused.
+pub fn run_with(s: &Scenario, builder: GatewayBuilder) -> Result<Report, HarnessError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()?;
-    rt.block_on(run_here(s))
+    rt.block_on(run_here(s, builder))
 }
 
 /// Runs `s` on the current runtime (which should have its clock paused).
-pub async fn run_here(s: &Scenario) -> Result<Report, HarnessError> {
+pub async fn run_here(s: &Scenario, builder: GatewayBuilder) -> Result<Report, HarnessError> {
     let seed = s.meta.seed;
-    let rig = rig(s, seed, GatewayBuilder::new())?;
+    let rig = rig(s, seed, builder)?;
     let router = sluice_gateway::server::router(rig.gateway.clone());
     let recorder = Arc::new(Mutex::new(Recorder::new(s.meta.slo)?));
     let workload = s.workload();
@@ -108,7 +123,7 @@ pub async fn run_here(s: &Scenario) -> Result<Report, HarnessError> {
     )
     .await;
     let summary = recorder.lock().summary(took);
-    let upstreams = rig
+    let upstreams: BTreeMap<String, Stats> = rig
         .upstreams
         .iter()
         .map(|(n, u)| {
@@ -117,9 +132,11 @@ pub async fn run_here(s: &Scenario) -> Result<Report, HarnessError> {
             (n.clone(), stats)
         })
         .collect();
+    let received: u64 = upstreams.values().map(|u| u.requests).sum();
     Ok(Report {
         scenario: s.meta.name.clone(),
         seed,
+        extra_requests: received.saturating_sub(summary.all.count),
         summary,
         upstreams,
         gateway: rig.gateway.telemetry().latency_report(Instant::now()),

@@ -17,6 +17,7 @@ pub mod script;
 pub mod server;
 pub mod spec;
 pub mod upstream;
+pub mod variants;
 
 pub use provider::SimProvider;
 pub use spec::UpstreamSpec;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use sluice_config::document::Seg;
-use sluice_config::gateway::ModelGroupConfig;
+use sluice_config::gateway::{HedgeConfig, ModelGroupConfig};
 use sluice_config::{Diagnostics, Document};
 
 use crate::load::{Burst, Traffic, Workload};
@@ -52,6 +52,8 @@ pub struct GatewaySection {
     /// Idle timeout between chunks.
     #[serde(with = "sluice_config::duration")]
     pub idle_timeout: Duration,
+    /// Hedging for every model group that sets none of its own (off when absent).
+    pub hedge: Option<HedgeConfig>,
 }
 
 impl Default for GatewaySection {
@@ -59,6 +61,7 @@ impl Default for GatewaySection {
         Self {
             first_byte_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(30),
+            hedge: None,
         }
     }
 }
@@ -132,6 +135,26 @@ impl Scenario {
         for (name, spec) in &upstreams {
             for p in spec.problems() {
                 diags.push(doc.diag(&[Seg::Key("upstreams".into()), Seg::Key(name.clone())], p));
+            }
+        }
+        let hedges = gateway
+            .iter()
+            .filter_map(|g| {
+                g.hedge
+                    .as_ref()
+                    .map(|h| (vec![Seg::Key("gateway".into())], h))
+            })
+            .chain(models.iter().filter_map(|(n, m)| {
+                m.hedge
+                    .as_ref()
+                    .map(|h| (vec![Seg::Key("models".into()), Seg::Key(n.clone())], h))
+            }));
+        for (mut path, h) in hedges {
+            path.push(Seg::Key("hedge".into()));
+            for (field, problem) in h.problems() {
+                let mut p = path.clone();
+                p.push(Seg::Key(field.into()));
+                diags.push(doc.diag(&p, problem));
             }
         }
         let known: HashSet<&str> = upstreams.iter().map(|(n, _)| n.as_str()).collect();

@@ -105,7 +105,6 @@ pub struct Stats {
 }
 
 struct State {
-    rng: StdRng,
     rpm: Option<MinuteBucket>,
     tpm: Option<MinuteBucket>,
     cache: PromptCache,
@@ -117,6 +116,8 @@ struct State {
 pub struct SimUpstream {
     name: Arc<str>,
     spec: UpstreamSpec,
+    /// This upstream's seed; each request's draws derive from it and the request's id.
+    seed: u64,
     start: Instant,
     state: Mutex<State>,
     slots: Option<Arc<Semaphore>>,
@@ -144,7 +145,11 @@ impl Drop for Busy {
 }
 
 /// A seed per upstream, from the run's seed and the upstream's name, so adding an upstream
-/// does not change the draws of the others.
+/// does not change the draws of the others. Each request's generator is then seeded from this
+/// and the request's id (and how many times this upstream has seen that id), so a request gets
+/// the same latency, faults and output length however many requests came before it: two runs
+/// of one traffic under different policies compare request by request ("common random
+/// numbers"), and only a policy's extra requests (hedges) draw anew.
 fn derive_seed(seed: u64, name: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
     for b in name.bytes() {
@@ -158,7 +163,6 @@ impl SimUpstream {
     /// A fresh upstream whose clock (for incidents) starts `now`.
     pub fn new(name: &str, spec: UpstreamSpec, seed: u64, now: Instant) -> Self {
         let state = State {
-            rng: StdRng::seed_from_u64(derive_seed(seed, name)),
             rpm: (spec.rpm > 0).then(|| MinuteBucket::new(spec.rpm, spec.rpm_burst, now)),
             tpm: (spec.tpm > 0).then(|| MinuteBucket::new(spec.tpm, spec.tpm_burst, now)),
             cache: PromptCache::new(spec.prompt_cache.ttl, spec.prompt_cache.min_tokens),
@@ -169,6 +173,7 @@ impl SimUpstream {
         Self {
             name: Arc::from(name),
             spec,
+            seed: derive_seed(seed, name),
             start: now,
             state: Mutex::new(state),
             slots,
@@ -237,9 +242,14 @@ impl SimUpstream {
             .entry(req.request_id.clone())
             .or_insert(0);
         *seen += 1;
-        if *seen > 1 {
+        let occurrence = *seen;
+        if occurrence > 1 {
             st.stats.duplicate_requests += 1;
         }
+        let mut rng = StdRng::seed_from_u64(derive_seed(
+            self.seed ^ u64::from(occurrence),
+            &req.request_id,
+        ));
         st.seq += 1;
         let expected_out = req
             .max_tokens
@@ -250,7 +260,7 @@ impl SimUpstream {
         }
         let rate = rate_state(st, now, None);
         let faults = &spec.faults;
-        let roll: f64 = st.rng.random();
+        let roll: f64 = rng.random();
         let mut edge = 0.0;
         let mut fault = None;
         for (f, p) in [
@@ -273,8 +283,8 @@ impl SimUpstream {
             }
             return Plan::Fail(f, faults.error_delay.mul_f64(factor));
         }
-        let (body_ttft, stalled) = spec.ttft().sample(&mut st.rng);
-        if stalled {
+        let (body_ttft, stall) = spec.ttft().sample(&mut rng);
+        if !stall.is_zero() {
             st.stats.stalls += 1;
         }
         let cached = if spec.prompt_cache.enabled {
@@ -298,14 +308,14 @@ impl SimUpstream {
         } else {
             1.0
         };
-        let output_tokens = spec.output().sample(&mut st.rng, req.max_tokens);
+        let output_tokens = spec.output().sample(&mut rng, req.max_tokens);
         let mid_stream_stall = mid_stall.then(|| {
             st.stats.mid_stream_stalls += 1;
             (output_tokens / 2, faults.mid_stream_stall)
         });
         st.stats.answered += 1;
         Plan::Answer(AnswerPlan {
-            ttft: body_ttft.mul_f64(cache_speedup * factor),
+            ttft: body_ttft.mul_f64(cache_speedup * factor) + stall.mul_f64(factor),
             per_token: spec.per_token.mul_f64(factor * load),
             tokens_per_chunk: spec.tokens_per_chunk.max(1),
             output_tokens,

@@ -3,6 +3,10 @@
 //!
 //! Every algorithm here takes `now` as an argument, so it runs the same on tokio's paused clock.
 
+pub mod cooldown;
+pub mod hedge;
 pub mod window;
 
+pub use cooldown::Cooldowns;
+pub use hedge::{HedgeBudget, HedgePolicy};
 pub use window::{LatencyWindow, Percentiles, WindowConfig, WindowError};

@@ -124,10 +124,15 @@ pub fn record_into(h: &mut Histogram<u64>, latency: Duration) {
 }
 
 /// A rotating window of latencies.
+///
+/// Besides the slices it keeps their running sum, updated on every record and rotation, so
+/// that reading a quantile (hedging does it on every request) is one scan of one histogram
+/// rather than a merge of all the slices.
 #[derive(Debug)]
 pub struct LatencyWindow {
     slice_len: Duration,
     slices: Vec<Histogram<u64>>,
+    total: Histogram<u64>,
     head: usize,
     head_start: Instant,
 }
@@ -152,6 +157,7 @@ impl LatencyWindow {
         Ok(Self {
             slice_len,
             slices,
+            total: new_histogram()?,
             head: 0,
             head_start: now,
         })
@@ -162,36 +168,24 @@ impl LatencyWindow {
         self.rotate(now);
         if let Some(h) = self.slices.get_mut(self.head) {
             record_into(h, latency);
+            record_into(&mut self.total, latency);
         }
     }
 
     /// The percentiles of every latency recorded within the window ending `now`.
     pub fn percentiles(&mut self, now: Instant) -> Percentiles {
         self.rotate(now);
-        let mut merged = match new_histogram() {
-            Ok(h) => h,
-            Err(_) => return Percentiles::default(),
-        };
-        for slice in &self.slices {
-            // Same bounds on both sides, so `add` cannot fail.
-            let _ = merged.add(slice);
-        }
-        Percentiles::of(&merged)
+        Percentiles::of(&self.total)
     }
 
     /// The latency at quantile `q` (0..=1) over the window, or `None` with fewer than
     /// `min_samples` samples.
     pub fn quantile(&mut self, now: Instant, q: f64, min_samples: u64) -> Option<Duration> {
         self.rotate(now);
-        let count: u64 = self.slices.iter().map(Histogram::len).sum();
-        if count < min_samples.max(1) {
+        if self.total.len() < min_samples.max(1) {
             return None;
         }
-        let mut merged = new_histogram().ok()?;
-        for slice in &self.slices {
-            let _ = merged.add(slice);
-        }
-        Some(Duration::from_micros(merged.value_at_quantile(q)))
+        Some(Duration::from_micros(self.total.value_at_quantile(q)))
     }
 
     /// Moves the head forward to the slice containing `now`, clearing the slices it reuses.
@@ -203,10 +197,19 @@ impl LatencyWindow {
         let steps = elapsed.as_nanos() / self.slice_len.as_nanos().max(1);
         let n = self.slices.len();
         let clear = usize::try_from(steps).unwrap_or(usize::MAX).min(n);
-        for _ in 0..clear {
-            self.head = (self.head + 1) % n;
-            if let Some(h) = self.slices.get_mut(self.head) {
+        if clear == n {
+            for h in &mut self.slices {
                 h.reset();
+            }
+            self.total.reset();
+        } else {
+            for _ in 0..clear {
+                self.head = (self.head + 1) % n;
+                if let Some(h) = self.slices.get_mut(self.head) {
+                    // Same bounds on both sides, and every count of `h` is in `total`.
+                    let _ = self.total.subtract(&*h);
+                    h.reset();
+                }
             }
         }
         let advance = u32::try_from(steps).unwrap_or(u32::MAX);
@@ -289,6 +292,24 @@ mod tests {
         let p = w.percentiles(now);
         assert_eq!(p.count, 2);
         assert!(p.max >= Duration::from_secs(3599));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_running_total_equals_the_merge_of_the_slices() {
+        let (mut w, now) = window();
+        for s in 0..200u64 {
+            let t = now + Duration::from_millis(s * 700);
+            w.record(t, ms(10 + s * 37 % 900));
+            let mut merged = new_histogram().unwrap();
+            for slice in &w.slices {
+                merged.add(slice).unwrap();
+            }
+            assert_eq!(
+                Percentiles::of(&merged),
+                w.percentiles(t),
+                "after {s} samples"
+            );
+        }
     }
 
     #[test]

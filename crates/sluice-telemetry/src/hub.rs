@@ -9,9 +9,10 @@ use sluice_tail::{WindowConfig, WindowError};
 use tokio::time::Instant;
 
 use crate::metrics::{
-    AttemptLabels, GroupLabels, Metrics, PairLabels, QuantileLabels, RequestLabels, TokenLabels,
+    AttemptLabels, GroupLabels, HedgeLabels, Metrics, PairLabels, QuantileLabels, RequestLabels,
+    TokenLabels,
 };
-use crate::windows::{LatencyReport, PairKey, Windows};
+use crate::windows::{LatencyReport, WindowKey, Windows};
 
 /// Label used where a record has no group or upstream.
 const NONE: &str = "-";
@@ -78,7 +79,10 @@ impl Telemetry {
                 .observe(queue.as_secs_f64());
         }
         for a in &rec.attempts {
-            self.observe_attempt(group, a);
+            self.observe_attempt(group, rec.stream, a);
+        }
+        if rec.hedge_denied {
+            self.count_hedge(group, "denied");
         }
         if let (Some(u), Some(upstream)) = (rec.usage, rec.upstream.as_deref()) {
             for (kind, n) in [
@@ -97,30 +101,41 @@ impl Telemetry {
         }
     }
 
-    /// Records one attempt's latencies. Timed-out attempts count with their elapsed time, a
-    /// lower bound of the truth: leaving them out would hide exactly the tail.
-    fn observe_attempt(&self, group: &str, a: &sluice_core::Attempt) {
-        let outcome = match a.outcome {
-            AttemptOutcome::Ok => "ok",
-            AttemptOutcome::Cancelled => "cancelled",
-            AttemptOutcome::Pending => "pending",
-            AttemptOutcome::Failed(k) => k.code(),
-        };
+    /// Records one attempt's latencies. Attempts sluice stopped waiting for count with the
+    /// time it waited, a lower bound of the truth: timed-out attempts, and first attempts
+    /// that lost to a hedge. Leaving them out would hide exactly the tail, and a hedging
+    /// delay read from such a window would keep falling.
+    fn observe_attempt(&self, group: &str, stream: bool, a: &sluice_core::Attempt) {
         self.metrics
             .attempts
             .get_or_create(&AttemptLabels {
                 upstream: a.upstream.to_string(),
-                outcome: outcome.to_string(),
+                outcome: a.outcome.label().to_string(),
             })
             .inc();
-        let timed_out = a.outcome == AttemptOutcome::Failed(ErrorKind::UpstreamTimeout);
-        let key: PairKey = (Arc::from(group), a.upstream.clone());
+        if a.hedge {
+            let result = match a.outcome {
+                AttemptOutcome::Ok => "won",
+                AttemptOutcome::Lost => "lost",
+                AttemptOutcome::Cancelled | AttemptOutcome::Pending => "cancelled",
+                AttemptOutcome::Failed(_) => "failed",
+            };
+            self.count_hedge(group, result);
+        }
+        let censored = a.outcome == AttemptOutcome::Failed(ErrorKind::UpstreamTimeout)
+            || (a.outcome == AttemptOutcome::Lost && !a.hedge);
+        let key = WindowKey {
+            group: Arc::from(group),
+            upstream: a.upstream.clone(),
+            stream,
+        };
         let labels = PairLabels {
             group: group.to_string(),
             upstream: a.upstream.to_string(),
+            mode: key.mode(),
         };
         let end = a.ended.unwrap_or(a.started);
-        let ttfb = a.first_byte.or(timed_out.then_some(end));
+        let ttfb = a.first_byte.or(censored.then_some(end));
         if let Some(fb) = ttfb {
             let d = fb.saturating_duration_since(a.started);
             self.metrics
@@ -129,7 +144,7 @@ impl Telemetry {
                 .observe(d.as_secs_f64());
             self.windows.record(&key, Phase::Ttfb, fb, d);
         }
-        if a.outcome == AttemptOutcome::Ok || timed_out {
+        if a.outcome == AttemptOutcome::Ok || censored {
             let d = end.saturating_duration_since(a.started);
             self.metrics
                 .upstream_seconds
@@ -137,6 +152,14 @@ impl Telemetry {
                 .observe(d.as_secs_f64());
             self.windows.record(&key, Phase::Total, end, d);
         }
+    }
+
+    fn count_hedge(&self, group: &str, result: &'static str) {
+        let labels = HedgeLabels {
+            group: group.to_string(),
+            result,
+        };
+        self.metrics.hedges.get_or_create(&labels).inc();
     }
 
     /// The percentile windows, for policies that read them (hedging, breakers).
@@ -157,6 +180,7 @@ impl Telemetry {
                     let labels = QuantileLabels {
                         group: u.group.clone(),
                         upstream: u.upstream.clone(),
+                        mode: u.mode,
                         phase: phase.label(),
                         quantile: q.to_string(),
                     };

@@ -10,4 +10,4 @@ pub mod metrics;
 pub mod windows;
 
 pub use hub::{InflightGuard, Telemetry};
-pub use windows::{LatencyReport, UpstreamLatency};
+pub use windows::{LatencyReport, UpstreamLatency, WindowKey};

@@ -23,13 +23,15 @@ pub struct RequestLabels {
     pub code: String,
 }
 
-/// Labels of per-(group, upstream) series.
+/// Labels of per-(group, upstream, mode) series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PairLabels {
     /// Model group.
     pub group: String,
     /// Upstream.
     pub upstream: String,
+    /// `stream` or `complete`: a complete answer's first byte is its last.
+    pub mode: &'static str,
 }
 
 /// Labels of per-group series.
@@ -59,6 +61,16 @@ pub struct AttemptLabels {
     pub outcome: String,
 }
 
+/// Labels of the hedge counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HedgeLabels {
+    /// Model group.
+    pub group: String,
+    /// `won` (the hedge answered first), `lost`, `failed`, `cancelled` (the client left), or
+    /// `denied` (slow enough to hedge, but the budget was spent).
+    pub result: &'static str,
+}
+
 /// Labels of the window-quantile gauges.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QuantileLabels {
@@ -66,6 +78,8 @@ pub struct QuantileLabels {
     pub group: String,
     /// Upstream.
     pub upstream: String,
+    /// `stream` or `complete`.
+    pub mode: &'static str,
     /// `ttfb` or `total`.
     pub phase: &'static str,
     /// `0.5` … `0.999`, `1` for the maximum.
@@ -99,6 +113,8 @@ pub struct Metrics {
     pub tokens: Family<TokenLabels, Counter>,
     /// Attempts by outcome.
     pub attempts: Family<AttemptLabels, Counter>,
+    /// Hedges by result.
+    pub hedges: Family<HedgeLabels, Counter>,
     /// Percentiles of the rotating windows, refreshed at each scrape.
     pub window_quantiles: Family<QuantileLabels, Gauge<f64, AtomicU64>>,
     /// Requests being served now.
@@ -118,6 +134,7 @@ impl Metrics {
             upstream_seconds: Family::new_with_constructor(llm),
             tokens: Family::default(),
             attempts: Family::default(),
+            hedges: Family::default(),
             window_quantiles: Family::default(),
             inflight: Gauge::default(),
         };
@@ -156,6 +173,11 @@ impl Metrics {
             "upstream_attempts",
             "Upstream attempts by outcome",
             m.attempts.clone(),
+        );
+        r.register(
+            "hedges",
+            "Hedged requests by result: won, lost, failed, cancelled, denied by the budget",
+            m.hedges.clone(),
         );
         r.register(
             "upstream_latency_window_seconds",

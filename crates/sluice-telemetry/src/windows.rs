@@ -10,8 +10,25 @@ use sluice_core::Phase;
 use sluice_tail::{LatencyWindow, Percentiles, WindowConfig, WindowError};
 use tokio::time::Instant;
 
-/// The key of a window pair.
-pub type PairKey = (Arc<str>, Arc<str>);
+/// Which windows a latency belongs to. Streamed and complete answers are kept apart: the
+/// first byte of a complete answer is its last, so mixing the two would make a "P95 time to
+/// first byte" that describes neither (and a hedging delay too late for streams).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WindowKey {
+    /// The model group.
+    pub group: Arc<str>,
+    /// The upstream (deployment).
+    pub upstream: Arc<str>,
+    /// Whether the answers are streamed.
+    pub stream: bool,
+}
+
+impl WindowKey {
+    /// `stream` or `complete`, for labels.
+    pub fn mode(&self) -> &'static str {
+        if self.stream { "stream" } else { "complete" }
+    }
+}
 
 /// The two windows of one (group, upstream).
 #[derive(Debug)]
@@ -33,7 +50,7 @@ impl PairWindows {
 #[derive(Debug)]
 pub struct Windows {
     config: WindowConfig,
-    pairs: Mutex<HashMap<PairKey, Arc<Mutex<PairWindows>>>>,
+    pairs: Mutex<HashMap<WindowKey, Arc<Mutex<PairWindows>>>>,
 }
 
 /// Percentiles of one (group, upstream).
@@ -43,6 +60,8 @@ pub struct UpstreamLatency {
     pub group: String,
     /// The upstream (deployment).
     pub upstream: String,
+    /// `stream` or `complete`.
+    pub mode: &'static str,
     /// Time to first byte, milliseconds.
     pub ttfb: Percentiles,
     /// Total time, milliseconds.
@@ -71,7 +90,7 @@ impl Windows {
     }
 
     /// The windows of `key`, created if new.
-    pub fn pair(&self, key: &PairKey, now: Instant) -> Option<Arc<Mutex<PairWindows>>> {
+    pub fn pair(&self, key: &WindowKey, now: Instant) -> Option<Arc<Mutex<PairWindows>>> {
         let mut pairs = self.pairs.lock();
         if let Some(p) = pairs.get(key) {
             return Some(p.clone());
@@ -86,7 +105,7 @@ impl Windows {
     }
 
     /// Records one latency.
-    pub fn record(&self, key: &PairKey, phase: Phase, now: Instant, latency: Duration) {
+    pub fn record(&self, key: &WindowKey, phase: Phase, now: Instant, latency: Duration) {
         if let Some(p) = self.pair(key, now) {
             p.lock().window(phase).record(now, latency);
         }
@@ -95,7 +114,7 @@ impl Windows {
     /// The latency at quantile `q` of `phase` for `key`, if there are `min_samples`.
     pub fn quantile(
         &self,
-        key: &PairKey,
+        key: &WindowKey,
         phase: Phase,
         now: Instant,
         q: f64,
@@ -108,7 +127,7 @@ impl Windows {
 
     /// The report of every pair, sorted by group then upstream.
     pub fn report(&self, now: Instant) -> LatencyReport {
-        let pairs: Vec<(PairKey, Arc<Mutex<PairWindows>>)> = self
+        let pairs: Vec<(WindowKey, Arc<Mutex<PairWindows>>)> = self
             .pairs
             .lock()
             .iter()
@@ -116,17 +135,19 @@ impl Windows {
             .collect();
         let mut upstreams: Vec<UpstreamLatency> = pairs
             .into_iter()
-            .map(|((group, upstream), p)| {
+            .map(|(key, p)| {
                 let mut w = p.lock();
                 UpstreamLatency {
-                    group: group.to_string(),
-                    upstream: upstream.to_string(),
+                    group: key.group.to_string(),
+                    upstream: key.upstream.to_string(),
+                    mode: key.mode(),
                     ttfb: w.ttfb.percentiles(now),
                     total: w.total.percentiles(now),
                 }
             })
             .collect();
-        upstreams.sort_by(|a, b| (&a.group, &a.upstream).cmp(&(&b.group, &b.upstream)));
+        upstreams
+            .sort_by(|a, b| (&a.group, &a.upstream, a.mode).cmp(&(&b.group, &b.upstream, b.mode)));
         LatencyReport {
             window_seconds: self.config.length.as_secs_f64(),
             unit: "ms",

@@ -134,3 +134,29 @@ fn the_example_config_is_valid() {
         panic!("{e}");
     }
 }
+
+#[test]
+fn hedging_is_configured_per_group_and_checked() {
+    let text = r#"
+[providers.p]
+kind = "openai"
+base_url = "http://localhost:1/v1"
+[models.fast]
+deployments = [{ provider = "p", model = "x" }]
+hedge = { quantile = 0.9, budget = 0.05 }
+[models.bad]
+deployments = [{ provider = "p", model = "y" }]
+hedge = { quantile = 1.5, burst = 0.5 }
+"#;
+    let err = load(text, &env(&[]), &[]).unwrap_err();
+    let paths: Vec<&str> = err.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["models.bad.hedge.quantile", "models.bad.hedge.burst"],
+        "{err}"
+    );
+    let ok = text.split("[models.bad]").next().unwrap();
+    let cfg = load(ok, &env(&[]), &[]).unwrap();
+    let h = cfg.models[0].1.hedge.clone().unwrap();
+    assert_eq!((h.quantile, h.budget, h.min_samples), (0.9, 0.05, 50));
+}

@@ -76,10 +76,10 @@ async fn metrics_and_latency_report_read_the_call_records() {
         ),
         "{page}"
     );
-    assert!(page.contains(r#"sluice_upstream_latency_window_seconds{group="ok",upstream="fake-ok",phase="ttfb",quantile="0.999"}"#));
+    assert!(page.contains(r#"sluice_upstream_latency_window_seconds{group="ok",upstream="fake-ok",mode="complete",phase="ttfb",quantile="0.999"}"#));
     assert!(
         page.contains(
-            r#"sluice_upstream_ttfb_seconds_bucket{le="0.0112",group="ok",upstream="fake-ok"}"#
+            r#"sluice_upstream_ttfb_seconds_bucket{le="0.0112",group="ok",upstream="fake-ok",mode="complete"}"#
         ),
         "fine buckets:\n{page}"
     );

@@ -37,7 +37,10 @@ async fn records_feed_windows_and_metrics() {
     let report = t.latency_report(now + Duration::from_secs(2));
     assert_eq!(report.upstreams.len(), 1);
     let u = &report.upstreams[0];
-    assert_eq!((u.group.as_str(), u.upstream.as_str()), ("chat", "sim-a"));
+    assert_eq!(
+        (u.group.as_str(), u.upstream.as_str(), u.mode),
+        ("chat", "sim-a", "complete")
+    );
     assert_eq!(u.ttfb.count, 100);
     let p99 = u.ttfb.p99.as_millis();
     assert!((980..=1000).contains(&p99), "{p99}");
@@ -48,7 +51,7 @@ async fn records_feed_windows_and_metrics() {
             "sluice_tokens_total{group=\"chat\",upstream=\"sim-a\",kind=\"cached\"} 6400"
         )
     );
-    assert!(page.contains("sluice_upstream_latency_window_seconds{group=\"chat\",upstream=\"sim-a\",phase=\"ttfb\",quantile=\"0.999\"}"));
+    assert!(page.contains("sluice_upstream_latency_window_seconds{group=\"chat\",upstream=\"sim-a\",mode=\"complete\",phase=\"ttfb\",quantile=\"0.999\"}"));
     assert!(page.contains("sluice_upstream_ttfb_seconds_bucket"));
 }
 
@@ -84,5 +87,33 @@ async fn inflight_follows_guards() {
     assert!(
         t.render(Instant::now())
             .contains("sluice_inflight_requests 0")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn streamed_and_complete_answers_keep_separate_windows() {
+    let t = Telemetry::new(WindowConfig::default()).unwrap();
+    let now = Instant::now();
+    let mut streamed = record(now, 300, 5_000);
+    streamed.stream = true;
+    t.observe(&streamed);
+    t.observe(&record(now, 5_000, 5_000));
+    let r = t.latency_report(now + Duration::from_secs(6));
+    let modes: Vec<(&str, u128)> = r
+        .upstreams
+        .iter()
+        .map(|u| (u.mode, u.ttfb.p50.as_millis()))
+        .collect();
+    assert_eq!(modes.len(), 2);
+    assert!(
+        modes.contains(&("stream", 300))
+            || modes
+                .iter()
+                .any(|(m, v)| *m == "stream" && (297..=303).contains(v)),
+        "{modes:?}"
+    );
+    assert!(
+        modes.iter().any(|(m, v)| *m == "complete" && *v >= 4_950),
+        "{modes:?}"
     );
 }

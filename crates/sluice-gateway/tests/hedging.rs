@@ -1,0 +1,304 @@
+//! Hedging in virtual time: scripted upstreams, the gateway's router called in-process.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use http_body_util::BodyExt;
+use parking_lot::Mutex;
+use sluice_config::gateway::DeploymentConfig;
+use sluice_core::{AttemptOutcome, CallRecord, ErrorKind, GatewayError};
+use sluice_gateway::GatewayBuilder;
+use sluice_providers::{Completion, Provider, UpstreamCall, UpstreamResponse};
+use sluice_tail::{HedgePolicy, WindowConfig};
+use tokio::time::{Instant, sleep};
+use tower::ServiceExt;
+
+/// How a scripted call ends.
+#[derive(Clone, Copy)]
+enum End {
+    Ok,
+    Fail,
+    /// 429 with this `retry-after`, in seconds.
+    Limited(u64),
+}
+
+/// An upstream that answers each call after the next scripted delay, or fails.
+#[derive(Clone, Default)]
+struct Scripted {
+    steps: Arc<Mutex<VecDeque<(u64, End)>>>,
+    calls: Arc<Mutex<u32>>,
+}
+
+impl Scripted {
+    fn push(&self, ms: u64, ok: bool) {
+        self.steps
+            .lock()
+            .push_back((ms, if ok { End::Ok } else { End::Fail }));
+    }
+    fn push_limited(&self, ms: u64, retry_after: u64) {
+        self.steps.lock().push_back((ms, End::Limited(retry_after)));
+    }
+    fn calls(&self) -> u32 {
+        *self.calls.lock()
+    }
+}
+
+impl Provider for Scripted {
+    fn call(&self, _: UpstreamCall) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
+        *self.calls.lock() += 1;
+        let (ms, end) = self.steps.lock().pop_front().unwrap_or((100, End::Ok));
+        async move {
+            sleep(Duration::from_millis(ms)).await;
+            match end {
+                End::Ok => {}
+                End::Fail => {
+                    return Err(GatewayError::new(
+                        ErrorKind::UpstreamServerError,
+                        "scripted failure",
+                    ));
+                }
+                End::Limited(secs) => {
+                    return Err(GatewayError::rejected(sluice_core::UpstreamReply {
+                        status: 429,
+                        body: Bytes::from_static(b"{}"),
+                        content_type: None,
+                        retry_after: Some(secs.to_string()),
+                    }));
+                }
+            }
+            Ok(UpstreamResponse::Complete(Completion {
+                body: Bytes::from_static(br#"{"choices":[]}"#),
+                usage: None,
+                first_byte: Instant::now(),
+            }))
+        }
+        .boxed()
+    }
+}
+
+struct Rig {
+    router: axum::Router,
+    a: Scripted,
+    b: Scripted,
+    records: Arc<Mutex<Vec<CallRecord>>>,
+}
+
+fn dep(provider: &str) -> DeploymentConfig {
+    DeploymentConfig {
+        provider: provider.into(),
+        model: "m".into(),
+        weight: 1,
+        name: Some(provider.into()),
+    }
+}
+
+/// A group over `a` (weight so high it is always the primary) and `b`, hedging by `policy`.
+fn rig(policy: HedgePolicy) -> Rig {
+    let (a, b) = (Scripted::default(), Scripted::default());
+    let records = Arc::new(Mutex::new(Vec::new()));
+    let sink = records.clone();
+    let mut primary = dep("a");
+    primary.weight = 1_000_000;
+    let gw = GatewayBuilder::new()
+        .seed(1)
+        .provider("a", Arc::new(a.clone()))
+        .provider("b", Arc::new(b.clone()))
+        .model("chat", vec![primary, dep("b")])
+        .hedging(policy)
+        // A long window, so a long warm-up stays in it.
+        .window(WindowConfig {
+            length: Duration::from_secs(3600),
+            slices: 6,
+        })
+        .on_record(Arc::new(move |r: &CallRecord| sink.lock().push(r.clone())))
+        .build()
+        .unwrap();
+    Rig {
+        router: sluice_gateway::server::router(gw),
+        a,
+        b,
+        records,
+    }
+}
+
+impl Rig {
+    async fn ask(&self) -> (u16, CallRecord) {
+        let req = http::Request::post("/v1/chat/completions")
+            .header("content-type", "application/json")
+            .body(Body::from(
+                r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#,
+            ))
+            .unwrap();
+        let resp = self.router.clone().oneshot(req).await.unwrap();
+        let status = resp.status().as_u16();
+        let _ = resp.into_body().collect().await.unwrap();
+        (status, self.records.lock().last().cloned().unwrap())
+    }
+
+    /// Fills a's latency window with `n` answers of 100 ms.
+    async fn warm(&self, n: u32) {
+        for _ in 0..n {
+            self.a.push(100, true);
+            let (status, rec) = self.ask().await;
+            assert_eq!(status, 200);
+            assert_eq!(rec.attempts.len(), 1);
+        }
+    }
+}
+
+fn policy() -> HedgePolicy {
+    HedgePolicy {
+        min_samples: 20,
+        ..HedgePolicy::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_request_is_hedged_to_the_other_upstream_and_the_hedge_wins() {
+    let r = rig(policy());
+    r.warm(20).await;
+    r.a.push(8_000, true);
+    r.b.push(100, true);
+    let start = Instant::now();
+    let (status, rec) = r.ask().await;
+    assert_eq!(status, 200);
+    // P95 of a's window is ~100 ms: the hedge leaves then and answers 100 ms later.
+    let took = Instant::now() - start;
+    assert!(
+        took >= Duration::from_millis(200) && took < Duration::from_millis(210),
+        "{took:?}"
+    );
+    assert_eq!(rec.attempts.len(), 2);
+    assert_eq!(rec.attempts[0].outcome, AttemptOutcome::Lost);
+    assert!(!rec.attempts[0].hedge);
+    assert_eq!(rec.attempts[1].outcome, AttemptOutcome::Ok);
+    assert!(rec.attempts[1].hedge);
+    assert_eq!(rec.upstream.as_deref(), Some("b"));
+    assert_eq!((r.a.calls(), r.b.calls()), (21, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn nothing_is_hedged_before_the_window_has_enough_samples() {
+    let r = rig(policy());
+    r.warm(19).await;
+    r.a.push(8_000, true);
+    let (status, rec) = r.ask().await;
+    assert_eq!(status, 200);
+    assert_eq!(rec.attempts.len(), 1);
+    assert_eq!(r.b.calls(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fast_answer_sends_no_hedge() {
+    let r = rig(policy());
+    r.warm(20).await;
+    r.a.push(90, true);
+    let (_, rec) = r.ask().await;
+    assert_eq!(rec.attempts.len(), 1);
+    assert_eq!(r.b.calls(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_good_answer_wins_even_after_a_failure() {
+    let r = rig(policy());
+    r.warm(20).await;
+    // The primary fails after the hedge left; the hedge's later answer is used.
+    r.a.push(150, false);
+    r.b.push(300, true);
+    let (status, rec) = r.ask().await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        rec.attempts[0].outcome,
+        AttemptOutcome::Failed(ErrorKind::UpstreamServerError)
+    );
+    assert_eq!(rec.attempts[1].outcome, AttemptOutcome::Ok);
+    assert!(rec.is_success());
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_both_fail_the_first_attempts_error_is_answered() {
+    let r = rig(policy());
+    r.warm(20).await;
+    r.a.push(400, false);
+    r.b.push(10, false);
+    let (status, rec) = r.ask().await;
+    assert_eq!(status, 502);
+    assert_eq!(rec.error, Some(ErrorKind::UpstreamServerError));
+    assert!(
+        rec.attempts
+            .iter()
+            .all(|a| matches!(a.outcome, AttemptOutcome::Failed(_)))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_budget_caps_hedges_when_everything_turns_slow_at_once() {
+    let r = rig(HedgePolicy {
+        min_samples: 20,
+        budget: 0.1,
+        burst: 2.0,
+        ..HedgePolicy::default()
+    });
+    // 2,000 fast answers: the window's P95 stays fast for the next hundred slow requests, so
+    // each of them is a hedge candidate and only the budget holds them back.
+    r.warm(2_000).await;
+    let mut hedged = 0;
+    let mut denied = 0;
+    for _ in 0..100 {
+        r.a.push(5_000, true);
+        r.b.push(5_000, true);
+        let (_, rec) = r.ask().await;
+        if rec.attempts.len() == 2 {
+            hedged += 1;
+        }
+        if rec.hedge_denied {
+            denied += 1;
+        }
+    }
+    // The warm-up filled the budget to its burst of 2; 100 slow requests deposit 10 more.
+    assert!((11..=13).contains(&hedged), "{hedged} hedged");
+    assert_eq!(hedged + denied, 100);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_hedge_goes_to_an_upstream_that_asked_to_back_off() {
+    let r = rig(policy());
+    // Enough fast history that a handful of slow answers leaves the P95 fast.
+    r.warm(200).await;
+    // A stalled primary is hedged to b, which answers 429 "retry after 30 s"; the primary's
+    // own answer still wins the call.
+    r.a.push(2_000, true);
+    r.b.push_limited(10, 30);
+    let (status, rec) = r.ask().await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        rec.attempts[1].outcome,
+        AttemptOutcome::Failed(ErrorKind::UpstreamRejected)
+    );
+    // For the next 30 s, slow requests are not hedged to b; with nowhere else to go, the
+    // hedge is a second request to a.
+    let b_calls = r.b.calls();
+    for _ in 0..5 {
+        r.a.push(2_000, true);
+        r.a.push(100, true);
+        let (_, rec) = r.ask().await;
+        assert_eq!(rec.attempts.len(), 2);
+        assert_eq!(&*rec.attempts[1].upstream, "a");
+        assert_eq!(rec.attempts[1].outcome, AttemptOutcome::Ok);
+    }
+    assert_eq!(r.b.calls(), b_calls);
+    // Once the 30 s are up, hedging to b resumes.
+    sleep(Duration::from_secs(30)).await;
+    r.a.push(8_000, true);
+    r.b.push(100, true);
+    let (_, rec) = r.ask().await;
+    assert_eq!(rec.attempts.len(), 2);
+    assert_eq!(rec.upstream.as_deref(), Some("b"));
+}

@@ -1,0 +1,41 @@
+//! The columns of a comparison: the gateway as a plain proxy, then with each tail policy
+//! switched on. The demo and `sluice scenario run` replay the same traffic through each.
+
+use sluice_gateway::GatewayBuilder;
+use sluice_tail::HedgePolicy;
+
+/// A gateway set up one way.
+#[derive(Clone, Copy, Debug)]
+pub struct Variant {
+    /// Column title.
+    pub name: &'static str,
+    /// What the column shows, in one line.
+    pub about: &'static str,
+    /// Applies the variant's policies to a builder.
+    pub apply: fn(GatewayBuilder) -> GatewayBuilder,
+}
+
+fn plain(b: GatewayBuilder) -> GatewayBuilder {
+    b
+}
+
+fn hedged(b: GatewayBuilder) -> GatewayBuilder {
+    b.hedging(HedgePolicy::default())
+}
+
+/// Every column, in order. Each policy adds one as it lands.
+pub fn all() -> Vec<Variant> {
+    vec![
+        Variant {
+            name: "sluice",
+            about: "a plain proxy: weighted routing, no tail policies",
+            apply: plain,
+        },
+        Variant {
+            name: "+hedging",
+            about: "hedge after the upstream's P95 time to first byte, to another upstream, \
+                    within a 10% budget; the first good first byte wins",
+            apply: hedged,
+        },
+    ]
+}
