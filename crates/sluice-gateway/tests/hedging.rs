@@ -84,6 +84,7 @@ impl Provider for Scripted {
 }
 
 struct Rig {
+    gw: Arc<sluice_gateway::Gateway>,
     router: axum::Router,
     a: Scripted,
     b: Scripted,
@@ -121,7 +122,8 @@ fn rig(policy: HedgePolicy) -> Rig {
         .build()
         .unwrap();
     Rig {
-        router: sluice_gateway::server::router(gw),
+        router: sluice_gateway::server::router(gw.clone()),
+        gw,
         a,
         b,
         records,
@@ -182,6 +184,9 @@ async fn a_stalled_request_is_hedged_to_the_other_upstream_and_the_hedge_wins() 
     assert!(rec.attempts[1].hedge);
     assert_eq!(rec.upstream.as_deref(), Some("b"));
     assert_eq!((r.a.calls(), r.b.calls()), (21, 1));
+    let page = r.gw.telemetry().render(Instant::now());
+    assert!(page.contains(r#"sluice_hedges_total{group="chat",result="won"} 1"#), "{page}");
+    assert!(page.contains(r#"sluice_upstream_attempts_total{upstream="a",outcome="lost"} 1"#), "{page}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -265,6 +270,8 @@ async fn the_budget_caps_hedges_when_everything_turns_slow_at_once() {
     // The warm-up filled the budget to its burst of 2; 100 slow requests deposit 10 more.
     assert!((11..=13).contains(&hedged), "{hedged} hedged");
     assert_eq!(hedged + denied, 100);
+    let page = r.gw.telemetry().render(Instant::now());
+    assert!(page.contains(&format!(r#"sluice_hedges_total{{group="chat",result="denied"}} {denied}"#)), "{page}");
 }
 
 #[tokio::test(start_paused = true)]
