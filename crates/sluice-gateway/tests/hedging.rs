@@ -185,8 +185,14 @@ async fn a_stalled_request_is_hedged_to_the_other_upstream_and_the_hedge_wins() 
     assert_eq!(rec.upstream.as_deref(), Some("b"));
     assert_eq!((r.a.calls(), r.b.calls()), (21, 1));
     let page = r.gw.telemetry().render(Instant::now());
-    assert!(page.contains(r#"sluice_hedges_total{group="chat",result="won"} 1"#), "{page}");
-    assert!(page.contains(r#"sluice_upstream_attempts_total{upstream="a",outcome="lost"} 1"#), "{page}");
+    assert!(
+        page.contains(r#"sluice_hedges_total{group="chat",result="won"} 1"#),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"sluice_upstream_attempts_total{upstream="a",outcome="lost"} 1"#),
+        "{page}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -271,7 +277,12 @@ async fn the_budget_caps_hedges_when_everything_turns_slow_at_once() {
     assert!((11..=13).contains(&hedged), "{hedged} hedged");
     assert_eq!(hedged + denied, 100);
     let page = r.gw.telemetry().render(Instant::now());
-    assert!(page.contains(&format!(r#"sluice_hedges_total{{group="chat",result="denied"}} {denied}"#)), "{page}");
+    assert!(
+        page.contains(&format!(
+            r#"sluice_hedges_total{{group="chat",result="denied"}} {denied}"#
+        )),
+        "{page}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
