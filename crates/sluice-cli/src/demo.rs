@@ -122,10 +122,7 @@ async fn start(v: Variant, s: &Scenario) -> anyhow::Result<Running> {
             provider(name, spec.api, format!("http://{sim_addr}/{name}/v1"), s)?,
         );
     }
-    for (group, m) in &s.models {
-        b = b.model(group, m.deployments.clone());
-    }
-    let gateway = b.build()?;
+    let gateway = s.configure(b).build()?;
     let server = Server::bind(
         gateway.clone(),
         "127.0.0.1:0".parse()?,

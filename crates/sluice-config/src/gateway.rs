@@ -13,7 +13,7 @@ use crate::document::{Document, Seg};
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * 1024;
 
 /// The top-level sections a gateway config may have.
-const SECTIONS: &[&str] = &["server", "telemetry", "providers", "models"];
+const SECTIONS: &[&str] = &["server", "telemetry", "lanes", "providers", "models"];
 
 /// `[server]`: the listener and request limits.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -54,6 +54,120 @@ impl Default for TelemetryConfig {
         Self {
             latency_window: Duration::from_secs(60),
             latency_window_slices: 6,
+        }
+    }
+}
+
+/// `[lanes.NAME]`: a class of traffic with its own queue. Lanes are listed in priority order;
+/// requests name theirs in `x-sluice-lane` and default to the first.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LaneConfig {
+    /// Share of an upstream's concurrency limit the lane is guaranteed under contention
+    /// (a guarantee, not a cap: idle slots go to whoever waits).
+    pub share: f64,
+    /// Requests that may wait; beyond that sluice answers 503 with `Retry-After`.
+    pub max_queue: usize,
+    /// How long a request may wait for a slot (and for retries) before 503.
+    #[serde(with = "humantime_serde")]
+    pub max_wait: Duration,
+}
+
+impl Default for LaneConfig {
+    fn default() -> Self {
+        Self {
+            share: 0.5,
+            max_queue: 1000,
+            max_wait: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The lanes used when a config defines none: interactive (80% guaranteed, a short wait)
+/// before batch (20%, a long wait: batch work waits rather than fails).
+pub fn default_lanes() -> Vec<(String, LaneConfig)> {
+    vec![
+        (
+            "interactive".into(),
+            LaneConfig {
+                share: 0.8,
+                max_queue: 256,
+                max_wait: Duration::from_secs(30),
+            },
+        ),
+        (
+            "batch".into(),
+            LaneConfig {
+                share: 0.2,
+                max_queue: 10_000,
+                max_wait: Duration::from_secs(600),
+            },
+        ),
+    ]
+}
+
+/// `limit = { ... }` of a model group: an adaptive limit on each deployment's requests in
+/// flight, with requests beyond it queued in their lane.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LimitConfig {
+    /// `aimd` (loss-based: 429s, 503s and timeouts cut it), `gradient2`, `vegas` (latency-based)
+    /// or `fixed`.
+    pub algorithm: LimitAlgorithm,
+    /// Starting limit (the limit, for `fixed`).
+    pub initial: usize,
+    /// Lowest limit.
+    pub min: usize,
+    /// Highest limit.
+    pub max: usize,
+}
+
+impl Default for LimitConfig {
+    fn default() -> Self {
+        Self {
+            algorithm: LimitAlgorithm::Aimd,
+            initial: 64,
+            min: 1,
+            max: 256,
+        }
+    }
+}
+
+/// The algorithm of a concurrency limit.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LimitAlgorithm {
+    /// Additive increase, multiplicative decrease.
+    #[default]
+    Aimd,
+    /// Netflix's Gradient2.
+    Gradient2,
+    /// TCP Vegas.
+    Vegas,
+    /// A fixed limit.
+    Fixed,
+}
+
+/// `retry = { ... }` of a model group: a failed attempt (a 429, a 5xx, a timeout, a lost
+/// connection) is tried again, on another deployment when one is free, after `retry-after`
+/// for a 429, within the lane's `max_wait`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RetryConfig {
+    /// Attempts in all, the first included.
+    pub max_attempts: u32,
+    /// Retries allowed per request on average (0.2: at most 20% extra requests).
+    pub budget: f64,
+    /// Retries that may be spent at once after a quiet spell.
+    pub burst: f64,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            budget: 0.2,
+            burst: 10.0,
         }
     }
 }
@@ -136,6 +250,12 @@ pub struct ModelGroupConfig {
     /// Hedging of slow requests; off when absent.
     #[serde(default)]
     pub hedge: Option<HedgeConfig>,
+    /// Adaptive concurrency limit per deployment; unlimited when absent.
+    #[serde(default)]
+    pub limit: Option<LimitConfig>,
+    /// Retries of failed attempts; none when absent.
+    #[serde(default)]
+    pub retry: Option<RetryConfig>,
 }
 
 /// `hedge = { ... }` of a model group: after the primary attempt has waited longer than the
@@ -225,6 +345,8 @@ pub struct GatewayConfig {
     pub listen: SocketAddr,
     /// `[telemetry]`.
     pub telemetry: TelemetryConfig,
+    /// `[lanes.*]`, in priority order (the defaults when none are given).
+    pub lanes: Vec<(String, LaneConfig)>,
     /// `[providers.*]`, in file order.
     pub providers: Vec<(String, ProviderConfig)>,
     /// `[models.*]`, in file order.
@@ -267,6 +389,11 @@ pub fn load(
     doc.reject_unknown_top_level(SECTIONS, &mut diags);
     let server: Option<ServerConfig> = doc.section("server", &mut diags);
     let telemetry: Option<TelemetryConfig> = doc.section("telemetry", &mut diags);
+    let mut lanes: Vec<(String, LaneConfig)> = doc.map_section("lanes", &mut diags);
+    check_lanes(&doc, &lanes, &mut diags);
+    if lanes.is_empty() {
+        lanes = default_lanes();
+    }
     let providers: Vec<(String, ProviderConfig)> = doc.map_section("providers", &mut diags);
     let models: Vec<(String, ModelGroupConfig)> = doc.map_section("models", &mut diags);
 
@@ -288,6 +415,7 @@ pub fn load(
             server,
             listen,
             telemetry,
+            lanes,
             providers,
             models,
         }),
@@ -295,6 +423,59 @@ pub fn load(
             let mut d = Diagnostics(diags);
             d.sort();
             Err(d)
+        }
+    }
+}
+
+fn check_lanes(doc: &Document<'_>, lanes: &[(String, LaneConfig)], diags: &mut Vec<Diagnostic>) {
+    let mut total = 0.0;
+    for (name, l) in lanes {
+        if !(0.0..=1.0).contains(&l.share) {
+            diags.push(doc.diag(&key(&["lanes", name, "share"]), "must be between 0 and 1"));
+        }
+        if l.max_wait.is_zero() {
+            diags.push(doc.diag(
+                &key(&["lanes", name, "max_wait"]),
+                "must be longer than zero",
+            ));
+        }
+        total += l.share;
+    }
+    if total > 1.0 + 1e-9 {
+        diags.push(doc.diag(
+            &key(&["lanes"]),
+            format!("shares add up to {total}, more than 1"),
+        ));
+    }
+}
+
+fn check_group_policies(
+    doc: &Document<'_>,
+    group: &str,
+    m: &ModelGroupConfig,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let at = |section: &str, field: &str| key(&["models", group, section, field]);
+    for (field, problem) in m.hedge.iter().flat_map(HedgeConfig::problems) {
+        diags.push(doc.diag(&at("hedge", field), problem));
+    }
+    if let Some(l) = &m.limit
+        && (l.min == 0 || l.min > l.max || !(l.min..=l.max).contains(&l.initial))
+    {
+        diags.push(doc.diag(
+            &key(&["models", group, "limit"]),
+            format!(
+                "needs 1 <= min <= initial <= max (got min {}, initial {}, max {})",
+                l.min, l.initial, l.max
+            ),
+        ));
+    }
+    if let Some(r) = &m.retry {
+        if !(1..=10).contains(&r.max_attempts) {
+            diags.push(doc.diag(&at("retry", "max_attempts"), "must be between 1 and 10"));
+        }
+        if !(0.0..=1.0).contains(&r.budget) {
+            diags.push(doc.diag(&at("retry", "budget"), "must be between 0 and 1"));
         }
     }
 }
@@ -406,9 +587,7 @@ fn check_models(
     diags: &mut Vec<Diagnostic>,
 ) {
     for (group, m) in models {
-        for (field, problem) in m.hedge.iter().flat_map(HedgeConfig::problems) {
-            diags.push(doc.diag(&key(&["models", group, "hedge", field]), problem));
-        }
+        check_group_policies(doc, group, m, diags);
         if m.deployments.is_empty() {
             diags.push(doc.diag(
                 &key(&["models", group, "deployments"]),

@@ -33,6 +33,9 @@ pub enum ErrorKind {
     UpstreamProtocol,
     /// The upstream refused the request with its own 4xx; its status and body pass through.
     UpstreamRejected,
+    /// sluice's own queue for this upstream is full, or the request waited as long as its
+    /// lane allows; `retry_after` says when to come back.
+    Overloaded,
     /// sluice is draining for shutdown and takes no new work.
     ShuttingDown,
     /// A bug in sluice.
@@ -49,7 +52,7 @@ impl ErrorKind {
             Self::MethodNotAllowed => 405,
             Self::PayloadTooLarge => 413,
             Self::UpstreamConnect | Self::UpstreamServerError | Self::UpstreamProtocol => 502,
-            Self::ShuttingDown => 503,
+            Self::ShuttingDown | Self::Overloaded => 503,
             Self::UpstreamTimeout => 504,
             Self::Internal => 500,
         }
@@ -68,7 +71,7 @@ impl ErrorKind {
             | Self::UpstreamConnect
             | Self::UpstreamServerError
             | Self::UpstreamProtocol => "upstream_error",
-            Self::ShuttingDown => "overloaded_error",
+            Self::ShuttingDown | Self::Overloaded => "overloaded_error",
             Self::Internal => "server_error",
         }
     }
@@ -87,6 +90,7 @@ impl ErrorKind {
             Self::UpstreamServerError => "upstream_server_error",
             Self::UpstreamProtocol => "upstream_protocol_error",
             Self::UpstreamRejected => "upstream_rejected",
+            Self::Overloaded => "overloaded",
             Self::ShuttingDown => "shutting_down",
             Self::Internal => "internal_error",
         }
@@ -151,6 +155,8 @@ pub struct GatewayError {
     /// The upstream's own answer, for [`ErrorKind::UpstreamRejected`] (boxed: errors travel
     /// in `Result`s on the hot path and should stay small).
     pub upstream: Option<Box<UpstreamReply>>,
+    /// When the client should come back (sent as `Retry-After`), for sluice's own refusals.
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl GatewayError {
@@ -161,7 +167,20 @@ impl GatewayError {
             message: message.into(),
             param: None,
             upstream: None,
+            retry_after: None,
         }
+    }
+
+    /// Says when to come back.
+    pub fn with_retry_after(mut self, d: std::time::Duration) -> Self {
+        self.retry_after = Some(d);
+        self
+    }
+
+    /// Whether this is an upstream's 429.
+    pub fn is_rate_limited(&self) -> bool {
+        self.kind == ErrorKind::UpstreamRejected
+            && self.upstream.as_ref().is_some_and(|r| r.status == 429)
     }
 
     /// Names the request field at fault.
@@ -177,6 +196,7 @@ impl GatewayError {
             message: Cow::Owned(format!("upstream answered {}", reply.status)),
             param: None,
             upstream: Some(Box::new(reply)),
+            retry_after: None,
         }
     }
 

@@ -113,13 +113,35 @@ impl AttemptOutcome {
     }
 }
 
+/// Why an attempt was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttemptKind {
+    /// The first try.
+    Primary,
+    /// A copy sent because the try in flight was slow.
+    Hedge,
+    /// A new try after a failed one.
+    Retry,
+}
+
+impl AttemptKind {
+    /// A short label for metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Primary => "primary",
+            Self::Hedge => "hedge",
+            Self::Retry => "retry",
+        }
+    }
+}
+
 /// One try at one upstream.
 #[derive(Clone, Debug)]
 pub struct Attempt {
     /// The upstream (deployment) name.
     pub upstream: Arc<str>,
-    /// Whether it is a hedge (a copy sent because the first attempt was slow).
-    pub hedge: bool,
+    /// Why it was made.
+    pub kind: AttemptKind,
     /// When it left.
     pub started: Instant,
     /// When its first byte arrived.
@@ -135,7 +157,7 @@ impl Attempt {
     pub fn start(upstream: Arc<str>, now: Instant) -> Self {
         Self {
             upstream,
-            hedge: false,
+            kind: AttemptKind::Primary,
             started: now,
             first_byte: None,
             ended: None,
@@ -151,6 +173,8 @@ pub struct CallRecord {
     pub request_id: RequestId,
     /// The model group the client asked for, once known.
     pub model_group: Option<Arc<str>>,
+    /// The lane the request waited in.
+    pub lane: Option<Arc<str>>,
     /// The upstream that answered (the winning attempt's).
     pub upstream: Option<Arc<str>>,
     /// Whether the client asked for a stream.
@@ -178,6 +202,7 @@ impl CallRecord {
         Self {
             request_id,
             model_group: None,
+            lane: None,
             upstream: None,
             stream: false,
             attempts: Vec::new(),

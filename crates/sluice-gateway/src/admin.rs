@@ -42,8 +42,22 @@ pub async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
     }
 }
 
-/// `GET /metrics`: Prometheus text format.
+/// `GET /metrics`: Prometheus text format, admission gauges read at the moment of the scrape.
 pub async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
+    for name in gw.routes().names() {
+        let Ok(group) = gw.routes().group(name) else {
+            continue;
+        };
+        for d in &group.deployments {
+            if let Some(limiter) = &d.limiter {
+                let stats = limiter.stats();
+                let lanes: Vec<(&str, usize, usize)> =
+                    stats.lanes.iter().map(|(l, i, q)| (&**l, *i, *q)).collect();
+                gw.telemetry()
+                    .set_admission(&group.name, &d.name, stats.limit, &lanes);
+            }
+        }
+    }
     let mut resp = gw.telemetry().render(Instant::now()).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

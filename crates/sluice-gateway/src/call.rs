@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use sluice_core::record::CLIENT_CLOSED;
-use sluice_core::{Attempt, AttemptOutcome, CallRecord, ErrorKind, RequestId};
+use sluice_core::{Attempt, AttemptKind, AttemptOutcome, CallRecord, ErrorKind, RequestId};
 use sluice_telemetry::InflightGuard;
 use tokio::time::Instant;
 
@@ -40,15 +40,15 @@ impl Call {
         &mut self.record
     }
 
-    /// Starts an attempt at `upstream` (a hedge or not); returns its index.
-    pub fn begin_attempt(&mut self, upstream: Arc<str>, now: Instant, hedge: bool) -> usize {
+    /// Starts an attempt at `upstream`; returns its index.
+    pub fn begin_attempt(&mut self, upstream: Arc<str>, now: Instant, kind: AttemptKind) -> usize {
         if self.record.timings.dispatched.is_none() {
             self.record.timings.dispatched = Some(now);
         }
         // The chosen upstream until one answers; the winner replaces it at its first byte.
         self.record.upstream.get_or_insert_with(|| upstream.clone());
         let mut attempt = Attempt::start(upstream, now);
-        attempt.hedge = hedge;
+        attempt.kind = kind;
         self.record.attempts.push(attempt);
         self.record.attempts.len() - 1
     }

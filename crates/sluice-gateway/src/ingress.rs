@@ -5,6 +5,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use sluice_core::{ChatRequest, ErrorKind, GatewayError, RequestId};
+use sluice_tail::admission::LaneSpec;
 
 /// The request id: the client's `x-request-id` when sane, else a fresh one.
 pub fn request_id(headers: &HeaderMap) -> RequestId {
@@ -17,6 +18,26 @@ fn too_large(limit: usize) -> GatewayError {
         ErrorKind::PayloadTooLarge,
         format!("request body is larger than the limit of {limit} bytes"),
     )
+}
+
+/// The request's lane: the index of `x-sluice-lane` among `lanes`, the first lane when the
+/// header is absent, a 400 naming the header and the lanes when it names none of them.
+pub fn lane(headers: &HeaderMap, lanes: &[LaneSpec]) -> Result<usize, GatewayError> {
+    let Some(value) = headers.get("x-sluice-lane") else {
+        return Ok(0);
+    };
+    let name = value.to_str().unwrap_or_default();
+    lanes.iter().position(|l| &*l.name == name).ok_or_else(|| {
+        let known: Vec<&str> = lanes.iter().map(|l| &*l.name).collect();
+        GatewayError::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "x-sluice-lane `{name}` is not a lane; lanes: {}",
+                known.join(", ")
+            ),
+        )
+        .with_param("x-sluice-lane")
+    })
 }
 
 /// Reads the whole body, refusing more than `limit` bytes (up front when `content-length`

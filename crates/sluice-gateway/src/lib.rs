@@ -5,10 +5,13 @@
 //! bottom. Every other module is one step of that walk or the glue around it.
 
 pub mod admin;
+pub mod builder;
 pub mod call;
 pub mod dispatch;
 pub mod gateway;
 pub mod ingress;
+pub mod limiter;
+pub mod policies;
 pub mod providers;
 pub mod rescue;
 pub mod respond;

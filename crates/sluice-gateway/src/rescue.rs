@@ -21,7 +21,10 @@ pub fn error_response(e: &GatewayError, id: &RequestId, upstream: Option<&str>) 
         None => (
             Body::from(error_json(e)),
             "application/json".to_string(),
-            None,
+            // Whole seconds, rounded up: never invite a client back before the queue can
+            // take it.
+            e.retry_after
+                .map(|d| d.as_secs_f64().ceil().max(1.0).to_string()),
         ),
     };
     let mut resp = Response::new(body);

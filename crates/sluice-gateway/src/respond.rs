@@ -13,6 +13,7 @@ use futures::Stream;
 use http::{HeaderMap, HeaderValue, header};
 use sluice_core::{AttemptOutcome, RequestId, Timings};
 use sluice_providers::{EventStream, StreamEvent, openai};
+use sluice_tail::admission::Permit;
 use tokio::time::Instant;
 
 use crate::call::Call;
@@ -75,8 +76,15 @@ pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
     resp
 }
 
-/// An SSE answer that starts with `first` and forwards the rest of `rest` as it arrives.
-pub fn stream(call: Call, attempt: usize, first: Bytes, rest: EventStream) -> Response {
+/// An SSE answer that starts with `first` and forwards the rest of `rest` as it arrives,
+/// holding its admission slot (`permit`) until the stream ends.
+pub fn stream(
+    call: Call,
+    attempt: usize,
+    first: Bytes,
+    rest: EventStream,
+    permit: Option<Permit>,
+) -> Response {
     let now = Instant::now();
     let mut head = HeaderMap::new();
     headers_for(&call, now, true, &mut head);
@@ -85,6 +93,7 @@ pub fn stream(call: Call, attempt: usize, first: Bytes, rest: EventStream) -> Re
         rest,
         call: Some(call),
         attempt,
+        permit,
     };
     let mut resp = Response::new(Body::from_stream(body));
     let h = resp.headers_mut();
@@ -105,6 +114,8 @@ struct ClientStream {
     rest: EventStream,
     call: Option<Call>,
     attempt: usize,
+    /// Released when the stream ends (or the client leaves and this is dropped).
+    permit: Option<Permit>,
 }
 
 impl Stream for ClientStream {
@@ -128,6 +139,7 @@ impl Stream for ClientStream {
                     }
                 }
                 Poll::Ready(Some(Err(e))) => {
+                    this.permit = None;
                     if let Some(mut call) = this.call.take() {
                         call.end_attempt(
                             this.attempt,
@@ -139,6 +151,7 @@ impl Stream for ClientStream {
                     return Poll::Ready(Some(Ok(openai::error_frame(&e))));
                 }
                 Poll::Ready(None) => {
+                    this.permit = None;
                     if let Some(mut call) = this.call.take() {
                         call.end_attempt(this.attempt, AttemptOutcome::Ok, Instant::now());
                         call.finish(200, None);

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sluice_core::{ErrorKind, GatewayError, RequestId};
 use sluice_providers::Provider;
-use sluice_tail::{HedgeBudget, HedgePolicy};
+use sluice_tail::{Budget, HedgePolicy, RetryPolicy};
+
+use crate::limiter::Limiter;
 
 /// One place a group's requests can go.
 #[derive(Clone)]
@@ -19,6 +21,8 @@ pub struct Deployment {
     pub model: Arc<str>,
     /// Relative share of traffic.
     pub weight: u32,
+    /// Its concurrency limit and queue, when the group limits concurrency.
+    pub limiter: Option<Arc<Limiter>>,
 }
 
 impl std::fmt::Debug for Deployment {
@@ -37,14 +41,33 @@ pub struct Hedging {
     /// When to hedge.
     pub policy: HedgePolicy,
     /// How many hedges are left to spend.
-    pub budget: Mutex<HedgeBudget>,
+    pub budget: Mutex<Budget>,
 }
 
 impl Hedging {
     /// Hedging by `policy`, with a fresh budget.
     pub fn new(policy: HedgePolicy) -> Self {
         Self {
-            budget: Mutex::new(HedgeBudget::new(&policy)),
+            budget: Mutex::new(policy.budget()),
+            policy,
+        }
+    }
+}
+
+/// A model group's retries: its policy and its budget.
+#[derive(Debug)]
+pub struct Retrying {
+    /// How to retry.
+    pub policy: RetryPolicy,
+    /// How many retries are left to spend.
+    pub budget: Mutex<Budget>,
+}
+
+impl Retrying {
+    /// Retries by `policy`, with a fresh budget.
+    pub fn new(policy: RetryPolicy) -> Self {
+        Self {
+            budget: Mutex::new(policy.budget()),
             policy,
         }
     }
@@ -59,6 +82,8 @@ pub struct ModelGroup {
     pub deployments: Vec<Deployment>,
     /// How it hedges slow requests, if it does.
     pub hedging: Option<Hedging>,
+    /// How it retries failed attempts, if it does.
+    pub retrying: Option<Retrying>,
     total_weight: u64,
 }
 
@@ -70,8 +95,15 @@ impl ModelGroup {
             name: Arc::from(name),
             deployments,
             hedging: hedge.map(Hedging::new),
+            retrying: None,
             total_weight,
         }
+    }
+
+    /// The same group, retrying by `retry` if given.
+    pub fn with_retries(mut self, retry: Option<RetryPolicy>) -> Self {
+        self.retrying = retry.map(Retrying::new);
+        self
     }
 
     /// The deployment a ticket in `0..total` falls on, among those `keep` accepts.
@@ -177,6 +209,33 @@ impl Routes {
             .ok_or_else(|| GatewayError::new(ErrorKind::Internal, "no deployment"))
     }
 
+    /// Picks as [`Routes::pick`] does; but in a group that limits concurrency (and so paces
+    /// itself under rate limits), a deployment paused by a 429 (until its `retry-after`) is
+    /// passed over for one that is not, while there is one: its queue would only hold the
+    /// request until the pause ended. Only the pause counts, not the longer quiet period that
+    /// keeps hedges away, or traffic would pile onto the other deployments until they too
+    /// refused it.
+    pub fn pick_paced<'a>(
+        &self,
+        group: &'a ModelGroup,
+        id: &RequestId,
+    ) -> Result<&'a Deployment, GatewayError> {
+        let first = self.pick(group, id)?;
+        let now = tokio::time::Instant::now();
+        let paused = |d: &Deployment| d.limiter.as_ref().is_some_and(|l| l.is_paused(now));
+        if !paused(first) {
+            return Ok(first);
+        }
+        Ok(self
+            .pick_other(group, first, id, |d| !paused(d))
+            .unwrap_or(first))
+    }
+
+    /// A number in `[0, 1)` for request `id` and `salt`: the seeded randomness of jitter.
+    pub fn unit(&self, id: &RequestId, salt: u64) -> f64 {
+        (ticket_hash(self.seed, 16 + salt, id.as_str()) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// Picks a deployment for a hedge of a request sent to `not`, among those `available`
     /// accepts, by weight. Another deployment first, because a stall on one upstream is often
     /// shared by its other requests; failing that, `not` itself (a second request usually
@@ -228,6 +287,7 @@ mod tests {
             provider: Arc::new(Nothing),
             model: Arc::from("m"),
             weight,
+            limiter: None,
         }
     }
 

@@ -21,12 +21,22 @@ pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> R
     // The record opens first so that every request, even one rejected in ingress, is counted.
     let mut call = Call::open(gw.clone(), ingress::request_id(&parts.headers), now);
     match walk(&gw, &mut call, &parts.headers, body).await {
-        Ok(Answer::Complete { attempt, body }) => respond::complete(call, attempt, body),
+        Ok(Answer::Complete {
+            attempt,
+            body,
+            permit,
+        }) => {
+            let resp = respond::complete(call, attempt, body);
+            // The slot is free once the answer is written out.
+            drop(permit);
+            resp
+        }
         Ok(Answer::Stream {
             attempt,
             first,
             rest,
-        }) => respond::stream(call, attempt, first, rest),
+            permit,
+        }) => respond::stream(call, attempt, first, rest, permit),
         Err(e) => fail(call, &e),
     }
 }
@@ -43,17 +53,21 @@ async fn walk(
     let request = Arc::new(ingress::parse(&bytes)?);
     call.record_mut().stream = request.stream;
 
-    // 2. Route: the model group, then one deployment by weight. Before dispatch, because
+    // 2. Lane: read before routing so a bad lane costs nothing, used by admission below.
+    let lane = ingress::lane(headers, &gw.lanes)?;
+    call.record_mut().lane = gw.lanes.get(lane).map(|l| l.name.clone());
+
+    // 3. Route: the model group, then one deployment by weight. Before dispatch, because
     //    everything after works on a concrete upstream.
     let group = gw.routes.group(&request.model)?;
     call.record_mut().model_group = Some(group.name.clone());
-    let deployment = gw.routes.pick(group, &call.record().request_id)?;
+    let deployment = gw.routes.pick_paced(group, &call.record().request_id)?;
 
-    // 3. Dispatch: attempts up to the first byte, so an early failure still gets a proper
-    //    status; a slow first attempt is hedged to another deployment when the group hedges.
-    //    Last, because hedging reads the routed deployment's latency window. Admission and
-    //    retries will wrap this step as they land.
-    dispatch::dispatch(gw, call, group, deployment, request).await
+    // 4. Dispatch: admission (a slot under the deployment's concurrency limit, waiting in the
+    //    lane's queue), then attempts up to the first byte so an early failure still gets a
+    //    proper status; a slow attempt is hedged, a failed one retried, when the group says so.
+    //    Last, because all of it works on the routed deployment and its latency window.
+    dispatch::dispatch(gw, call, group, deployment, request, lane).await
 }
 
 /// Answers with the error and settles the call.

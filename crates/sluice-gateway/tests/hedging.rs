@@ -2,86 +2,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::VecDeque;
+#[path = "scripted/mod.rs"]
+mod scripted;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use bytes::Bytes;
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use sluice_config::gateway::DeploymentConfig;
-use sluice_core::{AttemptOutcome, CallRecord, ErrorKind, GatewayError};
+use sluice_core::{AttemptKind, AttemptOutcome, CallRecord, ErrorKind};
 use sluice_gateway::GatewayBuilder;
-use sluice_providers::{Completion, Provider, UpstreamCall, UpstreamResponse};
 use sluice_tail::{HedgePolicy, WindowConfig};
 use tokio::time::{Instant, sleep};
 use tower::ServiceExt;
 
-/// How a scripted call ends.
-#[derive(Clone, Copy)]
-enum End {
-    Ok,
-    Fail,
-    /// 429 with this `retry-after`, in seconds.
-    Limited(u64),
-}
-
-/// An upstream that answers each call after the next scripted delay, or fails.
-#[derive(Clone, Default)]
-struct Scripted {
-    steps: Arc<Mutex<VecDeque<(u64, End)>>>,
-    calls: Arc<Mutex<u32>>,
-}
-
-impl Scripted {
-    fn push(&self, ms: u64, ok: bool) {
-        self.steps
-            .lock()
-            .push_back((ms, if ok { End::Ok } else { End::Fail }));
-    }
-    fn push_limited(&self, ms: u64, retry_after: u64) {
-        self.steps.lock().push_back((ms, End::Limited(retry_after)));
-    }
-    fn calls(&self) -> u32 {
-        *self.calls.lock()
-    }
-}
-
-impl Provider for Scripted {
-    fn call(&self, _: UpstreamCall) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
-        *self.calls.lock() += 1;
-        let (ms, end) = self.steps.lock().pop_front().unwrap_or((100, End::Ok));
-        async move {
-            sleep(Duration::from_millis(ms)).await;
-            match end {
-                End::Ok => {}
-                End::Fail => {
-                    return Err(GatewayError::new(
-                        ErrorKind::UpstreamServerError,
-                        "scripted failure",
-                    ));
-                }
-                End::Limited(secs) => {
-                    return Err(GatewayError::rejected(sluice_core::UpstreamReply {
-                        status: 429,
-                        body: Bytes::from_static(b"{}"),
-                        content_type: None,
-                        retry_after: Some(secs.to_string()),
-                    }));
-                }
-            }
-            Ok(UpstreamResponse::Complete(Completion {
-                body: Bytes::from_static(br#"{"choices":[]}"#),
-                usage: None,
-                first_byte: Instant::now(),
-            }))
-        }
-        .boxed()
-    }
-}
+use crate::scripted::Scripted;
 
 struct Rig {
     gw: Arc<sluice_gateway::Gateway>,
@@ -179,9 +116,9 @@ async fn a_stalled_request_is_hedged_to_the_other_upstream_and_the_hedge_wins() 
     );
     assert_eq!(rec.attempts.len(), 2);
     assert_eq!(rec.attempts[0].outcome, AttemptOutcome::Lost);
-    assert!(!rec.attempts[0].hedge);
+    assert_eq!(rec.attempts[0].kind, AttemptKind::Primary);
     assert_eq!(rec.attempts[1].outcome, AttemptOutcome::Ok);
-    assert!(rec.attempts[1].hedge);
+    assert_eq!(rec.attempts[1].kind, AttemptKind::Hedge);
     assert_eq!(rec.upstream.as_deref(), Some("b"));
     assert_eq!((r.a.calls(), r.b.calls()), (21, 1));
     let page = r.gw.telemetry().render(Instant::now());

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde::Serialize;
-use sluice_gateway::gateway::{BuildError, hedge_policy};
+use sluice_gateway::gateway::BuildError;
 use sluice_gateway::{Gateway, GatewayBuilder};
 use sluice_providers::WithTimeouts;
 use sluice_telemetry::LatencyReport;
@@ -62,9 +62,6 @@ pub struct Rig {
 pub fn rig(s: &Scenario, seed: u64, builder: GatewayBuilder) -> Result<Rig, BuildError> {
     let now = Instant::now();
     let mut b = builder.seed(seed);
-    if let Some(h) = &s.gateway.hedge {
-        b = b.hedging(hedge_policy(h));
-    }
     let mut upstreams = Vec::new();
     for (name, spec) in &s.upstreams {
         let up = Arc::new(SimUpstream::new(name, spec.clone(), seed, now));
@@ -77,16 +74,9 @@ pub fn rig(s: &Scenario, seed: u64, builder: GatewayBuilder) -> Result<Rig, Buil
         b = b.provider(name, Arc::new(timed));
         upstreams.push((name.clone(), up));
     }
-    for (group, m) in &s.models {
-        b = b.model_hedged(
-            group,
-            m.deployments.clone(),
-            m.hedge.as_ref().map(hedge_policy),
-        );
-    }
     Ok(Rig {
         upstreams,
-        gateway: b.build()?,
+        gateway: s.configure(b).build()?,
     })
 }
 

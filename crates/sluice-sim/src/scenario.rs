@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use sluice_config::document::Seg;
-use sluice_config::gateway::{HedgeConfig, ModelGroupConfig};
+use sluice_config::gateway::{HedgeConfig, LimitConfig, ModelGroupConfig, RetryConfig};
 use sluice_config::{Diagnostics, Document};
+
+use sluice_gateway::{GatewayBuilder, policies};
 
 use crate::load::{Burst, Traffic, Workload};
 use crate::spec::UpstreamSpec;
@@ -54,6 +56,10 @@ pub struct GatewaySection {
     pub idle_timeout: Duration,
     /// Hedging for every model group that sets none of its own (off when absent).
     pub hedge: Option<HedgeConfig>,
+    /// Concurrency limits for every model group that sets none of its own (none when absent).
+    pub limit: Option<LimitConfig>,
+    /// Retries for every model group that sets none of its own (none when absent).
+    pub retry: Option<RetryConfig>,
 }
 
 impl Default for GatewaySection {
@@ -62,6 +68,8 @@ impl Default for GatewaySection {
             first_byte_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(30),
             hedge: None,
+            limit: None,
+            retry: None,
         }
     }
 }
@@ -207,6 +215,26 @@ impl Scenario {
                 Err(d)
             }
         }
+    }
+
+    /// Applies the scenario's gateway settings to `b`: its default policies (where `b` sets
+    /// none) and its model groups with their own policies. Providers are the caller's: the
+    /// harness plugs in simulators in-process, the demo over HTTP.
+    pub fn configure(&self, mut b: GatewayBuilder) -> GatewayBuilder {
+        let g = &self.gateway;
+        if let Some(h) = &g.hedge {
+            b = b.hedging(policies::hedge(h));
+        }
+        if let Some(l) = &g.limit {
+            b = b.limits(policies::limit(l));
+        }
+        if let Some(r) = &g.retry {
+            b = b.retries(policies::retry(r));
+        }
+        for (group, m) in &self.models {
+            b = b.model_with(group, m.deployments.clone(), policies::of_group(m));
+        }
+        b
     }
 
     /// The scenario's schedule of requests.

@@ -2,7 +2,8 @@
 //! switched on. The demo and `sluice scenario run` replay the same traffic through each.
 
 use sluice_gateway::GatewayBuilder;
-use sluice_tail::HedgePolicy;
+use sluice_tail::limit::LimitSpec;
+use sluice_tail::{HedgePolicy, RetryPolicy};
 
 /// A gateway set up one way.
 #[derive(Clone, Copy, Debug)]
@@ -23,7 +24,18 @@ fn hedged(b: GatewayBuilder) -> GatewayBuilder {
     b.hedging(HedgePolicy::default())
 }
 
-/// Every column, in order. Each policy adds one as it lands.
+fn admitted(b: GatewayBuilder) -> GatewayBuilder {
+    hedged(b)
+        .limits(LimitSpec::Aimd {
+            initial: 64,
+            min: 1,
+            max: 256,
+        })
+        .retries(RetryPolicy::default())
+}
+
+/// Every column, in order, each adding a policy to the one before. Each policy adds one as
+/// it lands.
 pub fn all() -> Vec<Variant> {
     vec![
         Variant {
@@ -36,6 +48,12 @@ pub fn all() -> Vec<Variant> {
             about: "hedge after the upstream's P95 time to first byte, to another upstream, \
                     within a 10% budget; the first good first byte wins",
             apply: hedged,
+        },
+        Variant {
+            name: "+admission",
+            about: "and an AIMD concurrency limit per upstream with lane queues (interactive \
+                    before batch), and retries of 429s and failures within a 20% budget",
+            apply: admitted,
         },
     ]
 }

@@ -10,6 +10,8 @@
 
 use std::time::Duration;
 
+use crate::budget::Budget;
+
 /// How a model group hedges.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HedgePolicy {
@@ -38,45 +40,15 @@ impl Default for HedgePolicy {
 }
 
 impl HedgePolicy {
+    /// A fresh budget for this policy.
+    pub fn budget(&self) -> Budget {
+        Budget::new(self.budget, self.burst)
+    }
+
     /// The hedge delay given the observed quantile (`None` while the window is too thin: no
     /// hedge rather than a guess).
     pub fn delay(&self, observed: Option<Duration>) -> Option<Duration> {
         observed.map(|d| d.max(self.min_delay))
-    }
-}
-
-/// The hedging budget of one model group.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HedgeBudget {
-    balance: f64,
-    ratio: f64,
-    burst: f64,
-}
-
-impl HedgeBudget {
-    /// A budget that starts with a single hedge available (none when the budget is zero).
-    pub fn new(policy: &HedgePolicy) -> Self {
-        let ratio = policy.budget.max(0.0);
-        Self {
-            balance: if ratio > 0.0 { 1.0 } else { 0.0 },
-            ratio,
-            burst: policy.burst.max(1.0),
-        }
-    }
-
-    /// Credits one incoming request.
-    pub fn deposit(&mut self) {
-        self.balance = (self.balance + self.ratio).min(self.burst);
-    }
-
-    /// Spends one hedge if the budget has it.
-    pub fn try_spend(&mut self) -> bool {
-        if self.balance >= 1.0 {
-            self.balance -= 1.0;
-            true
-        } else {
-            false
-        }
     }
 }
 
@@ -101,7 +73,7 @@ mod tests {
     #[test]
     fn hedges_stay_within_the_budget_when_everything_is_slow() {
         let p = HedgePolicy::default();
-        let mut b = HedgeBudget::new(&p);
+        let mut b = p.budget();
         let mut hedges = 0;
         for _ in 0..10_000 {
             b.deposit();
@@ -109,8 +81,8 @@ mod tests {
                 hedges += 1;
             }
         }
-        // Every request wanted a hedge; 10% plus the starting balance got one.
-        assert!((1000..=1002).contains(&hedges), "{hedges}");
+        // Every request wanted a hedge; 10% plus the starting (full) balance got one.
+        assert!((1000..=1010).contains(&hedges), "{hedges}");
     }
 
     #[test]
@@ -120,7 +92,7 @@ mod tests {
             burst: 3.0,
             ..HedgePolicy::default()
         };
-        let mut b = HedgeBudget::new(&p);
+        let mut b = p.budget();
         for _ in 0..100 {
             b.deposit();
         }
@@ -134,7 +106,7 @@ mod tests {
             budget: 0.0,
             ..HedgePolicy::default()
         };
-        let mut b = HedgeBudget::new(&p);
+        let mut b = p.budget();
         for _ in 0..100 {
             b.deposit();
         }

@@ -3,10 +3,16 @@
 //!
 //! Every algorithm here takes `now` as an argument, so it runs the same on tokio's paused clock.
 
+pub mod admission;
+pub mod budget;
 pub mod cooldown;
 pub mod hedge;
+pub mod limit;
+pub mod retry;
 pub mod window;
 
+pub use budget::Budget;
 pub use cooldown::Cooldowns;
-pub use hedge::{HedgeBudget, HedgePolicy};
+pub use hedge::HedgePolicy;
+pub use retry::RetryPolicy;
 pub use window::{LatencyWindow, Percentiles, WindowConfig, WindowError};

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
-use sluice_core::{AttemptOutcome, CallRecord, ErrorKind, Phase};
+use sluice_core::{AttemptKind, AttemptOutcome, CallRecord, ErrorKind, Phase};
 use sluice_tail::{WindowConfig, WindowError};
 use tokio::time::Instant;
 
 use crate::metrics::{
-    AttemptLabels, GroupLabels, HedgeLabels, Metrics, PairLabels, QuantileLabels, RequestLabels,
-    TokenLabels,
+    AttemptLabels, GroupLabels, HedgeLabels, LaneLabels, LimitLabels, Metrics, PairLabels,
+    QuantileLabels, RequestLabels, RetryLabels, TokenLabels,
 };
 use crate::windows::{LatencyReport, WindowKey, Windows};
 
@@ -113,7 +113,14 @@ impl Telemetry {
                 outcome: a.outcome.label().to_string(),
             })
             .inc();
-        if a.hedge {
+        if a.kind == AttemptKind::Retry {
+            let labels = RetryLabels {
+                group: group.to_string(),
+                outcome: a.outcome.label().to_string(),
+            };
+            self.metrics.retries.get_or_create(&labels).inc();
+        }
+        if a.kind == AttemptKind::Hedge {
             let result = match a.outcome {
                 AttemptOutcome::Ok => "won",
                 AttemptOutcome::Lost => "lost",
@@ -123,7 +130,7 @@ impl Telemetry {
             self.count_hedge(group, result);
         }
         let censored = a.outcome == AttemptOutcome::Failed(ErrorKind::UpstreamTimeout)
-            || (a.outcome == AttemptOutcome::Lost && !a.hedge);
+            || (a.outcome == AttemptOutcome::Lost && a.kind != AttemptKind::Hedge);
         let key = WindowKey {
             group: Arc::from(group),
             upstream: a.upstream.clone(),
@@ -160,6 +167,37 @@ impl Telemetry {
             result,
         };
         self.metrics.hedges.get_or_create(&labels).inc();
+    }
+
+    /// Sets the admission gauges of one deployment: its limit, and (lane, in flight, queued).
+    pub fn set_admission(
+        &self,
+        group: &str,
+        upstream: &str,
+        limit: usize,
+        lanes: &[(&str, usize, usize)],
+    ) {
+        let m = &self.metrics;
+        let key = LimitLabels {
+            group: group.to_string(),
+            upstream: upstream.to_string(),
+        };
+        m.concurrency_limit
+            .get_or_create(&key)
+            .set(i64::try_from(limit).unwrap_or(i64::MAX));
+        for (lane, inflight, queued) in lanes {
+            for (state, n) in [("inflight", inflight), ("queued", queued)] {
+                let labels = LaneLabels {
+                    group: group.to_string(),
+                    upstream: upstream.to_string(),
+                    lane: (*lane).to_string(),
+                    state,
+                };
+                m.admission
+                    .get_or_create(&labels)
+                    .set(i64::try_from(*n).unwrap_or(i64::MAX));
+            }
+        }
     }
 
     /// The percentile windows, for policies that read them (hedging, breakers).

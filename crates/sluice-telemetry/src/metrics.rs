@@ -71,6 +71,37 @@ pub struct HedgeLabels {
     pub result: &'static str,
 }
 
+/// Labels of the concurrency-limit gauges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    /// Model group.
+    pub group: String,
+    /// Upstream.
+    pub upstream: String,
+}
+
+/// Labels of the admission gauges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LaneLabels {
+    /// Model group.
+    pub group: String,
+    /// Upstream.
+    pub upstream: String,
+    /// Lane.
+    pub lane: String,
+    /// `inflight` or `queued`.
+    pub state: &'static str,
+}
+
+/// Labels of the retry counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RetryLabels {
+    /// Model group.
+    pub group: String,
+    /// How the retry ended: `ok`, or the error code, or `lost`/`cancelled`.
+    pub outcome: String,
+}
+
 /// Labels of the window-quantile gauges.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QuantileLabels {
@@ -115,6 +146,12 @@ pub struct Metrics {
     pub attempts: Family<AttemptLabels, Counter>,
     /// Hedges by result.
     pub hedges: Family<HedgeLabels, Counter>,
+    /// Retries by outcome.
+    pub retries: Family<RetryLabels, Counter>,
+    /// Each deployment's current concurrency limit.
+    pub concurrency_limit: Family<LimitLabels, Gauge>,
+    /// Requests in flight and queued per deployment and lane.
+    pub admission: Family<LaneLabels, Gauge>,
     /// Percentiles of the rotating windows, refreshed at each scrape.
     pub window_quantiles: Family<QuantileLabels, Gauge<f64, AtomicU64>>,
     /// Requests being served now.
@@ -135,6 +172,9 @@ impl Metrics {
             tokens: Family::default(),
             attempts: Family::default(),
             hedges: Family::default(),
+            retries: Family::default(),
+            concurrency_limit: Family::default(),
+            admission: Family::default(),
             window_quantiles: Family::default(),
             inflight: Gauge::default(),
         };
@@ -173,6 +213,17 @@ impl Metrics {
             "upstream_attempts",
             "Upstream attempts by outcome",
             m.attempts.clone(),
+        );
+        r.register("retries", "Retried attempts by outcome", m.retries.clone());
+        r.register(
+            "upstream_concurrency_limit",
+            "Current adaptive concurrency limit per deployment",
+            m.concurrency_limit.clone(),
+        );
+        r.register(
+            "admission_requests",
+            "Requests in flight and queued per deployment and lane",
+            m.admission.clone(),
         );
         r.register(
             "hedges",

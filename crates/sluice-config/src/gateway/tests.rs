@@ -160,3 +160,65 @@ hedge = { quantile = 1.5, burst = 0.5 }
     let h = cfg.models[0].1.hedge.clone().unwrap();
     assert_eq!((h.quantile, h.budget, h.min_samples), (0.9, 0.05, 50));
 }
+
+#[test]
+fn lanes_limits_and_retries_are_read_and_checked() {
+    let text = r#"
+[lanes.live]
+share = 0.7
+max_wait = "5s"
+[lanes.bulk]
+share = 0.6
+max_queue = 50000
+[providers.p]
+kind = "openai"
+base_url = "http://localhost:1/v1"
+[models.a]
+deployments = [{ provider = "p", model = "x" }]
+limit = { algorithm = "vegas", initial = 8, max = 64 }
+retry = { max_attempts = 2 }
+[models.b]
+deployments = [{ provider = "p", model = "y" }]
+limit = { initial = 0 }
+retry = { max_attempts = 20, budget = 3.0 }
+"#;
+    let err = load(text, &env(&[]), &[]).unwrap_err();
+    let paths: Vec<&str> = err.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "lanes",
+            "models.b.limit",
+            "models.b.retry.max_attempts",
+            "models.b.retry.budget"
+        ],
+        "{err}"
+    );
+    let fixed = text.replace("share = 0.6", "share = 0.3");
+    let ok = fixed.split("[models.b]").next().unwrap();
+    let cfg = load(ok, &env(&[]), &[]).unwrap();
+    assert_eq!(
+        cfg.lanes
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        ["live", "bulk"]
+    );
+    assert_eq!(cfg.lanes[0].1.max_wait, Duration::from_secs(5));
+    assert_eq!(cfg.lanes[1].1.max_queue, 50000);
+    let a = &cfg.models[0].1;
+    assert_eq!(a.limit.as_ref().unwrap().algorithm, LimitAlgorithm::Vegas);
+    assert_eq!(a.retry.as_ref().unwrap().max_attempts, 2);
+}
+
+#[test]
+fn without_lanes_the_defaults_apply() {
+    let cfg = load("", &env(&[]), &[]).unwrap();
+    assert_eq!(
+        cfg.lanes
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        ["interactive", "batch"]
+    );
+}

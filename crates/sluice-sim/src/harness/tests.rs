@@ -152,3 +152,59 @@ fn a_scenario_can_switch_hedging_on_itself() {
     let r = run(&s).unwrap();
     assert!(r.extra_requests > 0);
 }
+
+fn admitted(s: &Scenario) -> Report {
+    let v = crate::variants::all()
+        .into_iter()
+        .find(|v| v.name == "+admission")
+        .unwrap();
+    run_with(s, (v.apply)(sluice_gateway::GatewayBuilder::new())).unwrap()
+}
+
+#[test]
+fn admission_finishes_every_batch_document_behind_a_60_rpm_limit() {
+    let s = scenario("rate-limited");
+    let plain = run(&s).unwrap();
+    let paced = admitted(&s);
+    let batch = |r: &Report| r.summary.lanes["batch"].clone();
+    assert!(
+        batch(&plain).ok < batch(&plain).count / 2,
+        "the plain proxy loses most of the batch to 429s"
+    );
+    assert_eq!(
+        batch(&paced).ok,
+        batch(&paced).count,
+        "{:?}",
+        batch(&paced).errors_by_status
+    );
+    assert_eq!(
+        paced.summary.all.ok, paced.summary.all.count,
+        "interactive too"
+    );
+    // Backpressure, not magic: 400 documents at 60 a minute take about six minutes.
+    assert!(batch(&paced).total.max > Duration::from_secs(300));
+    // The upstream never saw more than its limit allows: every request it answered was paced.
+    assert_eq!(paced.upstreams["limited"].answered, paced.summary.all.count);
+}
+
+#[test]
+fn admission_keeps_batch_floods_from_failing_interactive_users() {
+    let s = scenario("doc-analysis");
+    let plain = run(&s).unwrap();
+    let paced = admitted(&s);
+    let interactive = |r: &Report| r.summary.lanes["interactive"].clone();
+    assert!(
+        interactive(&plain).ok < interactive(&plain).count,
+        "the plain proxy fails some"
+    );
+    assert_eq!(interactive(&paced).ok, interactive(&paced).count);
+    assert_eq!(paced.summary.all.ok, paced.summary.all.count);
+    // Hedging still cuts the stalls out of the interactive first byte.
+    assert!(interactive(&paced).ttfb.p99 * 2 < interactive(&plain).ttfb.p99);
+}
+
+#[test]
+fn admitted_runs_repeat_exactly() {
+    let s = scenario("doc-analysis");
+    assert_eq!(json(&admitted(&s)), json(&admitted(&s)));
+}

@@ -1,0 +1,249 @@
+//! Assembles a [`Gateway`] from configuration and code: providers, model groups with their
+//! policies (hedging, concurrency limits, retries), lanes, telemetry.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use parking_lot::Mutex;
+use sluice_config::gateway::{DeploymentConfig, Env, GatewayConfig};
+use sluice_core::GatewayError;
+use sluice_providers::Provider;
+use sluice_tail::admission::LaneSpec;
+use sluice_tail::limit::LimitSpec;
+use sluice_tail::{Cooldowns, HedgePolicy, RetryPolicy, WindowConfig, WindowError};
+use sluice_telemetry::Telemetry;
+
+use crate::gateway::{Gateway, RecordSink};
+use crate::limiter::Limiter;
+use crate::policies;
+use crate::routing::{Deployment, ModelGroup, Routes, ticket_hash};
+
+/// The policies of one model group; `None` takes the builder's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GroupPolicies {
+    /// Hedging of slow requests.
+    pub hedge: Option<HedgePolicy>,
+    /// Concurrency limit per deployment.
+    pub limit: Option<LimitSpec>,
+    /// Retries of failed attempts.
+    pub retry: Option<RetryPolicy>,
+}
+
+impl GroupPolicies {
+    /// Each policy of `self`, or of `defaults` where `self` has none.
+    fn or(self, defaults: GroupPolicies) -> Self {
+        Self {
+            hedge: self.hedge.or(defaults.hedge),
+            limit: self.limit.or(defaults.limit),
+            retry: self.retry.or(defaults.retry),
+        }
+    }
+}
+
+/// Why a gateway could not be assembled.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A deployment names a provider nobody supplied.
+    #[error("model `{group}`: no provider named `{provider}`")]
+    UnknownProvider {
+        /// The group.
+        group: String,
+        /// The missing provider.
+        provider: String,
+    },
+    /// A provider adapter could not be built.
+    #[error("provider `{name}`: {source}")]
+    Provider {
+        /// The provider.
+        name: String,
+        /// Why.
+        source: GatewayError,
+    },
+    /// The latency window shape is unusable.
+    #[error("latency window: {0}")]
+    Window(#[from] WindowError),
+}
+
+/// Assembles a [`Gateway`].
+pub struct GatewayBuilder {
+    providers: HashMap<String, Arc<dyn Provider>>,
+    models: Vec<(String, Vec<DeploymentConfig>, GroupPolicies)>,
+    defaults: GroupPolicies,
+    lanes: Vec<LaneSpec>,
+    window: WindowConfig,
+    max_body_bytes: usize,
+    seed: Option<u64>,
+    sinks: Vec<RecordSink>,
+}
+
+impl Default for GatewayBuilder {
+    fn default() -> Self {
+        Self {
+            providers: HashMap::new(),
+            models: Vec::new(),
+            defaults: GroupPolicies::default(),
+            lanes: policies::lane_specs(&sluice_config::gateway::default_lanes()),
+            window: WindowConfig::default(),
+            max_body_bytes: usize::try_from(sluice_config::gateway::DEFAULT_MAX_BODY_BYTES)
+                .unwrap_or(usize::MAX),
+            seed: None,
+            sinks: Vec::new(),
+        }
+    }
+}
+
+impl GatewayBuilder {
+    /// An empty builder with default limits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A builder holding everything `cfg` describes, HTTP providers included.
+    pub fn from_config(cfg: &GatewayConfig, env: &dyn Env) -> Result<Self, BuildError> {
+        let mut b = Self::new()
+            .max_body_bytes(usize::try_from(cfg.server.max_body_bytes).unwrap_or(usize::MAX))
+            .window(WindowConfig {
+                length: cfg.telemetry.latency_window,
+                slices: cfg.telemetry.latency_window_slices,
+            })
+            .lanes(policies::lane_specs(&cfg.lanes));
+        for (name, p) in &cfg.providers {
+            let provider = crate::providers::from_config(name, p, env).map_err(|source| {
+                BuildError::Provider {
+                    name: name.clone(),
+                    source,
+                }
+            })?;
+            b = b.provider(name, provider);
+        }
+        for (group, m) in &cfg.models {
+            b = b.model_with(group, m.deployments.clone(), policies::of_group(m));
+        }
+        Ok(b)
+    }
+
+    /// Adds (or replaces) a provider, e.g. an in-process simulator.
+    pub fn provider(mut self, name: &str, provider: Arc<dyn Provider>) -> Self {
+        self.providers.insert(name.to_string(), provider);
+        self
+    }
+
+    /// Adds a model group with the default policies.
+    pub fn model(self, group: &str, deployments: Vec<DeploymentConfig>) -> Self {
+        self.model_with(group, deployments, GroupPolicies::default())
+    }
+
+    /// Adds a model group with its own policies (the defaults fill what it leaves `None`).
+    pub fn model_with(
+        mut self,
+        group: &str,
+        deployments: Vec<DeploymentConfig>,
+        p: GroupPolicies,
+    ) -> Self {
+        self.models.push((group.to_string(), deployments, p));
+        self
+    }
+
+    /// Hedges every group that sets no hedging of its own.
+    pub fn hedging(mut self, policy: HedgePolicy) -> Self {
+        self.defaults.hedge = Some(policy);
+        self
+    }
+
+    /// Limits the concurrency of every deployment whose group sets no limit of its own.
+    pub fn limits(mut self, spec: LimitSpec) -> Self {
+        self.defaults.limit = Some(spec);
+        self
+    }
+
+    /// Retries in every group that sets no retries of its own.
+    pub fn retries(mut self, policy: RetryPolicy) -> Self {
+        self.defaults.retry = Some(policy);
+        self
+    }
+
+    /// Sets the lanes, in priority order (the first is the default lane).
+    pub fn lanes(mut self, lanes: Vec<LaneSpec>) -> Self {
+        if !lanes.is_empty() {
+            self.lanes = lanes;
+        }
+        self
+    }
+
+    /// Sets the body limit.
+    pub fn max_body_bytes(mut self, n: usize) -> Self {
+        self.max_body_bytes = n;
+        self
+    }
+
+    /// Sets the latency window shape.
+    pub fn window(mut self, w: WindowConfig) -> Self {
+        self.window = w;
+        self
+    }
+
+    /// Seeds routing (and the limits' jitter), for runs that must repeat.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Adds a sink told about every finished call.
+    pub fn on_record(mut self, sink: RecordSink) -> Self {
+        self.sinks.push(sink);
+        self
+    }
+
+    /// Resolves provider references and builds the gateway.
+    pub fn build(self) -> Result<Arc<Gateway>, BuildError> {
+        let seed = self.seed.unwrap_or_else(time_seed);
+        let mut groups = Vec::with_capacity(self.models.len());
+        for (group, deps, own) in &self.models {
+            let p = own.or(self.defaults);
+            let mut out = Vec::with_capacity(deps.len());
+            for d in deps {
+                let provider =
+                    self.providers
+                        .get(&d.provider)
+                        .ok_or_else(|| BuildError::UnknownProvider {
+                            group: group.clone(),
+                            provider: d.provider.clone(),
+                        })?;
+                let name = d.display_name();
+                let limiter = p.limit.map(|spec| {
+                    Arc::new(Limiter::new(
+                        &spec,
+                        &self.lanes,
+                        ticket_hash(seed, 2, &name),
+                    ))
+                });
+                out.push(Deployment {
+                    name: Arc::from(name),
+                    provider: provider.clone(),
+                    model: Arc::from(d.model.as_str()),
+                    weight: d.weight,
+                    limiter,
+                });
+            }
+            groups.push(ModelGroup::new(group, out, p.hedge).with_retries(p.retry));
+        }
+        Ok(Arc::new(Gateway {
+            routes: Routes::new(groups, seed),
+            lanes: self.lanes,
+            telemetry: Arc::new(Telemetry::new(self.window)?),
+            max_body_bytes: self.max_body_bytes,
+            draining: AtomicBool::new(false),
+            sinks: self.sinks,
+            cooling: Mutex::new(Cooldowns::new()),
+        }))
+    }
+}
+
+/// A seed from the wall clock, for runs that need not repeat.
+fn time_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0x5eed)
+}

@@ -1,0 +1,225 @@
+//! One try at a deployment, hedged when the group hedges and the try is slow: after the
+//! upstream's observed quantile, a second attempt goes to another deployment; the first good
+//! first byte wins and the other attempt is dropped, which closes its connection and stops
+//! the upstream's work.
+
+use std::pin::pin;
+use std::sync::Arc;
+
+use sluice_core::{AttemptKind, AttemptOutcome, ChatRequest, GatewayError, Phase};
+use sluice_tail::admission::Permit;
+use sluice_telemetry::WindowKey;
+use tokio::time::{Duration, Instant, sleep};
+
+use super::Answer;
+use super::attempt::{Reply, first_byte};
+use crate::Gateway;
+use crate::call::Call;
+use crate::routing::{Deployment, ModelGroup};
+
+/// Tries `target` once (`kind` says why), holding `permit`; hedges if the group does.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the walk's state, passed down once"
+)]
+pub(crate) async fn try_once(
+    gw: &Gateway,
+    call: &mut Call,
+    group: &ModelGroup,
+    target: &Deployment,
+    request: &Arc<ChatRequest>,
+    lane: usize,
+    kind: AttemptKind,
+    permit: Option<Permit>,
+) -> Result<Answer, GatewayError> {
+    let id = call.record().request_id.clone();
+    let p = call.begin_attempt(target.name.clone(), Instant::now(), kind);
+    let mut first = pin!(first_byte(
+        target.clone(),
+        request.clone(),
+        id.clone(),
+        permit
+    ));
+    let Some(delay) = hedge_delay(gw, group, target, request.stream) else {
+        let r = first.await;
+        return conclude(gw, call, p, target, r);
+    };
+    // `biased`: on a tie (in virtual time, the answer and the timer at the same instant) the
+    // answer wins, the same way on every run; an unbiased select picks a branch at random.
+    tokio::select! {
+        biased;
+        r = &mut first => return conclude(gw, call, p, target, r),
+        () = sleep(delay) => {}
+    }
+    // The attempt is slower than the group's hedging quantile: hedge to another deployment
+    // that can take it now, if the budget allows. With a limiter, that means a free slot (a
+    // hedge never queues, and the limiter holds slots back while a 429 pause lasts); without
+    // one, no 429 in the last quiet period (the hedge would spend quota the upstream's next
+    // ordinary request needs).
+    let now = Instant::now();
+    let can_take = |d: &Deployment| match &d.limiter {
+        Some(l) => !l.is_paused(now),
+        None => !gw.is_cooling(&d.name, now),
+    };
+    let slot = gw
+        .routes
+        .pick_other(group, target, &id, can_take)
+        .and_then(|d| match &d.limiter {
+            None => Some((d, None)),
+            Some(l) => l.try_acquire(lane).map(|permit| (d, Some(permit))),
+        });
+    let allowed = slot.is_some()
+        && group
+            .hedging
+            .as_ref()
+            .is_some_and(|h| h.budget.lock().try_spend());
+    let (true, Some((other, hedge_permit))) = (allowed, slot) else {
+        call.record_mut().hedge_denied = true;
+        let r = first.await;
+        return conclude(gw, call, p, target, r);
+    };
+    let h = call.begin_attempt(other.name.clone(), now, AttemptKind::Hedge);
+    let second = pin!(first_byte(other.clone(), request.clone(), id, hedge_permit));
+    race(gw, call, (p, target, first), (h, other, second)).await
+}
+
+/// The hedge delay for an attempt at `target` now, if the group hedges and the upstream's
+/// window (of answers delivered the same way: streamed or complete) has enough samples.
+/// Every attempt counts towards the hedging budget.
+fn hedge_delay(
+    gw: &Gateway,
+    group: &ModelGroup,
+    target: &Deployment,
+    stream: bool,
+) -> Option<Duration> {
+    let hedging = group.hedging.as_ref()?;
+    hedging.budget.lock().deposit();
+    let key = WindowKey {
+        group: group.name.clone(),
+        upstream: target.name.clone(),
+        stream,
+    };
+    let p = &hedging.policy;
+    let observed = gw.telemetry.windows().quantile(
+        &key,
+        Phase::Ttfb,
+        Instant::now(),
+        p.quantile,
+        p.min_samples,
+    );
+    p.delay(observed)
+}
+
+/// Races two attempts to the first good first byte. A failure of one waits for the other;
+/// when both fail, the first attempt's error is answered.
+async fn race<A, B>(
+    gw: &Gateway,
+    call: &mut Call,
+    (p, pd, mut first): (usize, &Deployment, A),
+    (h, hd, mut second): (usize, &Deployment, B),
+) -> Result<Answer, GatewayError>
+where
+    A: Future<Output = Result<Reply, GatewayError>> + Unpin,
+    B: Future<Output = Result<Reply, GatewayError>> + Unpin,
+{
+    let mut first_failed: Option<GatewayError> = None;
+    let mut second_failed = false;
+    loop {
+        tokio::select! {
+            biased;
+            r = &mut first, if first_failed.is_none() => match r {
+                Ok(reply) => {
+                    if !second_failed {
+                        call.end_attempt(h, AttemptOutcome::Lost, Instant::now());
+                    }
+                    return Ok(win(call, p, reply));
+                }
+                Err(e) => {
+                    fail(gw, call, p, pd, &e);
+                    if second_failed {
+                        return Err(e);
+                    }
+                    first_failed = Some(e);
+                }
+            },
+            r = &mut second, if !second_failed => match r {
+                Ok(reply) => {
+                    if first_failed.is_none() {
+                        call.end_attempt(p, AttemptOutcome::Lost, Instant::now());
+                    }
+                    return Ok(win(call, h, reply));
+                }
+                Err(e) => {
+                    fail(gw, call, h, hd, &e);
+                    if let Some(pe) = first_failed.take() {
+                        return Err(pe);
+                    }
+                    second_failed = true;
+                }
+            },
+        }
+    }
+}
+
+/// The outcome of a try without a hedge.
+fn conclude(
+    gw: &Gateway,
+    call: &mut Call,
+    i: usize,
+    d: &Deployment,
+    r: Result<Reply, GatewayError>,
+) -> Result<Answer, GatewayError> {
+    match r {
+        Ok(reply) => Ok(win(call, i, reply)),
+        Err(e) => {
+            fail(gw, call, i, d, &e);
+            Err(e)
+        }
+    }
+}
+
+/// Ends attempt `i` (at `d`) as failed, and lets the gateway learn from it (a 429 pauses the
+/// deployment's admission and keeps hedges away).
+fn fail(gw: &Gateway, call: &mut Call, i: usize, d: &Deployment, e: &GatewayError) {
+    let now = Instant::now();
+    gw.attempt_failed(d, e, now);
+    call.end_attempt(i, AttemptOutcome::Failed(e.kind), now);
+}
+
+/// Makes attempt `i` the call's answer.
+fn win(call: &mut Call, i: usize, reply: Reply) -> Answer {
+    match reply {
+        Reply::Complete {
+            body,
+            usage,
+            at,
+            permit,
+        } => {
+            call.first_byte(i, at);
+            call.record_mut().usage = usage;
+            Answer::Complete {
+                attempt: i,
+                body,
+                permit,
+            }
+        }
+        Reply::Stream {
+            first,
+            rest,
+            usage,
+            at,
+            permit,
+        } => {
+            call.first_byte(i, at);
+            if usage.is_some() {
+                call.record_mut().usage = usage;
+            }
+            Answer::Stream {
+                attempt: i,
+                first,
+                rest,
+                permit,
+            }
+        }
+    }
+}

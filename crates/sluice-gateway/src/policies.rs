@@ -1,0 +1,66 @@
+//! Configuration sections turned into the policies of `sluice-tail`.
+
+use std::sync::Arc;
+
+use sluice_config::gateway::{
+    HedgeConfig, LaneConfig, LimitAlgorithm, LimitConfig, ModelGroupConfig, RetryConfig,
+};
+use sluice_tail::admission::LaneSpec;
+use sluice_tail::limit::LimitSpec;
+use sluice_tail::{HedgePolicy, RetryPolicy};
+
+use crate::builder::GroupPolicies;
+
+/// The policy a `hedge = { ... }` entry describes.
+pub fn hedge(c: &HedgeConfig) -> HedgePolicy {
+    HedgePolicy {
+        quantile: c.quantile,
+        min_samples: c.min_samples,
+        min_delay: c.min_delay,
+        budget: c.budget,
+        burst: c.burst,
+    }
+}
+
+/// The limit a `limit = { ... }` entry describes.
+pub fn limit(c: &LimitConfig) -> LimitSpec {
+    let (initial, min, max) = (c.initial, c.min, c.max);
+    match c.algorithm {
+        LimitAlgorithm::Aimd => LimitSpec::Aimd { initial, min, max },
+        LimitAlgorithm::Gradient2 => LimitSpec::Gradient2 { initial, min, max },
+        LimitAlgorithm::Vegas => LimitSpec::Vegas { initial, max },
+        LimitAlgorithm::Fixed => LimitSpec::Fixed(initial),
+    }
+}
+
+/// The retries a `retry = { ... }` entry describes.
+pub fn retry(c: &RetryConfig) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: c.max_attempts,
+        budget: c.budget,
+        burst: c.burst,
+        ..RetryPolicy::default()
+    }
+}
+
+/// The policies of a `[models.GROUP]` entry.
+pub fn of_group(m: &ModelGroupConfig) -> GroupPolicies {
+    GroupPolicies {
+        hedge: m.hedge.as_ref().map(hedge),
+        limit: m.limit.as_ref().map(limit),
+        retry: m.retry.as_ref().map(retry),
+    }
+}
+
+/// The lanes of `[lanes.*]`.
+pub fn lane_specs(lanes: &[(String, LaneConfig)]) -> Vec<LaneSpec> {
+    lanes
+        .iter()
+        .map(|(name, l)| LaneSpec {
+            name: Arc::from(name.as_str()),
+            share: l.share,
+            max_queue: l.max_queue,
+            max_wait: l.max_wait,
+        })
+        .collect()
+}

@@ -1,0 +1,405 @@
+//! Admission, lanes and retries in virtual time: scripted upstreams, the router in-process.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "scripted/mod.rs"]
+mod scripted;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use http_body_util::BodyExt;
+use parking_lot::Mutex;
+use serde_json::Value;
+use sluice_config::gateway::DeploymentConfig;
+use sluice_core::{AttemptKind, AttemptOutcome, CallRecord, ErrorKind};
+use sluice_gateway::{Gateway, GatewayBuilder};
+use sluice_tail::RetryPolicy;
+use sluice_tail::admission::LaneSpec;
+use sluice_tail::limit::LimitSpec;
+use tokio::time::{Instant, sleep};
+use tower::ServiceExt;
+
+use crate::scripted::{End, Scripted};
+
+struct Rig {
+    gw: Arc<Gateway>,
+    router: axum::Router,
+    a: Scripted,
+    b: Scripted,
+    records: Arc<Mutex<Vec<CallRecord>>>,
+}
+
+fn dep(provider: &str, weight: u32) -> DeploymentConfig {
+    DeploymentConfig {
+        provider: provider.into(),
+        model: "m".into(),
+        weight,
+        name: Some(provider.into()),
+    }
+}
+
+fn lanes(max_queue: usize) -> Vec<LaneSpec> {
+    vec![
+        LaneSpec {
+            name: Arc::from("interactive"),
+            share: 0.8,
+            max_queue,
+            max_wait: Duration::from_secs(30),
+        },
+        LaneSpec {
+            name: Arc::from("batch"),
+            share: 0.2,
+            max_queue,
+            max_wait: Duration::from_secs(600),
+        },
+    ]
+}
+
+/// Group `chat` over `a` alone, or `a` (always the primary) and `b`.
+fn rig(with_b: bool, configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder) -> Rig {
+    let (a, b) = (Scripted::default(), Scripted::default());
+    let records = Arc::new(Mutex::new(Vec::new()));
+    let sink = records.clone();
+    let deployments = if with_b {
+        vec![dep("a", 1_000_000), dep("b", 1)]
+    } else {
+        vec![dep("a", 1)]
+    };
+    let builder = GatewayBuilder::new()
+        .seed(1)
+        .provider("a", Arc::new(a.clone()))
+        .provider("b", Arc::new(b.clone()))
+        .model("chat", deployments)
+        .lanes(lanes(100))
+        .on_record(Arc::new(move |r: &CallRecord| sink.lock().push(r.clone())));
+    let gw = configure(builder).build().unwrap();
+    Rig {
+        router: sluice_gateway::server::router(gw.clone()),
+        gw,
+        a,
+        b,
+        records,
+    }
+}
+
+/// What a client got: status, body, headers.
+struct Got {
+    status: u16,
+    body: Value,
+    retry_after: Option<String>,
+}
+
+async fn ask(router: &axum::Router, lane: Option<&str>, id: &str) -> Got {
+    let mut req = http::Request::post("/v1/chat/completions")
+        .header("content-type", "application/json")
+        .header("x-request-id", id);
+    if let Some(l) = lane {
+        req = req.header("x-sluice-lane", l);
+    }
+    let req = req
+        .body(Body::from(
+            r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#,
+        ))
+        .unwrap();
+    let resp = router.clone().oneshot(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let retry_after = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    Got {
+        status,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        retry_after,
+    }
+}
+
+impl Rig {
+    fn record(&self, id: &str) -> CallRecord {
+        self.records
+            .lock()
+            .iter()
+            .find(|r| r.request_id.as_str() == id)
+            .cloned()
+            .unwrap()
+    }
+
+    /// Sends `n` requests at once in `lane`; returns when all are answered, with their
+    /// statuses in request order.
+    async fn burst(&self, n: usize, lane: &str, prefix: &str) -> Vec<u16> {
+        let tasks: Vec<_> = (0..n)
+            .map(|i| {
+                let router = self.router.clone();
+                let (lane, id) = (lane.to_string(), format!("{prefix}-{i}"));
+                tokio::spawn(async move { ask(&router, Some(&lane), &id).await.status })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_limit_caps_requests_in_flight_and_the_rest_wait_rather_than_fail() {
+    let r = rig(false, |b| b.limits(LimitSpec::Fixed(2)));
+    for _ in 0..6 {
+        r.a.push(1_000, true);
+    }
+    let start = Instant::now();
+    let statuses = r.burst(6, "batch", "q").await;
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    assert_eq!(r.a.peak(), 2, "never more than the limit in flight");
+    let scrape = r
+        .router
+        .clone()
+        .oneshot(http::Request::get("/metrics").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let page = String::from_utf8(
+        scrape
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec(),
+    )
+    .unwrap();
+    assert!(
+        page.contains(r#"sluice_upstream_concurrency_limit{group="chat",upstream="a"} 2"#),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            r#"sluice_admission_requests{group="chat",upstream="a",lane="batch",state="queued"} 0"#
+        ),
+        "{page}"
+    );
+    assert_eq!(
+        Instant::now() - start,
+        Duration::from_secs(3),
+        "three rounds of two"
+    );
+    // Time spent waiting shows as queue time in the record.
+    let last = r.record("q-5");
+    assert_eq!(last.timings.queue(), Some(Duration::from_secs(2)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn interactive_requests_overtake_queued_batch_requests() {
+    let r = rig(false, |b| b.limits(LimitSpec::Fixed(1)));
+    for _ in 0..5 {
+        r.a.push(1_000, true);
+    }
+    let batch = {
+        let router = r.router.clone();
+        tokio::spawn(async move {
+            let tasks: Vec<_> = (0..4)
+                .map(|i| {
+                    let router = router.clone();
+                    tokio::spawn(
+                        async move { ask(&router, Some("batch"), &format!("b-{i}")).await },
+                    )
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        })
+    };
+    sleep(Duration::from_millis(10)).await;
+    let start = Instant::now();
+    let got = ask(&r.router, Some("interactive"), "i-0").await;
+    assert_eq!(got.status, 200);
+    // It waited for the batch request in flight only, not for the three queued before it.
+    assert_eq!(Instant::now() - start, Duration::from_millis(1_990));
+    batch.await.unwrap();
+    assert_eq!(r.record("i-0").lane.as_deref(), Some("interactive"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_answers_503_with_retry_after_in_openai_shape() {
+    let r = rig(false, |b| b.limits(LimitSpec::Fixed(1)).lanes(lanes(1)));
+    r.a.push(5_000, true);
+    r.a.push(5_000, true);
+    let busy = {
+        let router = r.router.clone();
+        tokio::spawn(async move { ask(&router, None, "x-0").await.status })
+    };
+    sleep(Duration::from_millis(1)).await;
+    let queued = {
+        let router = r.router.clone();
+        tokio::spawn(async move { ask(&router, None, "x-1").await.status })
+    };
+    sleep(Duration::from_millis(1)).await;
+    let refused = ask(&r.router, None, "x-2").await;
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.body["error"]["code"], "overloaded");
+    assert_eq!(refused.body["error"]["type"], "overloaded_error");
+    assert!(
+        refused.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("interactive queue")
+    );
+    let secs: u64 = refused.retry_after.unwrap().parse().unwrap();
+    assert!(secs >= 1);
+    // Nothing that was accepted is lost.
+    assert_eq!((busy.await.unwrap(), queued.await.unwrap()), (200, 200));
+    assert_eq!(r.record("x-2").error, Some(ErrorKind::Overloaded));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unknown_lane_is_a_400_naming_the_header() {
+    let r = rig(false, |b| b);
+    let got = ask(&r.router, Some("vip"), "l-0").await;
+    assert_eq!(got.status, 400);
+    assert_eq!(got.body["error"]["param"], "x-sluice-lane");
+    assert!(
+        got.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("interactive, batch")
+    );
+    assert_eq!(r.a.calls(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_is_retried_after_its_retry_after() {
+    let r = rig(false, |b| b.retries(RetryPolicy::default()));
+    r.a.push_limited(10, 2);
+    r.a.push(100, true);
+    let start = Instant::now();
+    let got = ask(&r.router, Some("batch"), "r-0").await;
+    assert_eq!(got.status, 200);
+    assert_eq!(Instant::now() - start, Duration::from_millis(2_110));
+    let rec = r.record("r-0");
+    let page = r.gw.telemetry().render(Instant::now());
+    assert!(
+        page.contains(r#"sluice_retries_total{group="chat",outcome="ok"} 1"#),
+        "{page}"
+    );
+    assert_eq!(rec.attempts.len(), 2);
+    assert_eq!(
+        rec.attempts[0].outcome,
+        AttemptOutcome::Failed(ErrorKind::UpstreamRejected)
+    );
+    assert_eq!(rec.attempts[1].kind, AttemptKind::Retry);
+    assert!(rec.is_success());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_moves_the_retry_to_another_deployment_at_once() {
+    let r = rig(true, |b| b.retries(RetryPolicy::default()));
+    r.a.push_limited(10, 30);
+    r.b.push(100, true);
+    let start = Instant::now();
+    let got = ask(&r.router, None, "m-0").await;
+    assert_eq!(got.status, 200);
+    assert_eq!(Instant::now() - start, Duration::from_millis(110));
+    assert_eq!(r.record("m-0").upstream.as_deref(), Some("b"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_pauses_the_deployment_and_its_queue_waits_it_out() {
+    let r = rig(false, |b| {
+        b.limits(LimitSpec::Fixed(8))
+            .retries(RetryPolicy::default())
+    });
+    r.a.push_limited(10, 5);
+    r.a.push(100, true);
+    r.a.push(100, true);
+    let first = {
+        let router = r.router.clone();
+        tokio::spawn(async move { ask(&router, Some("batch"), "p-0").await.status })
+    };
+    sleep(Duration::from_millis(20)).await;
+    // The upstream asked for 5 s: a new request waits in sluice instead of meeting the wall.
+    let start = Instant::now();
+    let second = ask(&r.router, Some("batch"), "p-1").await;
+    assert_eq!(second.status, 200);
+    assert!(Instant::now() - start >= Duration::from_millis(4_990));
+    assert_eq!(first.await.unwrap(), 200);
+    assert_eq!(r.a.calls(), 3, "one 429, then each request once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_are_retried_within_max_attempts() {
+    let r = rig(false, |b| {
+        b.retries(RetryPolicy {
+            max_attempts: 3,
+            ..RetryPolicy::default()
+        })
+    });
+    for _ in 0..2 {
+        r.a.push_end(10, End::Fail);
+    }
+    r.a.push(10, true);
+    assert_eq!(ask(&r.router, None, "f-0").await.status, 200);
+    for _ in 0..3 {
+        r.a.push_end(10, End::Fail);
+    }
+    let got = ask(&r.router, None, "f-1").await;
+    assert_eq!(got.status, 502);
+    assert_eq!(r.record("f-1").attempts.len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_upstreams_own_4xx_is_never_retried() {
+    let r = rig(false, |b| b.retries(RetryPolicy::default()));
+    r.a.push_end(10, End::Reject(422));
+    let got = ask(&r.router, None, "c-0").await;
+    assert_eq!(got.status, 422);
+    assert_eq!(r.a.calls(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_retry_budget_stops_a_storm() {
+    let r = rig(false, |b| {
+        b.retries(RetryPolicy {
+            max_attempts: 10,
+            budget: 0.1,
+            burst: 2.0,
+            ..RetryPolicy::default()
+        })
+    });
+    // Everything fails: the budget (one token to start, 0.1 a request, at most 2) allows few
+    // retries in all, whatever max_attempts says.
+    for _ in 0..200 {
+        r.a.push_end(10, End::Fail);
+    }
+    for i in 0..20 {
+        assert_eq!(ask(&r.router, None, &format!("s-{i}")).await.status, 502);
+    }
+    let attempts: usize = r.records.lock().iter().map(|rec| rec.attempts.len()).sum();
+    assert!(
+        (21..=25).contains(&attempts),
+        "{attempts} attempts for 20 requests"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn aimd_cuts_the_limit_when_the_upstream_refuses() {
+    let r = rig(false, |b| {
+        b.limits(LimitSpec::Aimd {
+            initial: 20,
+            min: 1,
+            max: 100,
+        })
+    });
+    for _ in 0..10 {
+        r.a.push_limited(10, 0);
+    }
+    let statuses = r.burst(10, "batch", "g").await;
+    assert!(statuses.iter().all(|s| *s == 429), "{statuses:?}");
+    let group = r.gw.routes().group("chat").unwrap();
+    let limit = group.deployments[0].limiter.as_ref().unwrap().stats().limit;
+    // Ten drops: 20 × 0.9, rounded down, ten times.
+    assert_eq!(limit, 5);
+}

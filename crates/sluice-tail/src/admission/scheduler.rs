@@ -1,0 +1,80 @@
+//! Who gets a free slot: the lane furthest below its guaranteed share, ties going to the
+//! earlier lane. A lane's share is a guarantee under contention, not a cap: when others
+//! leave slots idle, any lane may use them (Netflix's partitioned limiter).
+
+/// The state the decision needs, per lane.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LaneLoad {
+    /// Guaranteed share of the limit (0..=1).
+    pub share: f64,
+    /// Requests of this lane in flight.
+    pub inflight: usize,
+    /// Requests of this lane waiting.
+    pub waiting: usize,
+}
+
+/// The slots a lane is guaranteed under a total `limit`: `ceil(limit × share)`, at least one
+/// for a lane with any share.
+pub fn guaranteed(limit: usize, share: f64) -> usize {
+    if share <= 0.0 {
+        return 0;
+    }
+    ((limit as f64 * share).ceil() as usize).max(1)
+}
+
+/// The lane whose waiter gets the next free slot, if anyone waits.
+pub fn next_lane(limit: usize, lanes: &[LaneLoad]) -> Option<usize> {
+    lanes
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.waiting > 0)
+        .min_by(|(i, a), (j, b)| {
+            let fill = |l: &LaneLoad| {
+                let g = guaranteed(limit, l.share);
+                if g == 0 {
+                    f64::INFINITY
+                } else {
+                    l.inflight as f64 / g as f64
+                }
+            };
+            fill(a).total_cmp(&fill(b)).then(i.cmp(j))
+        })
+        .map(|(i, _)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lane(share: f64, inflight: usize, waiting: usize) -> LaneLoad {
+        LaneLoad {
+            share,
+            inflight,
+            waiting,
+        }
+    }
+
+    #[test]
+    fn the_lane_most_below_its_share_goes_first() {
+        // Limit 10: interactive is guaranteed 8, batch 2.
+        let i_busy = [lane(0.8, 8, 5), lane(0.2, 0, 5)];
+        assert_eq!(next_lane(10, &i_busy), Some(1), "batch has none of its two");
+        let b_busy = [lane(0.8, 3, 5), lane(0.2, 2, 5)];
+        assert_eq!(next_lane(10, &b_busy), Some(0));
+        let tie = [lane(0.8, 4, 1), lane(0.2, 1, 1)];
+        assert_eq!(next_lane(10, &tie), Some(0), "equal fill: the earlier lane");
+    }
+
+    #[test]
+    fn only_lanes_with_waiters_are_chosen() {
+        assert_eq!(next_lane(10, &[lane(0.8, 0, 0), lane(0.2, 9, 3)]), Some(1));
+        assert_eq!(next_lane(10, &[lane(0.8, 0, 0), lane(0.2, 0, 0)]), None);
+    }
+
+    #[test]
+    fn every_lane_with_a_share_keeps_at_least_one_slot() {
+        assert_eq!(guaranteed(3, 0.05), 1);
+        assert_eq!(guaranteed(3, 0.0), 0);
+        assert_eq!(guaranteed(10, 0.8), 8);
+    }
+}
