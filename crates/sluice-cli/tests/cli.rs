@@ -99,3 +99,28 @@ fn the_example_simulator_config_is_valid() {
         panic!("{e}");
     }
 }
+
+#[test]
+fn the_overhead_benchmark_runs_and_every_request_succeeds() {
+    let json = std::env::temp_dir().join(format!("sluice-overhead-{}.json", std::process::id()));
+    let (ok, text) = sluice(&[
+        "bench",
+        "overhead",
+        "--rates",
+        "100",
+        "--phase",
+        "1s",
+        "--rounds",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(ok, "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    std::fs::remove_file(&json).unwrap();
+    let r = &v["rates"][0];
+    assert_eq!(r["sluice_errors"], 0, "{text}");
+    assert!(r["requests_each"].as_u64().unwrap() > 50, "{text}");
+    assert!(v["sluice_peak_rss_mib"].as_f64().unwrap() > 1.0);
+}
