@@ -64,3 +64,16 @@ pub fn lane_specs(lanes: &[(String, LaneConfig)]) -> Vec<LaneSpec> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The config's defaults and the policies' defaults are written in two crates; this keeps
+    /// them from drifting apart.
+    #[test]
+    fn config_defaults_are_the_policy_defaults() {
+        assert_eq!(hedge(&HedgeConfig::default()), HedgePolicy::default());
+        assert_eq!(retry(&RetryConfig::default()), RetryPolicy::default());
+    }
+}

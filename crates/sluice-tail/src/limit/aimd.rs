@@ -19,9 +19,9 @@ pub struct Aimd {
 impl Aimd {
     /// Starts at `initial`, stays within `min..=max`; backs off to 90% on a drop.
     pub fn new(initial: usize, min: usize, max: usize) -> Self {
-        let (min, max) = (min.max(1), max.max(min.max(1)));
+        let (limit, min, max) = super::bounded(initial, min, max);
         Self {
-            limit: initial.clamp(min, max) as f64,
+            limit,
             min,
             max,
             backoff: 0.9,

@@ -50,9 +50,9 @@ pub struct Gradient2 {
 impl Gradient2 {
     /// Starts at `initial`, stays within `min..=max`.
     pub fn new(initial: usize, min: usize, max: usize) -> Self {
-        let (min, max) = (min.max(1), max.max(min.max(1)));
+        let (limit, min, max) = super::bounded(initial, min, max);
         Self {
-            limit: initial.clamp(min, max) as f64,
+            limit,
             min,
             max,
             long_rtt: ExpAvg::new(600, 10),

@@ -39,6 +39,13 @@ pub trait Algorithm: Send + Debug {
     fn update(&mut self, now: Instant, sample: Sample) -> usize;
 }
 
+/// Bounds made sane (`1 <= min <= max`), and the starting limit inside them.
+pub(crate) fn bounded(initial: usize, min: usize, max: usize) -> (f64, usize, usize) {
+    let min = min.max(1);
+    let max = max.max(min);
+    (initial.clamp(min, max) as f64, min, max)
+}
+
 /// A limit that never moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fixed(pub usize);
