@@ -1,0 +1,71 @@
+use super::*;
+
+fn parse(s: &str) -> Result<ChatRequest, GatewayError> {
+    ChatRequest::parse(s.as_bytes())
+}
+
+#[test]
+fn reads_model_stream_and_usage_flags() {
+    let r = parse(
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,
+            "stream_options":{"include_usage":true},"top_k":5}"#,
+    )
+    .unwrap();
+    assert_eq!(r.model, "m");
+    assert!(r.stream && r.include_usage);
+    assert_eq!(
+        r.body.get("top_k"),
+        Some(&Value::from(5)),
+        "unknown fields kept"
+    );
+}
+
+#[test]
+fn malformed_json_names_the_position() {
+    let e = parse("{\"model\": \"m\",\n \"messages\": [}").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidJson);
+    assert!(e.message.contains("line 2 column"), "{}", e.message);
+}
+
+#[test]
+fn each_bad_field_is_named() {
+    let cases = [
+        (r#"[1,2]"#, None),
+        (r#"{"messages":[{"role":"user"}]}"#, Some("model")),
+        (r#"{"model":5,"messages":[{"role":"user"}]}"#, Some("model")),
+        (
+            r#"{"model":"","messages":[{"role":"user"}]}"#,
+            Some("model"),
+        ),
+        (r#"{"model":"m"}"#, Some("messages")),
+        (r#"{"model":"m","messages":[]}"#, Some("messages")),
+        (r#"{"model":"m","messages":"hi"}"#, Some("messages")),
+        (
+            r#"{"model":"m","messages":[{"content":"x"}]}"#,
+            Some("messages[0].role"),
+        ),
+        (r#"{"model":"m","messages":[7]}"#, Some("messages[0]")),
+        (
+            r#"{"model":"m","messages":[{"role":"user"}],"stream":"yes"}"#,
+            Some("stream"),
+        ),
+        (
+            r#"{"model":"m","messages":[{"role":"user"}],"stream_options":{"include_usage":1}}"#,
+            Some("stream_options.include_usage"),
+        ),
+    ];
+    for (body, param) in cases {
+        let e = parse(body).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidRequest, "{body}");
+        assert_eq!(e.param.as_deref(), param, "{body}");
+    }
+}
+
+#[test]
+fn max_tokens_prefers_the_new_name() {
+    let r = parse(
+        r#"{"model":"m","messages":[{"role":"user"}],"max_tokens":5,"max_completion_tokens":9}"#,
+    )
+    .unwrap();
+    assert_eq!(r.max_tokens(), Some(9));
+}

@@ -1,0 +1,61 @@
+use super::*;
+
+fn parse_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
+    let mut p = SseParser::new();
+    let mut out = Vec::new();
+    for c in chunks {
+        p.push(c, &mut out).unwrap();
+    }
+    out
+}
+
+fn data(e: &SseEvent) -> &str {
+    std::str::from_utf8(&e.data).unwrap()
+}
+
+#[test]
+fn parses_events_and_names() {
+    let evs = parse_all(&[b"event: ping\ndata: {}\n\ndata: a\ndata: b\n\n"]);
+    assert_eq!(evs.len(), 2);
+    assert_eq!(evs[0].event.as_deref(), Some("ping"));
+    assert_eq!(data(&evs[1]), "a\nb");
+}
+
+#[test]
+fn every_split_point_gives_the_same_events() {
+    let text = b"data: {\"x\":1}\r\n\r\n: comment\n\ndata:no-space\r\rdata: last\n\n";
+    let whole = parse_all(&[text]);
+    assert_eq!(whole.len(), 3);
+    assert_eq!(data(&whole[1]), "no-space");
+    for i in 0..text.len() {
+        for j in i..text.len() {
+            let (a, rest) = text.split_at(i);
+            let (b, c) = rest.split_at(j - i);
+            assert_eq!(parse_all(&[a, b, c]), whole, "split at {i},{j}");
+        }
+    }
+}
+
+#[test]
+fn an_event_is_emitted_only_at_its_blank_line() {
+    let mut p = SseParser::new();
+    let mut out = Vec::new();
+    p.push(b"data: partial", &mut out).unwrap();
+    assert!(out.is_empty());
+    p.push(b"\n", &mut out).unwrap();
+    assert!(out.is_empty());
+    p.push(b"\n", &mut out).unwrap();
+    assert_eq!(out.len(), 1);
+}
+
+#[test]
+fn comments_and_empty_events_emit_nothing() {
+    assert!(parse_all(&[b": keep-alive\n\n\n\nevent: x\n\n"]).is_empty());
+}
+
+#[test]
+fn frames_round_trip() {
+    let f = frame(b"{\"a\":1}");
+    let evs = parse_all(&[&f]);
+    assert_eq!(data(&evs[0]), "{\"a\":1}");
+}

@@ -1,0 +1,61 @@
+use super::*;
+
+#[test]
+fn openai_cached_tokens() {
+    let u = from_openai(&json!({
+        "prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,
+        "prompt_tokens_details": {"cached_tokens": 1920}
+    }))
+    .unwrap();
+    assert_eq!(
+        (u.prompt_tokens, u.completion_tokens, u.cached_tokens),
+        (2006, 300, 1920)
+    );
+}
+
+#[test]
+fn deepseek_hit_and_miss() {
+    let u = from_openai(&json!({
+        "prompt_tokens": 1000, "completion_tokens": 10,
+        "prompt_cache_hit_tokens": 768, "prompt_cache_miss_tokens": 232
+    }))
+    .unwrap();
+    assert_eq!((u.prompt_tokens, u.cached_tokens), (1000, 768));
+    let no_prompt = from_openai(&json!({
+        "completion_tokens": 10, "prompt_cache_hit_tokens": 64, "prompt_cache_miss_tokens": 36
+    }))
+    .unwrap();
+    assert_eq!(no_prompt.prompt_tokens, 100);
+}
+
+#[test]
+fn kimi_top_level_cached_tokens() {
+    let u = from_openai(&json!({"prompt_tokens": 50, "completion_tokens": 5, "cached_tokens": 32}))
+        .unwrap();
+    assert_eq!(u.cached_tokens, 32);
+}
+
+#[test]
+fn null_or_garbage_is_no_usage() {
+    assert_eq!(from_openai(&Value::Null), None);
+    assert_eq!(from_openai(&json!("x")), None);
+}
+
+#[test]
+fn anthropic_counts_cache_reads_and_writes_as_prompt() {
+    let mut u: AnthropicUsage = serde_json::from_value(json!({
+        "input_tokens": 21, "cache_creation_input_tokens": 188086,
+        "cache_read_input_tokens": 0, "output_tokens": 1
+    }))
+    .unwrap();
+    u.merge(&AnthropicUsage {
+        output_tokens: Some(393),
+        ..AnthropicUsage::default()
+    });
+    let n = u.normalise();
+    assert_eq!(n.prompt_tokens, 188107);
+    assert_eq!(n.cache_write_tokens, 188086);
+    assert_eq!(n.completion_tokens, 393);
+    let back = to_openai_json(&n);
+    assert_eq!(back["total_tokens"], 188500);
+}

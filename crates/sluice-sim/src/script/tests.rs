@@ -1,0 +1,106 @@
+use super::*;
+use crate::limits::RateState;
+
+fn plan(tokens: u32) -> AnswerPlan {
+    AnswerPlan {
+        ttft: Duration::from_millis(500),
+        per_token: Duration::from_millis(10),
+        tokens_per_chunk: 4,
+        output_tokens: tokens,
+        prompt_tokens: 2000,
+        cached_tokens: 1024,
+        mid_stream_stall: None,
+        rate: RateState::default(),
+        seq: 1,
+    }
+}
+
+fn render(api: Api, stream: bool) -> Render {
+    Render {
+        api,
+        model: "sim".into(),
+        stream,
+        include_usage: true,
+    }
+}
+
+fn waits(steps: &[Step]) -> Duration {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Wait(d) => Some(*d),
+            _ => None,
+        })
+        .sum()
+}
+
+#[test]
+fn a_stream_takes_ttft_plus_decode_time() {
+    let steps = answer(&plan(10), &render(Api::Openai, true));
+    assert_eq!(steps[0], Step::Wait(Duration::from_millis(500)));
+    // 10 tokens in chunks of 4: waits of 40 ms and 20 ms after the first chunk.
+    assert_eq!(waits(&steps), Duration::from_millis(560));
+    let frames: Vec<String> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Frame(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        })
+        .collect();
+    assert!(frames[0].contains("\"role\":\"assistant\""));
+    assert!(frames.iter().any(|f| f.contains("\"cached_tokens\":1024")));
+    assert_eq!(frames.last().unwrap(), "data: [DONE]\n\n");
+}
+
+#[test]
+fn a_mid_stream_stall_sits_inside_the_stream() {
+    let mut p = plan(20);
+    p.mid_stream_stall = Some((10, Duration::from_secs(300)));
+    let steps = answer(&p, &render(Api::Openai, true));
+    assert!(waits(&steps) > Duration::from_secs(300));
+    let first_frame = steps
+        .iter()
+        .position(|s| matches!(s, Step::Frame(_)))
+        .unwrap();
+    let stall = steps
+        .iter()
+        .position(|s| *s == Step::Wait(Duration::from_secs(300)))
+        .unwrap();
+    assert!(stall > first_frame, "the stream starts before it stalls");
+}
+
+#[test]
+fn anthropic_streams_parse_with_the_anthropic_translator() {
+    let steps = answer(&plan(9), &render(Api::Anthropic, true));
+    let mut wire = Vec::new();
+    for s in &steps {
+        if let Step::Frame(b) = s {
+            wire.extend_from_slice(b);
+        }
+    }
+    let mut parser = sluice_providers::sse::SseParser::new();
+    let mut events = Vec::new();
+    parser.push(&wire, &mut events).unwrap();
+    let mut t = sluice_providers::anthropic::StreamTranslator::new(true);
+    let mut out = std::collections::VecDeque::new();
+    for e in &events {
+        t.event(e, &mut out).unwrap();
+    }
+    assert!(t.finished());
+    let usage = out.iter().find_map(|e| match e {
+        sluice_providers::StreamEvent::Usage(u) => Some(*u),
+        _ => None,
+    });
+    assert_eq!(usage.unwrap().cached_tokens, 1024);
+    assert_eq!(usage.unwrap().prompt_tokens, 2000);
+}
+
+#[test]
+fn complete_bodies_translate() {
+    let body = complete_body(&plan(5), &render(Api::Anthropic, false));
+    let (_, u) = sluice_providers::anthropic::translate_response(&body).unwrap();
+    assert_eq!(
+        (u.prompt_tokens, u.completion_tokens, u.cached_tokens),
+        (2000, 5, 1024)
+    );
+}

@@ -1,0 +1,107 @@
+use super::*;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn window() -> (LatencyWindow, Instant) {
+    let now = Instant::now();
+    let w = LatencyWindow::new(WindowConfig::default(), now).unwrap();
+    (w, now)
+}
+
+#[tokio::test(start_paused = true)]
+async fn percentiles_of_a_known_distribution() {
+    let (mut w, now) = window();
+    for i in 1..=1000 {
+        w.record(now, ms(i));
+    }
+    let p = w.percentiles(now);
+    assert_eq!(p.count, 1000);
+    let close = |d: Duration, want: u64| {
+        let got = d.as_secs_f64() * 1000.0;
+        (got - want as f64).abs() <= want as f64 * 0.01
+    };
+    assert!(close(p.p50, 500), "{p:?}");
+    assert!(close(p.p99, 990), "{p:?}");
+    assert!(close(p.p999, 999), "{p:?}");
+    assert!(close(p.max, 1000), "{p:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn old_samples_leave_the_window() {
+    let (mut w, now) = window();
+    w.record(now, ms(5_000));
+    assert_eq!(w.percentiles(now + Duration::from_secs(59)).count, 1);
+    // One full window later the slice holding the sample has been reused.
+    assert_eq!(w.percentiles(now + Duration::from_secs(60)).count, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_idle_gap_clears_everything() {
+    let (mut w, now) = window();
+    for _ in 0..10 {
+        w.record(now, ms(100));
+    }
+    let later = now + Duration::from_secs(3600);
+    assert_eq!(w.percentiles(later).count, 0);
+    w.record(later, ms(7));
+    let p = w.percentiles(later);
+    assert_eq!(p.count, 1);
+    assert_eq!(p.max, Duration::from_micros(7_000).max(p.max));
+}
+
+#[tokio::test(start_paused = true)]
+async fn quantile_needs_enough_samples() {
+    let (mut w, now) = window();
+    for _ in 0..9 {
+        w.record(now, ms(10));
+    }
+    assert_eq!(w.quantile(now, 0.95, 10), None);
+    w.record(now, ms(10));
+    let q = w.quantile(now, 0.95, 10).unwrap();
+    assert!(q >= ms(10) && q <= ms(11));
+}
+
+#[tokio::test(start_paused = true)]
+async fn extreme_values_are_clamped_not_lost() {
+    let (mut w, now) = window();
+    w.record(now, Duration::ZERO);
+    w.record(now, Duration::from_secs(10 * 3600));
+    let p = w.percentiles(now);
+    assert_eq!(p.count, 2);
+    assert!(p.max >= Duration::from_secs(3599));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_running_total_equals_the_merge_of_the_slices() {
+    let (mut w, now) = window();
+    for s in 0..200u64 {
+        let t = now + Duration::from_millis(s * 700);
+        w.record(t, ms(10 + s * 37 % 900));
+        let mut merged = new_histogram().unwrap();
+        for slice in &w.slices {
+            merged.add(slice).unwrap();
+        }
+        assert_eq!(
+            Percentiles::of(&merged),
+            w.percentiles(t),
+            "after {s} samples"
+        );
+    }
+}
+
+#[test]
+fn rejects_degenerate_shapes() {
+    let now = Instant::now();
+    let zero = WindowConfig {
+        length: Duration::from_secs(60),
+        slices: 0,
+    };
+    assert!(LatencyWindow::new(zero, now).is_err());
+    let tiny = WindowConfig {
+        length: Duration::from_micros(10),
+        slices: 6,
+    };
+    assert!(LatencyWindow::new(tiny, now).is_err());
+}
