@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
@@ -349,9 +348,6 @@ pub async fn serve_on(
         .with_graceful_shutdown(shutdown)
         .await
 }
-
-/// How long to wait for a simulator to come up in tests and the demo.
-pub const STARTUP: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests;
