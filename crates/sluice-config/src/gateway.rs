@@ -172,6 +172,46 @@ impl Default for RetryConfig {
     }
 }
 
+/// `breaker = { ... }` of a model group: stop sending to a deployment whose calls keep
+/// failing (5xx, timeouts, lost connections; not 429s, not 4xx), probe it now and then,
+/// close once probes succeed.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct BreakerConfig {
+    /// Open when at least this share of the window's calls failed...
+    pub failure_rate: f64,
+    /// ...and the window holds at least this many calls.
+    pub min_calls: u32,
+    /// The span the failure rate is taken over.
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+    /// How long the first opening lasts (doubling while it keeps failing).
+    #[serde(with = "humantime_serde")]
+    pub open_for: Duration,
+    /// The longest opening.
+    #[serde(with = "humantime_serde")]
+    pub max_open_for: Duration,
+    /// While half-open, one probe per this interval.
+    #[serde(with = "humantime_serde")]
+    pub probe_every: Duration,
+    /// Successful probes in a row that close it.
+    pub close_after: u32,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        Self {
+            failure_rate: 0.5,
+            min_calls: 20,
+            window: Duration::from_secs(30),
+            open_for: Duration::from_secs(15),
+            max_open_for: Duration::from_secs(300),
+            probe_every: Duration::from_secs(1),
+            close_after: 3,
+        }
+    }
+}
+
 /// Which wire protocol an upstream speaks.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -256,6 +296,9 @@ pub struct ModelGroupConfig {
     /// Retries of failed attempts; none when absent.
     #[serde(default)]
     pub retry: Option<RetryConfig>,
+    /// A circuit breaker per deployment; none when absent.
+    #[serde(default)]
+    pub breaker: Option<BreakerConfig>,
 }
 
 /// `hedge = { ... }` of a model group: after the primary attempt has waited longer than the
@@ -469,6 +512,23 @@ fn check_group_policies(
                 l.min, l.initial, l.max
             ),
         ));
+    }
+    if let Some(b) = &m.breaker {
+        if !(b.failure_rate > 0.0 && b.failure_rate <= 1.0) {
+            diags.push(doc.diag(
+                &at("breaker", "failure_rate"),
+                "must be above 0 and at most 1",
+            ));
+        }
+        if b.min_calls == 0 {
+            diags.push(doc.diag(&at("breaker", "min_calls"), "must be at least 1"));
+        }
+        if b.window < Duration::from_secs(1) {
+            diags.push(doc.diag(&at("breaker", "window"), "must be at least 1s"));
+        }
+        if b.close_after == 0 {
+            diags.push(doc.diag(&at("breaker", "close_after"), "must be at least 1"));
+        }
     }
     if let Some(r) = &m.retry {
         if !(1..=10).contains(&r.max_attempts) {

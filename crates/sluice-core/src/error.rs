@@ -33,6 +33,8 @@ pub enum ErrorKind {
     UpstreamProtocol,
     /// The upstream refused the request with its own 4xx; its status and body pass through.
     UpstreamRejected,
+    /// Every upstream of the model group is failing and its circuit breaker is open.
+    UpstreamUnavailable,
     /// sluice's own queue for this upstream is full, or the request waited as long as its
     /// lane allows; `retry_after` says when to come back.
     Overloaded,
@@ -52,7 +54,7 @@ impl ErrorKind {
             Self::MethodNotAllowed => 405,
             Self::PayloadTooLarge => 413,
             Self::UpstreamConnect | Self::UpstreamServerError | Self::UpstreamProtocol => 502,
-            Self::ShuttingDown | Self::Overloaded => 503,
+            Self::ShuttingDown | Self::Overloaded | Self::UpstreamUnavailable => 503,
             Self::UpstreamTimeout => 504,
             Self::Internal => 500,
         }
@@ -70,7 +72,8 @@ impl ErrorKind {
             Self::UpstreamTimeout
             | Self::UpstreamConnect
             | Self::UpstreamServerError
-            | Self::UpstreamProtocol => "upstream_error",
+            | Self::UpstreamProtocol
+            | Self::UpstreamUnavailable => "upstream_error",
             Self::ShuttingDown | Self::Overloaded => "overloaded_error",
             Self::Internal => "server_error",
         }
@@ -90,6 +93,7 @@ impl ErrorKind {
             Self::UpstreamServerError => "upstream_server_error",
             Self::UpstreamProtocol => "upstream_protocol_error",
             Self::UpstreamRejected => "upstream_rejected",
+            Self::UpstreamUnavailable => "upstream_unavailable",
             Self::Overloaded => "overloaded",
             Self::ShuttingDown => "shutting_down",
             Self::Internal => "internal_error",
@@ -109,7 +113,13 @@ impl ErrorKind {
 
     /// Whether the upstream, not the client or sluice, is at fault.
     pub fn is_upstream(self) -> bool {
-        self.retryable() || self == Self::UpstreamRejected
+        self.retryable() || matches!(self, Self::UpstreamRejected | Self::UpstreamUnavailable)
+    }
+
+    /// Whether a failure of this kind counts against the upstream's health (a breaker's
+    /// failure): it failed by itself, not because of quota or the client.
+    pub fn is_upstream_fault(self) -> bool {
+        self.retryable()
     }
 }
 

@@ -42,13 +42,18 @@ pub async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
     }
 }
 
-/// `GET /metrics`: Prometheus text format, admission gauges read at the moment of the scrape.
+/// `GET /metrics`: Prometheus text format, admission and breaker gauges read at the moment
+/// of the scrape.
 pub async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
     for name in gw.routes().names() {
         let Ok(group) = gw.routes().group(name) else {
             continue;
         };
         for d in &group.deployments {
+            if let Some(b) = &d.breaker {
+                let state = b.lock().state(Instant::now()).label();
+                gw.telemetry().set_breaker(&group.name, &d.name, state);
+            }
             if let Some(limiter) = &d.limiter {
                 let stats = limiter.stats();
                 let lanes: Vec<(&str, usize, usize)> =

@@ -11,7 +11,9 @@ use sluice_core::GatewayError;
 use sluice_providers::Provider;
 use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
-use sluice_tail::{Cooldowns, HedgePolicy, RetryPolicy, WindowConfig, WindowError};
+use sluice_tail::{
+    Breaker, BreakerPolicy, Cooldowns, HedgePolicy, RetryPolicy, WindowConfig, WindowError,
+};
 use sluice_telemetry::Telemetry;
 
 use crate::gateway::{Gateway, RecordSink};
@@ -28,6 +30,8 @@ pub struct GroupPolicies {
     pub limit: Option<LimitSpec>,
     /// Retries of failed attempts.
     pub retry: Option<RetryPolicy>,
+    /// A circuit breaker per deployment.
+    pub breaker: Option<BreakerPolicy>,
 }
 
 impl GroupPolicies {
@@ -37,6 +41,7 @@ impl GroupPolicies {
             hedge: self.hedge.or(defaults.hedge),
             limit: self.limit.or(defaults.limit),
             retry: self.retry.or(defaults.retry),
+            breaker: self.breaker.or(defaults.breaker),
         }
     }
 }
@@ -163,6 +168,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// Breaks circuits in every group that sets no breaker of its own.
+    pub fn breakers(mut self, policy: BreakerPolicy) -> Self {
+        self.defaults.breaker = Some(policy);
+        self
+    }
+
     /// Sets the lanes, in priority order (the first is the default lane).
     pub fn lanes(mut self, lanes: Vec<LaneSpec>) -> Self {
         if !lanes.is_empty() {
@@ -218,12 +229,19 @@ impl GatewayBuilder {
                         ticket_hash(seed, 2, &name),
                     ))
                 });
+                let breaker = p.breaker.map(|policy| {
+                    Arc::new(Mutex::new(Breaker::new(
+                        policy,
+                        tokio::time::Instant::now(),
+                    )))
+                });
                 out.push(Deployment {
                     name: Arc::from(name),
                     provider: provider.clone(),
                     model: Arc::from(d.model.as_str()),
                     weight: d.weight,
                     limiter,
+                    breaker,
                 });
             }
             groups.push(ModelGroup::new(group, out, p.hedge).with_retries(p.retry));

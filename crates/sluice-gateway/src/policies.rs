@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use sluice_config::gateway::{
-    HedgeConfig, LaneConfig, LimitAlgorithm, LimitConfig, ModelGroupConfig, RetryConfig,
+    BreakerConfig, HedgeConfig, LaneConfig, LimitAlgorithm, LimitConfig, ModelGroupConfig,
+    RetryConfig,
 };
 use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
-use sluice_tail::{HedgePolicy, RetryPolicy};
+use sluice_tail::{BreakerPolicy, HedgePolicy, RetryPolicy};
 
 use crate::builder::GroupPolicies;
 
@@ -43,12 +44,26 @@ pub fn retry(c: &RetryConfig) -> RetryPolicy {
     }
 }
 
+/// The breaker a `breaker = { ... }` entry describes.
+pub fn breaker(c: &BreakerConfig) -> BreakerPolicy {
+    BreakerPolicy {
+        failure_rate: c.failure_rate,
+        min_calls: c.min_calls,
+        window: c.window,
+        open_for: c.open_for,
+        max_open_for: c.max_open_for,
+        probe_every: c.probe_every,
+        close_after: c.close_after,
+    }
+}
+
 /// The policies of a `[models.GROUP]` entry.
 pub fn of_group(m: &ModelGroupConfig) -> GroupPolicies {
     GroupPolicies {
         hedge: m.hedge.as_ref().map(hedge),
         limit: m.limit.as_ref().map(limit),
         retry: m.retry.as_ref().map(retry),
+        breaker: m.breaker.as_ref().map(breaker),
     }
 }
 
@@ -75,5 +90,6 @@ mod tests {
     fn config_defaults_are_the_policy_defaults() {
         assert_eq!(hedge(&HedgeConfig::default()), HedgePolicy::default());
         assert_eq!(retry(&RetryConfig::default()), RetryPolicy::default());
+        assert_eq!(breaker(&BreakerConfig::default()), BreakerPolicy::default());
     }
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sluice_core::{ErrorKind, GatewayError, RequestId};
 use sluice_providers::Provider;
-use sluice_tail::{Budget, HedgePolicy, RetryPolicy};
+use sluice_tail::{Breaker, Budget, HedgePolicy, RetryPolicy};
+use tokio::time::Instant;
 
 use crate::limiter::Limiter;
 
@@ -23,6 +24,37 @@ pub struct Deployment {
     pub weight: u32,
     /// Its concurrency limit and queue, when the group limits concurrency.
     pub limiter: Option<Arc<Limiter>>,
+    /// Its circuit breaker, when the group breaks circuits.
+    pub breaker: Option<Arc<Mutex<Breaker>>>,
+}
+
+impl Deployment {
+    /// Whether its breaker lets a call through at `now` (always, without a breaker).
+    pub fn healthy(&self, now: Instant) -> bool {
+        self.breaker
+            .as_ref()
+            .is_none_or(|b| b.lock().would_allow(now))
+    }
+
+    /// Whether its admission is paused by a 429 at `now`.
+    pub fn paused(&self, now: Instant) -> bool {
+        self.limiter.as_ref().is_some_and(|l| l.is_paused(now))
+    }
+
+    /// Claims a call at `now` from its breaker (while half-open, the probe slot).
+    pub fn claim(&self, now: Instant) {
+        if let Some(b) = &self.breaker {
+            b.lock().allow(now);
+        }
+    }
+
+    /// Feeds a finished call to its breaker: `Some(ok)` for a verdict on the upstream's
+    /// health, `None` for an outcome that says nothing about it (a 429, a 4xx).
+    pub fn record_health(&self, now: Instant, ok: Option<bool>) {
+        if let (Some(b), Some(ok)) = (&self.breaker, ok) {
+            b.lock().record(now, ok);
+        }
+    }
 }
 
 impl std::fmt::Debug for Deployment {
@@ -209,26 +241,32 @@ impl Routes {
             .ok_or_else(|| GatewayError::new(ErrorKind::Internal, "no deployment"))
     }
 
-    /// Picks as [`Routes::pick`] does; but in a group that limits concurrency (and so paces
-    /// itself under rate limits), a deployment paused by a 429 (until its `retry-after`) is
-    /// passed over for one that is not, while there is one: its queue would only hold the
-    /// request until the pause ended. Only the pause counts, not the longer quiet period that
-    /// keeps hedges away, or traffic would pile onto the other deployments until they too
-    /// refused it.
-    pub fn pick_paced<'a>(
+    /// Picks as [`Routes::pick`] does, but passes over a deployment whose breaker is open,
+    /// or whose admission a 429 has paused (its queue would only hold the request until the
+    /// pause ended), for one that is neither, while there is one. Only the pause counts, not
+    /// the longer quiet period that keeps hedges away, or traffic would pile onto the other
+    /// deployments until they too refused it. When every breaker is open, the call fails
+    /// fast with 503, saying when the first one will probe again.
+    pub fn pick_available<'a>(
         &self,
         group: &'a ModelGroup,
         id: &RequestId,
     ) -> Result<&'a Deployment, GatewayError> {
         let first = self.pick(group, id)?;
-        let now = tokio::time::Instant::now();
-        let paused = |d: &Deployment| d.limiter.as_ref().is_some_and(|l| l.is_paused(now));
-        if !paused(first) {
-            return Ok(first);
-        }
-        Ok(self
-            .pick_other(group, first, id, |d| !paused(d))
-            .unwrap_or(first))
+        let now = Instant::now();
+        let usable = |d: &Deployment| d.healthy(now) && !d.paused(now);
+        let chosen = if usable(first) {
+            first
+        } else if let Some(other) = self.pick_other(group, first, id, usable) {
+            other
+        } else if let Some(healthy) = self.pick_other(group, first, id, |d| d.healthy(now)) {
+            // Everyone healthy is paused: queue at the routed one if it is healthy.
+            if first.healthy(now) { first } else { healthy }
+        } else {
+            return Err(no_healthy_upstream(group, now));
+        };
+        chosen.claim(now);
+        Ok(chosen)
     }
 
     /// A number in `[0, 1)` for request `id` and `salt`: the seeded randomness of jitter.
@@ -261,6 +299,27 @@ impl Routes {
         let ticket = ticket_hash(self.seed, 1, id.as_str()) % total;
         group.by_ticket(ticket, fits)
     }
+}
+
+/// The 503 for a group whose every breaker is open, with when to come back.
+fn no_healthy_upstream(group: &ModelGroup, now: Instant) -> GatewayError {
+    let reopen = group
+        .deployments
+        .iter()
+        .filter_map(|d| d.breaker.as_ref().and_then(|b| b.lock().reopens_at(now)))
+        .min();
+    let wait = reopen.map_or(std::time::Duration::from_secs(1), |t| {
+        t.saturating_duration_since(now)
+    });
+    GatewayError::new(
+        ErrorKind::UpstreamUnavailable,
+        format!(
+            "every upstream of model `{}` is failing and its circuit is open; retry after {} s",
+            group.name,
+            wait.as_secs().max(1)
+        ),
+    )
+    .with_retry_after(wait)
 }
 
 #[cfg(test)]

@@ -61,7 +61,7 @@ async fn walk(
     //    everything after works on a concrete upstream.
     let group = gw.routes.group(&request.model)?;
     call.record_mut().model_group = Some(group.name.clone());
-    let deployment = gw.routes.pick_paced(group, &call.record().request_id)?;
+    let deployment = gw.routes.pick_available(group, &call.record().request_id)?;
 
     // 4. Dispatch: admission (a slot under the deployment's concurrency limit, waiting in the
     //    lane's queue), then attempts up to the first byte so an early failure still gets a

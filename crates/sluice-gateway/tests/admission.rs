@@ -5,145 +5,14 @@
 #[path = "scripted/mod.rs"]
 mod scripted;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use http_body_util::BodyExt;
-use parking_lot::Mutex;
-use serde_json::Value;
-use sluice_config::gateway::DeploymentConfig;
-use sluice_core::{AttemptKind, AttemptOutcome, CallRecord, ErrorKind};
-use sluice_gateway::{Gateway, GatewayBuilder};
+use sluice_core::{AttemptKind, AttemptOutcome, ErrorKind};
 use sluice_tail::RetryPolicy;
-use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
 use tokio::time::{Instant, sleep};
-use tower::ServiceExt;
 
-use crate::scripted::{End, Scripted};
-
-struct Rig {
-    gw: Arc<Gateway>,
-    router: axum::Router,
-    a: Scripted,
-    b: Scripted,
-    records: Arc<Mutex<Vec<CallRecord>>>,
-}
-
-fn dep(provider: &str, weight: u32) -> DeploymentConfig {
-    DeploymentConfig {
-        provider: provider.into(),
-        model: "m".into(),
-        weight,
-        name: Some(provider.into()),
-    }
-}
-
-fn lanes(max_queue: usize) -> Vec<LaneSpec> {
-    vec![
-        LaneSpec {
-            name: Arc::from("interactive"),
-            share: 0.8,
-            max_queue,
-            max_wait: Duration::from_secs(30),
-        },
-        LaneSpec {
-            name: Arc::from("batch"),
-            share: 0.2,
-            max_queue,
-            max_wait: Duration::from_secs(600),
-        },
-    ]
-}
-
-/// Group `chat` over `a` alone, or `a` (always the primary) and `b`.
-fn rig(with_b: bool, configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder) -> Rig {
-    let (a, b) = (Scripted::default(), Scripted::default());
-    let records = Arc::new(Mutex::new(Vec::new()));
-    let sink = records.clone();
-    let deployments = if with_b {
-        vec![dep("a", 1_000_000), dep("b", 1)]
-    } else {
-        vec![dep("a", 1)]
-    };
-    let builder = GatewayBuilder::new()
-        .seed(1)
-        .provider("a", Arc::new(a.clone()))
-        .provider("b", Arc::new(b.clone()))
-        .model("chat", deployments)
-        .lanes(lanes(100))
-        .on_record(Arc::new(move |r: &CallRecord| sink.lock().push(r.clone())));
-    let gw = configure(builder).build().unwrap();
-    Rig {
-        router: sluice_gateway::server::router(gw.clone()),
-        gw,
-        a,
-        b,
-        records,
-    }
-}
-
-/// What a client got: status, body, headers.
-struct Got {
-    status: u16,
-    body: Value,
-    retry_after: Option<String>,
-}
-
-async fn ask(router: &axum::Router, lane: Option<&str>, id: &str) -> Got {
-    let mut req = http::Request::post("/v1/chat/completions")
-        .header("content-type", "application/json")
-        .header("x-request-id", id);
-    if let Some(l) = lane {
-        req = req.header("x-sluice-lane", l);
-    }
-    let req = req
-        .body(Body::from(
-            r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#,
-        ))
-        .unwrap();
-    let resp = router.clone().oneshot(req).await.unwrap();
-    let status = resp.status().as_u16();
-    let retry_after = resp
-        .headers()
-        .get("retry-after")
-        .map(|v| v.to_str().unwrap().to_string());
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    Got {
-        status,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        retry_after,
-    }
-}
-
-impl Rig {
-    fn record(&self, id: &str) -> CallRecord {
-        self.records
-            .lock()
-            .iter()
-            .find(|r| r.request_id.as_str() == id)
-            .cloned()
-            .unwrap()
-    }
-
-    /// Sends `n` requests at once in `lane`; returns when all are answered, with their
-    /// statuses in request order.
-    async fn burst(&self, n: usize, lane: &str, prefix: &str) -> Vec<u16> {
-        let tasks: Vec<_> = (0..n)
-            .map(|i| {
-                let router = self.router.clone();
-                let (lane, id) = (lane.to_string(), format!("{prefix}-{i}"));
-                tokio::spawn(async move { ask(&router, Some(&lane), &id).await.status })
-            })
-            .collect();
-        let mut out = Vec::new();
-        for t in tasks {
-            out.push(t.await.unwrap());
-        }
-        out
-    }
-}
+use crate::scripted::{End, ask, lanes, rig, scrape};
 
 #[tokio::test(start_paused = true)]
 async fn a_limit_caps_requests_in_flight_and_the_rest_wait_rather_than_fail() {
@@ -155,22 +24,7 @@ async fn a_limit_caps_requests_in_flight_and_the_rest_wait_rather_than_fail() {
     let statuses = r.burst(6, "batch", "q").await;
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
     assert_eq!(r.a.peak(), 2, "never more than the limit in flight");
-    let scrape = r
-        .router
-        .clone()
-        .oneshot(http::Request::get("/metrics").body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let page = String::from_utf8(
-        scrape
-            .into_body()
-            .collect()
-            .await
-            .unwrap()
-            .to_bytes()
-            .to_vec(),
-    )
-    .unwrap();
+    let page = scrape(&r.router).await;
     assert!(
         page.contains(r#"sluice_upstream_concurrency_limit{group="chat",upstream="a"} 2"#),
         "{page}"

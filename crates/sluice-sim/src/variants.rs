@@ -3,7 +3,7 @@
 
 use sluice_gateway::GatewayBuilder;
 use sluice_tail::limit::LimitSpec;
-use sluice_tail::{HedgePolicy, RetryPolicy};
+use sluice_tail::{BreakerPolicy, HedgePolicy, RetryPolicy};
 
 /// A gateway set up one way.
 #[derive(Clone, Copy, Debug)]
@@ -34,6 +34,10 @@ fn admitted(b: GatewayBuilder) -> GatewayBuilder {
         .retries(RetryPolicy::default())
 }
 
+fn broken(b: GatewayBuilder) -> GatewayBuilder {
+    admitted(b).breakers(BreakerPolicy::default())
+}
+
 /// Every column, in order, each adding a policy to the one before. Each policy adds one as
 /// it lands.
 pub fn all() -> Vec<Variant> {
@@ -54,6 +58,12 @@ pub fn all() -> Vec<Variant> {
             about: "and an AIMD concurrency limit per upstream with lane queues (interactive \
                     before batch), and retries of 429s and failures within a 20% budget",
             apply: admitted,
+        },
+        Variant {
+            name: "+breakers",
+            about: "and a circuit breaker per upstream: open at 50% failures over 30 s, probe \
+                    once a second after 15 s, close after 3 good probes",
+            apply: broken,
         },
     ]
 }

@@ -4,6 +4,7 @@
 //! Every algorithm here takes `now` as an argument, so it runs the same on tokio's paused clock.
 
 pub mod admission;
+pub mod breaker;
 pub mod budget;
 pub mod cooldown;
 pub mod hedge;
@@ -11,6 +12,7 @@ pub mod limit;
 pub mod retry;
 pub mod window;
 
+pub use breaker::{Breaker, BreakerPolicy, BreakerState};
 pub use budget::Budget;
 pub use cooldown::Cooldowns;
 pub use hedge::HedgePolicy;

@@ -9,8 +9,8 @@ use sluice_tail::{WindowConfig, WindowError};
 use tokio::time::Instant;
 
 use crate::metrics::{
-    AttemptLabels, GroupLabels, HedgeLabels, LaneLabels, LimitLabels, Metrics, PairLabels,
-    QuantileLabels, RequestLabels, RetryLabels, TokenLabels,
+    AttemptLabels, BreakerLabels, GroupLabels, HedgeLabels, LaneLabels, LimitLabels, Metrics,
+    PairLabels, QuantileLabels, RequestLabels, RetryLabels, TokenLabels,
 };
 use crate::windows::{LatencyReport, WindowKey, Windows};
 
@@ -197,6 +197,21 @@ impl Telemetry {
                     .get_or_create(&labels)
                     .set(i64::try_from(*n).unwrap_or(i64::MAX));
             }
+        }
+    }
+
+    /// Sets the breaker gauges of one deployment: 1 for `state`, 0 for the others.
+    pub fn set_breaker(&self, group: &str, upstream: &str, state: &str) {
+        for s in ["closed", "open", "half_open"] {
+            let labels = BreakerLabels {
+                group: group.to_string(),
+                upstream: upstream.to_string(),
+                state: s,
+            };
+            self.metrics
+                .breaker
+                .get_or_create(&labels)
+                .set(i64::from(s == state));
         }
     }
 

@@ -93,6 +93,17 @@ pub struct LaneLabels {
     pub state: &'static str,
 }
 
+/// Labels of the breaker gauges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BreakerLabels {
+    /// Model group.
+    pub group: String,
+    /// Upstream.
+    pub upstream: String,
+    /// `closed`, `open` or `half_open`.
+    pub state: &'static str,
+}
+
 /// Labels of the retry counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RetryLabels {
@@ -152,6 +163,8 @@ pub struct Metrics {
     pub concurrency_limit: Family<LimitLabels, Gauge>,
     /// Requests in flight and queued per deployment and lane.
     pub admission: Family<LaneLabels, Gauge>,
+    /// 1 for each deployment's current breaker state, 0 for the others.
+    pub breaker: Family<BreakerLabels, Gauge>,
     /// Percentiles of the rotating windows, refreshed at each scrape.
     pub window_quantiles: Family<QuantileLabels, Gauge<f64, AtomicU64>>,
     /// Requests being served now.
@@ -175,6 +188,7 @@ impl Metrics {
             retries: Family::default(),
             concurrency_limit: Family::default(),
             admission: Family::default(),
+            breaker: Family::default(),
             window_quantiles: Family::default(),
             inflight: Gauge::default(),
         };
@@ -224,6 +238,11 @@ impl Metrics {
             "admission_requests",
             "Requests in flight and queued per deployment and lane",
             m.admission.clone(),
+        );
+        r.register(
+            "upstream_breaker_state",
+            "Circuit breaker state per deployment: 1 for the current state",
+            m.breaker.clone(),
         );
         r.register(
             "hedges",

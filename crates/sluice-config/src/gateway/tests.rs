@@ -222,3 +222,27 @@ fn without_lanes_the_defaults_apply() {
         ["interactive", "batch"]
     );
 }
+
+#[test]
+fn breakers_are_read_and_checked() {
+    let text = r#"
+[providers.p]
+kind = "openai"
+base_url = "http://localhost:1/v1"
+[models.a]
+deployments = [{ provider = "p", model = "x" }]
+breaker = { failure_rate = 0.3, open_for = "5s" }
+[models.b]
+deployments = [{ provider = "p", model = "y" }]
+breaker = { failure_rate = 0.0, min_calls = 0, window = "100ms", close_after = 0 }
+"#;
+    let err = load(text, &env(&[]), &[]).unwrap_err();
+    assert_eq!(err.len(), 4, "{err}");
+    let ok = text.split("[models.b]").next().unwrap();
+    let cfg = load(ok, &env(&[]), &[]).unwrap();
+    let b = cfg.models[0].1.breaker.clone().unwrap();
+    assert_eq!(
+        (b.failure_rate, b.open_for, b.min_calls),
+        (0.3, Duration::from_secs(5), 20)
+    );
+}

@@ -43,8 +43,8 @@ fn is_drop(e: &GatewayError) -> bool {
 
 /// Runs one attempt. A stream is held until its first frame so that a failure before any
 /// byte still answers with a proper status. The time to that first byte, or the failure,
-/// is fed to the deployment's limiter; an attempt dropped before either (it lost a race, or
-/// the client left) says nothing about capacity and feeds nothing.
+/// is fed to the deployment's limiter and breaker; an attempt dropped before either (it lost
+/// a race, or the client left) says nothing about the upstream and feeds nothing.
 pub(crate) async fn first_byte(
     d: Deployment,
     request: Arc<ChatRequest>,
@@ -54,6 +54,13 @@ pub(crate) async fn first_byte(
     let started = Instant::now();
     let inflight = permit.as_ref().map_or(1, |p| p.inflight);
     let result = reach(&d, request, request_id).await;
+    // The breaker hears of the upstream's own faults and successes, not of 429s or 4xx.
+    let health = match &result {
+        Ok(_) => Some(true),
+        Err(e) if e.kind.is_upstream_fault() => Some(false),
+        Err(_) => None,
+    };
+    d.record_health(Instant::now(), health);
     if let Some(limiter) = &d.limiter {
         let now = Instant::now();
         let sample = Sample {

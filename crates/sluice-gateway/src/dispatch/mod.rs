@@ -109,8 +109,8 @@ async fn admit(gw: &Gateway, d: &Deployment, lane: usize) -> Result<Option<Permi
     })
 }
 
-/// Where and when to try again after `err`, if at all: another deployment that is not
-/// cooling down takes the retry at once; otherwise the same one, after its 429's
+/// Where and when to try again after `err`, if at all: another deployment that is healthy
+/// (breaker closed) and not cooling down takes the retry at once; otherwise the same one, after its 429's
 /// `retry-after` or a short jittered backoff. No retry when the error is the client's or the
 /// wait would outlast the lane's patience. Other failures also stop at the group's
 /// `max_attempts` and when its retry budget is empty; a 429 does not, because it is retried
@@ -140,8 +140,14 @@ fn plan_retry<'a>(
     let now = Instant::now();
     let next = gw
         .routes
-        .pick_other(group, failed, id, |d| !gw.is_cooling(&d.name, now))
+        .pick_other(group, failed, id, |d| {
+            d.healthy(now) && !gw.is_cooling(&d.name, now)
+        })
         .unwrap_or(failed);
+    if !next.healthy(now) {
+        // Its breaker just opened, and nobody else can take the call.
+        return None;
+    }
     let wait = if next.name != failed.name {
         Duration::ZERO
     } else if paced {
@@ -155,5 +161,6 @@ fn plan_retry<'a>(
     if now + wait > deadline || (!paced && !retrying.budget.lock().try_spend()) {
         return None;
     }
+    next.claim(now + wait);
     Some((next, wait))
 }

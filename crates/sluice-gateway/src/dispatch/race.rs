@@ -52,14 +52,17 @@ pub(crate) async fn try_once(
         () = sleep(delay) => {}
     }
     // The attempt is slower than the group's hedging quantile: hedge to another deployment
-    // that can take it now, if the budget allows. With a limiter, that means a free slot (a
-    // hedge never queues, and the limiter holds slots back while a 429 pause lasts); without
-    // one, no 429 in the last quiet period (the hedge would spend quota the upstream's next
-    // ordinary request needs).
+    // that can take it now, if the budget allows: its breaker closed, and with a limiter a
+    // free slot (a hedge never queues, and the limiter holds slots back while a 429 pause
+    // lasts); without one, no 429 in the last quiet period (the hedge would spend quota the
+    // upstream's next ordinary request needs).
     let now = Instant::now();
-    let can_take = |d: &Deployment| match &d.limiter {
-        Some(l) => !l.is_paused(now),
-        None => !gw.is_cooling(&d.name, now),
+    let can_take = |d: &Deployment| {
+        d.healthy(now)
+            && match &d.limiter {
+                Some(l) => !l.is_paused(now),
+                None => !gw.is_cooling(&d.name, now),
+            }
     };
     let slot = gw
         .routes
@@ -78,6 +81,7 @@ pub(crate) async fn try_once(
         let r = first.await;
         return conclude(gw, call, p, target, r);
     };
+    other.claim(now);
     let h = call.begin_attempt(other.name.clone(), now, AttemptKind::Hedge);
     let second = pin!(first_byte(other.clone(), request.clone(), id, hedge_permit));
     race(gw, call, (p, target, first), (h, other, second)).await

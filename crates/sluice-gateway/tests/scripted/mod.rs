@@ -1,5 +1,6 @@
-//! A scripted upstream for virtual-time tests: each call waits the next scripted delay, then
-//! answers, fails, or refuses with 429.
+//! Virtual-time test support: a scripted upstream (each call waits the next scripted delay,
+//! then answers, fails, or refuses), a gateway rig over one or two of them, and a client
+//! that calls the router in-process.
 
 #![allow(dead_code)]
 
@@ -7,13 +8,20 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use http_body_util::BodyExt;
 use parking_lot::Mutex;
-use sluice_core::{ErrorKind, GatewayError, UpstreamReply};
+use serde_json::Value;
+use sluice_config::gateway::DeploymentConfig;
+use sluice_core::{CallRecord, ErrorKind, GatewayError, UpstreamReply};
+use sluice_gateway::{Gateway, GatewayBuilder};
 use sluice_providers::{Completion, Provider, UpstreamCall, UpstreamResponse};
+use sluice_tail::admission::LaneSpec;
 use tokio::time::{Instant, sleep};
+use tower::ServiceExt;
 
 /// How a scripted call ends.
 #[derive(Clone, Copy)]
@@ -111,4 +119,141 @@ impl Provider for Scripted {
         }
         .boxed()
     }
+}
+
+pub struct Rig {
+    pub gw: Arc<Gateway>,
+    pub router: axum::Router,
+    pub a: Scripted,
+    pub b: Scripted,
+    pub records: Arc<Mutex<Vec<CallRecord>>>,
+}
+
+pub fn dep(provider: &str, weight: u32) -> DeploymentConfig {
+    DeploymentConfig {
+        provider: provider.into(),
+        model: "m".into(),
+        weight,
+        name: Some(provider.into()),
+    }
+}
+
+pub fn lanes(max_queue: usize) -> Vec<LaneSpec> {
+    vec![
+        LaneSpec {
+            name: Arc::from("interactive"),
+            share: 0.8,
+            max_queue,
+            max_wait: Duration::from_secs(30),
+        },
+        LaneSpec {
+            name: Arc::from("batch"),
+            share: 0.2,
+            max_queue,
+            max_wait: Duration::from_secs(600),
+        },
+    ]
+}
+
+/// Group `chat` over `a` alone, or `a` (always the primary) and `b`.
+pub fn rig(with_b: bool, configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder) -> Rig {
+    let (a, b) = (Scripted::default(), Scripted::default());
+    let records = Arc::new(Mutex::new(Vec::new()));
+    let sink = records.clone();
+    let deployments = if with_b {
+        vec![dep("a", 1_000_000), dep("b", 1)]
+    } else {
+        vec![dep("a", 1)]
+    };
+    let builder = GatewayBuilder::new()
+        .seed(1)
+        .provider("a", Arc::new(a.clone()))
+        .provider("b", Arc::new(b.clone()))
+        .model("chat", deployments)
+        .lanes(lanes(100))
+        .on_record(Arc::new(move |r: &CallRecord| sink.lock().push(r.clone())));
+    let gw = configure(builder).build().unwrap();
+    Rig {
+        router: sluice_gateway::server::router(gw.clone()),
+        gw,
+        a,
+        b,
+        records,
+    }
+}
+
+/// What a client got: status, body, headers.
+pub struct Got {
+    pub status: u16,
+    pub body: Value,
+    pub retry_after: Option<String>,
+}
+
+pub async fn ask(router: &axum::Router, lane: Option<&str>, id: &str) -> Got {
+    let mut req = http::Request::post("/v1/chat/completions")
+        .header("content-type", "application/json")
+        .header("x-request-id", id);
+    if let Some(l) = lane {
+        req = req.header("x-sluice-lane", l);
+    }
+    let req = req
+        .body(Body::from(
+            r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#,
+        ))
+        .unwrap();
+    let resp = router.clone().oneshot(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let retry_after = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    Got {
+        status,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        retry_after,
+    }
+}
+
+impl Rig {
+    pub fn record(&self, id: &str) -> CallRecord {
+        self.records
+            .lock()
+            .iter()
+            .find(|r| r.request_id.as_str() == id)
+            .cloned()
+            .unwrap()
+    }
+
+    /// Sends `n` requests at once in `lane`; returns when all are answered, with their
+    /// statuses in request order.
+    pub async fn burst(&self, n: usize, lane: &str, prefix: &str) -> Vec<u16> {
+        let tasks: Vec<_> = (0..n)
+            .map(|i| {
+                let router = self.router.clone();
+                let (lane, id) = (lane.to_string(), format!("{prefix}-{i}"));
+                tokio::spawn(async move { ask(&router, Some(&lane), &id).await.status })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
+    }
+}
+
+/// The `/metrics` page, scraped through the router.
+pub async fn scrape(router: &axum::Router) -> String {
+    let req = http::Request::get("/metrics").body(Body::empty()).unwrap();
+    let resp = router.clone().oneshot(req).await.unwrap();
+    String::from_utf8(
+        resp.into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec(),
+    )
+    .unwrap()
 }

@@ -208,3 +208,24 @@ fn admitted_runs_repeat_exactly() {
     let s = scenario("doc-analysis");
     assert_eq!(json(&admitted(&s)), json(&admitted(&s)));
 }
+
+#[test]
+fn breakers_cut_an_outage_down_to_the_calls_that_found_it() {
+    let s = scenario("outage");
+    let plain = run(&s).unwrap();
+    let v = crate::variants::all()
+        .into_iter()
+        .find(|v| v.name == "+breakers")
+        .unwrap();
+    let broken = run_with(&s, (v.apply)(sluice_gateway::GatewayBuilder::new())).unwrap();
+    let failed = |r: &Report| r.summary.all.count - r.summary.all.ok;
+    assert!(failed(&plain) > 500, "{}", failed(&plain));
+    assert!(
+        failed(&broken) * 5 < failed(&plain),
+        "{} vs {}",
+        failed(&broken),
+        failed(&plain)
+    );
+    // The sick upstream saw far fewer calls during the outage.
+    assert!(broken.upstreams["alpha"].error_503 * 3 < plain.upstreams["alpha"].error_503);
+}
