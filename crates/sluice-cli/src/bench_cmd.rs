@@ -47,6 +47,9 @@ pub struct LoadArgs {
     /// Tenant mix sent as `x-sluice-tenant`, e.g. `acme=0.5,globex=0.5`.
     #[arg(long)]
     pub tenants: Option<String>,
+    /// Give each request this deadline (sent as `x-sluice-timeout-ms`).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub timeout: Option<Duration>,
     /// Count requests slower than this as SLO breaches.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub slo: Option<Duration>,
@@ -114,6 +117,7 @@ pub fn workload(a: &LoadArgs) -> anyhow::Result<(Workload, Duration)> {
                 shared_prefix_tokens: a.shared_prefix_tokens,
                 stream: a.stream,
                 max_tokens: a.max_tokens,
+                timeout: a.timeout,
             });
         }
     }

@@ -75,7 +75,7 @@ pub fn run(name_or_path: &str, seed: Option<u64>, json: Option<&Path>) -> anyhow
     }
     for (v, r) in &reports {
         println!(
-            "{}: {} extra upstream requests (hedges)",
+            "{}: {} extra upstream requests (hedges and retries)",
             v.name, r.extra_requests
         );
         for (name, u) in &r.upstreams {

@@ -160,6 +160,8 @@ pub struct RetryConfig {
     pub budget: f64,
     /// Retries that may be spent at once after a quiet spell.
     pub burst: f64,
+    /// Retries earned per second whatever the traffic, on top of `budget`.
+    pub min_per_second: f64,
 }
 
 impl Default for RetryConfig {
@@ -168,13 +170,14 @@ impl Default for RetryConfig {
             max_attempts: 3,
             budget: 0.2,
             burst: 10.0,
+            min_per_second: 0.5,
         }
     }
 }
 
 /// `breaker = { ... }` of a model group: stop sending to a deployment whose calls keep
-/// failing (5xx, timeouts, lost connections; not 429s, not 4xx), probe it now and then,
-/// close once probes succeed.
+/// failing (5xx, timeouts, lost connections; not 429s, not 4xx) or crawling (first byte
+/// after `slow_call`), probe it now and then, close once probes succeed.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct BreakerConfig {
@@ -196,6 +199,13 @@ pub struct BreakerConfig {
     pub probe_every: Duration,
     /// Successful probes in a row that close it.
     pub close_after: u32,
+    /// A call whose first byte takes this long or longer is slow.
+    #[serde(with = "humantime_serde")]
+    pub slow_call: Duration,
+    /// Open when at least this share of the window's calls were slow (1: only when all were).
+    pub slow_call_rate: f64,
+    /// Open after this many failures in a row, whatever the window says (0: never).
+    pub consecutive_failures: u32,
 }
 
 impl Default for BreakerConfig {
@@ -208,6 +218,9 @@ impl Default for BreakerConfig {
             max_open_for: Duration::from_secs(300),
             probe_every: Duration::from_secs(1),
             close_after: 3,
+            slow_call: Duration::from_secs(30),
+            slow_call_rate: 1.0,
+            consecutive_failures: 5,
         }
     }
 }
@@ -299,6 +312,10 @@ pub struct ModelGroupConfig {
     /// A circuit breaker per deployment; none when absent.
     #[serde(default)]
     pub breaker: Option<BreakerConfig>,
+    /// The deadline of a request that sends no `x-sluice-timeout-ms`: from its arrival to its
+    /// last byte, queueing, retries and hedges included. None when absent.
+    #[serde(default, with = "crate::duration::option")]
+    pub timeout: Option<Duration>,
 }
 
 /// `hedge = { ... }` of a model group: after the primary attempt has waited longer than the
@@ -314,20 +331,23 @@ pub struct HedgeConfig {
     /// Never hedge sooner than this.
     #[serde(with = "humantime_serde")]
     pub min_delay: Duration,
-    /// Hedges allowed per request on average (0.1: at most 10% extra requests).
+    /// Hedges allowed per request on average (0.05: at most 5% extra requests).
     pub budget: f64,
     /// Hedges that may be spent at once after a quiet spell.
     pub burst: f64,
+    /// Hedges earned per second whatever the traffic, on top of `budget`.
+    pub min_per_second: f64,
 }
 
 impl Default for HedgeConfig {
     fn default() -> Self {
         Self {
             quantile: 0.95,
-            min_samples: 50,
+            min_samples: 20,
             min_delay: Duration::from_millis(10),
-            budget: 0.1,
+            budget: 0.05,
             burst: 10.0,
+            min_per_second: 0.1,
         }
     }
 }
@@ -350,6 +370,12 @@ impl HedgeConfig {
         }
         if self.burst < 1.0 {
             out.push(("burst", format!("must be at least 1 (got {})", self.burst)));
+        }
+        if !(0.0..=100.0).contains(&self.min_per_second) {
+            out.push((
+                "min_per_second",
+                format!("must be between 0 and 100 (got {})", self.min_per_second),
+            ));
         }
         out
     }
@@ -529,6 +555,18 @@ fn check_group_policies(
         if b.close_after == 0 {
             diags.push(doc.diag(&at("breaker", "close_after"), "must be at least 1"));
         }
+        if !(b.slow_call_rate > 0.0 && b.slow_call_rate <= 1.0) {
+            diags.push(doc.diag(
+                &at("breaker", "slow_call_rate"),
+                "must be above 0 and at most 1",
+            ));
+        }
+        if b.slow_call.is_zero() {
+            diags.push(doc.diag(&at("breaker", "slow_call"), "must be longer than zero"));
+        }
+    }
+    if m.timeout.is_some_and(|t| t < Duration::from_millis(1)) {
+        diags.push(doc.diag(&key(&["models", group, "timeout"]), "must be at least 1ms"));
     }
     if let Some(r) = &m.retry {
         if !(1..=10).contains(&r.max_attempts) {
@@ -536,6 +574,9 @@ fn check_group_policies(
         }
         if !(0.0..=1.0).contains(&r.budget) {
             diags.push(doc.diag(&at("retry", "budget"), "must be between 0 and 1"));
+        }
+        if !(r.min_per_second >= 0.0 && r.min_per_second <= 1000.0) {
+            diags.push(doc.diag(&at("retry", "min_per_second"), "must be between 0 and 1000"));
         }
     }
 }

@@ -40,6 +40,8 @@ pub enum ErrorKind {
     Overloaded,
     /// sluice is draining for shutdown and takes no new work.
     ShuttingDown,
+    /// The request's own deadline (`x-sluice-timeout-ms`, or its route's default) ran out.
+    DeadlineExceeded,
     /// A bug in sluice.
     Internal,
 }
@@ -55,7 +57,7 @@ impl ErrorKind {
             Self::PayloadTooLarge => 413,
             Self::UpstreamConnect | Self::UpstreamServerError | Self::UpstreamProtocol => 502,
             Self::ShuttingDown | Self::Overloaded | Self::UpstreamUnavailable => 503,
-            Self::UpstreamTimeout => 504,
+            Self::UpstreamTimeout | Self::DeadlineExceeded => 504,
             Self::Internal => 500,
         }
     }
@@ -74,6 +76,7 @@ impl ErrorKind {
             | Self::UpstreamServerError
             | Self::UpstreamProtocol
             | Self::UpstreamUnavailable => "upstream_error",
+            Self::DeadlineExceeded => "timeout_error",
             Self::ShuttingDown | Self::Overloaded => "overloaded_error",
             Self::Internal => "server_error",
         }
@@ -96,6 +99,7 @@ impl ErrorKind {
             Self::UpstreamUnavailable => "upstream_unavailable",
             Self::Overloaded => "overloaded",
             Self::ShuttingDown => "shutting_down",
+            Self::DeadlineExceeded => "deadline_exceeded",
             Self::Internal => "internal_error",
         }
     }

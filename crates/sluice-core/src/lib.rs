@@ -11,5 +11,5 @@ pub mod usage;
 pub use chat::ChatRequest;
 pub use error::{ErrorKind, GatewayError, UpstreamReply};
 pub use ids::RequestId;
-pub use record::{Attempt, AttemptKind, AttemptOutcome, CallRecord, Phase, Timings};
+pub use record::{Attempt, AttemptKind, AttemptOutcome, CallRecord, Phase, Stage, Timings};
 pub use usage::Usage;

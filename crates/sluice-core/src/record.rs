@@ -42,6 +42,8 @@ pub struct Timings {
     pub first_byte: Option<Instant>,
     /// The response ended (last byte sent, error sent, or client gone).
     pub done: Option<Instant>,
+    /// When the request's deadline runs out, if it has one.
+    pub deadline: Option<Instant>,
 }
 
 impl Timings {
@@ -53,6 +55,7 @@ impl Timings {
             dispatched: None,
             first_byte: None,
             done: None,
+            deadline: None,
         }
     }
 
@@ -81,6 +84,31 @@ impl Timings {
         match phase {
             Phase::Ttfb => self.upstream_ttfb(),
             Phase::Total => self.upstream_total(),
+        }
+    }
+}
+
+/// Where a call stands: what its deadline, when it runs out, ran out on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Waiting for a slot under an upstream's concurrency limit, before any attempt.
+    Queue,
+    /// Waiting for an upstream's first byte.
+    Upstream,
+    /// Between attempts: backing off, or queued again, before a retry.
+    Retry,
+    /// Streaming the answer to the client.
+    Stream,
+}
+
+impl Stage {
+    /// A short label for metrics and headers.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Queue => "queue",
+            Self::Upstream => "upstream",
+            Self::Retry => "retry",
+            Self::Stream => "stream",
         }
     }
 }
@@ -189,8 +217,13 @@ pub struct CallRecord {
     pub error: Option<ErrorKind>,
     /// Tokens used, when the upstream reported them.
     pub usage: Option<Usage>,
-    /// The call was slow enough to hedge, but the hedging budget was spent.
+    /// The call was slow enough to hedge, but no hedge went (budget spent, no other upstream
+    /// free, or too little of the deadline left).
     pub hedge_denied: bool,
+    /// An attempt failed in a way worth retrying, but the retry budget was spent.
+    pub retry_denied: bool,
+    /// Where the call was when its deadline ran out.
+    pub deadline_stage: Option<Stage>,
 }
 
 /// Status recorded when the client disconnected before the answer ended (nginx's convention).
@@ -211,6 +244,26 @@ impl CallRecord {
             error: None,
             usage: None,
             hedge_denied: false,
+            retry_denied: false,
+            deadline_stage: None,
+        }
+    }
+
+    /// Where the call stands now: streaming once a first byte came, queued before any
+    /// attempt, waiting on an upstream while an attempt is out, else between attempts.
+    pub fn stage(&self) -> Stage {
+        if self.timings.first_byte.is_some() {
+            Stage::Stream
+        } else if self.attempts.is_empty() {
+            Stage::Queue
+        } else if self
+            .attempts
+            .iter()
+            .any(|a| a.outcome == AttemptOutcome::Pending)
+        {
+            Stage::Upstream
+        } else {
+            Stage::Retry
         }
     }
 
@@ -236,5 +289,19 @@ mod tests {
         assert_eq!(t.upstream_ttfb(), Some(Duration::from_millis(300)));
         assert_eq!(t.upstream(Phase::Total), Some(Duration::from_millis(1000)));
         assert_eq!(t.total(), Some(Duration::from_millis(1002)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_stage_follows_the_attempts() {
+        let now = Instant::now();
+        let mut r = CallRecord::new(RequestId::from_client_or_generate(Some("s")), now);
+        assert_eq!(r.stage(), Stage::Queue);
+        r.attempts.push(Attempt::start(Arc::from("a"), now));
+        assert_eq!(r.stage(), Stage::Upstream);
+        r.attempts[0].outcome = AttemptOutcome::Failed(ErrorKind::UpstreamServerError);
+        assert_eq!(r.stage(), Stage::Retry);
+        r.attempts.push(Attempt::start(Arc::from("b"), now));
+        r.timings.first_byte = Some(now);
+        assert_eq!(r.stage(), Stage::Stream);
     }
 }

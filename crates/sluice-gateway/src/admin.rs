@@ -51,8 +51,8 @@ pub async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
         };
         for d in &group.deployments {
             if let Some(b) = &d.breaker {
-                let state = b.lock().state(Instant::now()).label();
-                gw.telemetry().set_breaker(&group.name, &d.name, state);
+                let snapshot = b.lock().snapshot(Instant::now());
+                gw.telemetry().set_breaker(&group.name, &d.name, &snapshot);
             }
             if let Some(limiter) = &d.limiter {
                 let stats = limiter.stats();

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use sluice_config::gateway::{DeploymentConfig, Env, GatewayConfig};
@@ -32,6 +33,8 @@ pub struct GroupPolicies {
     pub retry: Option<RetryPolicy>,
     /// A circuit breaker per deployment.
     pub breaker: Option<BreakerPolicy>,
+    /// The deadline of a request that carries none of its own.
+    pub timeout: Option<Duration>,
 }
 
 impl GroupPolicies {
@@ -42,6 +45,7 @@ impl GroupPolicies {
             limit: self.limit.or(defaults.limit),
             retry: self.retry.or(defaults.retry),
             breaker: self.breaker.or(defaults.breaker),
+            timeout: self.timeout.or(defaults.timeout),
         }
     }
 }
@@ -174,6 +178,13 @@ impl GatewayBuilder {
         self
     }
 
+    /// Gives every group that sets no timeout of its own a deadline for requests that carry
+    /// none (`x-sluice-timeout-ms`).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.defaults.timeout = Some(timeout);
+        self
+    }
+
     /// Sets the lanes, in priority order (the first is the default lane).
     pub fn lanes(mut self, lanes: Vec<LaneSpec>) -> Self {
         if !lanes.is_empty() {
@@ -244,7 +255,11 @@ impl GatewayBuilder {
                     breaker,
                 });
             }
-            groups.push(ModelGroup::new(group, out, p.hedge).with_retries(p.retry));
+            groups.push(
+                ModelGroup::new(group, out, p.hedge)
+                    .with_retries(p.retry)
+                    .with_timeout(p.timeout),
+            );
         }
         Ok(Arc::new(Gateway {
             routes: Routes::new(groups, seed),

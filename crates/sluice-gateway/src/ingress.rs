@@ -1,10 +1,14 @@
-//! Reading a request: the request id, the body under its size limit, and the parsed view.
+//! Reading a request: the request id, the body under its size limit, the parsed view, and
+//! the lane and time budget its headers ask for.
+
+use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use sluice_core::{ChatRequest, ErrorKind, GatewayError, RequestId};
+use sluice_providers::TIMEOUT_HEADER;
 use sluice_tail::admission::LaneSpec;
 
 /// The request id: the client's `x-request-id` when sane, else a fresh one.
@@ -38,6 +42,30 @@ pub fn lane(headers: &HeaderMap, lanes: &[LaneSpec]) -> Result<usize, GatewayErr
         )
         .with_param("x-sluice-lane")
     })
+}
+
+/// The longest deadline a client may ask for (a day): anything longer is a mistake, not a
+/// budget.
+const MAX_TIMEOUT_MS: u64 = 86_400_000;
+
+/// The request's own time budget, `x-sluice-timeout-ms` (whole milliseconds, 1 to a day):
+/// `None` when absent, a 400 naming the header when it is not such a number.
+pub fn timeout(headers: &HeaderMap) -> Result<Option<Duration>, GatewayError> {
+    let Some(value) = headers.get(TIMEOUT_HEADER) else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default().trim();
+    match text.parse::<u64>() {
+        Ok(ms) if (1..=MAX_TIMEOUT_MS).contains(&ms) => Ok(Some(Duration::from_millis(ms))),
+        _ => Err(GatewayError::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "{TIMEOUT_HEADER} `{text}` is not a whole number of milliseconds from 1 to \
+                 {MAX_TIMEOUT_MS}"
+            ),
+        )
+        .with_param(TIMEOUT_HEADER)),
+    }
 }
 
 /// Reads the whole body, refusing more than `limit` bytes (up front when `content-length`

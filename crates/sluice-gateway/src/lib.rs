@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod builder;
 pub mod call;
+pub mod deadline;
 pub mod dispatch;
 pub mod gateway;
 pub mod ingress;
@@ -18,6 +19,7 @@ pub mod respond;
 pub mod routing;
 pub mod server;
 pub mod stack;
+pub mod status;
 
 pub use gateway::{Gateway, GatewayBuilder};
 pub use server::{Server, ShutdownHandle};

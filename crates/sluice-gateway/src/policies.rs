@@ -20,6 +20,7 @@ pub fn hedge(c: &HedgeConfig) -> HedgePolicy {
         min_delay: c.min_delay,
         budget: c.budget,
         burst: c.burst,
+        min_per_second: c.min_per_second,
     }
 }
 
@@ -40,6 +41,7 @@ pub fn retry(c: &RetryConfig) -> RetryPolicy {
         max_attempts: c.max_attempts,
         budget: c.budget,
         burst: c.burst,
+        min_per_second: c.min_per_second,
         ..RetryPolicy::default()
     }
 }
@@ -54,6 +56,9 @@ pub fn breaker(c: &BreakerConfig) -> BreakerPolicy {
         max_open_for: c.max_open_for,
         probe_every: c.probe_every,
         close_after: c.close_after,
+        slow_call: c.slow_call,
+        slow_call_rate: c.slow_call_rate,
+        consecutive_failures: c.consecutive_failures,
     }
 }
 
@@ -64,6 +69,7 @@ pub fn of_group(m: &ModelGroupConfig) -> GroupPolicies {
         limit: m.limit.as_ref().map(limit),
         retry: m.retry.as_ref().map(retry),
         breaker: m.breaker.as_ref().map(breaker),
+        timeout: m.timeout,
     }
 }
 

@@ -2,6 +2,7 @@
 //! call's timings in `Server-Timing` and the call settled when the answer ends.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -11,12 +12,13 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures::Stream;
 use http::{HeaderMap, HeaderValue, header};
-use sluice_core::{AttemptOutcome, RequestId, Timings};
+use sluice_core::{AttemptOutcome, CallRecord, GatewayError, RequestId};
 use sluice_providers::{EventStream, StreamEvent, openai};
 use sluice_tail::admission::Permit;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep, sleep_until};
 
 use crate::call::Call;
+use crate::deadline;
 
 /// Adds `x-request-id` and, when known, `x-sluice-upstream`.
 pub fn tag(h: &mut HeaderMap, id: &RequestId, upstream: Option<&str>) {
@@ -32,17 +34,47 @@ fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1000.0)
 }
 
-/// `Server-Timing: queue;dur=…, upstream_ttfb;dur=…, total;dur=…` (milliseconds).
+/// `Server-Timing` (durations in milliseconds): `queue`, `upstream_ttfb`, one `attempt` per
+/// attempt (`desc` = why it went, where, how it ended; `dur` = to its first byte or its end),
+/// `hedge;desc="denied"` and `retry;desc="denied"` when a budget or the deadline stopped one,
+/// `deadline` with the time left of the request's budget, and `total`.
 ///
 /// For a stream the headers leave at the first byte, so `total` is the time to that byte
-/// (marked with a description); the full duration is in the call record and metrics.
-pub fn server_timing(t: &Timings, now: Instant, stream: bool) -> String {
-    let mut parts = Vec::with_capacity(3);
+/// (marked with a description) and the winning attempt reads `first_byte`; the full
+/// duration is in the call record and metrics.
+pub fn server_timing(r: &CallRecord, now: Instant, stream: bool) -> String {
+    let t = &r.timings;
+    let mut parts = Vec::with_capacity(4 + r.attempts.len());
     if let Some(q) = t.queue() {
         parts.push(format!("queue;dur={}", ms(q)));
     }
     if let Some(u) = t.upstream_ttfb() {
         parts.push(format!("upstream_ttfb;dur={}", ms(u)));
+    }
+    for a in &r.attempts {
+        let until = a.first_byte.or(a.ended).unwrap_or(now);
+        let outcome = match a.outcome {
+            AttemptOutcome::Pending if a.first_byte.is_some() => "first_byte",
+            o => o.label(),
+        };
+        parts.push(format!(
+            "attempt;desc=\"{} {} {outcome}\";dur={}",
+            a.kind.label(),
+            a.upstream.replace(['"', '\\'], "_"),
+            ms(until.saturating_duration_since(a.started))
+        ));
+    }
+    if r.hedge_denied {
+        parts.push("hedge;desc=\"denied\"".to_string());
+    }
+    if r.retry_denied {
+        parts.push("retry;desc=\"denied\"".to_string());
+    }
+    if let Some(d) = t.deadline {
+        parts.push(format!(
+            "deadline;desc=\"left\";dur={}",
+            ms(d.saturating_duration_since(now))
+        ));
     }
     let total = now.saturating_duration_since(t.received);
     if stream {
@@ -56,7 +88,7 @@ pub fn server_timing(t: &Timings, now: Instant, stream: bool) -> String {
 fn headers_for(call: &Call, now: Instant, stream: bool, h: &mut HeaderMap) {
     let r = call.record();
     tag(h, &r.request_id, r.upstream.as_deref());
-    if let Ok(v) = HeaderValue::from_str(&server_timing(&r.timings, now, stream)) {
+    if let Ok(v) = HeaderValue::from_str(&server_timing(r, now, stream)) {
         h.insert("server-timing", v);
     }
 }
@@ -88,12 +120,18 @@ pub fn stream(
     let now = Instant::now();
     let mut head = HeaderMap::new();
     headers_for(&call, now, true, &mut head);
+    let deadline = call
+        .record()
+        .timings
+        .deadline
+        .map(|d| Box::pin(sleep_until(d)));
     let body = ClientStream {
         first: Some(first),
         rest,
         call: Some(call),
         attempt,
         permit,
+        deadline,
     };
     let mut resp = Response::new(Body::from_stream(body));
     let h = resp.headers_mut();
@@ -107,8 +145,9 @@ pub fn stream(
 }
 
 /// The body of a streamed answer. Frames go out as they come; usage is kept for the record;
-/// an upstream failure mid-stream is sent as an error event (never a silent truncation). If
-/// the client leaves, dropping this settles the call as abandoned.
+/// an upstream failure mid-stream, or the request's deadline running out, is sent as an
+/// error event (never a silent truncation). If the client leaves, dropping this settles the
+/// call as abandoned.
 struct ClientStream {
     first: Option<Bytes>,
     rest: EventStream,
@@ -116,6 +155,21 @@ struct ClientStream {
     attempt: usize,
     /// Released when the stream ends (or the client leaves and this is dropped).
     permit: Option<Permit>,
+    /// Fires when the request's deadline runs out.
+    deadline: Option<Pin<Box<Sleep>>>,
+}
+
+impl ClientStream {
+    /// Ends the answer with `e`: the slot freed, the attempt and the call settled, and the
+    /// error event to send last.
+    fn end_with(&mut self, e: &GatewayError) -> Bytes {
+        self.permit = None;
+        if let Some(mut call) = self.call.take() {
+            call.end_attempt(self.attempt, AttemptOutcome::Failed(e.kind), Instant::now());
+            call.finish(200, Some(e.kind));
+        }
+        openai::error_frame(e)
+    }
 }
 
 impl Stream for ClientStream {
@@ -130,6 +184,17 @@ impl Stream for ClientStream {
             if this.call.is_none() {
                 return Poll::Ready(None);
             }
+            // The deadline first: an answer that is still streaming when it runs out is cut
+            // there, even if more frames are ready.
+            if let Some(d) = this.deadline.as_mut()
+                && d.as_mut().poll(cx).is_ready()
+            {
+                let e = match this.call.as_mut() {
+                    Some(call) => deadline::exceeded(call),
+                    None => return Poll::Ready(None),
+                };
+                return Poll::Ready(Some(Ok(this.end_with(&e))));
+            }
             match this.rest.as_mut().poll_next(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Ok(StreamEvent::Frame(b)))) => return Poll::Ready(Some(Ok(b))),
@@ -138,18 +203,7 @@ impl Stream for ClientStream {
                         call.record_mut().usage = Some(u);
                     }
                 }
-                Poll::Ready(Some(Err(e))) => {
-                    this.permit = None;
-                    if let Some(mut call) = this.call.take() {
-                        call.end_attempt(
-                            this.attempt,
-                            AttemptOutcome::Failed(e.kind),
-                            Instant::now(),
-                        );
-                        call.finish(200, Some(e.kind));
-                    }
-                    return Poll::Ready(Some(Ok(openai::error_frame(&e))));
-                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Ok(this.end_with(&e)))),
                 Poll::Ready(None) => {
                     this.permit = None;
                     if let Some(mut call) = this.call.take() {

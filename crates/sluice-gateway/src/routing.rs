@@ -6,8 +6,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sluice_core::{ErrorKind, GatewayError, RequestId};
 use sluice_providers::Provider;
-use sluice_tail::{Breaker, Budget, HedgePolicy, RetryPolicy};
-use tokio::time::Instant;
+use sluice_tail::{Breaker, Budget, FairBudget, HedgePolicy, RetryPolicy, Verdict};
+use tokio::time::{Duration, Instant};
 
 use crate::limiter::Limiter;
 
@@ -48,11 +48,11 @@ impl Deployment {
         }
     }
 
-    /// Feeds a finished call to its breaker: `Some(ok)` for a verdict on the upstream's
-    /// health, `None` for an outcome that says nothing about it (a 429, a 4xx).
-    pub fn record_health(&self, now: Instant, ok: Option<bool>) {
-        if let (Some(b), Some(ok)) = (&self.breaker, ok) {
-            b.lock().record(now, ok);
+    /// Feeds a finished call to its breaker: a verdict on the upstream's health, or `None`
+    /// for an outcome that says nothing about it (a 429, a 4xx).
+    pub fn record_health(&self, now: Instant, verdict: Option<Verdict>) {
+        if let (Some(b), Some(v)) = (&self.breaker, verdict) {
+            b.lock().record(now, v);
         }
     }
 }
@@ -67,20 +67,21 @@ impl std::fmt::Debug for Deployment {
     }
 }
 
-/// A model group's hedging: its policy and its budget.
+/// A model group's hedging: its policy, and its budget with the line of requests waiting for
+/// a token.
 #[derive(Debug)]
 pub struct Hedging {
     /// When to hedge.
     pub policy: HedgePolicy,
-    /// How many hedges are left to spend.
-    pub budget: Mutex<Budget>,
+    /// How many hedges are left to spend, and who waits for the next.
+    pub budget: FairBudget,
 }
 
 impl Hedging {
     /// Hedging by `policy`, with a fresh budget.
     pub fn new(policy: HedgePolicy) -> Self {
         Self {
-            budget: Mutex::new(policy.budget()),
+            budget: FairBudget::new(policy.budget()),
             policy,
         }
     }
@@ -116,6 +117,8 @@ pub struct ModelGroup {
     pub hedging: Option<Hedging>,
     /// How it retries failed attempts, if it does.
     pub retrying: Option<Retrying>,
+    /// The deadline of a request that carries none of its own.
+    pub timeout: Option<Duration>,
     total_weight: u64,
 }
 
@@ -128,6 +131,7 @@ impl ModelGroup {
             deployments,
             hedging: hedge.map(Hedging::new),
             retrying: None,
+            timeout: None,
             total_weight,
         }
     }
@@ -135,6 +139,12 @@ impl ModelGroup {
     /// The same group, retrying by `retry` if given.
     pub fn with_retries(mut self, retry: Option<RetryPolicy>) -> Self {
         self.retrying = retry.map(Retrying::new);
+        self
+    }
+
+    /// The same group, giving requests without a deadline of their own `timeout`.
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
         self
     }
 
@@ -205,6 +215,11 @@ impl Routes {
     /// The group names, in configuration order.
     pub fn names(&self) -> &[Arc<str>] {
         &self.order
+    }
+
+    /// Every group, in configuration order.
+    pub fn groups(&self) -> impl Iterator<Item = &ModelGroup> {
+        self.order.iter().filter_map(|n| self.groups.get(n))
     }
 
     /// The group called `model`, or a 404 naming the known ones.

@@ -11,7 +11,7 @@ use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Gateway, admin, stack};
+use crate::{Gateway, admin, stack, status};
 
 /// The routes of a gateway.
 pub fn router(gw: Arc<Gateway>) -> Router {
@@ -22,6 +22,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/readyz", get(admin::readyz))
         .route("/metrics", get(admin::metrics))
         .route("/admin/latency", get(admin::latency))
+        .route("/admin/upstreams", get(status::upstreams))
         .fallback(admin::not_found)
         .method_not_allowed_fallback(admin::method_not_allowed)
         .with_state(gw)

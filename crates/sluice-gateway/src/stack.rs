@@ -8,11 +8,11 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use http::HeaderMap;
 use sluice_core::GatewayError;
-use tokio::time::Instant;
+use tokio::time::{Instant, timeout_at};
 
 use crate::call::Call;
 use crate::dispatch::{self, Answer};
-use crate::{Gateway, ingress, rescue, respond};
+use crate::{Gateway, deadline, ingress, rescue, respond};
 
 /// `POST /v1/chat/completions`.
 pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
@@ -53,9 +53,11 @@ async fn walk(
     let request = Arc::new(ingress::parse(&bytes)?);
     call.record_mut().stream = request.stream;
 
-    // 2. Lane: read before routing so a bad lane costs nothing, used by admission below.
+    // 2. Lane and time budget: read before routing so bad headers cost nothing; admission
+    //    uses the lane, everything after uses the deadline.
     let lane = ingress::lane(headers, &gw.lanes)?;
     call.record_mut().lane = gw.lanes.get(lane).map(|l| l.name.clone());
+    let asked = ingress::timeout(headers)?;
 
     // 3. Route: the model group, then one deployment by weight. Before dispatch, because
     //    everything after works on a concrete upstream.
@@ -63,19 +65,38 @@ async fn walk(
     call.record_mut().model_group = Some(group.name.clone());
     let deployment = gw.routes.pick_available(group, &call.record().request_id)?;
 
-    // 4. Dispatch: admission (a slot under the deployment's concurrency limit, waiting in the
+    // 4. Deadline: the client's budget, else the group's default, counted from arrival. It
+    //    bounds everything below (queueing, every attempt, backoffs) and, for a stream, the
+    //    stream itself (see `respond`).
+    let budget = asked.or(group.timeout);
+    let deadline = budget.map(|b| call.record().timings.received + b);
+    call.record_mut().timings.deadline = deadline;
+
+    // 5. Dispatch: admission (a slot under the deployment's concurrency limit, waiting in the
     //    lane's queue), then attempts up to the first byte so an early failure still gets a
-    //    proper status; a slow attempt is hedged, a failed one retried, when the group says so.
-    //    Last, because all of it works on the routed deployment and its latency window.
-    dispatch::dispatch(gw, call, group, deployment, request, lane).await
+    //    proper status; a slow attempt is hedged, a failed one retried, when the group says so
+    //    and the deadline leaves time. Last, because all of it works on the routed deployment
+    //    and its latency window.
+    let sent = dispatch::dispatch(gw, call, group, deployment, request, lane);
+    match deadline {
+        Some(deadline) => match timeout_at(deadline, sent).await {
+            Ok(answer) => answer,
+            Err(_) => Err(deadline::exceeded(call)),
+        },
+        None => sent.await,
+    }
 }
 
-/// Answers with the error and settles the call.
+/// Answers with the error (with the call's `Server-Timing`) and settles the call.
 fn fail(call: Call, e: &GatewayError) -> Response {
-    let resp = {
+    let mut resp = {
         let r = call.record();
         rescue::error_response(e, &r.request_id, r.upstream.as_deref())
     };
+    let timing = respond::server_timing(call.record(), Instant::now(), false);
+    if let Ok(v) = http::HeaderValue::from_str(&timing) {
+        resp.headers_mut().insert("server-timing", v);
+    }
     call.finish(e.status(), Some(e.kind));
     resp
 }

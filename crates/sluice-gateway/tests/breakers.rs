@@ -13,6 +13,19 @@ use tokio::time::{Instant, sleep};
 
 use crate::scripted::{End, Rig, ask, rig, scrape};
 
+/// `GET /admin/upstreams`, through the router.
+async fn admin_upstreams(router: &axum::Router) -> serde_json::Value {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let req = http::Request::get("/admin/upstreams")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let resp = router.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
 fn policy() -> BreakerPolicy {
     BreakerPolicy {
         min_calls: 5,
@@ -48,6 +61,17 @@ async fn a_failing_upstream_is_cut_out_then_probed_back_in() {
         ),
         "{page}"
     );
+    let status = admin_upstreams(&r.router).await;
+    let a_status = &status["groups"][0]["deployments"][0];
+    assert_eq!(a_status["name"], "a");
+    assert_eq!(a_status["breaker"]["state"], "open");
+    assert_eq!(a_status["breaker"]["opened"], 1);
+    assert_eq!(a_status["breaker"]["failures_in_a_row"], 5);
+    assert_eq!(a_status["breaker"]["next_call_in_ms"], 15_000);
+    assert_eq!(
+        status["groups"][0]["deployments"][1]["breaker"]["state"],
+        "closed"
+    );
     // While open, requests go to b without touching a.
     for i in 0..10 {
         assert_eq!(ask(&r.router, None, &format!("o-{i}")).await.status, 200);
@@ -62,6 +86,12 @@ async fn a_failing_upstream_is_cut_out_then_probed_back_in() {
     assert_eq!(r.a.calls(), 8);
     assert_eq!(state_of(&r, "a"), BreakerState::Closed);
     let page = scrape(&r.router).await;
+    for to in ["open", "closed"] {
+        let line = format!(
+            r#"sluice_upstream_breaker_transitions_total{{group="chat",upstream="a",to="{to}"}} 1"#
+        );
+        assert!(page.contains(&line), "{page}");
+    }
     assert!(
         page.contains(
             r#"sluice_upstream_breaker_state{group="chat",upstream="a",state="closed"} 1"#

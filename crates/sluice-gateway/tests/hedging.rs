@@ -186,19 +186,20 @@ async fn when_both_fail_the_first_attempts_error_is_answered() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_budget_caps_hedges_when_everything_turns_slow_at_once() {
+/// 2,000 fast answers, then 100 requests in a row that stall for 5 s on both upstreams: the
+/// window's P95 stays fast, so each of them is a hedge candidate and only the budget holds
+/// them back. Returns (hedged, denied, elapsed).
+async fn slow_storm(min_per_second: f64) -> (u32, u32, Duration) {
     let r = rig(HedgePolicy {
         min_samples: 20,
         budget: 0.1,
         burst: 2.0,
+        min_per_second,
         ..HedgePolicy::default()
     });
-    // 2,000 fast answers: the window's P95 stays fast for the next hundred slow requests, so
-    // each of them is a hedge candidate and only the budget holds them back.
     r.warm(2_000).await;
-    let mut hedged = 0;
-    let mut denied = 0;
+    let started = Instant::now();
+    let (mut hedged, mut denied) = (0, 0);
     for _ in 0..100 {
         r.a.push(5_000, true);
         r.b.push(5_000, true);
@@ -210,9 +211,6 @@ async fn the_budget_caps_hedges_when_everything_turns_slow_at_once() {
             denied += 1;
         }
     }
-    // The warm-up filled the budget to its burst of 2; 100 slow requests deposit 10 more.
-    assert!((11..=13).contains(&hedged), "{hedged} hedged");
-    assert_eq!(hedged + denied, 100);
     let page = r.gw.telemetry().render(Instant::now());
     assert!(
         page.contains(&format!(
@@ -220,6 +218,30 @@ async fn the_budget_caps_hedges_when_everything_turns_slow_at_once() {
         )),
         "{page}"
     );
+    (hedged, denied, started.elapsed())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_budget_caps_hedges_when_everything_turns_slow_at_once() {
+    // No time-based floor: the warm-up filled the budget to its burst of 2, and 100 slow
+    // requests deposit 10 more.
+    let (hedged, denied, _) = slow_storm(0.0).await;
+    assert!((11..=13).contains(&hedged), "{hedged} hedged");
+    assert_eq!(hedged + denied, 100);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_time_floor_adds_hedges_at_its_rate_and_no_faster() {
+    // 0.1 hedges per second on top of the ratio: over ~500 s of stalls that is ~50 more, and
+    // the requests that found no token waited in line for one instead of being refused at once.
+    let (hedged, denied, took) = slow_storm(0.1).await;
+    let floor = took.as_secs_f64() * 0.1;
+    let most = 2.0 + 10.0 + floor;
+    assert!(
+        f64::from(hedged) > 12.0 + floor * 0.8 && f64::from(hedged) <= most + 1.0,
+        "{hedged} hedged in {took:?}"
+    );
+    assert_eq!(hedged + denied, 100);
 }
 
 #[tokio::test(start_paused = true)]

@@ -8,6 +8,8 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use sluice_core::{ErrorKind, GatewayError, UpstreamReply};
+
+use crate::UpstreamCall;
 use tokio::time::{Instant, timeout_at};
 
 /// Connection and timeout settings of one upstream.
@@ -47,6 +49,17 @@ pub fn endpoint(base: &str, path: &str) -> Result<reqwest::Url, GatewayError> {
     let url = format!("{}/{path}", base.trim_end_matches('/'));
     reqwest::Url::parse(&url)
         .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("base_url `{url}`: {e}")))
+}
+
+/// Adds the headers every upstream request carries: `x-request-id`, and what is left of the
+/// client's deadline as `x-sluice-timeout-ms` (so an upstream that reads it can give up in
+/// time too).
+pub fn identify(req: reqwest::RequestBuilder, call: &UpstreamCall) -> reqwest::RequestBuilder {
+    let req = req.header("x-request-id", call.request_id.as_str());
+    match call.remaining_ms(Instant::now()) {
+        Some(ms) => req.header(crate::TIMEOUT_HEADER, ms),
+        None => req,
+    }
 }
 
 /// Builds the pooled client of one upstream.

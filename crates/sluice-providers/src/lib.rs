@@ -35,6 +35,21 @@ pub struct UpstreamCall {
     pub model: Arc<str>,
     /// The request id, forwarded upstream as `x-request-id`.
     pub request_id: RequestId,
+    /// When the client's deadline runs out, if it set one; what is left of it is forwarded
+    /// upstream as `x-sluice-timeout-ms`.
+    pub deadline: Option<Instant>,
+}
+
+/// The header that carries a request's remaining time budget, in milliseconds: read from
+/// clients, forwarded to upstreams.
+pub const TIMEOUT_HEADER: &str = "x-sluice-timeout-ms";
+
+impl UpstreamCall {
+    /// Whole milliseconds left of the deadline at `now` (zero once it has passed).
+    pub fn remaining_ms(&self, now: Instant) -> Option<u64> {
+        let left = self.deadline?.saturating_duration_since(now);
+        Some(u64::try_from(left.as_millis()).unwrap_or(u64::MAX))
+    }
 }
 
 /// A complete (non-streaming) answer.

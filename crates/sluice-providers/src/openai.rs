@@ -70,8 +70,8 @@ impl Provider for OpenAiCompat {
             .client
             .post(self.url.clone())
             .header("content-type", "application/json")
-            .header("x-request-id", call.request_id.as_str())
             .body(body);
+        req = http::identify(req, &call);
         if let Some(key) = &self.settings.api_key {
             req = req.bearer_auth(key);
         }

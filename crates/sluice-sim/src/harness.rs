@@ -29,7 +29,7 @@ pub struct Report {
     pub summary: Summary,
     /// What each simulated upstream saw (request ids left out).
     pub upstreams: BTreeMap<String, Stats>,
-    /// Requests the upstreams received beyond the clients' own: hedges (and, later, retries).
+    /// Requests the upstreams received beyond the clients' own: hedges and retries.
     pub extra_requests: u64,
     /// The gateway's own percentile windows at the end of the run.
     pub gateway: LatencyReport,

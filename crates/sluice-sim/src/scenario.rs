@@ -108,6 +108,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
     ("brownout", include_str!("../../../scenarios/brownout.toml")),
     ("outage", include_str!("../../../scenarios/outage.toml")),
+    (
+        "tail-at-scale",
+        include_str!("../../../scenarios/tail-at-scale.toml"),
+    ),
 ];
 
 impl Scenario {

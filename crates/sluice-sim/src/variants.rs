@@ -50,7 +50,7 @@ pub fn all() -> Vec<Variant> {
         Variant {
             name: "+hedging",
             about: "hedge after the upstream's P95 time to first byte, to another upstream, \
-                    within a 10% budget; the first good first byte wins",
+                    within a 5% budget (plus 0.1 a second); the first good first byte wins",
             apply: hedged,
         },
         Variant {
@@ -61,8 +61,8 @@ pub fn all() -> Vec<Variant> {
         },
         Variant {
             name: "+breakers",
-            about: "and a circuit breaker per upstream: open at 50% failures over 30 s, probe \
-                    once a second after 15 s, close after 3 good probes",
+            about: "and a circuit breaker per upstream: open at 50% failures over 30 s or 5 in a \
+                    row, probe once a second after 15 s, close after 3 good probes",
             apply: broken,
         },
     ]

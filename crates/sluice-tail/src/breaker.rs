@@ -1,9 +1,12 @@
-//! Circuit breaker: stop sending to an upstream whose calls keep failing, probe it now and
-//! then, and close again once probes succeed (resilience4j's time-window breaker, with
-//! probes paced in time rather than counted, so an abandoned probe cannot wedge it).
+//! Circuit breaker: stop sending to an upstream whose calls keep failing or crawling, probe
+//! it now and then, and close again once probes succeed (resilience4j's time-window breaker
+//! with its failure-rate and slow-call-rate thresholds, plus Envoy's ejection after
+//! consecutive failures; probes are paced in time rather than counted, so an abandoned probe
+//! cannot wedge it).
 //!
 //! Only the upstream's own faults count: 5xx, timeouts, lost connections. A 429 is the
-//! upstream's quota, not its health (admission paces those), and a 4xx is the client's.
+//! upstream's quota, not its health (admission paces those), and a 4xx is the client's. A
+//! call is slow when its first byte took `slow_call` or longer.
 
 use std::time::Duration;
 
@@ -26,6 +29,13 @@ pub struct BreakerPolicy {
     pub probe_every: Duration,
     /// Successful probes in a row that close the breaker.
     pub close_after: u32,
+    /// A call whose first byte took this long or longer is slow...
+    pub slow_call: Duration,
+    /// ...and the breaker opens when at least this share of the window's calls were slow
+    /// (with `min_calls`).
+    pub slow_call_rate: f64,
+    /// Opens after this many failures in a row, whatever the window says (0: never).
+    pub consecutive_failures: u32,
 }
 
 impl Default for BreakerPolicy {
@@ -38,6 +48,9 @@ impl Default for BreakerPolicy {
             max_open_for: Duration::from_secs(300),
             probe_every: Duration::from_secs(1),
             close_after: 3,
+            slow_call: Duration::from_secs(30),
+            slow_call_rate: 1.0,
+            consecutive_failures: 5,
         }
     }
 }
@@ -78,6 +91,35 @@ struct Bucket {
     second: u64,
     calls: u32,
     failures: u32,
+    slow: u32,
+}
+
+/// What the breaker has seen, for metrics and the admin API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BreakerSnapshot {
+    /// The state now.
+    pub state: BreakerState,
+    /// Calls in the window.
+    pub calls: u32,
+    /// Of those, failures.
+    pub failures: u32,
+    /// Of those, slow ones.
+    pub slow: u32,
+    /// Failures in a row just now.
+    pub streak: u32,
+    /// Times it opened (reopenings included) since it was built.
+    pub opened: u64,
+    /// Times it closed again.
+    pub closed: u64,
+}
+
+/// How a call went, as the breaker judges it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// The upstream answered (a failure is a 5xx, a timeout or a lost connection).
+    pub ok: bool,
+    /// Time to its first byte, or to its failure.
+    pub took: Duration,
 }
 
 /// A circuit breaker.
@@ -89,6 +131,10 @@ pub struct Breaker {
     origin: Instant,
     /// Openings since the breaker last closed after a recovery.
     openings: u32,
+    /// Failures in a row.
+    streak: u32,
+    opened: u64,
+    closed: u64,
 }
 
 impl Breaker {
@@ -101,6 +147,23 @@ impl Breaker {
             buckets: vec![Bucket::default(); slots],
             origin: now,
             openings: 0,
+            streak: 0,
+            opened: 0,
+            closed: 0,
+        }
+    }
+
+    /// The state and counts at `now`.
+    pub fn snapshot(&self, now: Instant) -> BreakerSnapshot {
+        let t = self.window_totals(now);
+        BreakerSnapshot {
+            state: self.state(now),
+            calls: t.calls,
+            failures: t.failures,
+            slow: t.slow,
+            streak: self.streak,
+            opened: self.opened,
+            closed: self.closed,
         }
     }
 
@@ -148,21 +211,29 @@ impl Breaker {
         }
     }
 
-    /// Records a call's outcome at `now`; returns the state after it.
-    pub fn record(&mut self, now: Instant, ok: bool) -> BreakerState {
+    /// Records a call's outcome at `now`; returns the state after it. While closed, it opens
+    /// on the window's failure or slow-call rate, or on a streak of failures; while
+    /// half-open, a failed or slow probe reopens it.
+    pub fn record(&mut self, now: Instant, v: Verdict) -> BreakerState {
+        let slow = v.took >= self.policy.slow_call;
+        self.streak = if v.ok { 0 } else { self.streak + 1 };
         match self.state(now) {
             BreakerState::Closed => {
-                self.count(now, ok);
-                let (calls, failures) = self.window_totals(now);
-                let rate = f64::from(failures) / f64::from(calls.max(1));
-                if calls >= self.policy.min_calls && rate >= self.policy.failure_rate {
+                self.count(now, v.ok, slow);
+                let t = self.window_totals(now);
+                let share = |n: u32| f64::from(n) / f64::from(t.calls.max(1));
+                let p = &self.policy;
+                let by_rate = t.calls >= p.min_calls
+                    && (share(t.failures) >= p.failure_rate || share(t.slow) >= p.slow_call_rate);
+                let by_streak = p.consecutive_failures > 0 && self.streak >= p.consecutive_failures;
+                if by_rate || by_streak {
                     self.open(now);
                 }
             }
             BreakerState::HalfOpen {
                 next_probe,
                 successes,
-            } if ok => {
+            } if v.ok && !slow => {
                 let successes = successes + 1;
                 if successes >= self.policy.close_after {
                     self.close();
@@ -188,12 +259,15 @@ impl Breaker {
             .saturating_mul(doubling)
             .min(self.policy.max_open_for);
         self.openings += 1;
+        self.opened += 1;
         self.state = BreakerState::Open { until: now + d };
     }
 
     fn close(&mut self) {
         self.state = BreakerState::Closed;
         self.openings = 0;
+        self.streak = 0;
+        self.closed += 1;
         for b in &mut self.buckets {
             *b = Bucket::default();
         }
@@ -203,7 +277,7 @@ impl Breaker {
         now.saturating_duration_since(self.origin).as_secs()
     }
 
-    fn count(&mut self, now: Instant, ok: bool) {
+    fn count(&mut self, now: Instant, ok: bool, slow: bool) {
         let second = self.second(now);
         let n = self.buckets.len();
         if let Some(b) = self.buckets.get_mut((second % n as u64) as usize) {
@@ -214,19 +288,23 @@ impl Breaker {
                 };
             }
             b.calls += 1;
-            if !ok {
-                b.failures += 1;
-            }
+            b.failures += u32::from(!ok);
+            b.slow += u32::from(slow);
         }
     }
 
-    fn window_totals(&self, now: Instant) -> (u32, u32) {
+    fn window_totals(&self, now: Instant) -> Bucket {
         let second = self.second(now);
         let n = self.buckets.len() as u64;
         self.buckets
             .iter()
             .filter(|b| b.calls > 0 && second.saturating_sub(b.second) < n)
-            .fold((0, 0), |(c, f), b| (c + b.calls, f + b.failures))
+            .fold(Bucket::default(), |t, b| Bucket {
+                second,
+                calls: t.calls + b.calls,
+                failures: t.failures + b.failures,
+                slow: t.slow + b.slow,
+            })
     }
 }
 

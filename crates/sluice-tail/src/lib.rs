@@ -7,14 +7,16 @@ pub mod admission;
 pub mod breaker;
 pub mod budget;
 pub mod cooldown;
+pub mod fair_budget;
 pub mod hedge;
 pub mod limit;
 pub mod retry;
 pub mod window;
 
-pub use breaker::{Breaker, BreakerPolicy, BreakerState};
+pub use breaker::{Breaker, BreakerPolicy, BreakerSnapshot, BreakerState, Verdict};
 pub use budget::Budget;
 pub use cooldown::Cooldowns;
+pub use fair_budget::FairBudget;
 pub use hedge::HedgePolicy;
 pub use retry::RetryPolicy;
 pub use window::{LatencyWindow, Percentiles, WindowConfig, WindowError};

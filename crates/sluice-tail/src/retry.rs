@@ -14,6 +14,9 @@ pub struct RetryPolicy {
     pub budget: f64,
     /// Retries that may be spent at once after a quiet spell.
     pub burst: f64,
+    /// Retries earned per second whatever the traffic (the floor that lets a quiet service
+    /// retry its rare failure).
+    pub min_per_second: f64,
     /// Base of the backoff between attempts that failed fast.
     pub backoff_base: Duration,
     /// Longest backoff.
@@ -26,6 +29,7 @@ impl Default for RetryPolicy {
             max_attempts: 3,
             budget: 0.2,
             burst: 10.0,
+            min_per_second: 0.5,
             backoff_base: Duration::from_millis(25),
             backoff_cap: Duration::from_millis(250),
         }
@@ -35,7 +39,7 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// A fresh budget for this policy.
     pub fn budget(&self) -> Budget {
-        Budget::new(self.budget, self.burst)
+        Budget::new(self.budget, self.burst).with_floor(self.min_per_second)
     }
 
     /// The wait before retry number `n` (1 for the first retry): "full jitter", uniform in

@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 use sluice_core::{AttemptKind, AttemptOutcome, CallRecord, ErrorKind, Phase};
-use sluice_tail::{WindowConfig, WindowError};
+use sluice_tail::{BreakerSnapshot, WindowConfig, WindowError};
 use tokio::time::Instant;
 
 use crate::metrics::{
-    AttemptLabels, BreakerLabels, GroupLabels, HedgeLabels, LaneLabels, LimitLabels, Metrics,
-    PairLabels, QuantileLabels, RequestLabels, RetryLabels, TokenLabels,
+    AttemptLabels, BreakerLabels, DeadlineLabels, GroupLabels, HedgeLabels, LaneLabels,
+    LimitLabels, Metrics, PairLabels, QuantileLabels, RequestLabels, RetryLabels, TokenLabels,
+    TransitionLabels,
 };
 use crate::windows::{LatencyReport, WindowKey, Windows};
 
@@ -84,6 +85,20 @@ impl Telemetry {
         if rec.hedge_denied {
             self.count_hedge(group, "denied");
         }
+        if rec.retry_denied {
+            let labels = RetryLabels {
+                group: group.to_string(),
+                outcome: "denied".to_string(),
+            };
+            m.retries.get_or_create(&labels).inc();
+        }
+        if let Some(stage) = rec.deadline_stage {
+            let labels = DeadlineLabels {
+                group: group.to_string(),
+                stage: stage.label(),
+            };
+            m.deadlines.get_or_create(&labels).inc();
+        }
         if let (Some(u), Some(upstream)) = (rec.usage, rec.upstream.as_deref()) {
             for (kind, n) in [
                 ("prompt", u.prompt_tokens),
@@ -102,8 +117,8 @@ impl Telemetry {
     }
 
     /// Records one attempt's latencies. Attempts sluice stopped waiting for count with the
-    /// time it waited, a lower bound of the truth: timed-out attempts, and first attempts
-    /// that lost to a hedge. Leaving them out would hide exactly the tail, and a hedging
+    /// time it waited, a lower bound of the truth: timed-out attempts (the upstream's timeout
+    /// or the request's deadline), and first attempts that lost to a hedge. Leaving them out would hide exactly the tail, and a hedging
     /// delay read from such a window would keep falling.
     fn observe_attempt(&self, group: &str, stream: bool, a: &sluice_core::Attempt) {
         self.metrics
@@ -129,8 +144,10 @@ impl Telemetry {
             };
             self.count_hedge(group, result);
         }
-        let censored = a.outcome == AttemptOutcome::Failed(ErrorKind::UpstreamTimeout)
-            || (a.outcome == AttemptOutcome::Lost && a.kind != AttemptKind::Hedge);
+        let censored = matches!(
+            a.outcome,
+            AttemptOutcome::Failed(ErrorKind::UpstreamTimeout | ErrorKind::DeadlineExceeded)
+        ) || (a.outcome == AttemptOutcome::Lost && a.kind != AttemptKind::Hedge);
         let key = WindowKey {
             group: Arc::from(group),
             upstream: a.upstream.clone(),
@@ -200,8 +217,10 @@ impl Telemetry {
         }
     }
 
-    /// Sets the breaker gauges of one deployment: 1 for `state`, 0 for the others.
-    pub fn set_breaker(&self, group: &str, upstream: &str, state: &str) {
+    /// Sets the breaker metrics of one deployment: the state gauges (1 for its state, 0 for
+    /// the others) and the transition counters.
+    pub fn set_breaker(&self, group: &str, upstream: &str, b: &BreakerSnapshot) {
+        let state = b.state.label();
         for s in ["closed", "open", "half_open"] {
             let labels = BreakerLabels {
                 group: group.to_string(),
@@ -212,6 +231,16 @@ impl Telemetry {
                 .breaker
                 .get_or_create(&labels)
                 .set(i64::from(s == state));
+        }
+        // The breaker keeps its own running counts; the counters catch up to them.
+        for (to, total) in [("open", b.opened), ("closed", b.closed)] {
+            let labels = TransitionLabels {
+                group: group.to_string(),
+                upstream: upstream.to_string(),
+                to,
+            };
+            let c = self.metrics.breaker_transitions.get_or_create(&labels);
+            c.inc_by(total.saturating_sub(c.get()));
         }
     }
 

@@ -104,12 +104,33 @@ pub struct BreakerLabels {
     pub state: &'static str,
 }
 
+/// Labels of the breaker transition counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TransitionLabels {
+    /// Model group.
+    pub group: String,
+    /// Upstream.
+    pub upstream: String,
+    /// `open` or `closed`: the state it went to.
+    pub to: &'static str,
+}
+
+/// Labels of the deadline counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeadlineLabels {
+    /// Model group.
+    pub group: String,
+    /// Where the deadline ran out: `queue`, `upstream`, `retry` or `stream`.
+    pub stage: &'static str,
+}
+
 /// Labels of the retry counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RetryLabels {
     /// Model group.
     pub group: String,
-    /// How the retry ended: `ok`, or the error code, or `lost`/`cancelled`.
+    /// How the retry ended: `ok`, or the error code, or `lost`/`cancelled`; `denied` for a
+    /// retry the budget refused.
     pub outcome: String,
 }
 
@@ -165,6 +186,10 @@ pub struct Metrics {
     pub admission: Family<LaneLabels, Gauge>,
     /// 1 for each deployment's current breaker state, 0 for the others.
     pub breaker: Family<BreakerLabels, Gauge>,
+    /// Breaker openings and closings per deployment.
+    pub breaker_transitions: Family<TransitionLabels, Counter>,
+    /// Requests whose deadline ran out, by stage.
+    pub deadlines: Family<DeadlineLabels, Counter>,
     /// Percentiles of the rotating windows, refreshed at each scrape.
     pub window_quantiles: Family<QuantileLabels, Gauge<f64, AtomicU64>>,
     /// Requests being served now.
@@ -189,6 +214,8 @@ impl Metrics {
             concurrency_limit: Family::default(),
             admission: Family::default(),
             breaker: Family::default(),
+            breaker_transitions: Family::default(),
+            deadlines: Family::default(),
             window_quantiles: Family::default(),
             inflight: Gauge::default(),
         };
@@ -243,6 +270,16 @@ impl Metrics {
             "upstream_breaker_state",
             "Circuit breaker state per deployment: 1 for the current state",
             m.breaker.clone(),
+        );
+        r.register(
+            "upstream_breaker_transitions",
+            "Circuit breaker transitions per deployment, by the state entered (open, closed)",
+            m.breaker_transitions.clone(),
+        );
+        r.register(
+            "deadline_exceeded",
+            "Requests whose deadline ran out, by the stage it ran out in",
+            m.deadlines.clone(),
         );
         r.register(
             "hedges",

@@ -143,7 +143,7 @@ kind = "openai"
 base_url = "http://localhost:1/v1"
 [models.fast]
 deployments = [{ provider = "p", model = "x" }]
-hedge = { quantile = 0.9, budget = 0.05 }
+hedge = { quantile = 0.9, budget = 0.08 }
 [models.bad]
 deployments = [{ provider = "p", model = "y" }]
 hedge = { quantile = 1.5, burst = 0.5 }
@@ -158,7 +158,7 @@ hedge = { quantile = 1.5, burst = 0.5 }
     let ok = text.split("[models.bad]").next().unwrap();
     let cfg = load(ok, &env(&[]), &[]).unwrap();
     let h = cfg.models[0].1.hedge.clone().unwrap();
-    assert_eq!((h.quantile, h.budget, h.min_samples), (0.9, 0.05, 50));
+    assert_eq!((h.quantile, h.budget, h.min_samples), (0.9, 0.08, 20));
 }
 
 #[test]
@@ -245,4 +245,25 @@ breaker = { failure_rate = 0.0, min_calls = 0, window = "100ms", close_after = 0
         (b.failure_rate, b.open_for, b.min_calls),
         (0.3, Duration::from_secs(5), 20)
     );
+}
+
+#[test]
+fn a_group_timeout_is_read_and_checked() {
+    let text = r#"
+[providers.p]
+kind = "openai"
+base_url = "http://localhost:1/v1"
+[models.a]
+deployments = [{ provider = "p", model = "x" }]
+timeout = "2s"
+[models.b]
+deployments = [{ provider = "p", model = "y" }]
+timeout = "0s"
+"#;
+    let err = load(text, &env(&[]), &[]).unwrap_err();
+    assert_eq!(err.len(), 1, "{err}");
+    assert!(err.to_string().contains("models.b.timeout"), "{err}");
+    let ok = text.split("[models.b]").next().unwrap();
+    let cfg = load(ok, &env(&[]), &[]).unwrap();
+    assert_eq!(cfg.models[0].1.timeout, Some(Duration::from_secs(2)));
 }

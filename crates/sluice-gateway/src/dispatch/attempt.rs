@@ -1,16 +1,16 @@
 //! One attempt at one deployment, up to its first byte, holding its admission permit and
 //! telling the deployment's limiter how it went.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use futures::StreamExt;
-use sluice_core::{ChatRequest, ErrorKind, GatewayError, RequestId, Usage};
+use sluice_core::{ErrorKind, GatewayError, Usage};
 use sluice_providers::{EventStream, StreamEvent, UpstreamCall, UpstreamResponse};
+use sluice_tail::Verdict;
 use sluice_tail::admission::Permit;
 use sluice_tail::limit::Sample;
 use tokio::time::Instant;
 
+use super::Job;
 use crate::routing::Deployment;
 
 /// An attempt's result at its first byte, before it is known whether it wins.
@@ -47,20 +47,22 @@ fn is_drop(e: &GatewayError) -> bool {
 /// a race, or the client left) says nothing about the upstream and feeds nothing.
 pub(crate) async fn first_byte(
     d: Deployment,
-    request: Arc<ChatRequest>,
-    request_id: RequestId,
+    job: Job,
     permit: Option<Permit>,
 ) -> Result<Reply, GatewayError> {
     let started = Instant::now();
     let inflight = permit.as_ref().map_or(1, |p| p.inflight);
-    let result = reach(&d, request, request_id).await;
-    // The breaker hears of the upstream's own faults and successes, not of 429s or 4xx.
+    let result = reach(&d, job).await;
+    // The breaker hears of the upstream's own faults and successes, and how long they took,
+    // not of 429s or 4xx.
+    let now = Instant::now();
+    let took = now.saturating_duration_since(started);
     let health = match &result {
-        Ok(_) => Some(true),
-        Err(e) if e.kind.is_upstream_fault() => Some(false),
+        Ok(_) => Some(Verdict { ok: true, took }),
+        Err(e) if e.kind.is_upstream_fault() => Some(Verdict { ok: false, took }),
         Err(_) => None,
     };
-    d.record_health(Instant::now(), health);
+    d.record_health(now, health);
     if let Some(limiter) = &d.limiter {
         let now = Instant::now();
         let sample = Sample {
@@ -103,15 +105,12 @@ enum Reached {
     },
 }
 
-async fn reach(
-    d: &Deployment,
-    request: Arc<ChatRequest>,
-    request_id: RequestId,
-) -> Result<(Reached, Instant), GatewayError> {
+async fn reach(d: &Deployment, job: Job) -> Result<(Reached, Instant), GatewayError> {
     let call = UpstreamCall {
-        request,
+        request: job.request,
         model: d.model.clone(),
-        request_id,
+        request_id: job.id,
+        deadline: job.deadline,
     };
     match d.provider.call(call).await? {
         UpstreamResponse::Complete(c) => Ok((

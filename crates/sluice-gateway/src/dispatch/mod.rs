@@ -1,7 +1,7 @@
 //! Dispatch: admission to the deployment (a slot under its concurrency limit, waiting in the
 //! request's lane), one try (hedged when the group hedges), and retries of a failed try
 //! (another deployment at once, or the same after its `retry-after` or a short backoff),
-//! within the lane's patience and the group's retry budget.
+//! within the lane's patience, the request's deadline and the group's retry budget.
 
 mod attempt;
 mod race;
@@ -9,9 +9,10 @@ mod race;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use sluice_core::{AttemptKind, ChatRequest, ErrorKind, GatewayError, RequestId};
+use sluice_core::{AttemptKind, ChatRequest, ErrorKind, GatewayError, Phase, RequestId};
 use sluice_providers::EventStream;
 use sluice_tail::admission::{Permit, Rejected};
+use sluice_telemetry::WindowKey;
 use tokio::time::{Duration, Instant, sleep};
 
 use crate::Gateway;
@@ -51,7 +52,25 @@ const DEFAULT_PATIENCE: Duration = Duration::from_secs(60);
 /// call record bounded).
 const MAX_PACED_ATTEMPTS: u32 = 50;
 
-/// Sends `request`, first to `primary`, in `lane`.
+/// Samples an upstream's window needs before its median decides whether a late attempt
+/// (a retry or hedge near the deadline) is still worth sending.
+const MEDIAN_MIN_SAMPLES: u64 = 20;
+
+/// What every attempt of one request shares.
+#[derive(Clone, Debug)]
+pub(crate) struct Job {
+    /// The client's request.
+    pub request: Arc<ChatRequest>,
+    /// Its id (routing, simulation and backoff jitter derive from it).
+    pub id: RequestId,
+    /// The lane it waits in.
+    pub lane: usize,
+    /// When its deadline runs out, if it has one.
+    pub deadline: Option<Instant>,
+}
+
+/// Sends `request`, first to `primary`, in `lane`, until `deadline` if there is one (the
+/// caller enforces it; here it only decides which retries and hedges are still worth it).
 pub async fn dispatch(
     gw: &Gateway,
     call: &mut Call,
@@ -60,9 +79,15 @@ pub async fn dispatch(
     request: Arc<ChatRequest>,
     lane: usize,
 ) -> Result<Answer, GatewayError> {
-    let id = call.record().request_id.clone();
+    let job = Job {
+        request,
+        id: call.record().request_id.clone(),
+        lane,
+        deadline: call.record().timings.deadline,
+    };
     let patience = gw.lanes.get(lane).map_or(DEFAULT_PATIENCE, |l| l.max_wait);
-    let deadline = call.record().timings.received + patience;
+    let patient_until = call.record().timings.received + patience;
+    let give_up = job.deadline.map_or(patient_until, |d| d.min(patient_until));
     if let Some(r) = &group.retrying {
         r.budget.lock().deposit();
     }
@@ -71,19 +96,50 @@ pub async fn dispatch(
     let mut tries = 1;
     loop {
         let permit = admit(gw, target, lane).await?;
-        let err = match race::try_once(gw, call, group, target, &request, lane, kind, permit).await
-        {
+        let err = match race::try_once(gw, call, group, target, &job, kind, permit).await {
             Ok(answer) => return Ok(answer),
             Err(e) => e,
         };
-        let Some((next, wait)) = plan_retry(gw, group, target, &err, tries, deadline, &id) else {
-            return Err(err);
+        let retry = plan_retry(gw, group, target, &err, tries, give_up, &job);
+        let (next, wait) = match retry {
+            Retry::Go(next, wait) => (next, wait),
+            Retry::Denied => {
+                call.record_mut().retry_denied = true;
+                return Err(err);
+            }
+            Retry::No => return Err(err),
         };
         sleep(wait).await;
         target = next;
         kind = AttemptKind::Retry;
         tries += 1;
     }
+}
+
+/// Whether an attempt at `d` leaving at `at` could still answer before the deadline: true
+/// without a deadline or while `d`'s median time to first byte is unknown; else whether
+/// that median fits in what is left.
+pub(crate) fn worth_trying(
+    gw: &Gateway,
+    group: &ModelGroup,
+    d: &Deployment,
+    job: &Job,
+    at: Instant,
+) -> bool {
+    let Some(deadline) = job.deadline else {
+        return true;
+    };
+    let key = WindowKey {
+        group: group.name.clone(),
+        upstream: d.name.clone(),
+        stream: job.request.stream,
+    };
+    let median =
+        gw.telemetry
+            .windows()
+            .quantile(&key, Phase::Ttfb, Instant::now(), 0.5, MEDIAN_MIN_SAMPLES);
+    let left = deadline.saturating_duration_since(at);
+    median.is_none_or(|m| m <= left)
 }
 
 /// A slot at `d` in `lane`, waiting if needed; `None` when the group sets no limit.
@@ -109,25 +165,39 @@ async fn admit(gw: &Gateway, d: &Deployment, lane: usize) -> Result<Option<Permi
     })
 }
 
+/// Whether a failed try is tried again.
+enum Retry<'a> {
+    /// At this deployment, after this wait.
+    Go(&'a Deployment, Duration),
+    /// It was worth retrying, but the retry budget is spent.
+    Denied,
+    /// Not worth retrying (or not allowed: the client's error, out of attempts or time).
+    No,
+}
+
 /// Where and when to try again after `err`, if at all: another deployment that is healthy
-/// (breaker closed) and not cooling down takes the retry at once; otherwise the same one, after its 429's
-/// `retry-after` or a short jittered backoff. No retry when the error is the client's or the
-/// wait would outlast the lane's patience. Other failures also stop at the group's
-/// `max_attempts` and when its retry budget is empty; a 429 does not, because it is retried
-/// at the pace the upstream asked for, which adds no load (backpressure, not a storm).
+/// (breaker closed) and not cooling down takes the retry at once; otherwise the same one,
+/// after its 429's `retry-after` or a short jittered backoff. No retry when the error is the
+/// client's, the wait would outlast `give_up` (the lane's patience or the request's
+/// deadline), or what the deadline leaves is shorter than the target's median first byte.
+/// Other failures also stop at the group's `max_attempts` and when its retry budget is
+/// empty; a 429 does not, because it is retried at the pace the upstream asked for, which
+/// adds no load (backpressure, not a storm).
 fn plan_retry<'a>(
     gw: &Gateway,
     group: &'a ModelGroup,
     failed: &'a Deployment,
     err: &GatewayError,
     tries: u32,
-    deadline: Instant,
-    id: &RequestId,
-) -> Option<(&'a Deployment, Duration)> {
-    let retrying = group.retrying.as_ref()?;
+    give_up: Instant,
+    job: &Job,
+) -> Retry<'a> {
+    let Some(retrying) = group.retrying.as_ref() else {
+        return Retry::No;
+    };
     let paced = err.is_rate_limited();
     if !(paced || err.kind.retryable()) {
-        return None;
+        return Retry::No;
     }
     let max_tries = if paced {
         MAX_PACED_ATTEMPTS
@@ -135,18 +205,18 @@ fn plan_retry<'a>(
         retrying.policy.max_attempts
     };
     if tries >= max_tries {
-        return None;
+        return Retry::No;
     }
     let now = Instant::now();
     let next = gw
         .routes
-        .pick_other(group, failed, id, |d| {
+        .pick_other(group, failed, &job.id, |d| {
             d.healthy(now) && !gw.is_cooling(&d.name, now)
         })
         .unwrap_or(failed);
     if !next.healthy(now) {
         // Its breaker just opened, and nobody else can take the call.
-        return None;
+        return Retry::No;
     }
     let wait = if next.name != failed.name {
         Duration::ZERO
@@ -156,11 +226,14 @@ fn plan_retry<'a>(
     } else {
         retrying
             .policy
-            .backoff(tries, gw.routes.unit(id, u64::from(tries)))
+            .backoff(tries, gw.routes.unit(&job.id, u64::from(tries)))
     };
-    if now + wait > deadline || (!paced && !retrying.budget.lock().try_spend()) {
-        return None;
+    if now + wait > give_up || !worth_trying(gw, group, next, job, now + wait) {
+        return Retry::No;
+    }
+    if !paced && !retrying.budget.lock().try_spend(now) {
+        return Retry::Denied;
     }
     next.claim(now + wait);
-    Some((next, wait))
+    Retry::Go(next, wait)
 }

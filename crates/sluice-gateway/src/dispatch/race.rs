@@ -3,93 +3,125 @@
 //! first byte wins and the other attempt is dropped, which closes its connection and stops
 //! the upstream's work.
 
-use std::pin::pin;
-use std::sync::Arc;
-
-use sluice_core::{AttemptKind, AttemptOutcome, ChatRequest, GatewayError, Phase};
+use sluice_core::{AttemptKind, AttemptOutcome, GatewayError, Phase};
 use sluice_tail::admission::Permit;
 use sluice_telemetry::WindowKey;
-use tokio::time::{Duration, Instant, sleep};
+use std::pin::pin;
+use tokio::time::{Duration, Instant, sleep, sleep_until};
 
-use super::Answer;
 use super::attempt::{Reply, first_byte};
+use super::{Answer, Job, worth_trying};
 use crate::Gateway;
 use crate::call::Call;
 use crate::routing::{Deployment, ModelGroup};
 
+/// How often a request whose upstream's latency window is still too thin to give a hedging
+/// delay looks again (right after a start, or on a rarely used deployment).
+const THIN_WINDOW_RECHECK: Duration = Duration::from_millis(250);
+
 /// Tries `target` once (`kind` says why), holding `permit`; hedges if the group does.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the walk's state, passed down once"
-)]
 pub(crate) async fn try_once(
     gw: &Gateway,
     call: &mut Call,
     group: &ModelGroup,
     target: &Deployment,
-    request: &Arc<ChatRequest>,
-    lane: usize,
+    job: &Job,
     kind: AttemptKind,
     permit: Option<Permit>,
 ) -> Result<Answer, GatewayError> {
-    let id = call.record().request_id.clone();
-    let p = call.begin_attempt(target.name.clone(), Instant::now(), kind);
-    let mut first = pin!(first_byte(
-        target.clone(),
-        request.clone(),
-        id.clone(),
-        permit
-    ));
-    let Some(delay) = hedge_delay(gw, group, target, request.stream) else {
-        let r = first.await;
-        return conclude(gw, call, p, target, r);
+    let started = Instant::now();
+    let p = call.begin_attempt(target.name.clone(), started, kind);
+    let mut first = pin!(first_byte(target.clone(), job.clone(), permit));
+    let Some(hedging) = group.hedging.as_ref() else {
+        return conclude(gw, call, p, target, first.await);
     };
-    // `biased`: on a tie (in virtual time, the answer and the timer at the same instant) the
-    // answer wins, the same way on every run; an unbiased select picks a branch at random.
+    // Every attempt earns the budget its share of a hedge.
+    hedging.budget.deposit(started);
+    // `biased` in every select below: on a tie (in virtual time, the answer and a timer at
+    // the same instant) the answer wins, the same way on every run; an unbiased select picks
+    // a branch at random.
+    let delay = loop {
+        if let Some(d) = hedge_delay(gw, group, target, job.request.stream) {
+            break d;
+        }
+        tokio::select! {
+            biased;
+            r = &mut first => return conclude(gw, call, p, target, r),
+            () = sleep(THIN_WINDOW_RECHECK) => {}
+        }
+    };
     tokio::select! {
         biased;
         r = &mut first => return conclude(gw, call, p, target, r),
-        () = sleep(delay) => {}
+        () = sleep_until(started + delay) => {}
     }
     // The attempt is slower than the group's hedging quantile: hedge to another deployment
     // that can take it now, if the budget allows: its breaker closed, and with a limiter a
     // free slot (a hedge never queues, and the limiter holds slots back while a 429 pause
     // lasts); without one, no 429 in the last quiet period (the hedge would spend quota the
-    // upstream's next ordinary request needs).
-    let now = Instant::now();
-    let can_take = |d: &Deployment| {
-        d.healthy(now)
-            && match &d.limiter {
-                Some(l) => !l.is_paused(now),
-                None => !gw.is_cooling(&d.name, now),
-            }
+    // upstream's next ordinary request needs). And only if its median first byte fits in
+    // what is left of the request's deadline.
+    //
+    // With no token in the budget, the request waits in line for the next one while its
+    // attempt goes on: if it is truly stuck it will still be waiting when a token comes.
+    let where_to = |now: Instant| {
+        let can_take = |d: &Deployment| {
+            d.healthy(now)
+                && match &d.limiter {
+                    Some(l) => !l.is_paused(now),
+                    None => !gw.is_cooling(&d.name, now),
+                }
+                && worth_trying(gw, group, d, job, now)
+        };
+        gw.routes.pick_other(group, target, &job.id, can_take)
     };
-    let slot = gw
-        .routes
-        .pick_other(group, target, &id, can_take)
+    let mut now = Instant::now();
+    let wanted = where_to(now).is_some();
+    let mut token = wanted && hedging.budget.try_spend(now);
+    if wanted && !token {
+        let mut place = hedging.budget.wait(now);
+        loop {
+            // Tokens come with requests, and (the floor) with time: wake for the latter too.
+            let floor = hedging.budget.whole_token_at(Instant::now());
+            tokio::select! {
+                biased;
+                r = &mut first => {
+                    call.record_mut().hedge_denied = true;
+                    return conclude(gw, call, p, target, r);
+                }
+                got = &mut place => {
+                    token = got.is_ok();
+                    break;
+                }
+                () = sleep_until(floor.unwrap_or(started)), if floor.is_some() => {
+                    hedging.budget.tick(Instant::now());
+                }
+            }
+        }
+        now = Instant::now();
+    }
+    // A token in hand: the target and its slot, checked again (time has passed).
+    let slot = where_to(now)
+        .filter(|_| token)
         .and_then(|d| match &d.limiter {
             None => Some((d, None)),
-            Some(l) => l.try_acquire(lane).map(|permit| (d, Some(permit))),
+            Some(l) => l.try_acquire(job.lane).map(|permit| (d, Some(permit))),
         });
-    let allowed = slot.is_some()
-        && group
-            .hedging
-            .as_ref()
-            .is_some_and(|h| h.budget.lock().try_spend());
-    let (true, Some((other, hedge_permit))) = (allowed, slot) else {
+    let Some((other, hedge_permit)) = slot else {
+        if token {
+            hedging.budget.refund();
+        }
         call.record_mut().hedge_denied = true;
-        let r = first.await;
-        return conclude(gw, call, p, target, r);
+        return conclude(gw, call, p, target, first.await);
     };
     other.claim(now);
     let h = call.begin_attempt(other.name.clone(), now, AttemptKind::Hedge);
-    let second = pin!(first_byte(other.clone(), request.clone(), id, hedge_permit));
+    let second = pin!(first_byte(other.clone(), job.clone(), hedge_permit));
     race(gw, call, (p, target, first), (h, other, second)).await
 }
 
-/// The hedge delay for an attempt at `target` now, if the group hedges and the upstream's
-/// window (of answers delivered the same way: streamed or complete) has enough samples.
-/// Every attempt counts towards the hedging budget.
+/// The hedge delay for an attempt at `target`, if the group hedges and the upstream's window
+/// (of answers delivered the same way: streamed or complete) has enough samples.
 fn hedge_delay(
     gw: &Gateway,
     group: &ModelGroup,
@@ -97,7 +129,6 @@ fn hedge_delay(
     stream: bool,
 ) -> Option<Duration> {
     let hedging = group.hedging.as_ref()?;
-    hedging.budget.lock().deposit();
     let key = WindowKey {
         group: group.name.clone(),
         upstream: target.name.clone(),

@@ -184,3 +184,30 @@ async fn the_call_record_has_timings_and_attempts() {
     );
     assert!(t.received <= d && d <= f && f <= e);
 }
+
+#[tokio::test]
+async fn the_remaining_deadline_is_forwarded_upstream() {
+    let gw = start().await;
+    let resp = gw
+        .client
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .header("x-sluice-timeout-ms", "5000")
+        .json(&body("ok", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let seen = gw.upstream.fake.headers.lock()[0].clone();
+    let left: u64 = seen["x-sluice-timeout-ms"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((4_000..=5_000).contains(&left), "{left}");
+    // Without a deadline nothing is forwarded.
+    gw.chat(body("ok", false)).await;
+    assert!(
+        !gw.upstream.fake.headers.lock()[1].contains_key("x-sluice-timeout-ms"),
+        "no budget, no header"
+    );
+}

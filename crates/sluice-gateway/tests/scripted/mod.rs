@@ -10,15 +10,15 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use futures::FutureExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use serde_json::Value;
 use sluice_config::gateway::DeploymentConfig;
 use sluice_core::{CallRecord, ErrorKind, GatewayError, UpstreamReply};
 use sluice_gateway::{Gateway, GatewayBuilder};
-use sluice_providers::{Completion, Provider, UpstreamCall, UpstreamResponse};
+use sluice_providers::{Completion, Provider, StreamEvent, UpstreamCall, UpstreamResponse};
 use sluice_tail::admission::LaneSpec;
 use tokio::time::{Instant, sleep};
 use tower::ServiceExt;
@@ -32,6 +32,11 @@ pub enum End {
     Limited(u64),
     /// The upstream's own 4xx (not retryable).
     Reject(u16),
+    /// A stream: after the delay its first frame, then `frames - 1` more, `gap` ms apart.
+    Stream {
+        frames: u32,
+        gap: u64,
+    },
 }
 
 /// An upstream that answers each call after the next scripted delay, or fails.
@@ -39,6 +44,8 @@ pub enum End {
 pub struct Scripted {
     steps: Arc<Mutex<VecDeque<(u64, End)>>>,
     calls: Arc<Mutex<u32>>,
+    /// The deadline each call carried.
+    pub deadlines: Arc<Mutex<Vec<Option<Instant>>>>,
     /// (calls in progress now, most ever at once).
     busy: Arc<Mutex<(u32, u32)>>,
 }
@@ -74,8 +81,9 @@ impl Scripted {
 }
 
 impl Provider for Scripted {
-    fn call(&self, _: UpstreamCall) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
+    fn call(&self, c: UpstreamCall) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
         *self.calls.lock() += 1;
+        self.deadlines.lock().push(c.deadline);
         let (ms, end) = self.steps.lock().pop_front().unwrap_or((100, End::Ok));
         let busy = {
             let mut b = self.busy.lock();
@@ -109,6 +117,19 @@ impl Provider for Scripted {
                         content_type: Some("application/json".into()),
                         retry_after: None,
                     }));
+                }
+                End::Stream { frames, gap } => {
+                    let s = futures::stream::iter(0..frames)
+                        .then(move |i| async move {
+                            if i > 0 {
+                                sleep(Duration::from_millis(gap)).await;
+                            }
+                            Ok(StreamEvent::Frame(Bytes::from(format!(
+                                "data: {{\"n\":{i}}}\n\n"
+                            ))))
+                        })
+                        .boxed();
+                    return Ok(UpstreamResponse::Stream(s));
                 }
             }
             Ok(UpstreamResponse::Complete(Completion {
@@ -182,36 +203,63 @@ pub fn rig(with_b: bool, configure: impl FnOnce(GatewayBuilder) -> GatewayBuilde
     }
 }
 
-/// What a client got: status, body, headers.
+/// What a client got: status, body (JSON, or `Null` for a stream), raw body, headers.
 pub struct Got {
     pub status: u16,
     pub body: Value,
+    pub text: String,
     pub retry_after: Option<String>,
+    pub headers: http::HeaderMap,
 }
 
 pub async fn ask(router: &axum::Router, lane: Option<&str>, id: &str) -> Got {
+    let headers: Vec<(&str, &str)> = lane.map(|l| ("x-sluice-lane", l)).into_iter().collect();
+    ask_with(router, &headers, id, false).await
+}
+
+/// Asks with extra `headers`, for a stream or not; the body is read to its end.
+pub async fn ask_with(
+    router: &axum::Router,
+    headers: &[(&str, &str)],
+    id: &str,
+    stream: bool,
+) -> Got {
     let mut req = http::Request::post("/v1/chat/completions")
         .header("content-type", "application/json")
         .header("x-request-id", id);
-    if let Some(l) = lane {
-        req = req.header("x-sluice-lane", l);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
     }
-    let req = req
-        .body(Body::from(
-            r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#,
-        ))
+    let body = format!(
+        r#"{{"model":"chat","messages":[{{"role":"user","content":"hi"}}],"stream":{stream}}}"#
+    );
+    let resp = router
+        .clone()
+        .oneshot(req.body(Body::from(body)).unwrap())
+        .await
         .unwrap();
-    let resp = router.clone().oneshot(req).await.unwrap();
     let status = resp.status().as_u16();
-    let retry_after = resp
-        .headers()
+    let headers = resp.headers().clone();
+    let retry_after = headers
         .get("retry-after")
         .map(|v| v.to_str().unwrap().to_string());
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     Got {
         status,
         body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        text: String::from_utf8_lossy(&bytes).into_owned(),
         retry_after,
+        headers,
+    }
+}
+
+impl Got {
+    /// The `server-timing` header.
+    pub fn timing(&self) -> String {
+        self.headers
+            .get("server-timing")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default()
     }
 }
 

@@ -96,8 +96,8 @@ impl Provider for Anthropic {
             .post(self.url.clone())
             .header("content-type", "application/json")
             .header("anthropic-version", &self.settings.version)
-            .header("x-request-id", call.request_id.as_str())
             .body(body);
+        req = http::identify(req, &call);
         if let Some(key) = &self.settings.api_key {
             req = req.header("x-api-key", key);
         }

@@ -27,6 +27,7 @@ fn call() -> UpstreamCall {
         request: Arc::new(ChatRequest::parse(body.to_string().as_bytes()).unwrap()),
         model: Arc::from("m"),
         request_id: RequestId::generate(),
+        deadline: None,
     }
 }
 

@@ -59,6 +59,9 @@ fn request(uri: &http::Uri, p: &Shape, i: usize, run_id: &str) -> http::Request<
     if let Some(t) = &p.tenant {
         b = b.header("x-sluice-tenant", t);
     }
+    if let Some(t) = p.timeout {
+        b = b.header(sluice_providers::TIMEOUT_HEADER, t.as_millis().to_string());
+    }
     b.body(Full::new(body(p, i))).unwrap_or_default()
 }
 

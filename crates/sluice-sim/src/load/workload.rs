@@ -34,6 +34,9 @@ pub struct Traffic {
     pub stream: bool,
     /// `max_tokens`, if any.
     pub max_tokens: Option<u32>,
+    /// The request's deadline, sent as `x-sluice-timeout-ms`, if any.
+    #[serde(with = "sluice_config::duration::option")]
+    pub timeout: Option<Duration>,
 }
 
 impl Default for Traffic {
@@ -49,6 +52,7 @@ impl Default for Traffic {
             shared_prefix_tokens: 0,
             stream: true,
             max_tokens: None,
+            timeout: None,
         }
     }
 }
@@ -79,6 +83,9 @@ pub struct Burst {
     pub stream: bool,
     /// `max_tokens`, if any.
     pub max_tokens: Option<u32>,
+    /// The request's deadline, sent as `x-sluice-timeout-ms`, if any.
+    #[serde(with = "sluice_config::duration::option")]
+    pub timeout: Option<Duration>,
 }
 
 /// Both kinds of load describe their requests with the same keys, kept flat in the files
@@ -96,6 +103,7 @@ macro_rules! shape_of {
                     shared_prefix_tokens: self.shared_prefix_tokens.min(self.prompt_tokens),
                     stream: self.stream,
                     max_tokens: self.max_tokens,
+                    timeout: self.timeout,
                 }
             }
         }
@@ -118,6 +126,7 @@ impl Default for Burst {
             shared_prefix_tokens: 0,
             stream: false,
             max_tokens: None,
+            timeout: None,
         }
     }
 }
@@ -139,6 +148,8 @@ pub struct Shape {
     pub stream: bool,
     /// `max_tokens`.
     pub max_tokens: Option<u32>,
+    /// Deadline.
+    pub timeout: Option<Duration>,
 }
 
 /// One scheduled request.

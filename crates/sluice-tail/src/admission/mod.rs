@@ -178,6 +178,8 @@ pub struct AdmissionStats {
     pub inflight: usize,
     /// (lane, in flight, waiting) per lane.
     pub lanes: Vec<(Arc<str>, usize, usize)>,
+    /// Until when a 429 holds slots back, if one does.
+    pub paused_until: Option<Instant>,
 }
 
 /// Hands free slots to waiters, best lane first; returns the permits nobody took.
@@ -349,6 +351,7 @@ impl Admission {
                     )
                 })
                 .collect(),
+            paused_until: st.paused_until.filter(|p| *p > Instant::now()),
         }
     }
 }
