@@ -13,7 +13,14 @@ use crate::document::{Document, Seg};
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * 1024;
 
 /// The top-level sections a gateway config may have.
-const SECTIONS: &[&str] = &["server", "telemetry", "lanes", "providers", "models"];
+const SECTIONS: &[&str] = &[
+    "server",
+    "telemetry",
+    "lanes",
+    "tenants",
+    "providers",
+    "models",
+];
 
 /// `[server]`: the listener and request limits.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -71,6 +78,15 @@ pub struct LaneConfig {
     /// How long a request may wait for a slot (and for retries) before 503.
     #[serde(with = "humantime_serde")]
     pub max_wait: Duration,
+}
+
+/// `[tenants.NAME]`: what sluice knows of a tenant (requests name theirs in
+/// `x-sluice-tenant`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TenantConfig {
+    /// The lane of the tenant's requests that name none (a `[lanes]` name).
+    pub lane: Option<String>,
 }
 
 impl Default for LaneConfig {
@@ -394,6 +410,13 @@ pub struct DeploymentConfig {
     /// Name in headers and metrics; defaults to `PROVIDER/MODEL`.
     #[serde(default)]
     pub name: Option<String>,
+    /// The deployment's requests-per-minute limit, if known; sluice paces under it (and
+    /// under what the upstream's rate-limit headers report, when lower).
+    #[serde(default)]
+    pub rpm: Option<u64>,
+    /// The deployment's tokens-per-minute limit, if known.
+    #[serde(default)]
+    pub tpm: Option<u64>,
 }
 
 impl DeploymentConfig {
@@ -416,6 +439,8 @@ pub struct GatewayConfig {
     pub telemetry: TelemetryConfig,
     /// `[lanes.*]`, in priority order (the defaults when none are given).
     pub lanes: Vec<(String, LaneConfig)>,
+    /// `[tenants.*]`, in file order.
+    pub tenants: Vec<(String, TenantConfig)>,
     /// `[providers.*]`, in file order.
     pub providers: Vec<(String, ProviderConfig)>,
     /// `[models.*]`, in file order.
@@ -463,6 +488,18 @@ pub fn load(
     if lanes.is_empty() {
         lanes = default_lanes();
     }
+    let tenants: Vec<(String, TenantConfig)> = doc.map_section("tenants", &mut diags);
+    for (name, t) in &tenants {
+        if let Some(lane) = &t.lane
+            && !lanes.iter().any(|(l, _)| l == lane)
+        {
+            let known: Vec<&str> = lanes.iter().map(|(l, _)| l.as_str()).collect();
+            diags.push(doc.diag(
+                &key(&["tenants", name, "lane"]),
+                format!("`{lane}` is not a lane; lanes: {}", known.join(", ")),
+            ));
+        }
+    }
     let providers: Vec<(String, ProviderConfig)> = doc.map_section("providers", &mut diags);
     let models: Vec<(String, ModelGroupConfig)> = doc.map_section("models", &mut diags);
 
@@ -485,6 +522,7 @@ pub fn load(
             listen,
             telemetry,
             lanes,
+            tenants,
             providers,
             models,
         }),
@@ -711,6 +749,11 @@ fn check_models(
             }
             if d.weight == 0 {
                 diags.push(doc.diag(&at("weight"), "must be at least 1"));
+            }
+            for (field, v) in [("rpm", d.rpm), ("tpm", d.tpm)] {
+                if v == Some(0) {
+                    diags.push(doc.diag(&at(field), "must be at least 1 (leave it out for none)"));
+                }
             }
             if !names.insert(d.display_name()) {
                 diags.push(doc.diag(

@@ -95,11 +95,34 @@ impl ChatRequest {
         })
     }
 
+    /// About how many tokens a provider's tokens-per-minute limit counts for this request
+    /// when it is sent: the prompt (a token per four bytes of message text, the usual rule
+    /// of thumb) plus the output it may write (`max_tokens`, else
+    /// [`DEFAULT_OUTPUT_ESTIMATE`]), as OpenAI and Anthropic reserve it up front.
+    pub fn token_estimate(&self) -> u64 {
+        let text = self.body.get("messages").map_or(0, text_bytes)
+            + self.body.get("system").map_or(0, text_bytes);
+        (text as u64).div_ceil(4) + self.max_tokens().unwrap_or(DEFAULT_OUTPUT_ESTIMATE)
+    }
+
     /// The client's `max_tokens` (or `max_completion_tokens`), if any.
     pub fn max_tokens(&self) -> Option<u64> {
         ["max_completion_tokens", "max_tokens"]
             .iter()
             .find_map(|k| self.body.get(*k).and_then(Value::as_u64))
+    }
+}
+
+/// Output tokens assumed for a request that sets no `max_tokens`.
+pub const DEFAULT_OUTPUT_ESTIMATE: u64 = 256;
+
+/// Bytes of text in every string inside `v`.
+fn text_bytes(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len(),
+        Value::Array(a) => a.iter().map(text_bytes).sum(),
+        Value::Object(o) => o.values().map(text_bytes).sum(),
+        _ => 0,
     }
 }
 

@@ -5,11 +5,13 @@
 pub mod chat;
 pub mod error;
 pub mod ids;
+pub mod ratelimit;
 pub mod record;
 pub mod usage;
 
 pub use chat::ChatRequest;
 pub use error::{ErrorKind, GatewayError, UpstreamReply};
 pub use ids::RequestId;
+pub use ratelimit::{Quota, RateLimits};
 pub use record::{Attempt, AttemptKind, AttemptOutcome, CallRecord, Phase, Stage, Timings};
 pub use usage::Usage;

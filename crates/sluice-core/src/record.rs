@@ -203,6 +203,8 @@ pub struct CallRecord {
     pub model_group: Option<Arc<str>>,
     /// The lane the request waited in.
     pub lane: Option<Arc<str>>,
+    /// Who the request is for (fairness in queues, later quotas and billing).
+    pub tenant: Option<Arc<str>>,
     /// The upstream that answered (the winning attempt's).
     pub upstream: Option<Arc<str>>,
     /// Whether the client asked for a stream.
@@ -236,6 +238,7 @@ impl CallRecord {
             request_id,
             model_group: None,
             lane: None,
+            tenant: None,
             upstream: None,
             stream: false,
             attempts: Vec::new(),

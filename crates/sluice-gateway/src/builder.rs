@@ -1,5 +1,6 @@
 //! Assembles a [`Gateway`] from configuration and code: providers, model groups with their
-//! policies (hedging, concurrency limits, retries), lanes, telemetry.
+//! policies (hedging, concurrency limits, pacing, retries, breakers), lanes and tenants'
+//! default lanes, telemetry.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use sluice_core::GatewayError;
 use sluice_providers::Provider;
 use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
+use sluice_tail::pace::PaceSpec;
 use sluice_tail::{
     Breaker, BreakerPolicy, Cooldowns, HedgePolicy, RetryPolicy, WindowConfig, WindowError,
 };
@@ -69,10 +71,22 @@ pub enum BuildError {
         /// Why.
         source: GatewayError,
     },
+    /// A tenant's default lane is not a lane.
+    #[error("tenant `{tenant}`: no lane named `{lane}`")]
+    UnknownLane {
+        /// The tenant.
+        tenant: String,
+        /// The missing lane.
+        lane: String,
+    },
     /// The latency window shape is unusable.
     #[error("latency window: {0}")]
     Window(#[from] WindowError),
 }
+
+/// The concurrency limit of a deployment that is paced but not limited: room enough never
+/// to be the constraint.
+const UNLIMITED: usize = 100_000;
 
 /// Assembles a [`Gateway`].
 pub struct GatewayBuilder {
@@ -80,6 +94,7 @@ pub struct GatewayBuilder {
     models: Vec<(String, Vec<DeploymentConfig>, GroupPolicies)>,
     defaults: GroupPolicies,
     lanes: Vec<LaneSpec>,
+    tenant_lanes: Vec<(String, String)>,
     window: WindowConfig,
     max_body_bytes: usize,
     seed: Option<u64>,
@@ -93,6 +108,7 @@ impl Default for GatewayBuilder {
             models: Vec::new(),
             defaults: GroupPolicies::default(),
             lanes: policies::lane_specs(&sluice_config::gateway::default_lanes()),
+            tenant_lanes: Vec::new(),
             window: WindowConfig::default(),
             max_body_bytes: usize::try_from(sluice_config::gateway::DEFAULT_MAX_BODY_BYTES)
                 .unwrap_or(usize::MAX),
@@ -125,6 +141,11 @@ impl GatewayBuilder {
                 }
             })?;
             b = b.provider(name, provider);
+        }
+        for (tenant, t) in &cfg.tenants {
+            if let Some(lane) = &t.lane {
+                b = b.tenant_lane(tenant, lane);
+            }
         }
         for (group, m) in &cfg.models {
             b = b.model_with(group, m.deployments.clone(), policies::of_group(m));
@@ -193,6 +214,13 @@ impl GatewayBuilder {
         self
     }
 
+    /// Sends `tenant`'s requests that name no lane to `lane` (a lane's name).
+    pub fn tenant_lane(mut self, tenant: &str, lane: &str) -> Self {
+        self.tenant_lanes
+            .push((tenant.to_string(), lane.to_string()));
+        self
+    }
+
     /// Sets the body limit.
     pub fn max_body_bytes(mut self, n: usize) -> Self {
         self.max_body_bytes = n;
@@ -233,11 +261,21 @@ impl GatewayBuilder {
                             provider: d.provider.clone(),
                         })?;
                 let name = d.display_name();
-                let limiter = p.limit.map(|spec| {
+                // Pacing needs the queue, so a deployment with a configured rate limit gets a
+                // limiter even where its group limits no concurrency (a fixed, roomy one).
+                let pace = PaceSpec {
+                    rpm: d.rpm,
+                    tpm: d.tpm,
+                };
+                let spec = p.limit.or_else(|| {
+                    (pace != PaceSpec::default()).then_some(LimitSpec::Fixed(UNLIMITED))
+                });
+                let limiter = spec.map(|spec| {
                     Arc::new(Limiter::new(
                         &spec,
                         &self.lanes,
                         ticket_hash(seed, 2, &name),
+                        pace,
                     ))
                 });
                 let breaker = p.breaker.map(|policy| {
@@ -261,9 +299,22 @@ impl GatewayBuilder {
                     .with_timeout(p.timeout),
             );
         }
+        let mut tenant_lanes = HashMap::new();
+        for (tenant, lane) in &self.tenant_lanes {
+            let i = self
+                .lanes
+                .iter()
+                .position(|l| &*l.name == lane.as_str())
+                .ok_or_else(|| BuildError::UnknownLane {
+                    tenant: tenant.clone(),
+                    lane: lane.clone(),
+                })?;
+            tenant_lanes.insert(Arc::from(tenant.as_str()), i);
+        }
         Ok(Arc::new(Gateway {
             routes: Routes::new(groups, seed),
             lanes: self.lanes,
+            tenant_lanes,
             telemetry: Arc::new(Telemetry::new(self.window)?),
             max_body_bytes: self.max_body_bytes,
             draining: AtomicBool::new(false),

@@ -1,5 +1,7 @@
-//! The gateway's shared state: routes, lanes, telemetry, cool-downs and record sinks.
+//! The gateway's shared state: routes, lanes, tenants' default lanes, telemetry, cool-downs
+//! and record sinks.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -21,6 +23,8 @@ pub type RecordSink = Arc<dyn Fn(&CallRecord) + Send + Sync>;
 pub struct Gateway {
     pub(crate) routes: Routes,
     pub(crate) lanes: Vec<LaneSpec>,
+    /// The lane of each tenant that has one (by index into `lanes`).
+    pub(crate) tenant_lanes: HashMap<Arc<str>, usize>,
     pub(crate) telemetry: Arc<Telemetry>,
     pub(crate) max_body_bytes: usize,
     pub(crate) draining: AtomicBool,
@@ -60,6 +64,11 @@ impl Gateway {
     /// The lanes, in priority order.
     pub fn lanes(&self) -> &[LaneSpec] {
         &self.lanes
+    }
+
+    /// The lane of `tenant`'s requests that name none: its configured lane, else the first.
+    pub fn tenant_lane(&self, tenant: &str) -> usize {
+        self.tenant_lanes.get(tenant).copied().unwrap_or(0)
     }
 
     /// Whether shutdown has begun (`/readyz` answers 503 from then on).

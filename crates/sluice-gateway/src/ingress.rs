@@ -1,6 +1,7 @@
 //! Reading a request: the request id, the body under its size limit, the parsed view, and
-//! the lane and time budget its headers ask for.
+//! the tenant, lane and time budget its headers ask for.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -24,11 +25,16 @@ fn too_large(limit: usize) -> GatewayError {
     )
 }
 
-/// The request's lane: the index of `x-sluice-lane` among `lanes`, the first lane when the
-/// header is absent, a 400 naming the header and the lanes when it names none of them.
-pub fn lane(headers: &HeaderMap, lanes: &[LaneSpec]) -> Result<usize, GatewayError> {
+/// The request's lane: the index of `x-sluice-lane` among `lanes`, `default` (its tenant's
+/// lane, else the first) when the header is absent, a 400 naming the header and the lanes
+/// when it names none of them.
+pub fn lane(
+    headers: &HeaderMap,
+    lanes: &[LaneSpec],
+    default: usize,
+) -> Result<usize, GatewayError> {
     let Some(value) = headers.get("x-sluice-lane") else {
-        return Ok(0);
+        return Ok(default);
     };
     let name = value.to_str().unwrap_or_default();
     lanes.iter().position(|l| &*l.name == name).ok_or_else(|| {
@@ -42,6 +48,34 @@ pub fn lane(headers: &HeaderMap, lanes: &[LaneSpec]) -> Result<usize, GatewayErr
         )
         .with_param("x-sluice-lane")
     })
+}
+
+/// The header naming the tenant a request is for.
+pub const TENANT_HEADER: &str = "x-sluice-tenant";
+
+/// The request's tenant, `x-sluice-tenant`: `None` when absent, a 400 naming the header when
+/// it is not 1 to 64 letters, digits, `.`, `_` or `-`.
+pub fn tenant(headers: &HeaderMap) -> Result<Option<Arc<str>>, GatewayError> {
+    let Some(value) = headers.get(TENANT_HEADER) else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default();
+    let fine = (1..=64).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if fine {
+        Ok(Some(Arc::from(text)))
+    } else {
+        Err(GatewayError::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "{TENANT_HEADER} `{}` must be 1 to 64 letters, digits, `.`, `_` or `-`",
+                text.chars().take(80).collect::<String>()
+            ),
+        )
+        .with_param(TENANT_HEADER))
+    }
 }
 
 /// The longest deadline a client may ask for (a day): anything longer is a mistake, not a

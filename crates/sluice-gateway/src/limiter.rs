@@ -1,9 +1,12 @@
-//! A deployment's concurrency limiter: the admission queue of `sluice-tail` and the adaptive
-//! algorithm that moves its limit, fed by what each attempt's answer says.
+//! A deployment's limiter: the admission queue of `sluice-tail` with its pacer, and the
+//! adaptive algorithm that moves its concurrency limit, fed by what each attempt's answer
+//! says (its time to first byte, its failure, its rate-limit headers).
 
 use parking_lot::Mutex;
-use sluice_tail::admission::{Admission, AdmissionStats, LaneSpec, Permit, Rejected};
+use sluice_core::RateLimits;
+use sluice_tail::admission::{Admission, AdmissionStats, Ask, LaneSpec, Permit, Rejected};
 use sluice_tail::limit::{Algorithm, LimitSpec, Sample};
+use sluice_tail::pace::{Dimension, PaceSpec, Pacer};
 use tokio::time::Instant;
 
 /// The limiter of one deployment.
@@ -14,23 +17,42 @@ pub struct Limiter {
 }
 
 impl Limiter {
-    /// A limiter by `spec` over `lanes`; `seed` feeds the algorithm's jitter, if any.
-    pub fn new(spec: &LimitSpec, lanes: &[LaneSpec], seed: u64) -> Self {
+    /// A limiter by `spec` over `lanes`, paced by `pace` (and by what answers report);
+    /// `seed` feeds the algorithm's jitter, if any.
+    pub fn new(spec: &LimitSpec, lanes: &[LaneSpec], seed: u64, pace: PaceSpec) -> Self {
         let algorithm = spec.build(seed);
+        let pacer = Pacer::new(pace, Instant::now());
         Self {
-            admission: Admission::new(algorithm.limit(), lanes.to_vec()),
+            admission: Admission::paced(algorithm.limit(), lanes.to_vec(), pacer),
             algorithm: Mutex::new(algorithm),
         }
     }
 
-    /// Waits for a slot in `lane`.
-    pub async fn acquire(&self, lane: usize) -> Result<Permit, Rejected> {
-        self.admission.acquire(lane).await
+    /// Waits for a slot.
+    pub async fn acquire(&self, ask: Ask) -> Result<Permit, Rejected> {
+        self.admission.acquire(ask).await
     }
 
     /// A slot now, or none (for optional work such as hedges).
-    pub fn try_acquire(&self, lane: usize) -> Option<Permit> {
-        self.admission.try_acquire(lane)
+    pub fn try_acquire(&self, ask: Ask) -> Option<Permit> {
+        self.admission.try_acquire(ask)
+    }
+
+    /// Whether `ask` would wait for a slot if it asked now.
+    pub fn would_wait(&self, ask: &Ask) -> bool {
+        self.admission.would_wait(ask)
+    }
+
+    /// Paces by what an answer reported of the upstream's rate limits.
+    pub fn observe(&self, limits: &RateLimits) {
+        for (dim, quota) in [
+            (Dimension::Requests, limits.requests),
+            (Dimension::Tokens, limits.tokens),
+        ] {
+            if let Some(q) = quota {
+                self.admission.observe(dim, q.limit, q.remaining, q.reset);
+            }
+        }
     }
 
     /// Feeds one attempt's outcome to the algorithm and applies the new limit.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sluice_core::{ErrorKind, GatewayError, RequestId};
 use sluice_providers::Provider;
+use sluice_tail::admission::Ask;
 use sluice_tail::{Breaker, Budget, FairBudget, HedgePolicy, RetryPolicy, Verdict};
 use tokio::time::{Duration, Instant};
 
@@ -36,9 +37,9 @@ impl Deployment {
             .is_none_or(|b| b.lock().would_allow(now))
     }
 
-    /// Whether its admission is paused by a 429 at `now`.
-    pub fn paused(&self, now: Instant) -> bool {
-        self.limiter.as_ref().is_some_and(|l| l.is_paused(now))
+    /// Whether `ask` would wait in its queue now (paused by a 429, paced, or full).
+    pub fn would_wait(&self, ask: &Ask) -> bool {
+        self.limiter.as_ref().is_some_and(|l| l.would_wait(ask))
     }
 
     /// Claims a call at `now` from its breaker (while half-open, the probe slot).
@@ -257,25 +258,27 @@ impl Routes {
     }
 
     /// Picks as [`Routes::pick`] does, but passes over a deployment whose breaker is open,
-    /// or whose admission a 429 has paused (its queue would only hold the request until the
-    /// pause ended), for one that is neither, while there is one. Only the pause counts, not
-    /// the longer quiet period that keeps hedges away, or traffic would pile onto the other
-    /// deployments until they too refused it. When every breaker is open, the call fails
-    /// fast with 503, saying when the first one will probe again.
+    /// or where `ask` would wait (a 429 paused it, its pacer holds calls back, its slots are
+    /// taken), for one where neither is true, while there is one: the others carry the load
+    /// while it catches up. Only waiting counts, not the longer quiet period that keeps
+    /// hedges away after a 429, or traffic would pile onto the other deployments until they
+    /// too refused it. When every breaker is open, the call fails fast with 503, saying when
+    /// the first one will probe again.
     pub fn pick_available<'a>(
         &self,
         group: &'a ModelGroup,
         id: &RequestId,
+        ask: &Ask,
     ) -> Result<&'a Deployment, GatewayError> {
         let first = self.pick(group, id)?;
         let now = Instant::now();
-        let usable = |d: &Deployment| d.healthy(now) && !d.paused(now);
+        let usable = |d: &Deployment| d.healthy(now) && !d.would_wait(ask);
         let chosen = if usable(first) {
             first
         } else if let Some(other) = self.pick_other(group, first, id, usable) {
             other
         } else if let Some(healthy) = self.pick_other(group, first, id, |d| d.healthy(now)) {
-            // Everyone healthy is paused: queue at the routed one if it is healthy.
+            // Everyone healthy is busy: queue at the routed one if it is healthy.
             if first.healthy(now) { first } else { healthy }
         } else {
             return Err(no_healthy_upstream(group, now));

@@ -8,6 +8,7 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use http::HeaderMap;
 use sluice_core::GatewayError;
+use sluice_tail::admission::Ask;
 use tokio::time::{Instant, timeout_at};
 
 use crate::call::Call;
@@ -53,17 +54,28 @@ async fn walk(
     let request = Arc::new(ingress::parse(&bytes)?);
     call.record_mut().stream = request.stream;
 
-    // 2. Lane and time budget: read before routing so bad headers cost nothing; admission
-    //    uses the lane, everything after uses the deadline.
-    let lane = ingress::lane(headers, &gw.lanes)?;
+    // 2. Tenant, lane and time budget: read before routing so bad headers cost nothing;
+    //    admission uses the lane (the tenant's default when the request names none) and takes
+    //    the lane's tenants in turn; everything after uses the deadline.
+    let tenant = ingress::tenant(headers)?;
+    let default_lane = tenant.as_ref().map_or(0, |t| gw.tenant_lane(t));
+    let lane = ingress::lane(headers, &gw.lanes, default_lane)?;
     call.record_mut().lane = gw.lanes.get(lane).map(|l| l.name.clone());
     let asked = ingress::timeout(headers)?;
+    let ask = Ask {
+        lane,
+        tenant: tenant.clone().unwrap_or_else(|| Arc::from("")),
+        tokens: request.token_estimate(),
+    };
+    call.record_mut().tenant = tenant;
 
     // 3. Route: the model group, then one deployment by weight. Before dispatch, because
     //    everything after works on a concrete upstream.
     let group = gw.routes.group(&request.model)?;
     call.record_mut().model_group = Some(group.name.clone());
-    let deployment = gw.routes.pick_available(group, &call.record().request_id)?;
+    let deployment = gw
+        .routes
+        .pick_available(group, &call.record().request_id, &ask)?;
 
     // 4. Deadline: the client's budget, else the group's default, counted from arrival. It
     //    bounds everything below (queueing, every attempt, backoffs) and, for a stream, the
@@ -77,7 +89,7 @@ async fn walk(
     //    proper status; a slow attempt is hedged, a failed one retried, when the group says so
     //    and the deadline leaves time. Last, because all of it works on the routed deployment
     //    and its latency window.
-    let sent = dispatch::dispatch(gw, call, group, deployment, request, lane);
+    let sent = dispatch::dispatch(gw, call, group, deployment, request, ask);
     match deadline {
         Some(deadline) => match timeout_at(deadline, sent).await {
             Ok(answer) => answer,

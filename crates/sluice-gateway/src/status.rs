@@ -1,5 +1,6 @@
 //! `GET /admin/upstreams`: what every deployment's tail policies think right now — breaker
-//! state and counts, concurrency limit, in flight and queued per lane, a 429's pause — and
+//! state and counts, concurrency limit, in flight and queued per lane (and how many tenants
+//! wait), a 429's pause, what the pacer holds of the rate limits — and
 //! what each group's hedging and retry budgets hold.
 
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 use sluice_tail::BreakerState;
+use sluice_tail::pace::DimensionState;
 use tokio::time::Instant;
 
 use crate::Gateway;
@@ -59,14 +61,27 @@ fn deployment(gw: &Gateway, d: &Deployment, now: Instant) -> Value {
         let lanes: Vec<Value> = s
             .lanes
             .iter()
-            .map(|(lane, inflight, queued)| {
-                json!({"lane": &**lane, "inflight": inflight, "queued": queued})
+            .zip(&s.tenants_waiting)
+            .map(|((lane, inflight, queued), tenants)| {
+                json!({
+                    "lane": &**lane,
+                    "inflight": inflight,
+                    "queued": queued,
+                    "tenants_queued": tenants,
+                })
             })
             .collect();
+        let pace = |d: Option<DimensionState>| {
+            d.map(
+                |d| json!({"per_minute": d.per_minute, "burst": d.burst, "available": d.available}),
+            )
+        };
         json!({
             "limit": s.limit,
             "inflight": s.inflight,
             "paused_for_ms": s.paused_until.map(|p| ms(p.saturating_duration_since(now))),
+            "pace_requests": pace(s.requests_pace),
+            "pace_tokens": pace(s.tokens_pace),
             "lanes": lanes,
         })
     });

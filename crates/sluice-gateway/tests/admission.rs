@@ -7,12 +7,13 @@ mod scripted;
 
 use std::time::Duration;
 
+use sluice_config::gateway::DeploymentConfig;
 use sluice_core::{AttemptKind, AttemptOutcome, ErrorKind};
 use sluice_tail::RetryPolicy;
 use sluice_tail::limit::LimitSpec;
 use tokio::time::{Instant, sleep};
 
-use crate::scripted::{End, ask, lanes, rig, scrape};
+use crate::scripted::{End, ask, ask_with, dep, lanes, rig, rig_over, scrape};
 
 #[tokio::test(start_paused = true)]
 async fn a_limit_caps_requests_in_flight_and_the_rest_wait_rather_than_fail() {
@@ -256,4 +257,110 @@ async fn aimd_cuts_the_limit_when_the_upstream_refuses() {
     let limit = group.deployments[0].limiter.as_ref().unwrap().stats().limit;
     // Ten drops: 20 × 0.9, rounded down, ten times.
     assert_eq!(limit, 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tenant_is_recorded_and_its_default_lane_applies_unless_the_request_names_one() {
+    let r = rig(false, |b| b.tenant_lane("bulkco", "batch"));
+    let got = ask_with(&r.router, &[("x-sluice-tenant", "bulkco")], "t-0", false).await;
+    assert_eq!(got.status, 200);
+    let rec = r.record("t-0");
+    assert_eq!(rec.tenant.as_deref(), Some("bulkco"));
+    assert_eq!(rec.lane.as_deref(), Some("batch"));
+    let headers = [
+        ("x-sluice-tenant", "bulkco"),
+        ("x-sluice-lane", "interactive"),
+    ];
+    ask_with(&r.router, &headers, "t-1", false).await;
+    assert_eq!(r.record("t-1").lane.as_deref(), Some("interactive"));
+    ask_with(&r.router, &[("x-sluice-tenant", "acme")], "t-2", false).await;
+    assert_eq!(r.record("t-2").lane.as_deref(), Some("interactive"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bad_tenant_header_is_a_400_naming_it() {
+    let r = rig(false, |b| b);
+    for bad in ["", "a b", "ü", &"x".repeat(65)] {
+        let got = ask_with(&r.router, &[("x-sluice-tenant", bad)], "bad", false).await;
+        assert_eq!(got.status, 400, "{bad}");
+        assert_eq!(got.body["error"]["param"], "x-sluice-tenant");
+    }
+    assert_eq!(r.a.calls(), 0);
+}
+
+#[test]
+fn a_tenants_lane_must_exist() {
+    let err = sluice_gateway::GatewayBuilder::new()
+        .tenant_lane("bulkco", "bulk")
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("no lane named `bulk`"), "{err}");
+}
+
+fn paced(provider: &str, weight: u32, rpm: u64) -> DeploymentConfig {
+    DeploymentConfig {
+        rpm: Some(rpm),
+        ..dep(provider, weight)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_configured_rpm_paces_calls_and_nothing_is_refused() {
+    // 60 a minute, a burst of one: ten requests at once leave a second apart, all succeed;
+    // the group sets no concurrency limit, pacing alone holds them.
+    let r = rig_over(vec![paced("a", 1, 60)], |b| b);
+    for _ in 0..10 {
+        r.a.push(10, true);
+    }
+    let start = Instant::now();
+    let statuses = r.burst(10, "batch", "p").await;
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    assert_eq!(r.a.calls(), 10);
+    // The last left after nine seconds (and took 10 ms).
+    assert_eq!(
+        Instant::now() - start,
+        Duration::from_secs(9) + Duration::from_millis(10)
+    );
+    assert_eq!(
+        r.record("p-9").timings.queue().map(|q| q.as_secs()),
+        Some(9)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn while_one_deployment_is_paced_new_requests_go_to_one_that_is_free() {
+    // a takes almost all traffic by weight, but only 60 a minute; b is unlimited.
+    let r = rig_over(vec![paced("a", 1_000_000, 60), dep("b", 1)], |b| b);
+    let statuses = r.burst(10, "interactive", "s").await;
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    // a took its one-second burst; the rest went to b at once instead of queueing.
+    assert_eq!((r.a.calls(), r.b.calls()), (1, 9));
+    assert!(
+        r.records
+            .lock()
+            .iter()
+            .all(|c| c.timings.queue() < Some(Duration::from_millis(1)))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn admin_upstreams_shows_what_the_pacer_holds() {
+    let r = rig_over(vec![paced("a", 1, 120)], |b| b);
+    ask(&r.router, None, "u-0").await;
+    let req = http::Request::get("/admin/upstreams")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let resp = tower::ServiceExt::oneshot(r.router.clone(), req)
+        .await
+        .unwrap();
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let a = &v["groups"][0]["deployments"][0]["admission"];
+    assert_eq!(a["pace_requests"]["per_minute"], 120);
+    assert_eq!(a["pace_requests"]["burst"], 2);
+    assert_eq!(a["pace_tokens"], serde_json::Value::Null);
+    assert_eq!(a["lanes"][1]["tenants_queued"], 0);
 }

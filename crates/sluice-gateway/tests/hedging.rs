@@ -34,6 +34,8 @@ fn dep(provider: &str) -> DeploymentConfig {
         model: "m".into(),
         weight: 1,
         name: Some(provider.into()),
+        rpm: None,
+        tpm: None,
     }
 }
 

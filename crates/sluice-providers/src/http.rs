@@ -2,14 +2,14 @@
 //! timeouts.
 
 use std::error::Error as _;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use sluice_core::{ErrorKind, GatewayError, UpstreamReply};
 
-use crate::UpstreamCall;
+use crate::{RateReport, UpstreamCall, ratelimit};
 use tokio::time::{Instant, timeout_at};
 
 /// Connection and timeout settings of one upstream.
@@ -146,6 +146,7 @@ pub async fn send(
     settings: &HttpSettings,
     request: reqwest::RequestBuilder,
     translate_error: TranslateError,
+    report: &RateReport,
 ) -> Result<Accepted, GatewayError> {
     let first_byte_deadline = Instant::now() + settings.first_byte_timeout;
     let response = match timeout_at(first_byte_deadline, request.send()).await {
@@ -162,6 +163,7 @@ pub async fn send(
         Ok(Ok(r)) => r,
     };
     let status = response.status().as_u16();
+    report.set(ratelimit::parse(response.headers(), SystemTime::now()));
     let header = |name: &str| {
         response
             .headers()

@@ -9,6 +9,7 @@
 pub mod anthropic;
 pub mod http;
 pub mod openai;
+pub mod ratelimit;
 pub mod sse;
 pub mod timeout;
 pub mod usage;
@@ -24,6 +25,7 @@ use tokio::time::Instant;
 pub use anthropic::{Anthropic, AnthropicSettings};
 pub use http::HttpSettings;
 pub use openai::{OpenAiCompat, OpenAiSettings};
+pub use ratelimit::RateReport;
 pub use timeout::WithTimeouts;
 
 /// One call to one upstream.
@@ -38,6 +40,8 @@ pub struct UpstreamCall {
     /// When the client's deadline runs out, if it set one; what is left of it is forwarded
     /// upstream as `x-sluice-timeout-ms`.
     pub deadline: Option<Instant>,
+    /// Where the provider leaves what the answer said of its rate limits.
+    pub rate_report: RateReport,
 }
 
 /// The header that carries a request's remaining time budget, in milliseconds: read from

@@ -81,7 +81,7 @@ impl Provider for OpenAiCompat {
         let name = self.name.clone();
         let http = self.settings.http.clone();
         async move {
-            let mut accepted = http::send(&name, &http, req, |_| None).await?;
+            let mut accepted = http::send(&name, &http, req, |_| None, &call.rate_report).await?;
             if call.request.stream {
                 Ok(UpstreamResponse::Stream(stream(
                     accepted,

@@ -1,81 +1,7 @@
-//! Provider rate limits (requests and tokens per minute) as continuously refilling buckets,
-//! and the headers a 429 carries in OpenAI's and Anthropic's formats.
+//! Provider rate limits as the simulator reports them: the headers an answer or a 429
+//! carries, in OpenAI's and Anthropic's formats.
 
 use std::time::Duration;
-
-use tokio::time::Instant;
-
-/// A bucket that refills `per_minute` units a minute and holds at most `capacity` (a limit
-/// "quantised" to a shorter period, as providers enforce them, holds less than a minute's).
-#[derive(Clone, Debug)]
-pub struct MinuteBucket {
-    per_minute: f64,
-    capacity: f64,
-    level: f64,
-    at: Instant,
-}
-
-impl MinuteBucket {
-    /// A full bucket refilling `per_minute`, holding `burst` (at least 1; a minute's worth
-    /// when `None`), at `now`.
-    pub fn new(per_minute: u64, burst: Option<u64>, now: Instant) -> Self {
-        let capacity = burst.unwrap_or(per_minute).clamp(1, per_minute.max(1)) as f64;
-        Self {
-            per_minute: per_minute as f64,
-            capacity,
-            level: capacity,
-            at: now,
-        }
-    }
-
-    /// The configured per-minute limit.
-    pub fn limit(&self) -> u64 {
-        self.per_minute as u64
-    }
-
-    fn refill(&mut self, now: Instant) {
-        let dt = now.saturating_duration_since(self.at).as_secs_f64();
-        self.level = (self.level + dt * self.per_minute / 60.0).min(self.capacity);
-        self.at = now;
-    }
-
-    /// Units left at `now`.
-    pub fn remaining(&mut self, now: Instant) -> u64 {
-        self.refill(now);
-        self.level.max(0.0) as u64
-    }
-
-    /// Time until `n` units are available at `now`.
-    pub fn wait_for(&mut self, now: Instant, n: u64) -> Duration {
-        self.refill(now);
-        let missing = (n as f64).min(self.capacity) - self.level;
-        if missing <= 0.0 || self.per_minute <= 0.0 {
-            return Duration::ZERO;
-        }
-        Duration::from_secs_f64(missing * 60.0 / self.per_minute)
-    }
-
-    /// Time until the bucket is full again.
-    pub fn until_full(&mut self, now: Instant) -> Duration {
-        self.wait_for(now, self.capacity as u64)
-    }
-
-    /// Returns `n` units taken by a request that was refused after all.
-    pub fn refund(&mut self, n: u64) {
-        self.level = (self.level + n as f64).min(self.capacity);
-    }
-
-    /// Takes `n` units if there are enough.
-    pub fn try_take(&mut self, now: Instant, n: u64) -> bool {
-        self.refill(now);
-        if self.level + 1e-9 >= n as f64 {
-            self.level -= n as f64;
-            true
-        } else {
-            false
-        }
-    }
-}
 
 /// Which provider's header names to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize, Default)]
@@ -191,36 +117,6 @@ impl RateState {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn a_bucket_admits_its_limit_then_refills_per_minute() {
-        let t0 = Instant::now();
-        let mut b = MinuteBucket::new(60, None, t0);
-        let admitted = (0..120).filter(|_| b.try_take(t0, 1)).count();
-        assert_eq!(admitted, 60);
-        assert_eq!(b.wait_for(t0, 1), Duration::from_secs(1));
-        assert!(!b.try_take(t0 + Duration::from_millis(999), 1));
-        assert!(b.try_take(t0 + Duration::from_secs(1), 1));
-        // Over the next minute exactly one more per second.
-        let mut more = 0;
-        for s in 2..=61 {
-            while b.try_take(t0 + Duration::from_secs(s), 1) {
-                more += 1;
-            }
-        }
-        assert_eq!(more, 60);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_quantised_bucket_admits_only_its_burst_at_once() {
-        let t0 = Instant::now();
-        let mut b = MinuteBucket::new(600, Some(20), t0);
-        assert_eq!((0..100).filter(|_| b.try_take(t0, 1)).count(), 20);
-        // Still 600 a minute on average: ten a second.
-        let later = t0 + Duration::from_secs(1);
-        assert_eq!((0..100).filter(|_| b.try_take(later, 1)).count(), 10);
-        assert_eq!(b.limit(), 600);
-    }
 
     #[test]
     fn go_durations_look_like_openais() {

@@ -6,14 +6,30 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use sluice_core::{ErrorKind, GatewayError, UpstreamReply};
-use sluice_providers::{Completion, Provider, StreamEvent, UpstreamCall, UpstreamResponse};
+use sluice_providers::{
+    Completion, Provider, StreamEvent, UpstreamCall, UpstreamResponse, ratelimit,
+};
 use tokio::time::{Instant, sleep};
 
 use crate::incoming::incoming;
-use crate::limits::Api;
+use crate::limits::{Api, RateState};
 use crate::script::{self, Render, Step};
 use crate::upstream::{Busy, Fault, Plan, SimUpstream};
+
+/// Leaves what the answer's rate-limit headers would say where the gateway reads them, by
+/// way of the same header parser an HTTP upstream's answers go through.
+fn report(call: &UpstreamCall, state: &RateState) {
+    let mut headers = HeaderMap::new();
+    for (k, v) in state.headers(Api::Openai) {
+        if let (Ok(k), Ok(v)) = (HeaderName::try_from(k), HeaderValue::try_from(v)) {
+            headers.insert(k, v);
+        }
+    }
+    call.rate_report
+        .set(ratelimit::parse(&headers, std::time::SystemTime::now()));
+}
 
 /// A simulated upstream, dispatched to in-process. It speaks OpenAI chat completions.
 #[derive(Clone, Debug)]
@@ -31,6 +47,7 @@ impl Provider for SimProvider {
             let name = up.name().clone();
             match plan {
                 Plan::RateLimited(state) => {
+                    report(&call, &state);
                     let headers = state.headers(Api::Openai);
                     let retry_after = headers
                         .iter()
@@ -64,6 +81,7 @@ impl Provider for SimProvider {
                     })
                 }
                 Plan::Answer(p) => {
+                    report(&call, &p.rate);
                     let busy = up.admit().await;
                     let render = Render {
                         api: Api::Openai,

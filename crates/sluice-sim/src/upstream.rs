@@ -10,11 +10,12 @@ use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde::Serialize;
+use sluice_tail::MinuteBucket;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::cache::PromptCache;
-use crate::limits::{MinuteBucket, RateState};
+use crate::limits::RateState;
 use crate::spec::UpstreamSpec;
 
 /// What the simulator needs to know about a request.

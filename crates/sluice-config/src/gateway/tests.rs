@@ -267,3 +267,35 @@ timeout = "0s"
     let cfg = load(ok, &env(&[]), &[]).unwrap();
     assert_eq!(cfg.models[0].1.timeout, Some(Duration::from_secs(2)));
 }
+
+#[test]
+fn tenants_lanes_and_deployment_rate_limits_are_read_and_checked() {
+    let text = r#"
+[tenants.acme]
+lane = "batch"
+[tenants.globex]
+[tenants.initech]
+lane = "bulk"
+[providers.p]
+kind = "openai"
+base_url = "http://localhost:1/v1"
+[models.a]
+deployments = [{ provider = "p", model = "x", rpm = 500, tpm = 200000 }, { provider = "p", model = "y", rpm = 0 }]
+"#;
+    let err = load(text, &env(&[]), &[]).unwrap_err();
+    let paths: Vec<&str> = err.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["tenants.initech.lane", "models.a.deployments[1].rpm"],
+        "{err}"
+    );
+    assert!(err.to_string().contains("`bulk` is not a lane"), "{err}");
+    let ok = text.replace("lane = \"bulk\"", "").replace(", rpm = 0", "");
+    let cfg = load(&ok, &env(&[]), &[]).unwrap();
+    assert_eq!(cfg.tenants.len(), 3);
+    assert_eq!(cfg.tenants[0].1.lane.as_deref(), Some("batch"));
+    assert_eq!(cfg.tenants[1].1.lane, None);
+    let d = &cfg.models[0].1.deployments;
+    assert_eq!((d[0].rpm, d[0].tpm), (Some(500), Some(200_000)));
+    assert_eq!((d[1].rpm, d[1].tpm), (None, None));
+}

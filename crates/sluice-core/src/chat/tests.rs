@@ -69,3 +69,15 @@ fn max_tokens_prefers_the_new_name() {
     .unwrap();
     assert_eq!(r.max_tokens(), Some(9));
 }
+
+#[test]
+fn the_token_estimate_counts_message_text_and_the_output_reserved() {
+    let text = "x".repeat(4_000);
+    let body = format!(
+        r#"{{"model":"m","messages":[{{"role":"user","content":[{{"type":"text","text":"{text}"}}]}}],"max_tokens":100}}"#
+    );
+    // "user", "text" and the 4,000 bytes: 4,008 bytes, 1,002 tokens, plus the 100 reserved.
+    assert_eq!(parse(&body).unwrap().token_estimate(), 1_102);
+    let r = parse(r#"{"model":"m","messages":[{"role":"user","content":"abcd"}]}"#).unwrap();
+    assert_eq!(r.token_estimate(), 2 + DEFAULT_OUTPUT_ESTIMATE);
+}

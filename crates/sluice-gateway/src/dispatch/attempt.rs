@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use futures::StreamExt;
 use sluice_core::{ErrorKind, GatewayError, Usage};
-use sluice_providers::{EventStream, StreamEvent, UpstreamCall, UpstreamResponse};
+use sluice_providers::{EventStream, RateReport, StreamEvent, UpstreamCall, UpstreamResponse};
 use sluice_tail::Verdict;
 use sluice_tail::admission::Permit;
 use sluice_tail::limit::Sample;
@@ -52,7 +52,8 @@ pub(crate) async fn first_byte(
 ) -> Result<Reply, GatewayError> {
     let started = Instant::now();
     let inflight = permit.as_ref().map_or(1, |p| p.inflight);
-    let result = reach(&d, job).await;
+    let report = RateReport::default();
+    let result = reach(&d, job, report.clone()).await;
     // The breaker hears of the upstream's own faults and successes, and how long they took,
     // not of 429s or 4xx.
     let now = Instant::now();
@@ -64,6 +65,10 @@ pub(crate) async fn first_byte(
     };
     d.record_health(now, health);
     if let Some(limiter) = &d.limiter {
+        // What the upstream said of its rate limits paces what follows, whatever the outcome.
+        if let Some(limits) = report.take() {
+            limiter.observe(&limits);
+        }
         let now = Instant::now();
         let sample = Sample {
             rtt: now.saturating_duration_since(started),
@@ -105,12 +110,17 @@ enum Reached {
     },
 }
 
-async fn reach(d: &Deployment, job: Job) -> Result<(Reached, Instant), GatewayError> {
+async fn reach(
+    d: &Deployment,
+    job: Job,
+    rate_report: RateReport,
+) -> Result<(Reached, Instant), GatewayError> {
     let call = UpstreamCall {
         request: job.request,
         model: d.model.clone(),
         request_id: job.id,
         deadline: job.deadline,
+        rate_report,
     };
     match d.provider.call(call).await? {
         UpstreamResponse::Complete(c) => Ok((

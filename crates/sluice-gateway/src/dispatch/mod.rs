@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sluice_core::{AttemptKind, ChatRequest, ErrorKind, GatewayError, Phase, RequestId};
 use sluice_providers::EventStream;
-use sluice_tail::admission::{Permit, Rejected};
+use sluice_tail::admission::{Ask, Permit, Rejected};
 use sluice_telemetry::WindowKey;
 use tokio::time::{Duration, Instant, sleep};
 
@@ -63,27 +63,29 @@ pub(crate) struct Job {
     pub request: Arc<ChatRequest>,
     /// Its id (routing, simulation and backoff jitter derive from it).
     pub id: RequestId,
-    /// The lane it waits in.
-    pub lane: usize,
     /// When its deadline runs out, if it has one.
     pub deadline: Option<Instant>,
+    /// What each attempt asks admission for: its lane, its tenant, its cost in tokens.
+    pub ask: Ask,
 }
 
-/// Sends `request`, first to `primary`, in `lane`, until `deadline` if there is one (the
-/// caller enforces it; here it only decides which retries and hedges are still worth it).
+/// Sends `request`, first to `primary`, asking admission for `ask`, until the call's deadline
+/// if there is one (the caller enforces it; here it only decides which retries and hedges
+/// are still worth it).
 pub async fn dispatch(
     gw: &Gateway,
     call: &mut Call,
     group: &ModelGroup,
     primary: &Deployment,
     request: Arc<ChatRequest>,
-    lane: usize,
+    ask: Ask,
 ) -> Result<Answer, GatewayError> {
+    let lane = ask.lane;
     let job = Job {
         request,
         id: call.record().request_id.clone(),
-        lane,
         deadline: call.record().timings.deadline,
+        ask,
     };
     let patience = gw.lanes.get(lane).map_or(DEFAULT_PATIENCE, |l| l.max_wait);
     let patient_until = call.record().timings.received + patience;
@@ -95,7 +97,7 @@ pub async fn dispatch(
     let mut kind = AttemptKind::Primary;
     let mut tries = 1;
     loop {
-        let permit = admit(gw, target, lane).await?;
+        let permit = admit(gw, target, &job).await?;
         let err = match race::try_once(gw, call, group, target, &job, kind, permit).await {
             Ok(answer) => return Ok(answer),
             Err(e) => e,
@@ -142,27 +144,31 @@ pub(crate) fn worth_trying(
     median.is_none_or(|m| m <= left)
 }
 
-/// A slot at `d` in `lane`, waiting if needed; `None` when the group sets no limit.
-async fn admit(gw: &Gateway, d: &Deployment, lane: usize) -> Result<Option<Permit>, GatewayError> {
+/// A slot at `d` in the job's lane, waiting if needed; `None` when `d` has no limiter.
+async fn admit(gw: &Gateway, d: &Deployment, job: &Job) -> Result<Option<Permit>, GatewayError> {
     let Some(limiter) = &d.limiter else {
         return Ok(None);
     };
-    limiter.acquire(lane).await.map(Some).map_err(|r| {
-        let lane_name = gw.lanes.get(lane).map_or("default", |l| &*l.name);
-        let why = match r {
-            Rejected::QueueFull { .. } => "is full",
-            Rejected::TimedOut { .. } => "held this request as long as the lane allows",
-        };
-        let secs = r.retry_after().as_secs();
-        GatewayError::new(
-            ErrorKind::Overloaded,
-            format!(
-                "sluice's {lane_name} queue for {} {why}; retry after {secs} s",
-                d.name
-            ),
-        )
-        .with_retry_after(r.retry_after())
-    })
+    limiter
+        .acquire(job.ask.clone())
+        .await
+        .map(Some)
+        .map_err(|r| {
+            let lane_name = gw.lanes.get(job.ask.lane).map_or("default", |l| &*l.name);
+            let why = match r {
+                Rejected::QueueFull { .. } => "is full",
+                Rejected::TimedOut { .. } => "held this request as long as the lane allows",
+            };
+            let secs = r.retry_after().as_secs();
+            GatewayError::new(
+                ErrorKind::Overloaded,
+                format!(
+                    "sluice's {lane_name} queue for {} {why}; retry after {secs} s",
+                    d.name
+                ),
+            )
+            .with_retry_after(r.retry_after())
+        })
 }
 
 /// Whether a failed try is tried again.

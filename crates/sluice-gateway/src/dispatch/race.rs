@@ -105,7 +105,9 @@ pub(crate) async fn try_once(
         .filter(|_| token)
         .and_then(|d| match &d.limiter {
             None => Some((d, None)),
-            Some(l) => l.try_acquire(job.lane).map(|permit| (d, Some(permit))),
+            Some(l) => l
+                .try_acquire(job.ask.clone())
+                .map(|permit| (d, Some(permit))),
         });
     let Some((other, hedge_permit)) = slot else {
         if token {

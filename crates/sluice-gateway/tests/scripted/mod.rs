@@ -156,6 +156,8 @@ pub fn dep(provider: &str, weight: u32) -> DeploymentConfig {
         model: "m".into(),
         weight,
         name: Some(provider.into()),
+        rpm: None,
+        tpm: None,
     }
 }
 
@@ -178,14 +180,22 @@ pub fn lanes(max_queue: usize) -> Vec<LaneSpec> {
 
 /// Group `chat` over `a` alone, or `a` (always the primary) and `b`.
 pub fn rig(with_b: bool, configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder) -> Rig {
-    let (a, b) = (Scripted::default(), Scripted::default());
-    let records = Arc::new(Mutex::new(Vec::new()));
-    let sink = records.clone();
     let deployments = if with_b {
         vec![dep("a", 1_000_000), dep("b", 1)]
     } else {
         vec![dep("a", 1)]
     };
+    rig_over(deployments, configure)
+}
+
+/// Group `chat` over `deployments` of providers `a` and `b`.
+pub fn rig_over(
+    deployments: Vec<DeploymentConfig>,
+    configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder,
+) -> Rig {
+    let (a, b) = (Scripted::default(), Scripted::default());
+    let records = Arc::new(Mutex::new(Vec::new()));
+    let sink = records.clone();
     let builder = GatewayBuilder::new()
         .seed(1)
         .provider("a", Arc::new(a.clone()))

@@ -107,7 +107,8 @@ impl Provider for Anthropic {
         let name = self.name.clone();
         let http = self.settings.http.clone();
         async move {
-            let mut accepted = http::send(&name, &http, req, error_to_openai).await?;
+            let mut accepted =
+                http::send(&name, &http, req, error_to_openai, &call.rate_report).await?;
             if call.request.stream {
                 let translator = StreamTranslator::new(call.request.include_usage);
                 Ok(UpstreamResponse::Stream(stream::translate(

@@ -28,6 +28,7 @@ fn call() -> UpstreamCall {
         model: Arc::from("m"),
         request_id: RequestId::generate(),
         deadline: None,
+        rate_report: Default::default(),
     }
 }
 

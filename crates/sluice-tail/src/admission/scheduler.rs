@@ -1,6 +1,11 @@
 //! Who gets a free slot: the lane furthest below its guaranteed share, ties going to the
 //! earlier lane. A lane's share is a guarantee under contention, not a cap: when others
 //! leave slots idle, any lane may use them (Netflix's partitioned limiter).
+//!
+//! Two resources are shared: slots (the concurrency limit) and, behind a rate-limited
+//! upstream, the calls the pacer lets out. A lane's fill is the larger of its share of each
+//! (its *dominant* share, as in dominant resource fairness): counting slots alone, a lane of
+//! short requests could take most of the calls while holding few slots.
 
 /// The state the decision needs, per lane.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -11,6 +16,8 @@ pub struct LaneLoad {
     pub inflight: usize,
     /// Requests of this lane waiting.
     pub waiting: usize,
+    /// This lane's part of the calls granted lately (0 to 1).
+    pub recent: f64,
 }
 
 /// The slots a lane is guaranteed under a total `limit`: `ceil(limit × share)`, at least one
@@ -34,7 +41,7 @@ pub fn next_lane(limit: usize, lanes: &[LaneLoad]) -> Option<usize> {
                 if g == 0 {
                     f64::INFINITY
                 } else {
-                    l.inflight as f64 / g as f64
+                    (l.inflight as f64 / g as f64).max(l.recent / l.share)
                 }
             };
             fill(a).total_cmp(&fill(b)).then(i.cmp(j))
@@ -51,6 +58,7 @@ mod tests {
             share,
             inflight,
             waiting,
+            recent: 0.0,
         }
     }
 
@@ -63,6 +71,49 @@ mod tests {
         assert_eq!(next_lane(10, &b_busy), Some(0));
         let tie = [lane(0.8, 4, 1), lane(0.2, 1, 1)];
         assert_eq!(next_lane(10, &tie), Some(0), "equal fill: the earlier lane");
+    }
+
+    #[test]
+    fn a_lane_over_its_share_of_recent_calls_waits_even_with_few_slots() {
+        // Behind a rate limit: interactive holds 40 of 64 slots (under its 80%) but had 80% of
+        // the recent calls; batch holds 5 (under its 20%) but had the other 20%... and more.
+        let fair = [
+            LaneLoad {
+                recent: 0.8,
+                ..lane(0.8, 40, 5)
+            },
+            LaneLoad {
+                recent: 0.2,
+                ..lane(0.2, 5, 5)
+            },
+        ];
+        assert_eq!(
+            next_lane(64, &fair),
+            Some(0),
+            "equal fill: the earlier lane"
+        );
+        let greedy_batch = [
+            LaneLoad {
+                recent: 0.7,
+                ..lane(0.8, 40, 5)
+            },
+            LaneLoad {
+                recent: 0.3,
+                ..lane(0.2, 5, 5)
+            },
+        ];
+        assert_eq!(next_lane(64, &greedy_batch), Some(0));
+        let starved_batch = [
+            LaneLoad {
+                recent: 0.95,
+                ..lane(0.8, 40, 5)
+            },
+            LaneLoad {
+                recent: 0.05,
+                ..lane(0.2, 5, 5)
+            },
+        ];
+        assert_eq!(next_lane(64, &starved_batch), Some(1));
     }
 
     #[test]

@@ -193,3 +193,106 @@ async fn a_pause_holds_every_slot_until_it_ends() {
     drop(p);
     assert!(a.try_acquire(I).is_some());
 }
+
+fn ask(lane: usize, tenant: &str, tokens: u64) -> Ask {
+    Ask {
+        lane,
+        tenant: Arc::from(tenant),
+        tokens,
+    }
+}
+
+/// Spawns `n` requests of `tenant` in `lane`, each holding its slot for `hold`; they log
+/// `(tenant, when admitted)`.
+fn flood(
+    a: &Admission,
+    lane: usize,
+    tenant: &'static str,
+    n: usize,
+    hold: Duration,
+    log: &Arc<Mutex<Vec<(&'static str, Instant)>>>,
+) {
+    for _ in 0..n {
+        let (a, log) = (a.clone(), log.clone());
+        tokio::spawn(async move {
+            let p = a.acquire(ask(lane, tenant, 0)).await.unwrap();
+            log.lock().push((tenant, Instant::now()));
+            sleep(hold).await;
+            drop(p);
+        });
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn within_a_lane_tenants_take_turns() {
+    let a = Admission::new(1, lanes());
+    let log = Arc::new(Mutex::new(Vec::new()));
+    // acme's 200-document batch arrives first; globex sends 3 just after.
+    flood(&a, B, "acme", 200, Duration::from_secs(1), &log);
+    tokio::task::yield_now().await;
+    flood(&a, B, "globex", 3, Duration::from_secs(1), &log);
+    sleep(Duration::from_secs(10)).await;
+    let order: Vec<&str> = log.lock().iter().map(|(t, _)| *t).collect();
+    // globex's three are done within its first turns, not after acme's 200.
+    let last_globex = order.iter().rposition(|t| *t == "globex").unwrap();
+    assert_eq!(order.iter().filter(|t| **t == "globex").count(), 3);
+    assert!(last_globex <= 7, "{order:?}");
+    assert_eq!(a.stats().tenants_waiting, vec![0, 1]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_paced_admission_lets_calls_out_at_the_upstreams_rate_and_loses_none() {
+    let t0 = Instant::now();
+    let pacer = Pacer::new(
+        PaceSpec {
+            rpm: Some(60),
+            tpm: None,
+        },
+        t0,
+    );
+    let a = Admission::paced(1_000, lanes(), pacer);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    flood(&a, B, "acme", 30, Duration::from_millis(100), &log);
+    sleep(Duration::from_secs(40)).await;
+    let times: Vec<f64> = log
+        .lock()
+        .iter()
+        .map(|(_, t)| (*t - t0).as_secs_f64())
+        .collect();
+    assert_eq!(times.len(), 30, "every request got through");
+    // One a second (the burst is one second's worth): the 30th leaves at about 29 s.
+    assert!((28.9..=29.1).contains(&times[29]), "{times:?}");
+    for w in times.windows(2) {
+        assert!(w[1] - w[0] >= 0.99, "{times:?}");
+    }
+    // A report that the upstream has nothing left for 5 s holds the next call that long.
+    a.observe(Dimension::Requests, 60, 0, Duration::from_secs(5));
+    assert!(a.try_acquire(ask(I, "x", 0)).is_none());
+    assert!(a.would_wait(&ask(I, "x", 0)));
+    sleep(Duration::from_secs(5)).await;
+    assert!(a.try_acquire(ask(I, "x", 0)).is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn token_pacing_holds_a_large_call_until_the_bucket_can_pay_for_it() {
+    let t0 = Instant::now();
+    let pacer = Pacer::new(
+        PaceSpec {
+            rpm: None,
+            tpm: Some(60_000),
+        },
+        t0,
+    );
+    let a = Admission::paced(10, lanes(), pacer);
+    // 1,000 tokens a second and a burst of one second's worth. A call above the burst waits
+    // for a full bucket, goes, and leaves a debt the next call waits out: two 4,000-token
+    // calls leave 4 s apart.
+    let p1 = a.acquire(ask(I, "x", 1_000)).await.unwrap();
+    let p2 = a.acquire(ask(I, "x", 4_000)).await.unwrap();
+    let second = t0.elapsed();
+    let p3 = a.acquire(ask(I, "x", 4_000)).await.unwrap();
+    let third = t0.elapsed();
+    assert_eq!(second.as_millis(), 1_000);
+    assert_eq!((third - second).as_millis(), 4_000);
+    drop((p1, p2, p3));
+}
