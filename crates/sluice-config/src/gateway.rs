@@ -141,7 +141,7 @@ pub struct LimitConfig {
 impl Default for LimitConfig {
     fn default() -> Self {
         Self {
-            algorithm: LimitAlgorithm::Aimd,
+            algorithm: LimitAlgorithm::Gradient2,
             initial: 64,
             min: 1,
             max: 256,
@@ -154,9 +154,9 @@ impl Default for LimitConfig {
 #[serde(rename_all = "lowercase")]
 pub enum LimitAlgorithm {
     /// Additive increase, multiplicative decrease.
-    #[default]
     Aimd,
-    /// Netflix's Gradient2.
+    /// Netflix's Gradient2, cut on drops too.
+    #[default]
     Gradient2,
     /// TCP Vegas.
     Vegas,

@@ -26,7 +26,7 @@ fn hedged(b: GatewayBuilder) -> GatewayBuilder {
 
 fn admitted(b: GatewayBuilder) -> GatewayBuilder {
     hedged(b)
-        .limits(LimitSpec::Aimd {
+        .limits(LimitSpec::Gradient2 {
             initial: 64,
             min: 1,
             max: 256,
@@ -55,8 +55,9 @@ pub fn all() -> Vec<Variant> {
         },
         Variant {
             name: "+admission",
-            about: "and an AIMD concurrency limit per upstream with lane queues (interactive \
-                    before batch), and retries of 429s and failures within a 20% budget",
+            about: "and a Gradient2 concurrency limit per upstream, pacing under its rate \
+                    limit, lane queues (interactive before batch, tenants in turn), and retries \
+                    within a 20% budget",
             apply: admitted,
         },
         Variant {

@@ -52,6 +52,7 @@ pub(crate) async fn first_byte(
 ) -> Result<Reply, GatewayError> {
     let started = Instant::now();
     let inflight = permit.as_ref().map_or(1, |p| p.inflight);
+    let streamed = job.request.stream;
     let report = RateReport::default();
     let result = reach(&d, job, report.clone()).await;
     // The breaker hears of the upstream's own faults and successes, and how long they took,
@@ -74,6 +75,7 @@ pub(crate) async fn first_byte(
             rtt: now.saturating_duration_since(started),
             inflight,
             dropped: result.as_ref().err().is_some_and(is_drop),
+            class: usize::from(!streamed),
         };
         let says_something = result.is_ok() || sample.dropped;
         if says_something {

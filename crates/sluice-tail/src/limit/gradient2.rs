@@ -2,40 +2,15 @@
 
 use tokio::time::Instant;
 
+use super::ema::ExpAvg;
 use super::{Algorithm, Sample};
 
-/// An exponential average that starts as a plain mean over its first `warmup` samples.
-#[derive(Clone, Debug, PartialEq)]
-struct ExpAvg {
-    value: f64,
-    count: u32,
-    warmup: u32,
-    factor: f64,
-}
-
-impl ExpAvg {
-    fn new(window: u32, warmup: u32) -> Self {
-        Self {
-            value: 0.0,
-            count: 0,
-            warmup,
-            factor: 2.0 / (f64::from(window) + 1.0),
-        }
-    }
-
-    fn add(&mut self, x: f64) -> f64 {
-        if self.count < self.warmup {
-            self.count += 1;
-            self.value += (x - self.value) / f64::from(self.count);
-        } else {
-            self.value = self.value * (1.0 - self.factor) + x * self.factor;
-        }
-        self.value
-    }
-}
-
-/// Netflix `Gradient2Limit` (tolerance 1.5, smoothing 0.2, queue 4, long window 600), plus a
-/// ×0.9 cut on drops.
+/// Netflix `Gradient2Limit` (tolerance 1.5, smoothing 0.2, long window 600), plus a ×0.9 cut
+/// on drops, a headroom of `max(4, √limit)` (Netflix's suggested square-root queue), and a
+/// slow start: until the first cut, each window with latency at its baseline and the limit
+/// at least half used doubles it, as TCP does. Without it, growth of 0.2 × headroom a window
+/// took over a minute to bring a limit of 64 up to the 150 streams a busy upstream was
+/// serving, and every request queued meanwhile.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Gradient2 {
     limit: f64,
@@ -44,7 +19,7 @@ pub struct Gradient2 {
     long_rtt: ExpAvg,
     tolerance: f64,
     smoothing: f64,
-    queue: f64,
+    slow_start: bool,
 }
 
 impl Gradient2 {
@@ -58,7 +33,7 @@ impl Gradient2 {
             long_rtt: ExpAvg::new(600, 10),
             tolerance: 1.5,
             smoothing: 0.2,
-            queue: 4.0,
+            slow_start: true,
         }
     }
 }
@@ -71,6 +46,7 @@ impl Algorithm for Gradient2 {
     fn update(&mut self, _: Instant, s: Sample) -> usize {
         let (lo, hi) = (self.min as f64, self.max as f64);
         if s.dropped {
+            self.slow_start = false;
             self.limit = (self.limit * 0.9).floor().clamp(lo, hi);
             return self.limit();
         }
@@ -84,7 +60,14 @@ impl Algorithm for Gradient2 {
             return self.limit();
         }
         let gradient = (self.tolerance * long / short).clamp(0.5, 1.0);
-        let next = self.limit * gradient + self.queue;
+        if self.slow_start {
+            if gradient >= 1.0 {
+                self.limit = (self.limit * 2.0).clamp(lo, hi);
+                return self.limit();
+            }
+            self.slow_start = false;
+        }
+        let next = self.limit * gradient + self.limit.sqrt().max(4.0);
         let next = self.limit * (1.0 - self.smoothing) + next * self.smoothing;
         self.limit = next.clamp(lo, hi);
         self.limit()

@@ -6,7 +6,9 @@
 //! the clearest overload signal it gives, so here a drop cuts the limit by the AIMD ratio.
 
 mod aimd;
+mod ema;
 mod gradient2;
+mod normalized;
 mod vegas;
 mod windowed;
 
@@ -17,6 +19,7 @@ use tokio::time::Instant;
 
 pub use aimd::Aimd;
 pub use gradient2::Gradient2;
+pub use normalized::{CLASSES, Normalized};
 pub use vegas::Vegas;
 pub use windowed::Windowed;
 
@@ -29,6 +32,9 @@ pub struct Sample {
     pub inflight: usize,
     /// Whether it was dropped: refused for load (429, 503) or timed out.
     pub dropped: bool,
+    /// Which kind of answer it was (0: streamed, 1: complete); latencies are compared only
+    /// within a kind (see [`Normalized`]).
+    pub class: usize,
 }
 
 /// An adaptive limit.
@@ -98,10 +104,13 @@ impl LimitSpec {
         match *self {
             Self::Fixed(n) => Box::new(Fixed(n.max(1))),
             Self::Aimd { initial, min, max } => Box::new(Aimd::new(initial, min, max)),
-            Self::Gradient2 { initial, min, max } => {
-                Box::new(Windowed::new(Gradient2::new(initial, min, max)))
-            }
-            Self::Vegas { initial, max } => Box::new(Windowed::new(Vegas::new(initial, max, seed))),
+            // Each sample is normalised by its kind first, then windows average inflation.
+            Self::Gradient2 { initial, min, max } => Box::new(Normalized::new(Windowed::new(
+                Gradient2::new(initial, min, max),
+            ))),
+            Self::Vegas { initial, max } => Box::new(Normalized::new(Windowed::new(Vegas::new(
+                initial, max, seed,
+            )))),
         }
     }
 }

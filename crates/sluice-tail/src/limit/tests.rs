@@ -9,6 +9,7 @@ fn ok(rtt_ms: u64, inflight: usize) -> Sample {
         rtt: Duration::from_millis(rtt_ms),
         inflight,
         dropped: false,
+        class: 0,
     }
 }
 
@@ -17,6 +18,7 @@ fn drop_(inflight: usize) -> Sample {
         rtt: Duration::from_millis(100),
         inflight,
         dropped: true,
+        class: 0,
     }
 }
 
