@@ -226,6 +226,8 @@ pub struct CallRecord {
     pub retry_denied: bool,
     /// Where the call was when its deadline ran out.
     pub deadline_stage: Option<Stage>,
+    /// When the client was told to come back, on a refusal (`Retry-After`).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 /// Status recorded when the client disconnected before the answer ended (nginx's convention).
@@ -249,6 +251,7 @@ impl CallRecord {
             hedge_denied: false,
             retry_denied: false,
             deadline_stage: None,
+            retry_after: None,
         }
     }
 

@@ -100,7 +100,7 @@ async fn walk(
 }
 
 /// Answers with the error (with the call's `Server-Timing`) and settles the call.
-fn fail(call: Call, e: &GatewayError) -> Response {
+fn fail(mut call: Call, e: &GatewayError) -> Response {
     let mut resp = {
         let r = call.record();
         rescue::error_response(e, &r.request_id, r.upstream.as_deref())
@@ -109,6 +109,7 @@ fn fail(call: Call, e: &GatewayError) -> Response {
     if let Ok(v) = http::HeaderValue::from_str(&timing) {
         resp.headers_mut().insert("server-timing", v);
     }
+    call.record_mut().retry_after = e.retry_after;
     call.finish(e.status(), Some(e.kind));
     resp
 }

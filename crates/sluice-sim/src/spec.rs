@@ -142,6 +142,11 @@ impl UpstreamSpec {
                     "degradations[{i}]: latency_factor must be positive"
                 ));
             }
+            if !(d.capacity_factor > 0.0 && d.capacity_factor <= 1.0) {
+                out.push(format!(
+                    "degradations[{i}]: capacity_factor must be above 0 and at most 1"
+                ));
+            }
         }
         out
     }
@@ -222,6 +227,8 @@ pub struct Degradation {
     pub error_500: Option<f64>,
     /// Replaces the 503 rate.
     pub error_503: Option<f64>,
+    /// Multiplies `capacity` (0.5: half the requests served at once, the rest queue).
+    pub capacity_factor: f64,
 }
 
 impl Default for Degradation {
@@ -232,6 +239,7 @@ impl Default for Degradation {
             latency_factor: 1.0,
             error_500: None,
             error_503: None,
+            capacity_factor: 1.0,
         }
     }
 }

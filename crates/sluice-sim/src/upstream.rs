@@ -122,7 +122,18 @@ pub struct SimUpstream {
     start: Instant,
     state: Mutex<State>,
     slots: Option<Arc<Semaphore>>,
+    /// Slots out of service while an incident cuts capacity.
+    held: Mutex<Holding>,
     busy: AtomicU32,
+}
+
+/// The slots an incident takes out of service.
+#[derive(Default)]
+struct Holding {
+    /// Slots taken out (their permits forgotten).
+    out: u32,
+    /// Slots still to take out, as the requests holding them finish.
+    owed: u32,
 }
 
 impl std::fmt::Debug for SimUpstream {
@@ -136,12 +147,21 @@ impl std::fmt::Debug for SimUpstream {
 /// Counts a request as being served until dropped; holds its capacity slot.
 pub struct Busy {
     upstream: Arc<SimUpstream>,
-    _slot: Option<OwnedSemaphorePermit>,
+    slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
         self.upstream.busy.fetch_sub(1, Ordering::Relaxed);
+        let mut h = self.upstream.held.lock();
+        if h.owed > 0
+            && let Some(slot) = self.slot.take()
+        {
+            // An incident is taking slots out: this one goes out of service, not back.
+            slot.forget();
+            h.owed -= 1;
+            h.out += 1;
+        }
     }
 }
 
@@ -178,6 +198,7 @@ impl SimUpstream {
             start: now,
             state: Mutex::new(state),
             slots,
+            held: Mutex::new(Holding::default()),
             busy: AtomicU32::new(0),
         }
     }
@@ -197,8 +218,42 @@ impl SimUpstream {
         self.state.lock().stats.clone()
     }
 
+    /// Takes slots out of service while an incident cuts capacity at `now`, and puts them
+    /// back after. Free slots go at once; busy ones as their requests finish, as on a server
+    /// losing replicas (what they serve completes, nothing new starts there).
+    fn follow_capacity(&self, now: Instant) {
+        let Some(slots) = &self.slots else {
+            return;
+        };
+        let t = now.saturating_duration_since(self.start);
+        let factor: f64 = self
+            .spec
+            .degradations
+            .iter()
+            .filter(|d| d.from <= t && t < d.to)
+            .map(|d| d.capacity_factor)
+            .product();
+        let target = (f64::from(self.spec.capacity) * (1.0 - factor)).round() as u32;
+        let mut h = self.held.lock();
+        let current = h.out + h.owed;
+        if target > current {
+            let more = target - current;
+            let now_out = slots.forget_permits(more as usize) as u32;
+            h.out += now_out;
+            h.owed += more - now_out;
+        } else if target < current {
+            let mut back = current - target;
+            let forgiven = back.min(h.owed);
+            h.owed -= forgiven;
+            back -= forgiven;
+            h.out -= back;
+            slots.add_permits(back as usize);
+        }
+    }
+
     /// Waits for a capacity slot (beyond `capacity` requests queue, as in a full server).
     pub async fn admit(self: &Arc<Self>) -> Busy {
+        self.follow_capacity(Instant::now());
         let slot = match &self.slots {
             Some(s) => s.clone().acquire_owned().await.ok(),
             None => None,
@@ -208,7 +263,7 @@ impl SimUpstream {
         st.stats.max_busy = st.stats.max_busy.max(now_busy);
         Busy {
             upstream: self.clone(),
-            _slot: slot,
+            slot,
         }
     }
 

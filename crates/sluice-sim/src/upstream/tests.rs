@@ -1,3 +1,4 @@
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use super::*;
@@ -175,6 +176,47 @@ async fn beyond_capacity_requests_wait_for_a_slot() {
         "the third waited for a free slot"
     );
     assert_eq!(up.stats().max_busy, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_incident_can_halve_capacity_and_give_it_back() {
+    let t0 = Instant::now();
+    let spec = UpstreamSpec {
+        capacity: 10,
+        degradations: vec![Degradation {
+            from: Duration::from_secs(10),
+            to: Duration::from_secs(20),
+            capacity_factor: 0.5,
+            ..Degradation::default()
+        }],
+        ..UpstreamSpec::default()
+    };
+    let up = Arc::new(SimUpstream::new("u", spec, 1, t0));
+    // A request every 100 ms, each served for 2 s: 20 would be in service at once, capacity
+    // allowing. Count how many are, each second.
+    let serving = Arc::new(AtomicU32::new(0));
+    let peak = Arc::new(Mutex::new(vec![0u32; 30]));
+    for i in 0..300u64 {
+        let (up, serving, peak) = (up.clone(), serving.clone(), peak.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100 * i)).await;
+            let _busy = up.admit().await;
+            let now = serving.fetch_add(1, Ordering::Relaxed) + 1;
+            let second = (Instant::now() - t0).as_secs() as usize;
+            if let Some(p) = peak.lock().get_mut(second) {
+                *p = (*p).max(now);
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            serving.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    let peak = peak.lock().clone();
+    let most = |r: std::ops::Range<usize>| peak[r].iter().copied().max().unwrap();
+    assert_eq!(most(2..10), 10, "{peak:?}");
+    // Those in service when it began finish; nothing new starts beyond half.
+    assert_eq!(most(10..20), 5, "{peak:?}");
+    assert_eq!(most(20..30), 10, "{peak:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -7,6 +7,8 @@ pub(crate) struct ExpAvg {
     count: u32,
     warmup: u32,
     factor: f64,
+    /// The factor for samples above the average (the same as `factor` unless set).
+    rising: f64,
 }
 
 impl ExpAvg {
@@ -16,7 +18,15 @@ impl ExpAvg {
             count: 0,
             warmup,
             factor: 2.0 / (f64::from(window) + 1.0),
+            rising: 2.0 / (f64::from(window) + 1.0),
         }
+    }
+
+    /// The same average, but samples above it move it as if it spanned `window` samples:
+    /// slower to rise than to fall, a floor that a lasting congestion does not lift soon.
+    pub(crate) fn rising_over(mut self, window: u32) -> Self {
+        self.rising = 2.0 / (f64::from(window) + 1.0);
+        self
     }
 
     pub(crate) fn add(&mut self, x: f64) -> f64 {
@@ -24,7 +34,12 @@ impl ExpAvg {
             self.count += 1;
             self.value += (x - self.value) / f64::from(self.count);
         } else {
-            self.value = self.value * (1.0 - self.factor) + x * self.factor;
+            let f = if x > self.value {
+                self.rising
+            } else {
+                self.factor
+            };
+            self.value = self.value * (1.0 - f) + x * f;
         }
         self.value
     }

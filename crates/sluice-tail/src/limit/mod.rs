@@ -106,7 +106,7 @@ impl LimitSpec {
             Self::Aimd { initial, min, max } => Box::new(Aimd::new(initial, min, max)),
             // Each sample is normalised by its kind first, then windows average inflation.
             Self::Gradient2 { initial, min, max } => Box::new(Normalized::new(Windowed::new(
-                Gradient2::new(initial, min, max),
+                Gradient2::new(initial, min, max).against(1.0, 1.5),
             ))),
             Self::Vegas { initial, max } => Box::new(Normalized::new(Windowed::new(Vegas::new(
                 initial, max, seed,

@@ -4,6 +4,11 @@
 //! congestion, and the limit collapses. This wrapper divides each sample by the running
 //! average of its own class, so the algorithm inside sees how inflated latency is, whatever
 //! the mix, in units of one second.
+//!
+//! Known limit: an upstream that becomes slower for reasons of its own (not our load) looks
+//! congested too, and its limit falls until the reference catches up (an hour at ten
+//! answers a second). Hedging, breakers and routing around a busy deployment carry the load
+//! meanwhile.
 
 use std::time::Duration;
 
@@ -12,8 +17,10 @@ use tokio::time::Instant;
 use super::ema::ExpAvg;
 use super::{Algorithm, Sample};
 
-/// Samples a class's reference latency averages over.
-const BASELINE_SPAN: u32 = 6_000;
+/// Samples a class's reference latency averages over, as it falls...
+const BASELINE_SPAN: u32 = 600;
+/// ...and as it rises.
+const BASELINE_RISE_SPAN: u32 = 60_000;
 
 /// Classes of answers whose latencies are compared only among themselves.
 pub const CLASSES: usize = 2;
@@ -26,16 +33,16 @@ pub struct Normalized<A> {
 }
 
 impl<A> Normalized<A> {
-    /// Wraps `inner`. Each class's average spans about 6,000 samples, ten times Gradient2's
-    /// long RTT, so that the reference moves slower than what is measured against it (with
-    /// equal spans, the reference absorbed an overload before the limit could see it).
+    /// Wraps `inner`. Each class's reference falls as an average of 600 samples but rises as
+    /// one of 60,000: latency that rises because the limit lets too much through must stay
+    /// visible as inflation until the limit comes down. With a symmetric average, a lasting
+    /// overload (an upstream that lost half its capacity) became the new normal within
+    /// minutes, and the limit grew back into it.
     pub fn new(inner: A) -> Self {
+        let baseline = || ExpAvg::new(BASELINE_SPAN, 10).rising_over(BASELINE_RISE_SPAN);
         Self {
             inner,
-            baselines: [
-                ExpAvg::new(BASELINE_SPAN, 10),
-                ExpAvg::new(BASELINE_SPAN, 10),
-            ],
+            baselines: [baseline(), baseline()],
         }
     }
 }
