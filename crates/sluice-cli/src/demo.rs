@@ -54,6 +54,24 @@ struct VariantResult {
     summary: Summary,
     upstreams: BTreeMap<String, Stats>,
     gateway: LatencyReport,
+    /// The most requests waiting in sluice's queues at once, per lane (all deployments
+    /// together), sampled every 200 ms; empty for a gateway without queues.
+    deepest_queue: BTreeMap<String, usize>,
+}
+
+/// Requests waiting in `gw`'s queues now, per lane, all deployments together.
+fn queued(gw: &Gateway) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for g in gw.routes().groups() {
+        for d in &g.deployments {
+            if let Some(l) = &d.limiter {
+                for (lane, _, waiting) in l.stats().lanes {
+                    *out.entry(lane.to_string()).or_insert(0) += waiting;
+                }
+            }
+        }
+    }
+    out
 }
 
 struct Running {
@@ -170,12 +188,22 @@ async fn replay(s: &Scenario) -> anyhow::Result<Vec<VariantResult>> {
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let counters: Vec<Arc<Progress>> = running.iter().map(|r| r.progress.clone()).collect();
+    let gateways: Vec<Arc<Gateway>> = running.iter().map(|r| r.gateway.clone()).collect();
+    let deepest: Arc<Mutex<Vec<BTreeMap<String, usize>>>> =
+        Arc::new(Mutex::new(vec![BTreeMap::new(); running.len()]));
     let ticker = {
         let bar = bar.clone();
         let duration = s.meta.duration;
+        let deepest = deepest.clone();
         tokio::spawn(async move {
             let start = Instant::now();
             loop {
+                for (gw, most) in gateways.iter().zip(deepest.lock().iter_mut()) {
+                    for (lane, n) in queued(gw) {
+                        let m = most.entry(lane).or_insert(0);
+                        *m = (*m).max(n);
+                    }
+                }
                 let done: u64 = counters
                     .iter()
                     .map(|c| c.done.load(Ordering::Relaxed))
@@ -211,8 +239,9 @@ async fn replay(s: &Scenario) -> anyhow::Result<Vec<VariantResult>> {
     let took = futures::future::join_all(runs).await;
     ticker.abort();
     bar.finish_and_clear();
+    let deepest = deepest.lock().clone();
     let mut out = Vec::new();
-    for (r, took) in running.into_iter().zip(took) {
+    for ((r, took), deepest_queue) in running.into_iter().zip(took).zip(deepest) {
         let upstreams = s
             .upstreams
             .iter()
@@ -230,6 +259,7 @@ async fn replay(s: &Scenario) -> anyhow::Result<Vec<VariantResult>> {
             summary: r.recorder.lock().summary(took),
             upstreams,
             gateway: r.gateway.telemetry().latency_report(Instant::now()),
+            deepest_queue,
         });
     }
     Ok(out)
@@ -304,6 +334,7 @@ fn report(s: &Scenario, results: &[VariantResult]) {
         print!("{}", table(&columns));
         println!();
     }
+    queue_table(results);
     println!("In plain words:");
     for r in results {
         for lane in lane_order(&r.summary.lanes) {
@@ -329,6 +360,38 @@ fn report(s: &Scenario, results: &[VariantResult]) {
         }
         println!();
     }
+}
+
+/// Per column: the 429s the upstreams answered, and the deepest each lane's queue in sluice
+/// grew (`-` for a gateway without queues).
+fn queue_table(results: &[VariantResult]) {
+    println!("Upstream 429s, and sluice's queues at their deepest (sampled every 200 ms)");
+    print!("{:20}", "");
+    for r in results {
+        print!("{:>11}", r.name);
+    }
+    println!();
+    print!("{:20}", "upstream 429s");
+    for r in results {
+        let n: u64 = r.upstreams.values().map(|u| u.rate_limited).sum();
+        print!("{n:>11}");
+    }
+    println!();
+    let lanes: std::collections::BTreeSet<&String> = results
+        .iter()
+        .flat_map(|r| r.deepest_queue.keys())
+        .collect();
+    for lane in lanes {
+        print!("{:20}", format!("queued {lane}"));
+        for r in results {
+            match r.deepest_queue.get(lane) {
+                Some(n) => print!("{n:>11}"),
+                None => print!("{:>11}", "-"),
+            }
+        }
+        println!();
+    }
+    println!();
 }
 
 /// One row per way of answering (streamed, complete) of one deployment; the upstream's own
