@@ -1,4 +1,4 @@
-//! `sluice config check FILE`.
+//! `sluice config check FILE` and `sluice keys new`: configuration files and the entries they hold.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -25,5 +25,18 @@ pub fn check(file: &Path) -> anyhow::Result<ExitCode> {
             println!("{}: {diags}", file.display());
             Ok(ExitCode::FAILURE)
         }
+    }
+}
+
+/// Prints a fresh API key and the configuration entry that holds its hash.
+pub fn new_key(name: &str, tenant: &str, lane: Option<&str>) {
+    let secret = sluice_economy::keys::generate();
+    println!("key (shown once; sluice keeps only its hash): {secret}");
+    println!();
+    println!("[keys.{name}]");
+    println!("tenant = \"{tenant}\"");
+    println!("sha256 = \"{}\"", sluice_economy::keys::hash_hex(&secret));
+    if let Some(lane) = lane {
+        println!("lane = \"{lane}\"");
     }
 }

@@ -62,6 +62,28 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Work with API keys.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Make a key: prints it (the only time it is shown) and the `[keys]` entry holding its
+    /// hash, to paste into the configuration.
+    New {
+        /// The key's name.
+        #[arg(long)]
+        name: String,
+        /// The tenant it belongs to.
+        #[arg(long)]
+        tenant: String,
+        /// The lane of its requests that name none.
+        #[arg(long)]
+        lane: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -128,6 +150,12 @@ fn main() -> ExitCode {
         Command::Config {
             command: ConfigCommand::Check { file },
         } => config_cmd::check(&file),
+        Command::Keys {
+            command: KeysCommand::New { name, tenant, lane },
+        } => {
+            config_cmd::new_key(&name, &tenant, lane.as_deref());
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,

@@ -124,3 +124,33 @@ fn the_overhead_benchmark_runs_and_every_request_succeeds() {
     assert!(r["requests_each"].as_u64().unwrap() > 50, "{text}");
     assert!(v["sluice_peak_rss_mib"].as_f64().unwrap() > 1.0);
 }
+
+#[test]
+fn a_new_key_comes_with_a_config_entry_that_checks_and_holds_only_its_hash() {
+    let (ok, text) = sluice(&[
+        "keys", "new", "--name", "ci", "--tenant", "acme", "--lane", "batch",
+    ]);
+    assert!(ok, "{text}");
+    let key = text
+        .split_whitespace()
+        .find(|w| w.starts_with("sk-sluice-"))
+        .unwrap()
+        .to_string();
+    let entry = &text[text.find("[keys.ci]").unwrap()..];
+    assert!(
+        !entry.contains(&key),
+        "the entry holds the hash, not the key"
+    );
+    let config = format!(
+        "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         [models.chat]\ndeployments = [{{ provider = \"p\", model = \"m\" }}]\n{entry}"
+    );
+    let path = std::env::temp_dir().join(format!("sluice-keys-{}.toml", std::process::id()));
+    std::fs::write(&path, config).unwrap();
+    let (ok, out) = sluice(&["config", "check", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    assert!(ok, "{out}");
+    // Two keys made one after the other differ.
+    let (_, again) = sluice(&["keys", "new", "--name", "ci", "--tenant", "acme"]);
+    assert!(!again.contains(&key));
+}

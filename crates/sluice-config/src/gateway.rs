@@ -18,6 +18,8 @@ const SECTIONS: &[&str] = &[
     "telemetry",
     "lanes",
     "tenants",
+    "keys",
+    "prices",
     "providers",
     "models",
 ];
@@ -33,6 +35,11 @@ pub struct ServerConfig {
     /// How long in-flight requests may run after SIGTERM/SIGINT before they are cut.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
+    /// Environment variable holding the token `/admin/*` requires (`Authorization: Bearer`).
+    /// Without it the read-only admin routes are open and the key routes are off.
+    pub admin_token_env: Option<String>,
+    /// Whether requests need an API key; by default, when any `[keys]` are configured.
+    pub require_keys: Option<bool>,
 }
 
 impl Default for ServerConfig {
@@ -41,6 +48,8 @@ impl Default for ServerConfig {
             listen: "127.0.0.1:8080".into(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             shutdown_grace: Duration::from_secs(30),
+            admin_token_env: None,
+            require_keys: None,
         }
     }
 }
@@ -87,6 +96,35 @@ pub struct LaneConfig {
 pub struct TenantConfig {
     /// The lane of the tenant's requests that name none (a `[lanes]` name).
     pub lane: Option<String>,
+}
+
+/// `[keys.NAME]`: an API key, known by its SHA-256 (`sluice keys new` makes one).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct KeyConfig {
+    /// The tenant it belongs to.
+    pub tenant: String,
+    /// The key's SHA-256, 64 hex digits.
+    pub sha256: String,
+    /// The lane of its requests that name none (else its tenant's).
+    pub lane: Option<String>,
+    /// The model groups it may use; empty or absent: all.
+    pub models: Vec<String>,
+}
+
+/// `[prices.MODEL]`: what a million tokens of the upstream model `MODEL` cost, in whole
+/// currency units (read once into integer micro-units).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct PriceConfig {
+    /// Input tokens at full price.
+    pub input: f64,
+    /// Input tokens read from the prompt cache (default: `input`).
+    pub cached_input: Option<f64>,
+    /// Input tokens written to the prompt cache (default: `input`).
+    pub cache_write: Option<f64>,
+    /// Output tokens.
+    pub output: f64,
 }
 
 impl Default for LaneConfig {
@@ -441,6 +479,10 @@ pub struct GatewayConfig {
     pub lanes: Vec<(String, LaneConfig)>,
     /// `[tenants.*]`, in file order.
     pub tenants: Vec<(String, TenantConfig)>,
+    /// `[keys.*]`, in file order.
+    pub keys: Vec<(String, KeyConfig)>,
+    /// `[prices.*]`, in file order.
+    pub prices: Vec<(String, PriceConfig)>,
     /// `[providers.*]`, in file order.
     pub providers: Vec<(String, ProviderConfig)>,
     /// `[models.*]`, in file order.
@@ -500,6 +542,22 @@ pub fn load(
             ));
         }
     }
+    let keys: Vec<(String, KeyConfig)> = doc.map_section("keys", &mut diags);
+    let prices: Vec<(String, PriceConfig)> = doc.map_section("prices", &mut diags);
+    for (name, p) in &prices {
+        let at = |field: &str| key(&["prices", name, field]);
+        let amounts = [
+            ("input", Some(p.input)),
+            ("cached_input", p.cached_input),
+            ("cache_write", p.cache_write),
+            ("output", Some(p.output)),
+        ];
+        for (field, v) in amounts {
+            if v.is_some_and(|v| !(v.is_finite() && (0.0..=1.0e9).contains(&v))) {
+                diags.push(doc.diag(&at(field), "must be a price of 0 or more"));
+            }
+        }
+    }
     let providers: Vec<(String, ProviderConfig)> = doc.map_section("providers", &mut diags);
     let models: Vec<(String, ModelGroupConfig)> = doc.map_section("models", &mut diags);
 
@@ -515,6 +573,15 @@ pub fn load(
     let mut known: HashSet<&str> = providers.iter().map(|(n, _)| n.as_str()).collect();
     known.extend(extra_providers.iter().copied());
     check_models(&doc, &models, &known, &mut diags);
+    check_keys(&doc, &keys, &lanes, &models, &mut diags);
+    if let Some(var) = server.as_ref().and_then(|s| s.admin_token_env.as_deref())
+        && env.get(var).is_none()
+    {
+        diags.push(doc.diag(
+            &key(&["server", "admin_token_env"]),
+            format!("environment variable `{var}` is not set"),
+        ));
+    }
 
     match (server, telemetry, listen) {
         (Some(server), Some(telemetry), Some(listen)) if diags.is_empty() => Ok(GatewayConfig {
@@ -523,6 +590,8 @@ pub fn load(
             telemetry,
             lanes,
             tenants,
+            keys,
+            prices,
             providers,
             models,
         }),
@@ -530,6 +599,38 @@ pub fn load(
             let mut d = Diagnostics(diags);
             d.sort();
             Err(d)
+        }
+    }
+}
+
+fn check_keys(
+    doc: &Document<'_>,
+    keys: &[(String, KeyConfig)],
+    lanes: &[(String, LaneConfig)],
+    models: &[(String, ModelGroupConfig)],
+    diags: &mut Vec<Diagnostic>,
+) {
+    for (name, k) in keys {
+        let at = |field: &str| key(&["keys", name, field]);
+        if k.tenant.trim().is_empty() {
+            diags.push(doc.diag(&at("tenant"), "is required"));
+        }
+        let hex = k.sha256.len() == 64 && k.sha256.bytes().all(|b| b.is_ascii_hexdigit());
+        if !hex {
+            diags.push(doc.diag(
+                &at("sha256"),
+                "must be the key's SHA-256, 64 hex digits (`sluice keys new` prints it)",
+            ));
+        }
+        if let Some(lane) = &k.lane
+            && !lanes.iter().any(|(l, _)| l == lane)
+        {
+            diags.push(doc.diag(&at("lane"), format!("`{lane}` is not a lane")));
+        }
+        for m in &k.models {
+            if !models.iter().any(|(g, _)| g == m) {
+                diags.push(doc.diag(&at("models"), format!("`{m}` is not a model group")));
+            }
         }
     }
 }

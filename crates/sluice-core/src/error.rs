@@ -15,6 +15,10 @@ pub enum ErrorKind {
     InvalidJson,
     /// The JSON is valid but a field is missing or has the wrong type.
     InvalidRequest,
+    /// No API key, or one sluice does not know.
+    Unauthorized,
+    /// The API key may not use what the request asks for (a model group outside its list).
+    PermissionDenied,
     /// The requested model group is not configured.
     ModelNotFound,
     /// No such route.
@@ -52,6 +56,8 @@ impl ErrorKind {
     pub fn status(self) -> u16 {
         match self {
             Self::InvalidJson | Self::InvalidRequest | Self::UpstreamRejected => 400,
+            Self::Unauthorized => 401,
+            Self::PermissionDenied => 403,
             Self::ModelNotFound | Self::RouteNotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::PayloadTooLarge => 413,
@@ -69,7 +75,9 @@ impl ErrorKind {
             | Self::InvalidRequest
             | Self::PayloadTooLarge
             | Self::MethodNotAllowed
-            | Self::UpstreamRejected => "invalid_request_error",
+            | Self::UpstreamRejected
+            | Self::Unauthorized => "invalid_request_error",
+            Self::PermissionDenied => "permission_error",
             Self::ModelNotFound | Self::RouteNotFound => "not_found_error",
             Self::UpstreamTimeout
             | Self::UpstreamConnect
@@ -87,6 +95,8 @@ impl ErrorKind {
         match self {
             Self::InvalidJson => "invalid_json",
             Self::InvalidRequest => "invalid_request",
+            Self::Unauthorized => "invalid_api_key",
+            Self::PermissionDenied => "model_not_allowed",
             Self::ModelNotFound => "model_not_found",
             Self::RouteNotFound => "route_not_found",
             Self::MethodNotAllowed => "method_not_allowed",

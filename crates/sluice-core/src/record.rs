@@ -205,6 +205,10 @@ pub struct CallRecord {
     pub lane: Option<Arc<str>>,
     /// Who the request is for (fairness in queues, later quotas and billing).
     pub tenant: Option<Arc<str>>,
+    /// The name of the API key it came with.
+    pub api_key: Option<Arc<str>>,
+    /// What the answer cost in micro-units, when its upstream model has a price.
+    pub cost_micros: Option<u64>,
     /// The upstream that answered (the winning attempt's).
     pub upstream: Option<Arc<str>>,
     /// Whether the client asked for a stream.
@@ -241,6 +245,8 @@ impl CallRecord {
             model_group: None,
             lane: None,
             tenant: None,
+            api_key: None,
+            cost_micros: None,
             upstream: None,
             stream: false,
             attempts: Vec::new(),

@@ -10,6 +10,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use sluice_config::gateway::{DeploymentConfig, Env, GatewayConfig};
 use sluice_core::GatewayError;
+use sluice_economy::{Catalog, KeyError, KeyRing, KeySpec, Micros, Price};
 use sluice_providers::Provider;
 use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
@@ -71,6 +72,9 @@ pub enum BuildError {
         /// Why.
         source: GatewayError,
     },
+    /// An API key could not be added.
+    #[error("key: {0}")]
+    Key(#[from] KeyError),
     /// A tenant's default lane is not a lane.
     #[error("tenant `{tenant}`: no lane named `{lane}`")]
     UnknownLane {
@@ -95,6 +99,10 @@ pub struct GatewayBuilder {
     defaults: GroupPolicies,
     lanes: Vec<LaneSpec>,
     tenant_lanes: Vec<(String, String)>,
+    keys: Vec<(KeySpec, String)>,
+    require_keys: Option<bool>,
+    admin_token: Option<String>,
+    catalog: Catalog,
     window: WindowConfig,
     max_body_bytes: usize,
     seed: Option<u64>,
@@ -109,6 +117,10 @@ impl Default for GatewayBuilder {
             defaults: GroupPolicies::default(),
             lanes: policies::lane_specs(&sluice_config::gateway::default_lanes()),
             tenant_lanes: Vec::new(),
+            keys: Vec::new(),
+            require_keys: None,
+            admin_token: None,
+            catalog: Catalog::with_defaults(),
             window: WindowConfig::default(),
             max_body_bytes: usize::try_from(sluice_config::gateway::DEFAULT_MAX_BODY_BYTES)
                 .unwrap_or(usize::MAX),
@@ -141,6 +153,33 @@ impl GatewayBuilder {
                 }
             })?;
             b = b.provider(name, provider);
+        }
+        if let Some(var) = &cfg.server.admin_token_env
+            && let Some(token) = env.get(var)
+        {
+            b = b.admin_token(&token);
+        }
+        if let Some(required) = cfg.server.require_keys {
+            b = b.require_keys(required);
+        }
+        for (name, k) in &cfg.keys {
+            let spec = KeySpec {
+                name: name.clone(),
+                tenant: Arc::from(k.tenant.as_str()),
+                lane: k.lane.clone(),
+                models: k.models.clone(),
+            };
+            b = b.key(spec, &k.sha256);
+        }
+        for (model, p) in &cfg.prices {
+            let m = |units: f64| Micros::from_units(units).unwrap_or_default();
+            let price = Price {
+                input: m(p.input),
+                cached_input: m(p.cached_input.unwrap_or(p.input)),
+                cache_write: m(p.cache_write.unwrap_or(p.input)),
+                output: m(p.output),
+            };
+            b = b.price(model, price);
         }
         for (tenant, t) in &cfg.tenants {
             if let Some(lane) = &t.lane {
@@ -218,6 +257,30 @@ impl GatewayBuilder {
     pub fn tenant_lane(mut self, tenant: &str, lane: &str) -> Self {
         self.tenant_lanes
             .push((tenant.to_string(), lane.to_string()));
+        self
+    }
+
+    /// Adds an API key known by its SHA-256 (hex).
+    pub fn key(mut self, spec: KeySpec, sha256_hex: &str) -> Self {
+        self.keys.push((spec, sha256_hex.to_string()));
+        self
+    }
+
+    /// Whether requests need an API key (by default: when any key is configured).
+    pub fn require_keys(mut self, required: bool) -> Self {
+        self.require_keys = Some(required);
+        self
+    }
+
+    /// Requires `token` on `/admin/*` and turns the key routes on.
+    pub fn admin_token(mut self, token: &str) -> Self {
+        self.admin_token = Some(token.to_string());
+        self
+    }
+
+    /// Prices upstream model `model` (over the shipped default, if any).
+    pub fn price(mut self, model: &str, price: Price) -> Self {
+        self.catalog.set(model, price);
         self
     }
 
@@ -299,6 +362,11 @@ impl GatewayBuilder {
                     .with_timeout(p.timeout),
             );
         }
+        let keys = KeyRing::default();
+        for (spec, hash) in self.keys {
+            keys.insert_hashed(spec, &hash)?;
+        }
+        let require_keys = self.require_keys.unwrap_or(!keys.is_empty());
         let mut tenant_lanes = HashMap::new();
         for (tenant, lane) in &self.tenant_lanes {
             let i = self
@@ -315,6 +383,10 @@ impl GatewayBuilder {
             routes: Routes::new(groups, seed),
             lanes: self.lanes,
             tenant_lanes,
+            keys,
+            require_keys,
+            admin_token: self.admin_token,
+            catalog: self.catalog,
             telemetry: Arc::new(Telemetry::new(self.window)?),
             max_body_bytes: self.max_body_bytes,
             draining: AtomicBool::new(false),

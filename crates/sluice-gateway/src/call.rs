@@ -95,6 +95,7 @@ impl Call {
                 a.ended = Some(now);
             }
         }
+        self.record.cost_micros = self.gw.cost_of(&self.record);
         self.gw.settle(&self.record);
     }
 }

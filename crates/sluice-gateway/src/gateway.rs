@@ -1,5 +1,5 @@
-//! The gateway's shared state: routes, lanes, tenants' default lanes, telemetry, cool-downs
-//! and record sinks.
+//! The gateway's shared state: routes, lanes, tenants' default lanes, API keys, prices,
+//! telemetry, cool-downs and record sinks.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use sluice_core::{CallRecord, GatewayError};
+use sluice_economy::{Catalog, KeyRing};
 use sluice_tail::Cooldowns;
 use sluice_tail::admission::LaneSpec;
 use sluice_telemetry::Telemetry;
@@ -25,6 +26,14 @@ pub struct Gateway {
     pub(crate) lanes: Vec<LaneSpec>,
     /// The lane of each tenant that has one (by index into `lanes`).
     pub(crate) tenant_lanes: HashMap<Arc<str>, usize>,
+    /// API keys.
+    pub(crate) keys: KeyRing,
+    /// Whether requests need a key.
+    pub(crate) require_keys: bool,
+    /// The token `/admin/*` requires, if any.
+    pub(crate) admin_token: Option<String>,
+    /// Prices of upstream models.
+    pub(crate) catalog: Catalog,
     pub(crate) telemetry: Arc<Telemetry>,
     pub(crate) max_body_bytes: usize,
     pub(crate) draining: AtomicBool,
@@ -105,6 +114,20 @@ impl Gateway {
     /// Whether `deployment` answered 429 recently enough that no hedge should go there.
     pub fn is_cooling(&self, deployment: &Arc<str>, now: Instant) -> bool {
         self.cooling.lock().active(deployment, now)
+    }
+
+    /// The API keys.
+    pub fn keys(&self) -> &KeyRing {
+        &self.keys
+    }
+
+    /// What `record`'s answer cost, in micro-units, when its upstream model has a price.
+    pub(crate) fn cost_of(&self, record: &CallRecord) -> Option<u64> {
+        let usage = record.usage.as_ref()?;
+        let group = self.routes.group(record.model_group.as_deref()?).ok()?;
+        let upstream = record.upstream.as_deref()?;
+        let d = group.deployments.iter().find(|d| &*d.name == upstream)?;
+        self.catalog.cost(&d.model, usage).map(|m| m.0)
     }
 
     /// Hands a finished call to telemetry and every sink.

@@ -5,12 +5,14 @@
 //! bottom. Every other module is one step of that walk or the glue around it.
 
 pub mod admin;
+pub mod auth;
 pub mod builder;
 pub mod call;
 pub mod deadline;
 pub mod dispatch;
 pub mod gateway;
 pub mod ingress;
+pub mod keys_api;
 pub mod limiter;
 pub mod policies;
 pub mod providers;

@@ -6,23 +6,29 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
+use axum::{Router, middleware};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Gateway, admin, stack, status};
+use crate::{Gateway, admin, keys_api, stack, status};
 
 /// The routes of a gateway.
 pub fn router(gw: Arc<Gateway>) -> Router {
+    let admin_routes = Router::new()
+        .route("/admin/latency", get(admin::latency))
+        .route("/admin/upstreams", get(status::upstreams))
+        .route("/admin/keys", get(keys_api::list).post(keys_api::create))
+        .route("/admin/keys/{name}", delete(keys_api::revoke))
+        .route("/admin/tenants", get(keys_api::tenants))
+        .route_layer(middleware::from_fn_with_state(gw.clone(), keys_api::guard));
     Router::new()
         .route("/v1/chat/completions", post(stack::chat_completions))
         .route("/v1/models", get(admin::models))
         .route("/healthz", get(admin::healthz))
         .route("/readyz", get(admin::readyz))
         .route("/metrics", get(admin::metrics))
-        .route("/admin/latency", get(admin::latency))
-        .route("/admin/upstreams", get(status::upstreams))
+        .merge(admin_routes)
         .fallback(admin::not_found)
         .method_not_allowed_fallback(admin::method_not_allowed)
         .with_state(gw)

@@ -13,7 +13,7 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::call::Call;
 use crate::dispatch::{self, Answer};
-use crate::{Gateway, deadline, ingress, rescue, respond};
+use crate::{Gateway, auth, deadline, ingress, rescue, respond};
 
 /// `POST /v1/chat/completions`.
 pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
@@ -54,12 +54,14 @@ async fn walk(
     let request = Arc::new(ingress::parse(&bytes)?);
     call.record_mut().stream = request.stream;
 
-    // 2. Tenant, lane and time budget: read before routing so bad headers cost nothing;
-    //    admission uses the lane (the tenant's default when the request names none) and takes
-    //    the lane's tenants in turn; everything after uses the deadline.
-    let tenant = ingress::tenant(headers)?;
-    let default_lane = tenant.as_ref().map_or(0, |t| gw.tenant_lane(t));
-    let lane = ingress::lane(headers, &gw.lanes, default_lane)?;
+    // 2. Caller, lane and time budget: read before routing so bad headers cost nothing. The
+    //    caller is its API key's tenant (401 without a valid key when keys are required);
+    //    admission uses the lane (the key's or tenant's default when the request names none)
+    //    and takes the lane's tenants in turn; everything after uses the deadline.
+    let caller = auth::identify(gw, headers)?;
+    let tenant = caller.tenant.clone();
+    call.record_mut().api_key = caller.key.as_ref().map(|k| Arc::from(k.spec.name.as_str()));
+    let lane = ingress::lane(headers, &gw.lanes, caller.default_lane(gw))?;
     call.record_mut().lane = gw.lanes.get(lane).map(|l| l.name.clone());
     let asked = ingress::timeout(headers)?;
     let ask = Ask {
@@ -73,6 +75,7 @@ async fn walk(
     //    everything after works on a concrete upstream.
     let group = gw.routes.group(&request.model)?;
     call.record_mut().model_group = Some(group.name.clone());
+    caller.may_use(&group.name)?;
     let deployment = gw
         .routes
         .pick_available(group, &call.record().request_id, &ask)?;

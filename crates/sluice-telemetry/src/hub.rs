@@ -9,7 +9,7 @@ use sluice_tail::{BreakerSnapshot, WindowConfig, WindowError};
 use tokio::time::Instant;
 
 use crate::metrics::{
-    AttemptLabels, BreakerLabels, DeadlineLabels, GroupLabels, HedgeLabels, LaneLabels,
+    AttemptLabels, BreakerLabels, CostLabels, DeadlineLabels, GroupLabels, HedgeLabels, LaneLabels,
     LimitLabels, Metrics, PairLabels, QuantileLabels, RequestLabels, RetryLabels, TokenLabels,
     TransitionLabels,
 };
@@ -112,6 +112,13 @@ impl Telemetry {
                     kind,
                 };
                 m.tokens.get_or_create(&labels).inc_by(n);
+            }
+            if let Some(cost) = rec.cost_micros {
+                let labels = CostLabels {
+                    group: group.to_string(),
+                    upstream: upstream.to_string(),
+                };
+                m.cost_micros.get_or_create(&labels).inc_by(cost);
             }
         }
     }

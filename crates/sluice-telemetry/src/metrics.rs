@@ -52,6 +52,15 @@ pub struct TokenLabels {
     pub kind: &'static str,
 }
 
+/// Labels of the cost counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CostLabels {
+    /// Model group.
+    pub group: String,
+    /// Upstream.
+    pub upstream: String,
+}
+
 /// Labels of attempt counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AttemptLabels {
@@ -174,6 +183,8 @@ pub struct Metrics {
     pub upstream_seconds: Family<PairLabels, Histogram, Buckets>,
     /// Tokens by kind.
     pub tokens: Family<TokenLabels, Counter>,
+    /// What answers cost, in micro-units of the catalog's currency.
+    pub cost_micros: Family<CostLabels, Counter>,
     /// Attempts by outcome.
     pub attempts: Family<AttemptLabels, Counter>,
     /// Hedges by result.
@@ -208,6 +219,7 @@ impl Metrics {
             upstream_ttfb_seconds: Family::new_with_constructor(llm.clone()),
             upstream_seconds: Family::new_with_constructor(llm),
             tokens: Family::default(),
+            cost_micros: Family::default(),
             attempts: Family::default(),
             hedges: Family::default(),
             retries: Family::default(),
@@ -249,6 +261,11 @@ impl Metrics {
             "tokens",
             "Tokens by kind (prompt, completion, cached, cache_write)",
             m.tokens.clone(),
+        );
+        r.register(
+            "cost_micros",
+            "What answers cost, in micro-units of the price catalog's currency",
+            m.cost_micros.clone(),
         );
         r.register(
             "upstream_attempts",

@@ -299,3 +299,58 @@ deployments = [{ provider = "p", model = "x", rpm = 500, tpm = 200000 }, { provi
     assert_eq!((d[0].rpm, d[0].tpm), (Some(500), Some(200_000)));
     assert_eq!((d[1].rpm, d[1].tpm), (None, None));
 }
+
+#[test]
+fn keys_prices_and_the_admin_token_are_read_and_checked() {
+    let hash = "a".repeat(64);
+    let text = format!(
+        r#"
+[server]
+admin_token_env = "SLUICE_ADMIN"
+require_keys = true
+[keys.ci]
+tenant = "acme"
+sha256 = "{hash}"
+lane = "batch"
+models = ["chat"]
+[keys.bad]
+tenant = ""
+sha256 = "xyz"
+lane = "vip"
+models = ["nope"]
+[prices."glm-4.5-air"]
+input = 0.11
+output = 0.28
+[prices.broken]
+input = -1.0
+output = 1.0
+[providers.p]
+kind = "openai"
+base_url = "http://localhost:1/v1"
+[models.chat]
+deployments = [{{ provider = "p", model = "glm-4.5-air" }}]
+"#
+    );
+    let err = load(&text, &env(&[]), &[]).unwrap_err();
+    let paths: Vec<&str> = err.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "server.admin_token_env",
+            "keys.bad.tenant",
+            "keys.bad.sha256",
+            "keys.bad.lane",
+            "keys.bad.models",
+            "prices.broken.input"
+        ],
+        "{err}"
+    );
+    let ok = text[..text.find("[keys.bad]").unwrap()].to_string()
+        + &text[text.find("[prices.\"glm").unwrap()..text.find("[prices.broken]").unwrap()]
+        + &text[text.find("[providers.p]").unwrap()..];
+    let cfg = load(&ok, &env(&[("SLUICE_ADMIN", "t")]), &[]).unwrap();
+    assert_eq!(cfg.server.require_keys, Some(true));
+    assert_eq!(cfg.keys[0].1.models, ["chat"]);
+    assert_eq!(cfg.prices[0].0, "glm-4.5-air");
+    assert_eq!(cfg.prices[0].1.cached_input, None);
+}

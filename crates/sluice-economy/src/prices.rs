@@ -1,0 +1,171 @@
+//! The price catalog: per model, what a million tokens cost, input at full price, input read
+//! from the provider's prompt cache, input written to it, and output. A call's cost is its
+//! usage priced here, in integer micro-units.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use sluice_core::Usage;
+
+use crate::money::Micros;
+
+/// What a million tokens of each kind cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Price {
+    /// Input tokens at full price.
+    pub input: Micros,
+    /// Input tokens read from the provider's prompt cache.
+    pub cached_input: Micros,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_write: Micros,
+    /// Output tokens.
+    pub output: Micros,
+}
+
+impl Price {
+    /// The cost of `usage`, rounded up to the next micro-unit.
+    pub fn cost(&self, usage: &Usage) -> Micros {
+        let parts = [
+            (usage.uncached_prompt_tokens(), self.input),
+            (usage.cached_tokens, self.cached_input),
+            (usage.cache_write_tokens, self.cache_write),
+            (usage.completion_tokens, self.output),
+        ];
+        let per_million: u128 = parts
+            .iter()
+            .map(|(tokens, price)| u128::from(*tokens) * u128::from(price.0))
+            .sum();
+        Micros(u64::try_from(per_million.div_ceil(1_000_000)).unwrap_or(u64::MAX))
+    }
+
+    /// What the prompt cache saved on `usage`: its cached tokens at full price, less what
+    /// they cost (a write premium counts against it).
+    pub fn cache_saving(&self, usage: &Usage) -> i128 {
+        let full = i128::from(self.input.0);
+        let read = i128::from(usage.cached_tokens) * (full - i128::from(self.cached_input.0));
+        let write = i128::from(usage.cache_write_tokens) * (i128::from(self.cache_write.0) - full);
+        (read - write) / 1_000_000
+    }
+}
+
+/// US dollars per million tokens, as the providers published them; override in
+/// `[prices.MODEL]`. Models priced in other currencies (GLM, Kimi, MiniMax, Hunyuan) ship no
+/// default: their calls are metered in tokens and cost nothing until priced.
+const DEFAULTS: &[(&str, f64, f64, f64, f64)] = &[
+    // model, input, cached input, cache write, output
+    ("gpt-4.1", 2.0, 0.5, 2.0, 8.0),
+    ("gpt-4.1-mini", 0.4, 0.1, 0.4, 1.6),
+    ("gpt-4o", 2.5, 1.25, 2.5, 10.0),
+    ("gpt-4o-mini", 0.15, 0.075, 0.15, 0.6),
+    ("claude-opus-4-1", 15.0, 1.5, 18.75, 75.0),
+    ("claude-sonnet-4-5", 3.0, 0.3, 3.75, 15.0),
+    ("claude-haiku-4-5", 1.0, 0.1, 1.25, 5.0),
+    ("deepseek-chat", 0.27, 0.07, 0.27, 1.1),
+    ("deepseek-reasoner", 0.55, 0.14, 0.55, 2.19),
+];
+
+/// Prices by model name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Catalog {
+    prices: HashMap<String, Price>,
+}
+
+impl Catalog {
+    /// The shipped defaults.
+    pub fn with_defaults() -> Self {
+        let mut c = Self::default();
+        for (model, input, cached, write, output) in DEFAULTS {
+            let m = |units: &f64| Micros::from_units(*units).unwrap_or_default();
+            c.set(
+                model,
+                Price {
+                    input: m(input),
+                    cached_input: m(cached),
+                    cache_write: m(write),
+                    output: m(output),
+                },
+            );
+        }
+        c
+    }
+
+    /// Sets (or overrides) the price of `model`.
+    pub fn set(&mut self, model: &str, price: Price) {
+        self.prices.insert(model.to_string(), price);
+    }
+
+    /// The price of `model`: its own, else that of the longest catalogued name it extends
+    /// with a dash (`gpt-4o-2024-08-06` is priced as `gpt-4o`).
+    pub fn price(&self, model: &str) -> Option<&Price> {
+        if let Some(p) = self.prices.get(model) {
+            return Some(p);
+        }
+        self.prices
+            .iter()
+            .filter(|(name, _)| {
+                model.len() > name.len()
+                    && model.starts_with(name.as_str())
+                    && model.as_bytes().get(name.len()) == Some(&b'-')
+            })
+            .max_by_key(|(name, _)| name.len())
+            .map(|(_, p)| p)
+    }
+
+    /// The cost of `usage` on `model`; `None` when the model has no price.
+    pub fn cost(&self, model: &str, usage: &Usage) -> Option<Micros> {
+        self.price(model).map(|p| p.cost(usage))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(prompt: u64, cached: u64, write: u64, out: u64) -> Usage {
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: out,
+            cached_tokens: cached,
+            cache_write_tokens: write,
+        }
+    }
+
+    #[test]
+    fn cached_tokens_are_billed_at_the_cached_price_not_the_full_one() {
+        let c = Catalog::with_defaults();
+        // deepseek-chat: 1,000,000 prompt tokens of which 800,000 cached, 100,000 out:
+        // 200,000 × 0.27 + 800,000 × 0.07 + 100,000 × 1.10 per million = 0.054 + 0.056 + 0.11.
+        let cost = c.cost("deepseek-chat", &usage(1_000_000, 800_000, 0, 100_000));
+        assert_eq!(cost, Some(Micros(220_000)));
+        // Claude: a 5-minute cache write costs 1.25x, a read 0.1x.
+        let claude = c.price("claude-sonnet-4-5").unwrap();
+        assert_eq!(claude.cost(&usage(1_000, 0, 1_000, 0)), Micros(3_750));
+        assert_eq!(claude.cost(&usage(1_000, 1_000, 0, 0)), Micros(300));
+        assert_eq!(claude.cache_saving(&usage(1_000, 1_000, 0, 0)), 2_700);
+        assert_eq!(claude.cache_saving(&usage(1_000, 0, 1_000, 0)), -750);
+    }
+
+    #[test]
+    fn costs_round_up_to_the_micro_unit_and_never_overflow() {
+        let c = Catalog::with_defaults();
+        // One output token of gpt-4o-mini: 0.6 micro-units, billed as 1.
+        assert_eq!(c.cost("gpt-4o-mini", &usage(0, 0, 0, 1)), Some(Micros(1)));
+        let huge = usage(u64::MAX, 0, 0, u64::MAX);
+        assert!(c.cost("claude-opus-4-1", &huge).unwrap().0 > 0);
+    }
+
+    #[test]
+    fn dated_model_names_take_their_familys_price_and_unknown_ones_none() {
+        let mut c = Catalog::with_defaults();
+        assert_eq!(c.price("gpt-4o-2024-08-06"), c.price("gpt-4o"));
+        assert_eq!(c.price("gpt-4o-mini-2024-07-18"), c.price("gpt-4o-mini"));
+        assert_eq!(c.price("gpt-4"), None);
+        assert_eq!(c.price("glm-4.5-air"), None);
+        let mine = Price {
+            input: Micros(1),
+            ..Price::default()
+        };
+        c.set("glm-4.5-air", mine);
+        assert_eq!(c.price("glm-4.5-air"), Some(&mine));
+    }
+}

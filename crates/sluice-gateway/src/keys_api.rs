@@ -1,0 +1,190 @@
+//! `/admin/keys` and `/admin/tenants`: making, listing and revoking API keys, and the guard
+//! every `/admin/*` route passes (the admin token, when one is configured). A key is shown once,
+//! in the answer that makes it; sluice keeps only its hash.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sluice_core::{ErrorKind, GatewayError, RequestId};
+use sluice_economy::{KeySpec, keys};
+
+use crate::{Gateway, auth, rescue};
+
+fn refuse(e: &GatewayError) -> Response {
+    rescue::error_response(e, &RequestId::generate(), None)
+}
+
+/// Lets an `/admin/*` request through when no admin token is configured, or when it carries
+/// it as `Authorization: Bearer`; 401 otherwise.
+pub async fn guard(State(gw): State<Arc<Gateway>>, req: Request, next: Next) -> Response {
+    if let Some(token) = &gw.admin_token {
+        // Compared as hashes, so the time taken says nothing about the token.
+        let sent = auth::bearer(req.headers()).map(keys::hash);
+        if sent != Some(keys::hash(token)) {
+            let e = GatewayError::new(
+                ErrorKind::Unauthorized,
+                "the admin API needs the admin token: send `Authorization: Bearer <token>`",
+            );
+            return refuse(&e);
+        }
+    }
+    next.run(req).await
+}
+
+/// The key routes are off unless an admin token protects them.
+fn managing(gw: &Gateway) -> Result<(), GatewayError> {
+    if gw.admin_token.is_some() {
+        Ok(())
+    } else {
+        Err(GatewayError::new(
+            ErrorKind::PermissionDenied,
+            "managing keys needs an admin token: set [server] admin_token_env",
+        ))
+    }
+}
+
+/// `POST /admin/keys` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewKey {
+    name: String,
+    tenant: String,
+    #[serde(default)]
+    lane: Option<String>,
+    #[serde(default)]
+    models: Vec<String>,
+}
+
+fn invalid(message: String, param: &'static str) -> GatewayError {
+    GatewayError::new(ErrorKind::InvalidRequest, message).with_param(param)
+}
+
+fn is_name(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn check(gw: &Gateway, k: &NewKey) -> Result<(), GatewayError> {
+    if !is_name(&k.name) {
+        return Err(invalid(
+            "`name` must be 1 to 64 letters, digits, `.`, `_` or `-`".into(),
+            "name",
+        ));
+    }
+    if !is_name(&k.tenant) {
+        return Err(invalid(
+            "`tenant` must be 1 to 64 letters, digits, `.`, `_` or `-`".into(),
+            "tenant",
+        ));
+    }
+    if let Some(lane) = &k.lane
+        && !gw.lanes.iter().any(|l| &*l.name == lane.as_str())
+    {
+        return Err(invalid(format!("`{lane}` is not a lane"), "lane"));
+    }
+    for m in &k.models {
+        if gw.routes.group(m).is_err() {
+            return Err(invalid(format!("`{m}` is not a model group"), "models"));
+        }
+    }
+    Ok(())
+}
+
+/// `POST /admin/keys`: makes a key; the answer is the only place it ever appears.
+pub async fn create(State(gw): State<Arc<Gateway>>, body: axum::body::Bytes) -> Response {
+    let made = (|| {
+        managing(&gw)?;
+        let k: NewKey = serde_json::from_slice(&body).map_err(|e| {
+            GatewayError::new(ErrorKind::InvalidRequest, format!("bad key request: {e}"))
+        })?;
+        check(&gw, &k)?;
+        let spec = KeySpec {
+            name: k.name,
+            tenant: Arc::from(k.tenant.as_str()),
+            lane: k.lane,
+            models: k.models,
+        };
+        let secret = gw
+            .keys
+            .create(spec.clone())
+            .map_err(|e| invalid(e.to_string(), "name"))?;
+        Ok::<_, GatewayError>((spec, secret))
+    })();
+    match made {
+        Ok((spec, secret)) => (
+            StatusCode::CREATED,
+            Json(json!({
+                "name": spec.name,
+                "tenant": &*spec.tenant,
+                "lane": spec.lane,
+                "models": spec.models,
+                "key": secret,
+                "note": "this is the only time the key is shown; sluice keeps its hash",
+            })),
+        )
+            .into_response(),
+        Err(e) => refuse(&e),
+    }
+}
+
+/// `GET /admin/keys`: every key, without its secret.
+pub async fn list(State(gw): State<Arc<Gateway>>) -> Response {
+    if let Err(e) = managing(&gw) {
+        return refuse(&e);
+    }
+    let keys: Vec<Value> = gw
+        .keys
+        .list()
+        .iter()
+        .map(|k| {
+            json!({
+                "name": k.spec.name,
+                "tenant": &*k.spec.tenant,
+                "lane": k.spec.lane,
+                "models": k.spec.models,
+                "fingerprint": k.fingerprint,
+            })
+        })
+        .collect();
+    Json(json!({ "keys": keys })).into_response()
+}
+
+/// `DELETE /admin/keys/{name}`.
+pub async fn revoke(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) -> Response {
+    if let Err(e) = managing(&gw) {
+        return refuse(&e);
+    }
+    if gw.keys.revoke(&name) {
+        Json(json!({ "revoked": name })).into_response()
+    } else {
+        refuse(&GatewayError::new(
+            ErrorKind::RouteNotFound,
+            format!("no key named `{name}`"),
+        ))
+    }
+}
+
+/// `GET /admin/tenants`: every tenant sluice knows (configured, or owning a key), with its
+/// default lane and how many keys it has.
+pub async fn tenants(State(gw): State<Arc<Gateway>>) -> Response {
+    let mut all: BTreeMap<String, (Option<String>, usize)> = BTreeMap::new();
+    for (t, lane) in &gw.tenant_lanes {
+        all.entry(t.to_string()).or_default().0 = gw.lanes.get(*lane).map(|l| l.name.to_string());
+    }
+    for k in gw.keys.list() {
+        all.entry(k.spec.tenant.to_string()).or_default().1 += 1;
+    }
+    let tenants: Vec<Value> = all
+        .into_iter()
+        .map(|(t, (lane, keys))| json!({"tenant": t, "lane": lane, "keys": keys}))
+        .collect();
+    Json(json!({ "tenants": tenants })).into_response()
+}
