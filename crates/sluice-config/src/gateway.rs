@@ -96,6 +96,12 @@ pub struct LaneConfig {
 pub struct TenantConfig {
     /// The lane of the tenant's requests that name none (a `[lanes]` name).
     pub lane: Option<String>,
+    /// Money it may spend, in whole currency units (the catalog's); none: no limit.
+    pub credits: Option<f64>,
+    /// Requests per minute; none: no limit.
+    pub rpm: Option<u64>,
+    /// Tokens per minute (prompt and output); none: no limit.
+    pub tpm: Option<u64>,
 }
 
 /// `[keys.NAME]`: an API key, known by its SHA-256 (`sluice keys new` makes one).
@@ -532,6 +538,19 @@ pub fn load(
     }
     let tenants: Vec<(String, TenantConfig)> = doc.map_section("tenants", &mut diags);
     for (name, t) in &tenants {
+        if t.credits
+            .is_some_and(|c| !(c.is_finite() && (0.0..=1.0e12).contains(&c)))
+        {
+            diags.push(doc.diag(&key(&["tenants", name, "credits"]), "must be 0 or more"));
+        }
+        for (field, v) in [("rpm", t.rpm), ("tpm", t.tpm)] {
+            if v == Some(0) {
+                diags.push(doc.diag(
+                    &key(&["tenants", name, field]),
+                    "must be at least 1 (leave it out for none)",
+                ));
+            }
+        }
         if let Some(lane) = &t.lane
             && !lanes.iter().any(|(l, _)| l == lane)
         {

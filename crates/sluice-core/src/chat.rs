@@ -105,6 +105,18 @@ impl ChatRequest {
         (text as u64).div_ceil(4) + self.max_tokens().unwrap_or(DEFAULT_OUTPUT_ESTIMATE)
     }
 
+    /// Every piece of text the prompt holds (messages, system, tools), one per line: what a
+    /// tokenizer counts.
+    pub fn prompt_text(&self) -> String {
+        let mut out = String::new();
+        for key in ["messages", "system", "tools"] {
+            if let Some(v) = self.body.get(key) {
+                push_text(v, &mut out);
+            }
+        }
+        out
+    }
+
     /// The client's `max_tokens` (or `max_completion_tokens`), if any.
     pub fn max_tokens(&self) -> Option<u64> {
         ["max_completion_tokens", "max_tokens"]
@@ -115,6 +127,19 @@ impl ChatRequest {
 
 /// Output tokens assumed for a request that sets no `max_tokens`.
 pub const DEFAULT_OUTPUT_ESTIMATE: u64 = 256;
+
+/// Appends every string inside `v`, one per line.
+fn push_text(v: &Value, out: &mut String) {
+    match v {
+        Value::String(s) => {
+            out.push_str(s);
+            out.push('\n');
+        }
+        Value::Array(a) => a.iter().for_each(|x| push_text(x, out)),
+        Value::Object(o) => o.values().for_each(|x| push_text(x, out)),
+        _ => {}
+    }
+}
 
 /// Bytes of text in every string inside `v`.
 fn text_bytes(v: &Value) -> usize {

@@ -19,6 +19,10 @@ pub enum ErrorKind {
     Unauthorized,
     /// The API key may not use what the request asks for (a model group outside its list).
     PermissionDenied,
+    /// The tenant's credits cannot cover the request's worst case.
+    InsufficientCredits,
+    /// The tenant is over a requests- or tokens-per-minute quota.
+    QuotaExceeded,
     /// The requested model group is not configured.
     ModelNotFound,
     /// No such route.
@@ -57,6 +61,8 @@ impl ErrorKind {
         match self {
             Self::InvalidJson | Self::InvalidRequest | Self::UpstreamRejected => 400,
             Self::Unauthorized => 401,
+            Self::InsufficientCredits => 402,
+            Self::QuotaExceeded => 429,
             Self::PermissionDenied => 403,
             Self::ModelNotFound | Self::RouteNotFound => 404,
             Self::MethodNotAllowed => 405,
@@ -78,6 +84,8 @@ impl ErrorKind {
             | Self::UpstreamRejected
             | Self::Unauthorized => "invalid_request_error",
             Self::PermissionDenied => "permission_error",
+            Self::InsufficientCredits => "insufficient_quota",
+            Self::QuotaExceeded => "rate_limit_error",
             Self::ModelNotFound | Self::RouteNotFound => "not_found_error",
             Self::UpstreamTimeout
             | Self::UpstreamConnect
@@ -96,6 +104,8 @@ impl ErrorKind {
             Self::InvalidJson => "invalid_json",
             Self::InvalidRequest => "invalid_request",
             Self::Unauthorized => "invalid_api_key",
+            Self::InsufficientCredits => "insufficient_credits",
+            Self::QuotaExceeded => "quota_exceeded",
             Self::PermissionDenied => "model_not_allowed",
             Self::ModelNotFound => "model_not_found",
             Self::RouteNotFound => "route_not_found",
@@ -181,6 +191,9 @@ pub struct GatewayError {
     pub upstream: Option<Box<UpstreamReply>>,
     /// When the client should come back (sent as `Retry-After`), for sluice's own refusals.
     pub retry_after: Option<std::time::Duration>,
+    /// Further headers of sluice's own refusals (the IETF `RateLimit` fields of a quota);
+    /// boxed, as errors should stay small.
+    pub headers: Option<Box<Vec<(&'static str, String)>>>,
 }
 
 impl GatewayError {
@@ -192,7 +205,16 @@ impl GatewayError {
             param: None,
             upstream: None,
             retry_after: None,
+            headers: None,
         }
+    }
+
+    /// Adds a header to the answer.
+    pub fn with_header(mut self, name: &'static str, value: String) -> Self {
+        self.headers
+            .get_or_insert_with(Box::default)
+            .push((name, value));
+        self
     }
 
     /// Says when to come back.
@@ -221,6 +243,7 @@ impl GatewayError {
             param: None,
             upstream: Some(Box::new(reply)),
             retry_after: None,
+            headers: None,
         }
     }
 

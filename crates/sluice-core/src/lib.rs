@@ -9,7 +9,7 @@ pub mod ratelimit;
 pub mod record;
 pub mod usage;
 
-pub use chat::ChatRequest;
+pub use chat::{ChatRequest, DEFAULT_OUTPUT_ESTIMATE};
 pub use error::{ErrorKind, GatewayError, UpstreamReply};
 pub use ids::RequestId;
 pub use ratelimit::{Quota, RateLimits};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use sluice_config::gateway::{DeploymentConfig, Env, GatewayConfig};
 use sluice_core::GatewayError;
-use sluice_economy::{Catalog, KeyError, KeyRing, KeySpec, Micros, Price};
+use sluice_economy::{Accounts, Catalog, KeyError, KeyRing, KeySpec, Limits, Micros, Price};
 use sluice_providers::Provider;
 use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
@@ -100,6 +100,7 @@ pub struct GatewayBuilder {
     lanes: Vec<LaneSpec>,
     tenant_lanes: Vec<(String, String)>,
     keys: Vec<(KeySpec, String)>,
+    limits: Vec<(String, Limits)>,
     require_keys: Option<bool>,
     admin_token: Option<String>,
     catalog: Catalog,
@@ -118,6 +119,7 @@ impl Default for GatewayBuilder {
             lanes: policies::lane_specs(&sluice_config::gateway::default_lanes()),
             tenant_lanes: Vec::new(),
             keys: Vec::new(),
+            limits: Vec::new(),
             require_keys: None,
             admin_token: None,
             catalog: Catalog::with_defaults(),
@@ -184,6 +186,14 @@ impl GatewayBuilder {
         for (tenant, t) in &cfg.tenants {
             if let Some(lane) = &t.lane {
                 b = b.tenant_lane(tenant, lane);
+            }
+            let limits = Limits {
+                credits: t.credits.and_then(Micros::from_units),
+                rpm: t.rpm,
+                tpm: t.tpm,
+            };
+            if limits.any() {
+                b = b.tenant_limits(tenant, limits);
             }
         }
         for (group, m) in &cfg.models {
@@ -263,6 +273,12 @@ impl GatewayBuilder {
     /// Adds an API key known by its SHA-256 (hex).
     pub fn key(mut self, spec: KeySpec, sha256_hex: &str) -> Self {
         self.keys.push((spec, sha256_hex.to_string()));
+        self
+    }
+
+    /// Gives `tenant` credits and quotas.
+    pub fn tenant_limits(mut self, tenant: &str, limits: Limits) -> Self {
+        self.limits.push((tenant.to_string(), limits));
         self
     }
 
@@ -367,6 +383,10 @@ impl GatewayBuilder {
             keys.insert_hashed(spec, &hash)?;
         }
         let require_keys = self.require_keys.unwrap_or(!keys.is_empty());
+        let accounts = Accounts::default();
+        for (tenant, limits) in &self.limits {
+            accounts.set_limits(tenant, *limits, tokio::time::Instant::now());
+        }
         let mut tenant_lanes = HashMap::new();
         for (tenant, lane) in &self.tenant_lanes {
             let i = self
@@ -384,6 +404,7 @@ impl GatewayBuilder {
             lanes: self.lanes,
             tenant_lanes,
             keys,
+            accounts,
             require_keys,
             admin_token: self.admin_token,
             catalog: self.catalog,

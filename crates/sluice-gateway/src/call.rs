@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use sluice_core::record::CLIENT_CLOSED;
 use sluice_core::{Attempt, AttemptKind, AttemptOutcome, CallRecord, ErrorKind, RequestId};
+use sluice_economy::{Micros, Reservation};
 use sluice_telemetry::InflightGuard;
 use tokio::time::Instant;
 
@@ -14,6 +15,8 @@ use crate::Gateway;
 pub struct Call {
     gw: Arc<Gateway>,
     record: CallRecord,
+    /// What the call holds of its tenant's credits and quotas until it settles.
+    reservation: Option<Reservation>,
     settled: bool,
     _inflight: InflightGuard,
 }
@@ -25,9 +28,15 @@ impl Call {
         Self {
             gw,
             record: CallRecord::new(id, now),
+            reservation: None,
             settled: false,
             _inflight: inflight,
         }
+    }
+
+    /// Holds `reservation` until the call settles.
+    pub fn hold(&mut self, reservation: Option<Reservation>) {
+        self.reservation = reservation;
     }
 
     /// The record so far.
@@ -96,6 +105,11 @@ impl Call {
             }
         }
         self.record.cost_micros = self.gw.cost_of(&self.record);
+        if let Some(held) = self.reservation.take() {
+            let tokens = self.record.usage.map_or(0, |u| u.total_tokens());
+            let cost = Micros(self.record.cost_micros.unwrap_or(0));
+            self.gw.accounts.settle(held, now, tokens, cost);
+        }
         self.gw.settle(&self.record);
     }
 }

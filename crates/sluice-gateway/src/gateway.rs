@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use sluice_core::{CallRecord, GatewayError};
-use sluice_economy::{Catalog, KeyRing};
+use sluice_economy::{Accounts, Catalog, KeyRing};
 use sluice_tail::Cooldowns;
 use sluice_tail::admission::LaneSpec;
 use sluice_telemetry::Telemetry;
@@ -28,6 +28,8 @@ pub struct Gateway {
     pub(crate) tenant_lanes: HashMap<Arc<str>, usize>,
     /// API keys.
     pub(crate) keys: KeyRing,
+    /// Tenants' credits and quotas.
+    pub(crate) accounts: Accounts,
     /// Whether requests need a key.
     pub(crate) require_keys: bool,
     /// The token `/admin/*` requires, if any.
@@ -119,6 +121,11 @@ impl Gateway {
     /// The API keys.
     pub fn keys(&self) -> &KeyRing {
         &self.keys
+    }
+
+    /// Tenants' credits and quotas.
+    pub fn accounts(&self) -> &Accounts {
+        &self.accounts
     }
 
     /// What `record`'s answer cost, in micro-units, when its upstream model has a price.

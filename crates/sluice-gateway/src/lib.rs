@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod ingress;
 pub mod keys_api;
 pub mod limiter;
+pub mod metering;
 pub mod policies;
 pub mod providers;
 pub mod rescue;

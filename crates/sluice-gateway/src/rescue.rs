@@ -36,6 +36,11 @@ pub fn error_response(e: &GatewayError, id: &RequestId, upstream: Option<&str>) 
     if let Some(v) = retry_after.and_then(|r| HeaderValue::from_str(&r).ok()) {
         h.insert(header::RETRY_AFTER, v);
     }
+    for (name, value) in e.headers.iter().flat_map(|h| h.iter()) {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            h.insert(*name, v);
+        }
+    }
     crate::respond::tag(h, id, upstream);
     resp
 }

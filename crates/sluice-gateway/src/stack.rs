@@ -13,7 +13,7 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::call::Call;
 use crate::dispatch::{self, Answer};
-use crate::{Gateway, auth, deadline, ingress, rescue, respond};
+use crate::{Gateway, auth, deadline, ingress, metering, rescue, respond};
 
 /// `POST /v1/chat/completions`.
 pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
@@ -69,7 +69,7 @@ async fn walk(
         tenant: tenant.clone().unwrap_or_else(|| Arc::from("")),
         tokens: request.token_estimate(),
     };
-    call.record_mut().tenant = tenant;
+    call.record_mut().tenant = tenant.clone();
 
     // 3. Route: the model group, then one deployment by weight. Before dispatch, because
     //    everything after works on a concrete upstream.
@@ -80,14 +80,20 @@ async fn walk(
         .routes
         .pick_available(group, &call.record().request_id, &ask)?;
 
-    // 4. Deadline: the client's budget, else the group's default, counted from arrival. It
+    // 4. Credits and quotas: the call's worst case is reserved for its tenant, on the routed
+    //    deployment's price, and settled when the call ends. After routing, because the price
+    //    is the model's; before dispatch, because nothing may be spent that is not covered.
+    let held = metering::reserve(gw, tenant.as_ref(), deployment, &request)?;
+    call.hold(held);
+
+    // 5. Deadline: the client's budget, else the group's default, counted from arrival. It
     //    bounds everything below (queueing, every attempt, backoffs) and, for a stream, the
     //    stream itself (see `respond`).
     let budget = asked.or(group.timeout);
     let deadline = budget.map(|b| call.record().timings.received + b);
     call.record_mut().timings.deadline = deadline;
 
-    // 5. Dispatch: admission (a slot under the deployment's concurrency limit, waiting in the
+    // 6. Dispatch: admission (a slot under the deployment's concurrency limit, waiting in the
     //    lane's queue), then attempts up to the first byte so an early failure still gets a
     //    proper status; a slow attempt is hedged, a failed one retried, when the group says so
     //    and the deadline leaves time. Last, because all of it works on the routed deployment

@@ -52,3 +52,75 @@ fn each_answer_is_priced_from_its_reported_usage_and_unpriced_models_cost_nothin
     }
     assert!(priced > 1_000 && unpriced > 1_000, "{priced} {unpriced}");
 }
+
+/// A thousand requests of one tenant at the same instant, against credits for about thirty:
+/// each is reserved at its worst case before it leaves, so the spend stays within the credits
+/// (give or take what one call used beyond its estimate), and the rest are refused with 402
+/// at once, costing the upstream nothing.
+#[test]
+fn a_thousand_requests_at_once_never_overspend_a_tight_budget() {
+    let text = r#"
+[scenario]
+name = "budget"
+description = "A burst of 1,000 against tight credits"
+seed = 4
+duration = "30s"
+
+[gateway]
+first_byte_timeout = "60s"
+idle_timeout = "30s"
+
+[upstreams.alpha]
+ttft_median = "800ms"
+per_token = "10ms"
+output_tokens_median = 120
+
+[models.chat]
+deployments = [{ provider = "alpha", model = "alpha-chat" }]
+
+[[bursts]]
+lane = "interactive"
+tenant = "acme"
+model = "chat"
+at = "1s"
+count = 1000
+spread = "0s"
+prompt_tokens = 800
+max_tokens = 200
+stream = false
+"#;
+    let s = Scenario::parse(text).unwrap();
+    let price = Price {
+        input: Micros(2_000_000),
+        cached_input: Micros(500_000),
+        cache_write: Micros(2_000_000),
+        output: Micros(8_000_000),
+    };
+    let credits = Micros(100_000);
+    let limits = sluice_economy::Limits {
+        credits: Some(credits),
+        ..sluice_economy::Limits::default()
+    };
+    let records = Arc::new(Mutex::new(Vec::new()));
+    let sink = records.clone();
+    let builder = GatewayBuilder::new()
+        .price("alpha-chat", price)
+        .tenant_limits("acme", limits)
+        .on_record(Arc::new(move |r: &CallRecord| sink.lock().push(r.clone())));
+    let report = run_with(&s, builder).unwrap();
+    let records = records.lock();
+    let ok: Vec<&CallRecord> = records.iter().filter(|r| r.is_success()).collect();
+    let refused = records.iter().filter(|r| r.status == 402).count();
+    let spent: u64 = ok.iter().filter_map(|r| r.cost_micros).sum();
+    // The largest worst case one call could reserve: its prompt and 200 output tokens.
+    let one_reservation = 2 * 1_000 + 8 * 200;
+    eprintln!(
+        "{} served, {refused} refused, spent {spent} of {}",
+        ok.len(),
+        credits.0
+    );
+    assert_eq!(ok.len() + refused, 1_000);
+    assert!(ok.len() >= 20, "{} served", ok.len());
+    assert!(spent <= credits.0 + one_reservation, "spent {spent}");
+    assert_eq!(report.upstreams["alpha"].requests, ok.len() as u64);
+}

@@ -1,0 +1,339 @@
+//! Tenants' credits and quotas, enforced by reserve and settle. Before a call, its worst case
+//! (the prompt's tokens plus `max_tokens`, at the full price) is reserved against the
+//! tenant's credits and its requests- and tokens-per-minute quotas, under one lock, so no two
+//! calls can both spend the last of a budget. After the call, what it really used is settled
+//! and the difference refunded. Spend can pass the credits only by what one call used beyond
+//! its reservation.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use sluice_tail::MinuteBucket;
+use tokio::time::Instant;
+
+use crate::money::Micros;
+
+/// A tenant's limits; `None` is no limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Money it may spend in all.
+    pub credits: Option<Micros>,
+    /// Requests per minute.
+    pub rpm: Option<u64>,
+    /// Tokens per minute (prompt and output).
+    pub tpm: Option<u64>,
+}
+
+impl Limits {
+    /// Whether anything is limited.
+    pub fn any(&self) -> bool {
+        self.credits.is_some() || self.rpm.is_some() || self.tpm.is_some()
+    }
+}
+
+/// Why a call was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Its worst case does not fit in what is left of the credits.
+    #[error("tenant `{tenant}` has {left} credits left; this request may cost up to {needed}")]
+    OutOfCredits {
+        /// The tenant.
+        tenant: Arc<str>,
+        /// Credits left, reservations in flight deducted.
+        left: Micros,
+        /// The call's worst case.
+        needed: Micros,
+    },
+    /// A per-minute quota is spent.
+    #[error("tenant `{tenant}` is over its {policy} quota of {limit} a minute")]
+    OverQuota {
+        /// The tenant.
+        tenant: Arc<str>,
+        /// `rpm` or `tpm`.
+        policy: &'static str,
+        /// The quota, per minute.
+        limit: u64,
+        /// When enough will have refilled.
+        retry_after: Duration,
+    },
+}
+
+/// What a call holds until it settles.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Reservation {
+    tenant: Arc<str>,
+    tokens: u64,
+    cost: Micros,
+}
+
+#[derive(Debug)]
+struct Account {
+    limits: Limits,
+    spent: Micros,
+    reserved: Micros,
+    rpm: Option<MinuteBucket>,
+    tpm: Option<MinuteBucket>,
+}
+
+/// What one tenant's account holds now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Balance {
+    /// Settled spend.
+    pub spent: Micros,
+    /// Reserved by calls in flight.
+    pub reserved: Micros,
+    /// Its limits.
+    pub limits: Limits,
+}
+
+/// Every tenant's account.
+#[derive(Debug, Default)]
+pub struct Accounts {
+    accounts: Mutex<HashMap<Arc<str>, Account>>,
+}
+
+impl Accounts {
+    /// Sets `tenant`'s limits from `now` (its spend so far is kept).
+    pub fn set_limits(&self, tenant: &str, limits: Limits, now: Instant) {
+        let bucket = |per_minute: Option<u64>| {
+            per_minute
+                .filter(|n| *n > 0)
+                .map(|n| MinuteBucket::new(n, None, now))
+        };
+        let mut all = self.accounts.lock();
+        let a = all.entry(Arc::from(tenant)).or_insert_with(|| Account {
+            limits,
+            spent: Micros::ZERO,
+            reserved: Micros::ZERO,
+            rpm: None,
+            tpm: None,
+        });
+        a.limits = limits;
+        a.rpm = bucket(limits.rpm);
+        a.tpm = bucket(limits.tpm);
+    }
+
+    /// Whether `tenant` has any limit (a call of a tenant without one needs no estimate).
+    pub fn limits(&self, tenant: &str) -> Option<Limits> {
+        self.accounts
+            .lock()
+            .get(tenant)
+            .map(|a| a.limits)
+            .filter(Limits::any)
+    }
+
+    /// Reserves a call of up to `tokens` costing up to `cost` for `tenant` at `now`; `None`
+    /// when the tenant has no limits (nothing to hold).
+    pub fn reserve(
+        &self,
+        tenant: &Arc<str>,
+        now: Instant,
+        tokens: u64,
+        cost: Micros,
+    ) -> Result<Option<Reservation>, Refusal> {
+        let mut all = self.accounts.lock();
+        let Some(a) = all.get_mut(tenant).filter(|a| a.limits.any()) else {
+            return Ok(None);
+        };
+        if let Some(credits) = a.limits.credits {
+            let committed = a.spent + a.reserved;
+            let left = Micros(credits.0.saturating_sub(committed.0));
+            if committed.0.saturating_add(cost.0) > credits.0 {
+                return Err(Refusal::OutOfCredits {
+                    tenant: tenant.clone(),
+                    left,
+                    needed: cost,
+                });
+            }
+        }
+        let over = |policy: &'static str, b: &mut MinuteBucket, n: u64| Refusal::OverQuota {
+            tenant: tenant.clone(),
+            policy,
+            limit: b.limit(),
+            retry_after: b.wait_for(now, n),
+        };
+        if let Some(b) = a.rpm.as_mut()
+            && !b.try_take(now, 1)
+        {
+            return Err(over("rpm", b, 1));
+        }
+        if let Some(b) = a.tpm.as_mut() {
+            // A call larger than a minute's quota waits for a full bucket, then goes.
+            let n = tokens.min(b.capacity());
+            if !b.try_take(now, n) {
+                let refusal = over("tpm", b, n);
+                if let Some(r) = a.rpm.as_mut() {
+                    r.refund(1);
+                }
+                return Err(refusal);
+            }
+            b.take(now, tokens - n);
+        }
+        a.reserved += cost;
+        Ok(Some(Reservation {
+            tenant: tenant.clone(),
+            tokens,
+            cost,
+        }))
+    }
+
+    /// Settles `r` with what the call really used (`tokens`, `cost`; zero when it failed
+    /// before the upstream answered): the reservation is released, the spend recorded, the
+    /// tokens quota refunded or charged the difference.
+    pub fn settle(&self, r: Reservation, now: Instant, tokens: u64, cost: Micros) {
+        let mut all = self.accounts.lock();
+        let Some(a) = all.get_mut(&r.tenant) else {
+            return;
+        };
+        a.reserved = Micros(a.reserved.0.saturating_sub(r.cost.0));
+        a.spent += cost;
+        if let Some(b) = a.tpm.as_mut() {
+            if tokens < r.tokens {
+                b.refund(r.tokens - tokens);
+            } else {
+                b.take(now, tokens - r.tokens);
+            }
+        }
+    }
+
+    /// `tenant`'s account now.
+    pub fn balance(&self, tenant: &str) -> Option<Balance> {
+        self.accounts.lock().get(tenant).map(|a| Balance {
+            spent: a.spent,
+            reserved: a.reserved,
+            limits: a.limits,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tenant(name: &str) -> Arc<str> {
+        Arc::from(name)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_that_cannot_fit_in_the_credits_is_refused_and_refunds_come_back() {
+        let now = Instant::now();
+        let acc = Accounts::default();
+        let t = tenant("acme");
+        acc.set_limits(
+            &t,
+            Limits {
+                credits: Some(Micros(1_000)),
+                ..Limits::default()
+            },
+            now,
+        );
+        let r1 = acc.reserve(&t, now, 100, Micros(600)).unwrap().unwrap();
+        let refused = acc.reserve(&t, now, 100, Micros(600)).unwrap_err();
+        assert_eq!(
+            refused,
+            Refusal::OutOfCredits {
+                tenant: t.clone(),
+                left: Micros(400),
+                needed: Micros(600)
+            }
+        );
+        // The first used a third of what it reserved: the rest comes back.
+        acc.settle(r1, now, 40, Micros(200));
+        let r2 = acc.reserve(&t, now, 100, Micros(600)).unwrap().unwrap();
+        acc.settle(r2, now, 100, Micros(600));
+        let b = acc.balance(&t).unwrap();
+        assert_eq!((b.spent, b.reserved), (Micros(800), Micros::ZERO));
+        // A tenant without limits holds nothing.
+        assert_eq!(acc.reserve(&tenant("free"), now, 100, Micros(5)), Ok(None));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn per_minute_quotas_refuse_with_the_time_until_enough_refills() {
+        let now = Instant::now();
+        let acc = Accounts::default();
+        let t = tenant("acme");
+        acc.set_limits(
+            &t,
+            Limits {
+                rpm: Some(2),
+                tpm: Some(6_000),
+                ..Limits::default()
+            },
+            now,
+        );
+        acc.reserve(&t, now, 1_000, Micros::ZERO).unwrap();
+        acc.reserve(&t, now, 1_000, Micros::ZERO).unwrap();
+        match acc.reserve(&t, now, 1_000, Micros::ZERO) {
+            Err(Refusal::OverQuota {
+                policy: "rpm",
+                limit: 2,
+                retry_after,
+                ..
+            }) => assert_eq!(retry_after, Duration::from_secs(30)),
+            other => panic!("{other:?}"),
+        }
+        // Tokens: 4,000 left of 6,000; a 5,000-token call waits 10 s for 1,000 more, and the
+        // request unit it took is given back.
+        let later = now + Duration::from_secs(60);
+        let r = acc.reserve(&t, later, 5_000, Micros::ZERO);
+        assert!(r.is_ok(), "a minute later both quotas have refilled: {r:?}");
+        let r = acc.reserve(&t, later, 5_000, Micros::ZERO);
+        match r {
+            Err(Refusal::OverQuota {
+                policy: "tpm",
+                retry_after,
+                ..
+            }) => assert_eq!(retry_after, Duration::from_secs(40)),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            acc.reserve(&t, later, 0, Micros::ZERO).is_ok(),
+            "rpm was refunded"
+        );
+    }
+
+    #[test]
+    fn a_thousand_concurrent_calls_never_overspend_a_tight_budget() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let now = rt.block_on(async { Instant::now() });
+        let acc = Arc::new(Accounts::default());
+        let t = tenant("acme");
+        // Room for 100 calls at their worst case of 1,000; each really costs 500 to 1,500.
+        acc.set_limits(
+            &t,
+            Limits {
+                credits: Some(Micros(100_000)),
+                ..Limits::default()
+            },
+            now,
+        );
+        let admitted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|k| {
+                let (acc, t, admitted) = (acc.clone(), t.clone(), admitted.clone());
+                std::thread::spawn(move || {
+                    for i in 0..125u64 {
+                        if let Ok(Some(r)) = acc.reserve(&t, now, 10, Micros(1_000)) {
+                            admitted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let used = 500 + (k * 125 + i) * 7919 % 1_001;
+                            acc.settle(r, now, 10, Micros(used));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for th in threads {
+            th.join().unwrap();
+        }
+        let b = acc.balance(&t).unwrap();
+        assert_eq!(b.reserved, Micros::ZERO);
+        // Overspend is bounded by one call's excess over its reservation (500).
+        assert!(b.spent.0 <= 100_000 + 500, "spent {}", b.spent);
+        assert!(admitted.load(std::sync::atomic::Ordering::Relaxed) >= 90);
+    }
+}

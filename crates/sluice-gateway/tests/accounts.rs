@@ -1,0 +1,102 @@
+//! Tenants' credits and quotas at the door, through the router in-process.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "scripted/mod.rs"]
+mod scripted;
+
+use std::time::Duration;
+
+use sluice_economy::{Limits, Micros, Price};
+use tokio::time::sleep;
+
+use crate::scripted::{ask_with, rig};
+
+const ACME: [(&str, &str); 1] = [("x-sluice-tenant", "acme")];
+
+#[tokio::test(start_paused = true)]
+async fn over_a_per_minute_quota_a_request_gets_429_with_the_ietf_ratelimit_fields() {
+    let limits = Limits {
+        rpm: Some(2),
+        ..Limits::default()
+    };
+    let r = rig(false, |b| b.tenant_limits("acme", limits));
+    assert_eq!(ask_with(&r.router, &ACME, "q-0", false).await.status, 200);
+    assert_eq!(ask_with(&r.router, &ACME, "q-1", false).await.status, 200);
+    let refused = ask_with(&r.router, &ACME, "q-2", false).await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.body["error"]["code"], "quota_exceeded");
+    assert_eq!(refused.body["error"]["type"], "rate_limit_error");
+    let h = |name: &str| {
+        refused
+            .headers
+            .get(name)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(h("retry-after"), "30");
+    assert_eq!(h("ratelimit-policy"), "\"rpm\";q=2;w=60");
+    assert_eq!(h("ratelimit"), "\"rpm\";r=0;t=30");
+    assert_eq!(
+        r.a.calls(),
+        2,
+        "the refused request cost the upstream nothing"
+    );
+    // Other tenants are not limited; after the wait, acme is served again.
+    let globex = [("x-sluice-tenant", "globex")];
+    assert_eq!(ask_with(&r.router, &globex, "q-3", false).await.status, 200);
+    sleep(Duration::from_secs(30)).await;
+    assert_eq!(ask_with(&r.router, &ACME, "q-4", false).await.status, 200);
+}
+
+#[tokio::test(start_paused = true)]
+async fn credits_cover_the_worst_case_of_calls_in_flight_and_come_back_when_they_settle() {
+    // $1 per million output tokens: a request with no max_tokens reserves 256 output tokens,
+    // 256 micro-units plus its prompt; credits of 600 cover two at once, not three.
+    let price = Price {
+        input: Micros(1_000_000),
+        cached_input: Micros(1_000_000),
+        cache_write: Micros(1_000_000),
+        output: Micros(1_000_000),
+    };
+    let limits = Limits {
+        credits: Some(Micros(600)),
+        ..Limits::default()
+    };
+    let r = rig(false, |b| b.price("m", price).tenant_limits("acme", limits));
+    for _ in 0..3 {
+        r.a.push(1_000, true);
+    }
+    let calls: Vec<_> = (0..3)
+        .map(|i| {
+            let router = r.router.clone();
+            tokio::spawn(async move {
+                let got = ask_with(&router, &ACME, &format!("c-{i}"), false).await;
+                (got.status, got.body)
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for c in calls {
+        let (status, body) = c.await.unwrap();
+        if status == 402 {
+            assert_eq!(body["error"]["code"], "insufficient_credits");
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("credits left")
+            );
+        }
+        statuses.push(status);
+    }
+    statuses.sort();
+    assert_eq!(statuses, [200, 200, 402]);
+    // The scripted upstream reports no usage: the answers cost nothing, the reservations
+    // came back, and the next call fits again.
+    let b = r.gw.accounts().balance("acme").unwrap();
+    assert_eq!((b.spent, b.reserved), (Micros::ZERO, Micros::ZERO));
+    assert_eq!(ask_with(&r.router, &ACME, "c-3", false).await.status, 200);
+}
