@@ -102,6 +102,10 @@ pub struct TenantConfig {
     pub rpm: Option<u64>,
     /// Tokens per minute (prompt and output); none: no limit.
     pub tpm: Option<u64>,
+    /// Tokens per UTC day; none: no limit.
+    pub tokens_per_day: Option<u64>,
+    /// Money per UTC month, in whole currency units; none: no limit.
+    pub spend_per_month: Option<f64>,
 }
 
 /// `[keys.NAME]`: an API key, known by its SHA-256 (`sluice keys new` makes one).
@@ -538,12 +542,20 @@ pub fn load(
     }
     let tenants: Vec<(String, TenantConfig)> = doc.map_section("tenants", &mut diags);
     for (name, t) in &tenants {
-        if t.credits
-            .is_some_and(|c| !(c.is_finite() && (0.0..=1.0e12).contains(&c)))
-        {
-            diags.push(doc.diag(&key(&["tenants", name, "credits"]), "must be 0 or more"));
+        for (field, v) in [
+            ("credits", t.credits),
+            ("spend_per_month", t.spend_per_month),
+        ] {
+            if v.is_some_and(|c| !(c.is_finite() && (0.0..=1.0e12).contains(&c))) {
+                diags.push(doc.diag(&key(&["tenants", name, field]), "must be 0 or more"));
+            }
         }
-        for (field, v) in [("rpm", t.rpm), ("tpm", t.tpm)] {
+        let counts = [
+            ("rpm", t.rpm),
+            ("tpm", t.tpm),
+            ("tokens_per_day", t.tokens_per_day),
+        ];
+        for (field, v) in counts {
             if v == Some(0) {
                 diags.push(doc.diag(
                     &key(&["tenants", name, field]),

@@ -1,15 +1,17 @@
 //! Tenants' credits and quotas, enforced by reserve and settle. Before a call, its worst case
 //! (the prompt's tokens plus `max_tokens`, at the full price) is reserved against the
-//! tenant's credits and its requests- and tokens-per-minute quotas, under one lock, so no two
+//! tenant's credits and its quotas (requests and tokens per minute, tokens per UTC day, spend
+//! per UTC month), under one lock, so no two
 //! calls can both spend the last of a budget. After the call, what it really used is settled
 //! and the difference refunded. Spend can pass the credits only by what one call used beyond
 //! its reservation.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
+use sluice_core::calendar;
 use sluice_tail::MinuteBucket;
 use tokio::time::Instant;
 
@@ -24,12 +26,20 @@ pub struct Limits {
     pub rpm: Option<u64>,
     /// Tokens per minute (prompt and output).
     pub tpm: Option<u64>,
+    /// Tokens per UTC day.
+    pub tokens_per_day: Option<u64>,
+    /// Money per UTC month.
+    pub spend_per_month: Option<Micros>,
 }
 
 impl Limits {
     /// Whether anything is limited.
     pub fn any(&self) -> bool {
-        self.credits.is_some() || self.rpm.is_some() || self.tpm.is_some()
+        self.credits.is_some()
+            || self.rpm.is_some()
+            || self.tpm.is_some()
+            || self.tokens_per_day.is_some()
+            || self.spend_per_month.is_some()
     }
 }
 
@@ -46,15 +56,17 @@ pub enum Refusal {
         /// The call's worst case.
         needed: Micros,
     },
-    /// A per-minute quota is spent.
-    #[error("tenant `{tenant}` is over its {policy} quota of {limit} a minute")]
+    /// A quota is spent.
+    #[error("tenant `{tenant}` is over its {policy} quota of {limit} per {window_secs} s")]
     OverQuota {
         /// The tenant.
         tenant: Arc<str>,
-        /// `rpm` or `tpm`.
+        /// `rpm`, `tpm`, `tokens_per_day` or `spend_per_month`.
         policy: &'static str,
-        /// The quota, per minute.
+        /// The quota per window (micro-units for spend).
         limit: u64,
+        /// The window's length in seconds (a month's is this month's).
+        window_secs: u64,
         /// When enough will have refilled.
         retry_after: Duration,
     },
@@ -75,6 +87,29 @@ struct Account {
     reserved: Micros,
     rpm: Option<MinuteBucket>,
     tpm: Option<MinuteBucket>,
+    /// The UTC day counted, its settled tokens and those reserved.
+    day: i64,
+    day_tokens: u64,
+    day_reserved: u64,
+    /// The UTC month counted and its settled spend.
+    month: (i64, u32),
+    month_spent: Micros,
+}
+
+impl Account {
+    /// Starts a new day's and month's count when `wall` has moved into them.
+    fn roll(&mut self, wall: SystemTime) {
+        let (day, _) = calendar::day_of(wall);
+        if day != self.day {
+            self.day = day;
+            self.day_tokens = 0;
+        }
+        let (month, _) = calendar::month_of(wall);
+        if month != self.month {
+            self.month = month;
+            self.month_spent = Micros::ZERO;
+        }
+    }
 }
 
 /// What one tenant's account holds now.
@@ -109,6 +144,11 @@ impl Accounts {
             reserved: Micros::ZERO,
             rpm: None,
             tpm: None,
+            day: 0,
+            day_tokens: 0,
+            day_reserved: 0,
+            month: (0, 0),
+            month_spent: Micros::ZERO,
         });
         a.limits = limits;
         a.rpm = bucket(limits.rpm);
@@ -124,12 +164,13 @@ impl Accounts {
             .filter(Limits::any)
     }
 
-    /// Reserves a call of up to `tokens` costing up to `cost` for `tenant` at `now`; `None`
-    /// when the tenant has no limits (nothing to hold).
+    /// Reserves a call of up to `tokens` costing up to `cost` for `tenant` at `now` (`wall`
+    /// on the calendar); `None` when the tenant has no limits (nothing to hold).
     pub fn reserve(
         &self,
         tenant: &Arc<str>,
         now: Instant,
+        wall: SystemTime,
         tokens: u64,
         cost: Micros,
     ) -> Result<Option<Reservation>, Refusal> {
@@ -137,6 +178,36 @@ impl Accounts {
         let Some(a) = all.get_mut(tenant).filter(|a| a.limits.any()) else {
             return Ok(None);
         };
+        a.roll(wall);
+        if let Some(limit) = a.limits.tokens_per_day
+            && a.day_tokens + a.day_reserved + tokens > limit
+        {
+            return Err(Refusal::OverQuota {
+                tenant: tenant.clone(),
+                policy: "tokens_per_day",
+                limit,
+                window_secs: 86_400,
+                retry_after: calendar::day_of(wall).1,
+            });
+        }
+        if let Some(limit) = a.limits.spend_per_month
+            && (a.month_spent + a.reserved + cost).0 > limit.0
+        {
+            let ((y, m), left) = calendar::month_of(wall);
+            let first = calendar::days_from_civil(y, m, 1);
+            let next = if m == 12 {
+                calendar::days_from_civil(y + 1, 1, 1)
+            } else {
+                calendar::days_from_civil(y, m + 1, 1)
+            };
+            return Err(Refusal::OverQuota {
+                tenant: tenant.clone(),
+                policy: "spend_per_month",
+                limit: limit.0,
+                window_secs: u64::try_from(next - first).unwrap_or(31) * 86_400,
+                retry_after: left,
+            });
+        }
         if let Some(credits) = a.limits.credits {
             let committed = a.spent + a.reserved;
             let left = Micros(credits.0.saturating_sub(committed.0));
@@ -152,6 +223,7 @@ impl Accounts {
             tenant: tenant.clone(),
             policy,
             limit: b.limit(),
+            window_secs: 60,
             retry_after: b.wait_for(now, n),
         };
         if let Some(b) = a.rpm.as_mut()
@@ -172,6 +244,7 @@ impl Accounts {
             b.take(now, tokens - n);
         }
         a.reserved += cost;
+        a.day_reserved += tokens;
         Ok(Some(Reservation {
             tenant: tenant.clone(),
             tokens,
@@ -182,13 +255,24 @@ impl Accounts {
     /// Settles `r` with what the call really used (`tokens`, `cost`; zero when it failed
     /// before the upstream answered): the reservation is released, the spend recorded, the
     /// tokens quota refunded or charged the difference.
-    pub fn settle(&self, r: Reservation, now: Instant, tokens: u64, cost: Micros) {
+    pub fn settle(
+        &self,
+        r: Reservation,
+        now: Instant,
+        wall: SystemTime,
+        tokens: u64,
+        cost: Micros,
+    ) {
         let mut all = self.accounts.lock();
         let Some(a) = all.get_mut(&r.tenant) else {
             return;
         };
         a.reserved = Micros(a.reserved.0.saturating_sub(r.cost.0));
+        a.day_reserved = a.day_reserved.saturating_sub(r.tokens);
         a.spent += cost;
+        a.roll(wall);
+        a.day_tokens += tokens;
+        a.month_spent += cost;
         if let Some(b) = a.tpm.as_mut() {
             if tokens < r.tokens {
                 b.refund(r.tokens - tokens);
@@ -212,6 +296,11 @@ impl Accounts {
 mod tests {
     use super::*;
 
+    /// 2026-11-30T12:00:00Z.
+    fn wall() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(20_787 * 86_400 + 43_200)
+    }
+
     fn tenant(name: &str) -> Arc<str> {
         Arc::from(name)
     }
@@ -229,8 +318,11 @@ mod tests {
             },
             now,
         );
-        let r1 = acc.reserve(&t, now, 100, Micros(600)).unwrap().unwrap();
-        let refused = acc.reserve(&t, now, 100, Micros(600)).unwrap_err();
+        let r1 = acc
+            .reserve(&t, now, wall(), 100, Micros(600))
+            .unwrap()
+            .unwrap();
+        let refused = acc.reserve(&t, now, wall(), 100, Micros(600)).unwrap_err();
         assert_eq!(
             refused,
             Refusal::OutOfCredits {
@@ -240,13 +332,19 @@ mod tests {
             }
         );
         // The first used a third of what it reserved: the rest comes back.
-        acc.settle(r1, now, 40, Micros(200));
-        let r2 = acc.reserve(&t, now, 100, Micros(600)).unwrap().unwrap();
-        acc.settle(r2, now, 100, Micros(600));
+        acc.settle(r1, now, wall(), 40, Micros(200));
+        let r2 = acc
+            .reserve(&t, now, wall(), 100, Micros(600))
+            .unwrap()
+            .unwrap();
+        acc.settle(r2, now, wall(), 100, Micros(600));
         let b = acc.balance(&t).unwrap();
         assert_eq!((b.spent, b.reserved), (Micros(800), Micros::ZERO));
         // A tenant without limits holds nothing.
-        assert_eq!(acc.reserve(&tenant("free"), now, 100, Micros(5)), Ok(None));
+        assert_eq!(
+            acc.reserve(&tenant("free"), now, wall(), 100, Micros(5)),
+            Ok(None)
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -263,9 +361,9 @@ mod tests {
             },
             now,
         );
-        acc.reserve(&t, now, 1_000, Micros::ZERO).unwrap();
-        acc.reserve(&t, now, 1_000, Micros::ZERO).unwrap();
-        match acc.reserve(&t, now, 1_000, Micros::ZERO) {
+        acc.reserve(&t, now, wall(), 1_000, Micros::ZERO).unwrap();
+        acc.reserve(&t, now, wall(), 1_000, Micros::ZERO).unwrap();
+        match acc.reserve(&t, now, wall(), 1_000, Micros::ZERO) {
             Err(Refusal::OverQuota {
                 policy: "rpm",
                 limit: 2,
@@ -277,9 +375,9 @@ mod tests {
         // Tokens: 4,000 left of 6,000; a 5,000-token call waits 10 s for 1,000 more, and the
         // request unit it took is given back.
         let later = now + Duration::from_secs(60);
-        let r = acc.reserve(&t, later, 5_000, Micros::ZERO);
+        let r = acc.reserve(&t, later, wall(), 5_000, Micros::ZERO);
         assert!(r.is_ok(), "a minute later both quotas have refilled: {r:?}");
-        let r = acc.reserve(&t, later, 5_000, Micros::ZERO);
+        let r = acc.reserve(&t, later, wall(), 5_000, Micros::ZERO);
         match r {
             Err(Refusal::OverQuota {
                 policy: "tpm",
@@ -289,7 +387,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(
-            acc.reserve(&t, later, 0, Micros::ZERO).is_ok(),
+            acc.reserve(&t, later, wall(), 0, Micros::ZERO).is_ok(),
             "rpm was refunded"
         );
     }
@@ -318,10 +416,10 @@ mod tests {
                 let (acc, t, admitted) = (acc.clone(), t.clone(), admitted.clone());
                 std::thread::spawn(move || {
                     for i in 0..125u64 {
-                        if let Ok(Some(r)) = acc.reserve(&t, now, 10, Micros(1_000)) {
+                        if let Ok(Some(r)) = acc.reserve(&t, now, wall(), 10, Micros(1_000)) {
                             admitted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             let used = 500 + (k * 125 + i) * 7919 % 1_001;
-                            acc.settle(r, now, 10, Micros(used));
+                            acc.settle(r, now, wall(), 10, Micros(used));
                         }
                     }
                 })
@@ -335,5 +433,67 @@ mod tests {
         // Overspend is bounded by one call's excess over its reservation (500).
         assert!(b.spent.0 <= 100_000 + 500, "spent {}", b.spent);
         assert!(admitted.load(std::sync::atomic::Ordering::Relaxed) >= 90);
+    }
+}
+
+#[cfg(test)]
+mod calendar_tests {
+    use super::*;
+
+    fn at(day: i64, secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(day as u64 * 86_400 + secs)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tokens_per_day_and_spend_per_month_reset_with_the_utc_calendar() {
+        let now = Instant::now();
+        let acc = Accounts::default();
+        let t: Arc<str> = Arc::from("acme");
+        acc.set_limits(
+            &t,
+            Limits {
+                tokens_per_day: Some(10_000),
+                spend_per_month: Some(Micros(5_000)),
+                ..Limits::default()
+            },
+            now,
+        );
+        // 2026-11-30, 23:00 UTC: 6,000 tokens used; the next 6,000 would pass the day's quota.
+        let late = at(20_787, 23 * 3_600);
+        let r = acc
+            .reserve(&t, now, late, 6_000, Micros(1_000))
+            .unwrap()
+            .unwrap();
+        acc.settle(r, now, late, 6_000, Micros(1_000));
+        match acc.reserve(&t, now, late, 6_000, Micros(1_000)) {
+            Err(Refusal::OverQuota {
+                policy: "tokens_per_day",
+                retry_after,
+                window_secs: 86_400,
+                ..
+            }) => assert_eq!(retry_after, Duration::from_secs(3_600)),
+            other => panic!("{other:?}"),
+        }
+        // An hour later it is December: a new day and a new month.
+        let next = at(20_788, 0);
+        let r = acc
+            .reserve(&t, now, next, 6_000, Micros(4_000))
+            .unwrap()
+            .unwrap();
+        acc.settle(r, now, next, 6_000, Micros(4_000));
+        match acc.reserve(&t, now, next, 10, Micros(2_000)) {
+            Err(Refusal::OverQuota {
+                policy: "spend_per_month",
+                limit: 5_000,
+                window_secs,
+                retry_after,
+                ..
+            }) => {
+                assert_eq!(window_secs, 31 * 86_400);
+                assert_eq!(retry_after, Duration::from_secs(31 * 86_400));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(acc.reserve(&t, now, next, 10, Micros(900)).is_ok());
     }
 }

@@ -191,6 +191,8 @@ impl GatewayBuilder {
                 credits: t.credits.and_then(Micros::from_units),
                 rpm: t.rpm,
                 tpm: t.tpm,
+                tokens_per_day: t.tokens_per_day,
+                spend_per_month: t.spend_per_month.and_then(Micros::from_units),
             };
             if limits.any() {
                 b = b.tenant_limits(tenant, limits);

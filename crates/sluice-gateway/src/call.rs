@@ -108,7 +108,9 @@ impl Call {
         if let Some(held) = self.reservation.take() {
             let tokens = self.record.usage.map_or(0, |u| u.total_tokens());
             let cost = Micros(self.record.cost_micros.unwrap_or(0));
-            self.gw.accounts.settle(held, now, tokens, cost);
+            self.gw
+                .accounts
+                .settle(held, now, std::time::SystemTime::now(), tokens, cost);
         }
         self.gw.settle(&self.record);
     }

@@ -3,6 +3,7 @@
 //! sent, and settled from what it really used once it ends (see `Call`).
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use sluice_core::{ChatRequest, DEFAULT_OUTPUT_ESTIMATE, ErrorKind, GatewayError, Usage};
 use sluice_economy::{Micros, Refusal, Reservation, estimate};
@@ -35,7 +36,13 @@ pub fn reserve(
     };
     let cost = gw.catalog.cost(&d.model, &worst).unwrap_or(Micros::ZERO);
     gw.accounts
-        .reserve(tenant, Instant::now(), prompt + output, cost)
+        .reserve(
+            tenant,
+            Instant::now(),
+            SystemTime::now(),
+            prompt + output,
+            cost,
+        )
         .map_err(|r| refusal(&r))
 }
 
@@ -47,6 +54,7 @@ fn refusal(r: &Refusal) -> GatewayError {
         Refusal::OverQuota {
             policy,
             limit,
+            window_secs,
             retry_after,
             ..
         } => {
@@ -56,7 +64,10 @@ fn refusal(r: &Refusal) -> GatewayError {
                 format!("{r}; retry after {secs} s"),
             )
             .with_retry_after(*retry_after)
-            .with_header("ratelimit-policy", format!("\"{policy}\";q={limit};w=60"))
+            .with_header(
+                "ratelimit-policy",
+                format!("\"{policy}\";q={limit};w={window_secs}"),
+            )
             .with_header("ratelimit", format!("\"{policy}\";r=0;t={secs}"))
         }
     }

@@ -52,22 +52,8 @@ fn rfc3339_after(wall_now: std::time::SystemTime, d: Duration) -> String {
         .unwrap_or(0);
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    let (y, mo, dd) = civil_from_days(days as i64);
+    let (y, mo, dd) = sluice_core::calendar::civil_from_days(days as i64);
     format!("{y:04}-{mo:02}-{dd:02}T{h:02}:{m:02}:{s:02}Z")
-}
-
-/// Days since 1970-01-01 → (year, month, day) (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 impl RateState {
@@ -124,12 +110,6 @@ mod tests {
         assert_eq!(go_duration(Duration::from_secs(1)), "1s");
         assert_eq!(go_duration(Duration::from_secs(360)), "6m0s");
         assert_eq!(go_duration(Duration::from_millis(179_560)), "2m59.56s");
-    }
-
-    #[test]
-    fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_787), (2026, 11, 30));
     }
 
     #[test]

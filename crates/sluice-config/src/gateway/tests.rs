@@ -274,8 +274,13 @@ fn tenants_lanes_and_deployment_rate_limits_are_read_and_checked() {
 [tenants.acme]
 lane = "batch"
 [tenants.globex]
+credits = 5.0
+tokens_per_day = 100000
+spend_per_month = 20.0
 [tenants.initech]
 lane = "bulk"
+tokens_per_day = 0
+spend_per_month = -1.0
 [providers.p]
 kind = "openai"
 base_url = "http://localhost:1/v1"
@@ -286,15 +291,29 @@ deployments = [{ provider = "p", model = "x", rpm = 500, tpm = 200000 }, { provi
     let paths: Vec<&str> = err.iter().map(|d| d.path.as_str()).collect();
     assert_eq!(
         paths,
-        ["tenants.initech.lane", "models.a.deployments[1].rpm"],
+        [
+            "tenants.initech.lane",
+            "tenants.initech.tokens_per_day",
+            "tenants.initech.spend_per_month",
+            "models.a.deployments[1].rpm"
+        ],
         "{err}"
     );
     assert!(err.to_string().contains("`bulk` is not a lane"), "{err}");
-    let ok = text.replace("lane = \"bulk\"", "").replace(", rpm = 0", "");
+    let ok = text
+        .replace("lane = \"bulk\"", "")
+        .replace("tokens_per_day = 0", "")
+        .replace("spend_per_month = -1.0", "")
+        .replace(", rpm = 0", "");
     let cfg = load(&ok, &env(&[]), &[]).unwrap();
     assert_eq!(cfg.tenants.len(), 3);
     assert_eq!(cfg.tenants[0].1.lane.as_deref(), Some("batch"));
     assert_eq!(cfg.tenants[1].1.lane, None);
+    let g = &cfg.tenants[1].1;
+    assert_eq!(
+        (g.credits, g.tokens_per_day, g.spend_per_month),
+        (Some(5.0), Some(100_000), Some(20.0))
+    );
     let d = &cfg.models[0].1.deployments;
     assert_eq!((d[0].rpm, d[0].tpm), (Some(500), Some(200_000)));
     assert_eq!((d[1].rpm, d[1].tpm), (None, None));
