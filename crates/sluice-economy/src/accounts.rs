@@ -119,6 +119,10 @@ pub struct Balance {
     pub spent: Micros,
     /// Reserved by calls in flight.
     pub reserved: Micros,
+    /// Tokens settled in the UTC day of the last call.
+    pub tokens_today: u64,
+    /// Spend settled in the UTC month of the last call.
+    pub spent_this_month: Micros,
     /// Its limits.
     pub limits: Limits,
 }
@@ -287,8 +291,15 @@ impl Accounts {
         self.accounts.lock().get(tenant).map(|a| Balance {
             spent: a.spent,
             reserved: a.reserved,
+            tokens_today: a.day_tokens,
+            spent_this_month: a.month_spent,
             limits: a.limits,
         })
+    }
+
+    /// Every tenant with an account.
+    pub fn tenants(&self) -> Vec<Arc<str>> {
+        self.accounts.lock().keys().cloned().collect()
     }
 }
 

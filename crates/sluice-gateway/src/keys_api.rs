@@ -172,8 +172,9 @@ pub async fn revoke(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) ->
     }
 }
 
-/// `GET /admin/tenants`: every tenant sluice knows (configured, or owning a key), with its
-/// default lane and how many keys it has.
+/// `GET /admin/tenants`: every tenant sluice knows (configured, owning a key, or with
+/// credits or quotas), with its default lane, how many keys it has, and its account: limits,
+/// what it spent (micro-units) and has reserved, its tokens today and spend this month.
 pub async fn tenants(State(gw): State<Arc<Gateway>>) -> Response {
     let mut all: BTreeMap<String, (Option<String>, usize)> = BTreeMap::new();
     for (t, lane) in &gw.tenant_lanes {
@@ -182,9 +183,27 @@ pub async fn tenants(State(gw): State<Arc<Gateway>>) -> Response {
     for k in gw.keys.list() {
         all.entry(k.spec.tenant.to_string()).or_default().1 += 1;
     }
+    for t in gw.accounts.tenants() {
+        all.entry(t.to_string()).or_default();
+    }
     let tenants: Vec<Value> = all
         .into_iter()
-        .map(|(t, (lane, keys))| json!({"tenant": t, "lane": lane, "keys": keys}))
+        .map(|(t, (lane, keys))| {
+            let account = gw.accounts.balance(&t).map(|b| {
+                json!({
+                    "credits_micros": b.limits.credits.map(|c| c.0),
+                    "rpm": b.limits.rpm,
+                    "tpm": b.limits.tpm,
+                    "tokens_per_day": b.limits.tokens_per_day,
+                    "spend_per_month_micros": b.limits.spend_per_month.map(|c| c.0),
+                    "spent_micros": b.spent.0,
+                    "reserved_micros": b.reserved.0,
+                    "tokens_today": b.tokens_today,
+                    "spent_this_month_micros": b.spent_this_month.0,
+                })
+            });
+            json!({"tenant": t, "lane": lane, "keys": keys, "account": account})
+        })
         .collect();
     Json(json!({ "tenants": tenants })).into_response()
 }

@@ -99,4 +99,20 @@ async fn credits_cover_the_worst_case_of_calls_in_flight_and_come_back_when_they
     let b = r.gw.accounts().balance("acme").unwrap();
     assert_eq!((b.spent, b.reserved), (Micros::ZERO, Micros::ZERO));
     assert_eq!(ask_with(&r.router, &ACME, "c-3", false).await.status, 200);
+    let req = http::Request::get("/admin/tenants")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let resp = tower::ServiceExt::oneshot(r.router.clone(), req)
+        .await
+        .unwrap();
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let acme = &v["tenants"][0];
+    assert_eq!(acme["tenant"], "acme");
+    assert_eq!(acme["account"]["credits_micros"], 600);
+    assert_eq!(acme["account"]["spent_micros"], 0);
+    assert_eq!(acme["account"]["reserved_micros"], 0);
 }
