@@ -445,11 +445,6 @@ mod tests {
         assert!(b.spent.0 <= 100_000 + 500, "spent {}", b.spent);
         assert!(admitted.load(std::sync::atomic::Ordering::Relaxed) >= 90);
     }
-}
-
-#[cfg(test)]
-mod calendar_tests {
-    use super::*;
 
     fn at(day: i64, secs: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(day as u64 * 86_400 + secs)

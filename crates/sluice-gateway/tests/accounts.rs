@@ -10,7 +10,7 @@ use std::time::Duration;
 use sluice_economy::{Limits, Micros, Price};
 use tokio::time::sleep;
 
-use crate::scripted::{ask_with, rig};
+use crate::scripted::{ask_with, get_json, rig};
 
 const ACME: [(&str, &str); 1] = [("x-sluice-tenant", "acme")];
 
@@ -99,17 +99,7 @@ async fn credits_cover_the_worst_case_of_calls_in_flight_and_come_back_when_they
     let b = r.gw.accounts().balance("acme").unwrap();
     assert_eq!((b.spent, b.reserved), (Micros::ZERO, Micros::ZERO));
     assert_eq!(ask_with(&r.router, &ACME, "c-3", false).await.status, 200);
-    let req = http::Request::get("/admin/tenants")
-        .body(axum::body::Body::empty())
-        .unwrap();
-    let resp = tower::ServiceExt::oneshot(r.router.clone(), req)
-        .await
-        .unwrap();
-    let bytes = http_body_util::BodyExt::collect(resp.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let v = get_json(&r.router, "/admin/tenants").await;
     let acme = &v["tenants"][0];
     assert_eq!(acme["tenant"], "acme");
     assert_eq!(acme["account"]["credits_micros"], 600);

@@ -13,7 +13,7 @@ use sluice_tail::RetryPolicy;
 use sluice_tail::limit::LimitSpec;
 use tokio::time::{Instant, sleep};
 
-use crate::scripted::{End, ask, ask_with, dep, lanes, rig, rig_over, scrape};
+use crate::scripted::{End, ask, ask_with, dep, get_json, lanes, rig, rig_over, scrape};
 
 #[tokio::test(start_paused = true)]
 async fn a_limit_caps_requests_in_flight_and_the_rest_wait_rather_than_fail() {
@@ -347,17 +347,7 @@ async fn while_one_deployment_is_paced_new_requests_go_to_one_that_is_free() {
 async fn admin_upstreams_shows_what_the_pacer_holds() {
     let r = rig_over(vec![paced("a", 1, 120)], |b| b);
     ask(&r.router, None, "u-0").await;
-    let req = http::Request::get("/admin/upstreams")
-        .body(axum::body::Body::empty())
-        .unwrap();
-    let resp = tower::ServiceExt::oneshot(r.router.clone(), req)
-        .await
-        .unwrap();
-    let bytes = http_body_util::BodyExt::collect(resp.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let v = get_json(&r.router, "/admin/upstreams").await;
     let a = &v["groups"][0]["deployments"][0]["admission"];
     assert_eq!(a["pace_requests"]["per_minute"], 120);
     assert_eq!(a["pace_requests"]["burst"], 2);

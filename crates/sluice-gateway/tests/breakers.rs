@@ -11,20 +11,7 @@ use sluice_core::ErrorKind;
 use sluice_tail::{BreakerPolicy, BreakerState, RetryPolicy};
 use tokio::time::{Instant, sleep};
 
-use crate::scripted::{End, Rig, ask, rig, scrape};
-
-/// `GET /admin/upstreams`, through the router.
-async fn admin_upstreams(router: &axum::Router) -> serde_json::Value {
-    use http_body_util::BodyExt;
-    use tower::ServiceExt;
-    let req = http::Request::get("/admin/upstreams")
-        .body(axum::body::Body::empty())
-        .unwrap();
-    let resp = router.clone().oneshot(req).await.unwrap();
-    assert_eq!(resp.status(), 200);
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    serde_json::from_slice(&bytes).unwrap()
-}
+use crate::scripted::{End, Rig, ask, get_json, rig, scrape};
 
 fn policy() -> BreakerPolicy {
     BreakerPolicy {
@@ -61,7 +48,7 @@ async fn a_failing_upstream_is_cut_out_then_probed_back_in() {
         ),
         "{page}"
     );
-    let status = admin_upstreams(&r.router).await;
+    let status = get_json(&r.router, "/admin/upstreams").await;
     let a_status = &status["groups"][0]["deployments"][0];
     assert_eq!(a_status["name"], "a");
     assert_eq!(a_status["breaker"]["state"], "open");

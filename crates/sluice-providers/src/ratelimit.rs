@@ -34,16 +34,11 @@ impl RateReport {
 /// instants).
 pub fn parse(headers: &HeaderMap, now: SystemTime) -> RateLimits {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let number = |name: String| get(&name)?.trim().parse::<u64>().ok();
     let openai = |dim: &str| {
         Some(Quota {
-            limit: get(&format!("x-ratelimit-limit-{dim}"))?
-                .trim()
-                .parse()
-                .ok()?,
-            remaining: get(&format!("x-ratelimit-remaining-{dim}"))?
-                .trim()
-                .parse()
-                .ok()?,
+            limit: number(format!("x-ratelimit-limit-{dim}"))?,
+            remaining: number(format!("x-ratelimit-remaining-{dim}"))?,
             reset: delay(get(&format!("x-ratelimit-reset-{dim}"))?)?,
         })
     };
@@ -51,14 +46,8 @@ pub fn parse(headers: &HeaderMap, now: SystemTime) -> RateLimits {
         let reset = get(&format!("anthropic-ratelimit-{dim}-reset"))?;
         let at = humantime::parse_rfc3339_weak(reset.trim()).ok()?;
         Some(Quota {
-            limit: get(&format!("anthropic-ratelimit-{dim}-limit"))?
-                .trim()
-                .parse()
-                .ok()?,
-            remaining: get(&format!("anthropic-ratelimit-{dim}-remaining"))?
-                .trim()
-                .parse()
-                .ok()?,
+            limit: number(format!("anthropic-ratelimit-{dim}-limit"))?,
+            remaining: number(format!("anthropic-ratelimit-{dim}-remaining"))?,
             reset: at.duration_since(now).unwrap_or(Duration::ZERO),
         })
     };

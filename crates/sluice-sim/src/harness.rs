@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde::Serialize;
+use sluice_core::CallRecord;
 use sluice_gateway::gateway::BuildError;
 use sluice_gateway::{Gateway, GatewayBuilder};
 use sluice_providers::WithTimeouts;
@@ -83,6 +84,19 @@ pub fn rig(s: &Scenario, seed: u64, builder: GatewayBuilder) -> Result<Rig, Buil
 /// Runs `s` on a fresh single-threaded runtime with the clock paused.
 pub fn run(s: &Scenario) -> Result<Report, HarnessError> {
     run_with(s, GatewayBuilder::new())
+}
+
+/// Runs `s` as [`run_with`] does, keeping every call record the gateway settled.
+pub fn run_recorded(
+    s: &Scenario,
+    builder: GatewayBuilder,
+) -> Result<(Report, Vec<CallRecord>), HarnessError> {
+    let records = Arc::new(Mutex::new(Vec::new()));
+    let sink = records.clone();
+    let builder = builder.on_record(Arc::new(move |r: &CallRecord| sink.lock().push(r.clone())));
+    let report = run_with(s, builder)?;
+    let records = std::mem::take(&mut *records.lock());
+    Ok((report, records))
 }
 
 /// Runs `s` with a gateway started from `builder` (a policy switched on or off on top of the

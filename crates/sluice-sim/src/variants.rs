@@ -38,6 +38,15 @@ fn broken(b: GatewayBuilder) -> GatewayBuilder {
     admitted(b).breakers(BreakerPolicy::default())
 }
 
+/// A gateway builder with the policies of the column called `name` (`sluice`, `+hedging`,
+/// `+admission`, `+breakers`), if there is one.
+pub fn builder(name: &str) -> Option<GatewayBuilder> {
+    all()
+        .into_iter()
+        .find(|v| v.name == name)
+        .map(|v| (v.apply)(GatewayBuilder::new()))
+}
+
 /// Every column, in order, each adding a policy to the one before. Each policy adds one as
 /// it lands.
 pub fn all() -> Vec<Variant> {

@@ -6,31 +6,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use sluice_core::{CallRecord, ErrorKind};
 use sluice_gateway::GatewayBuilder;
-use sluice_sim::harness::{Report, run_with};
+use sluice_sim::harness::{Report, run_recorded, run_with};
 use sluice_sim::scenario::Scenario;
 use sluice_sim::variants;
 use sluice_tail::admission::LaneSpec;
 use tokio::time::Instant;
 
 fn admission() -> GatewayBuilder {
-    let v = variants::all()
-        .into_iter()
-        .find(|v| v.name == "+admission")
-        .unwrap();
-    (v.apply)(GatewayBuilder::new())
-}
-
-/// Runs `s` with `builder`, keeping every call record.
-fn recorded(s: &Scenario, builder: GatewayBuilder) -> (Report, Vec<CallRecord>) {
-    let records = Arc::new(Mutex::new(Vec::new()));
-    let sink = records.clone();
-    let builder = builder.on_record(Arc::new(move |r: &CallRecord| sink.lock().push(r.clone())));
-    let report = run_with(s, builder).unwrap();
-    let records = records.lock().clone();
-    (report, records)
+    variants::builder("+admission").unwrap()
 }
 
 fn secs(d: Duration) -> f64 {
@@ -61,12 +46,20 @@ fn ttfb(r: &CallRecord) -> f64 {
 /// minute (10 a second, enforced a second at a time), 69% of requests interactive (streams,
 /// Poisson at 5.52/s) and 31% batch, arriving as bursts of 200 at once every 80 s; on average
 /// 0.8 of the limit.
-const SEED_EXERCISE: &str = r#"
+fn seed_exercise() -> String {
+    behind_600_rpm("seed-exercise", 6, 400, 5.52)
+}
+
+/// One upstream with a rate limit of 600 a minute (10 a second, enforced a second at a
+/// time) and Poisson interactive streams at `interactive_rate` a second, for `secs`.
+fn behind_600_rpm(name: &str, seed: u64, secs: u64, interactive_rate: f64) -> String {
+    format!(
+        r#"
 [scenario]
-name = "seed-exercise"
-description = "The seed's incident: batch bursts of 200 behind a shared rate limit"
-seed = 6
-duration = "400s"
+name = "{name}"
+description = "interactive streams and batch behind a shared 600 RPM limit"
+seed = {seed}
+duration = "{secs}s"
 slo = "10s"
 
 [gateway]
@@ -83,15 +76,17 @@ rpm = 600
 rpm_burst = 10
 
 [models.review]
-deployments = [{ provider = "shared", model = "review-large" }]
+deployments = [{{ provider = "shared", model = "review-large" }}]
 
 [[traffic]]
 lane = "interactive"
 model = "review"
-rate = 5.52
+rate = {interactive_rate}
 prompt_tokens = 1000
 stream = true
-"#;
+"#
+    )
+}
 
 fn with_bursts(text: &str, at: &[u64]) -> String {
     let mut out = text.to_string();
@@ -116,11 +111,11 @@ const BURSTS: [u64; 5] = [20, 100, 180, 260, 340];
 /// 200 / limit = 20 s would need the interactive lane to stop).
 #[test]
 fn batch_bursts_behind_a_rate_limit_finish_without_429s_or_hurting_interactive_users() {
-    let s = Scenario::parse(&with_bursts(SEED_EXERCISE, &BURSTS)).unwrap();
-    let quiet = Scenario::parse(SEED_EXERCISE).unwrap();
+    let s = Scenario::parse(&with_bursts(&seed_exercise(), &BURSTS)).unwrap();
+    let quiet = Scenario::parse(&seed_exercise()).unwrap();
     let off = run_with(&s, GatewayBuilder::new()).unwrap();
-    let (on, records) = recorded(&s, admission());
-    let (_, alone) = recorded(&quiet, admission());
+    let (on, records) = run_recorded(&s, admission()).unwrap();
+    let (_, alone) = run_recorded(&quiet, admission()).unwrap();
 
     let rate_429 = |r: &Report| {
         let u = &r.upstreams["shared"];
@@ -169,37 +164,9 @@ fn batch_bursts_behind_a_rate_limit_finish_without_429s_or_hurting_interactive_u
 
 /// Sustained overload: 13 requests a second (4 interactive, 9 batch, Poisson) for ten
 /// minutes at an upstream that serves 10.
-const OVERLOAD: &str = r#"
-[scenario]
-name = "overload"
-description = "1.3x the upstream's rate limit for ten minutes"
-seed = 8
-duration = "600s"
-slo = "10s"
-
-[gateway]
-first_byte_timeout = "60s"
-idle_timeout = "30s"
-
-[upstreams.shared]
-ttft_median = "800ms"
-ttft_sigma = 0.4
-per_token = "10ms"
-tokens_per_chunk = 4
-output_tokens_median = 100
-rpm = 600
-rpm_burst = 10
-
-[models.review]
-deployments = [{ provider = "shared", model = "review-large" }]
-
-[[traffic]]
-lane = "interactive"
-model = "review"
-rate = 4.0
-prompt_tokens = 1000
-stream = true
-"#;
+fn overload() -> String {
+    behind_600_rpm("overload", 8, 600, 4.0)
+}
 
 const BATCH_TRAFFIC: &str = r#"
 [[traffic]]
@@ -234,10 +201,10 @@ fn overload_lanes() -> Vec<LaneSpec> {
 /// with no batch at all.
 #[test]
 fn sustained_overload_refuses_honestly_at_the_door_and_loses_nothing_accepted() {
-    let s = Scenario::parse(&format!("{OVERLOAD}{BATCH_TRAFFIC}")).unwrap();
-    let quiet = Scenario::parse(OVERLOAD).unwrap();
-    let (report, records) = recorded(&s, admission().lanes(overload_lanes()));
-    let (_, alone) = recorded(&quiet, admission().lanes(overload_lanes()));
+    let s = Scenario::parse(&format!("{}{BATCH_TRAFFIC}", overload())).unwrap();
+    let quiet = Scenario::parse(&overload()).unwrap();
+    let (report, records) = run_recorded(&s, admission().lanes(overload_lanes())).unwrap();
+    let (_, alone) = run_recorded(&quiet, admission().lanes(overload_lanes())).unwrap();
 
     let refused: Vec<&CallRecord> = records.iter().filter(|r| !r.is_success()).collect();
     assert!(
@@ -366,8 +333,8 @@ stream = false
 #[test]
 fn when_capacity_halves_the_limit_follows_and_interactive_latency_recovers() {
     let s = Scenario::parse(HALVING).unwrap();
-    let (_, off) = recorded(&s, GatewayBuilder::new());
-    let (_, on) = recorded(&s, admission());
+    let (_, off) = run_recorded(&s, GatewayBuilder::new()).unwrap();
+    let (_, on) = run_recorded(&s, admission()).unwrap();
 
     let t0 = on.iter().map(|r| r.timings.received).min().unwrap();
     let halved = t0 + Duration::from_secs(200);

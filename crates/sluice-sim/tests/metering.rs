@@ -3,13 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::Arc;
-
-use parking_lot::Mutex;
 use sluice_core::CallRecord;
 use sluice_economy::{Micros, Price};
 use sluice_gateway::GatewayBuilder;
-use sluice_sim::harness::run_with;
+use sluice_sim::harness::run_recorded;
 use sluice_sim::scenario::Scenario;
 
 #[test]
@@ -21,13 +18,8 @@ fn each_answer_is_priced_from_its_reported_usage_and_unpriced_models_cost_nothin
         cache_write: Micros(2_000_000),
         output: Micros(8_000_000),
     };
-    let records = Arc::new(Mutex::new(Vec::new()));
-    let sink = records.clone();
-    let builder = GatewayBuilder::new()
-        .price("alpha-chat", price)
-        .on_record(Arc::new(move |r: &CallRecord| sink.lock().push(r.clone())));
-    run_with(&s, builder).unwrap();
-    let records = records.lock();
+    let builder = GatewayBuilder::new().price("alpha-chat", price);
+    let (_, records) = run_recorded(&s, builder).unwrap();
     let total: u64 = records.iter().filter_map(|r| r.cost_micros).sum();
     assert!(total > 0);
     let (mut priced, mut unpriced) = (0, 0);
@@ -101,14 +93,10 @@ stream = false
         credits: Some(credits),
         ..sluice_economy::Limits::default()
     };
-    let records = Arc::new(Mutex::new(Vec::new()));
-    let sink = records.clone();
     let builder = GatewayBuilder::new()
         .price("alpha-chat", price)
-        .tenant_limits("acme", limits)
-        .on_record(Arc::new(move |r: &CallRecord| sink.lock().push(r.clone())));
-    let report = run_with(&s, builder).unwrap();
-    let records = records.lock();
+        .tenant_limits("acme", limits);
+    let (report, records) = run_recorded(&s, builder).unwrap();
     let ok: Vec<&CallRecord> = records.iter().filter(|r| r.is_success()).collect();
     let refused = records.iter().filter(|r| r.status == 402).count();
     let spent: u64 = ok.iter().filter_map(|r| r.cost_micros).sum();

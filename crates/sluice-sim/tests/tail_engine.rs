@@ -3,37 +3,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
-use sluice_core::{AttemptOutcome, CallRecord};
+use sluice_core::AttemptOutcome;
 use sluice_gateway::GatewayBuilder;
-use sluice_sim::harness::{Report, run, run_with};
+use sluice_sim::harness::{Report, run, run_recorded, run_with};
 use sluice_sim::scenario::{BUILTIN, Scenario};
 use sluice_sim::variants;
 use sluice_tail::{HedgePolicy, RetryPolicy};
 
 fn scenario(name: &str) -> Scenario {
     Scenario::builtin(name).unwrap().unwrap()
-}
-
-fn variant(name: &str) -> GatewayBuilder {
-    let v = variants::all()
-        .into_iter()
-        .find(|v| v.name == name)
-        .unwrap();
-    (v.apply)(GatewayBuilder::new())
-}
-
-/// Runs `s` with `builder`, keeping every call record.
-fn recorded(s: &Scenario, builder: GatewayBuilder) -> (Report, Vec<CallRecord>) {
-    let records = Arc::new(Mutex::new(Vec::new()));
-    let sink = records.clone();
-    let builder = builder.on_record(Arc::new(move |r: &CallRecord| sink.lock().push(r.clone())));
-    let report = run_with(s, builder).unwrap();
-    let records = records.lock().clone();
-    (report, records)
 }
 
 fn secs(d: Duration) -> f64 {
@@ -107,7 +87,7 @@ fn hedging_cuts_p99_and_p999_at_a_bounded_cost_and_beats_timeout_and_retry() {
 fn a_breaker_takes_a_dead_upstream_out_within_seconds_and_lets_it_back() {
     let s = scenario("outage");
     let plain = run(&s).unwrap();
-    let (broken, records) = recorded(&s, variant("+breakers"));
+    let (broken, records) = run_recorded(&s, variants::builder("+breakers").unwrap()).unwrap();
     let count = broken.summary.all.count;
     eprintln!(
         "failed: plain {} of {}, with breakers {} ({:?})",
@@ -215,7 +195,7 @@ fn a_two_second_deadline_holds_in_every_scenario() {
         s.meta.slo = Some(Duration::from_millis(2_050));
         for (label, builder) in [
             ("plain", GatewayBuilder::new()),
-            ("all policies", variant("+breakers")),
+            ("all policies", variants::builder("+breakers").unwrap()),
         ] {
             let r = run_with(&s, builder).unwrap();
             let all = &r.summary.all;

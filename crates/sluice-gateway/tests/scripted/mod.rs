@@ -315,3 +315,12 @@ pub async fn scrape(router: &axum::Router) -> String {
     )
     .unwrap()
 }
+
+/// A `GET` of an admin route through the router, expecting 200 and JSON.
+pub async fn get_json(router: &axum::Router, path: &str) -> Value {
+    let req = http::Request::get(path).body(Body::empty()).unwrap();
+    let resp = router.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), 200, "{path}");
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    serde_json::from_slice(&bytes).unwrap()
+}

@@ -154,11 +154,7 @@ fn a_scenario_can_switch_hedging_on_itself() {
 }
 
 fn admitted(s: &Scenario) -> Report {
-    let v = crate::variants::all()
-        .into_iter()
-        .find(|v| v.name == "+admission")
-        .unwrap();
-    run_with(s, (v.apply)(sluice_gateway::GatewayBuilder::new())).unwrap()
+    run_with(s, crate::variants::builder("+admission").unwrap()).unwrap()
 }
 
 #[test]
@@ -218,11 +214,7 @@ fn admitted_runs_repeat_exactly() {
 fn breakers_cut_an_outage_down_to_the_calls_that_found_it() {
     let s = scenario("outage");
     let plain = run(&s).unwrap();
-    let v = crate::variants::all()
-        .into_iter()
-        .find(|v| v.name == "+breakers")
-        .unwrap();
-    let broken = run_with(&s, (v.apply)(sluice_gateway::GatewayBuilder::new())).unwrap();
+    let broken = run_with(&s, crate::variants::builder("+breakers").unwrap()).unwrap();
     let failed = |r: &Report| r.summary.all.count - r.summary.all.ok;
     assert!(failed(&plain) > 500, "{}", failed(&plain));
     assert!(

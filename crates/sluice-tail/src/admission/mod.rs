@@ -143,6 +143,17 @@ struct Lane {
     granted: Recent,
 }
 
+impl Lane {
+    /// The waiter whose turn it is, dropping those in front of it who gave up (a deadline,
+    /// a client gone): pruned as they come up, not by a scan of the whole queue per grant.
+    fn next_waiter(&mut self) -> Option<&Waiter> {
+        while self.waiting.peek().is_some_and(|w| w.tx.is_closed()) {
+            self.waiting.pop();
+        }
+        self.waiting.peek()
+    }
+}
+
 struct State {
     limit: usize,
     inflight: usize,
@@ -283,20 +294,16 @@ pub struct AdmissionStats {
 fn grant(inner: &Arc<Inner>, st: &mut State) -> (Vec<Permit>, Option<Instant>) {
     let mut spilled = Vec::new();
     let now = Instant::now();
-    for l in &mut st.lanes {
-        l.waiting.retain(|w| !w.tx.is_closed());
-    }
     while st.inflight < st.limit {
         let Some(i) = next_lane(st.limit, &st.loads(now)) else {
             break;
         };
-        let Some(tokens) = st
-            .lanes
-            .get(i)
-            .and_then(|l| l.waiting.peek())
-            .map(|w| w.tokens)
-        else {
+        let Some(lane) = st.lanes.get_mut(i) else {
             break;
+        };
+        let Some(tokens) = lane.next_waiter().map(|w| w.tokens) else {
+            // The lane held only requests that had gone: weigh the lanes again.
+            continue;
         };
         let ready = st.ready_at(now, tokens);
         if ready > now {
@@ -468,7 +475,10 @@ impl Admission {
             let Some(l) = st.lanes.get_mut(lane) else {
                 return Err(Rejected::QueueFull { lane, retry_after });
             };
-            l.waiting.retain(|w| !w.tx.is_closed());
+            if l.waiting.len() >= l.spec.max_queue {
+                // Full, perhaps of requests that have gone: count only those still waiting.
+                l.waiting.retain(|w| !w.tx.is_closed());
+            }
             if l.waiting.len() >= l.spec.max_queue {
                 return Err(Rejected::QueueFull { lane, retry_after });
             }

@@ -75,45 +75,25 @@ mod tests {
 
     #[test]
     fn a_lane_over_its_share_of_recent_calls_waits_even_with_few_slots() {
-        // Behind a rate limit: interactive holds 40 of 64 slots (under its 80%) but had 80% of
-        // the recent calls; batch holds 5 (under its 20%) but had the other 20%... and more.
-        let fair = [
-            LaneLoad {
-                recent: 0.8,
-                ..lane(0.8, 40, 5)
-            },
-            LaneLoad {
-                recent: 0.2,
-                ..lane(0.2, 5, 5)
-            },
-        ];
-        assert_eq!(
-            next_lane(64, &fair),
-            Some(0),
-            "equal fill: the earlier lane"
-        );
-        let greedy_batch = [
-            LaneLoad {
-                recent: 0.7,
-                ..lane(0.8, 40, 5)
-            },
-            LaneLoad {
-                recent: 0.3,
-                ..lane(0.2, 5, 5)
-            },
-        ];
-        assert_eq!(next_lane(64, &greedy_batch), Some(0));
-        let starved_batch = [
-            LaneLoad {
-                recent: 0.95,
-                ..lane(0.8, 40, 5)
-            },
-            LaneLoad {
-                recent: 0.05,
-                ..lane(0.2, 5, 5)
-            },
-        ];
-        assert_eq!(next_lane(64, &starved_batch), Some(1));
+        // Behind a rate limit: interactive holds 40 of 64 slots (under its 80%), batch 5
+        // (under its 20%); which goes next depends on their parts of the recent calls.
+        for (interactive_part, batch_part, next, why) in [
+            (0.8, 0.2, 0, "equal fill: the earlier lane"),
+            (0.7, 0.3, 0, "batch took more than its 20% of the calls"),
+            (0.95, 0.05, 1, "batch got less than its 20%"),
+        ] {
+            let loads = [
+                LaneLoad {
+                    recent: interactive_part,
+                    ..lane(0.8, 40, 5)
+                },
+                LaneLoad {
+                    recent: batch_part,
+                    ..lane(0.2, 5, 5)
+                },
+            ];
+            assert_eq!(next_lane(64, &loads), Some(next), "{why}");
+        }
     }
 
     #[test]
