@@ -17,6 +17,9 @@ pub struct Usage {
     pub cached_tokens: u64,
     /// Input tokens written into the provider's prompt cache.
     pub cache_write_tokens: u64,
+    /// The part of `completion_tokens` a reasoning model spent thinking (billed as output).
+    #[serde(default)]
+    pub reasoning_tokens: u64,
 }
 
 impl Usage {
@@ -44,6 +47,7 @@ mod tests {
             completion_tokens: 50,
             cached_tokens: 800,
             cache_write_tokens: 100,
+            reasoning_tokens: 0,
         };
         assert_eq!(u.total_tokens(), 1050);
         assert_eq!(u.uncached_prompt_tokens(), 100);

@@ -127,6 +127,7 @@ mod tests {
             completion_tokens: out,
             cached_tokens: cached,
             cache_write_tokens: write,
+            reasoning_tokens: 0,
         }
     }
 

@@ -12,6 +12,12 @@ struct OpenAiDetails {
     cache_write_tokens: Option<u64>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+struct OpenAiOutputDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
 /// The union of the usage fields OpenAI-compatible providers send.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct OpenAiUsage {
@@ -22,6 +28,9 @@ pub(crate) struct OpenAiUsage {
     /// OpenAI, GLM, vLLM.
     #[serde(default)]
     prompt_tokens_details: Option<OpenAiDetails>,
+    /// OpenAI and DeepSeek's reasoning models.
+    #[serde(default)]
+    completion_tokens_details: Option<OpenAiOutputDetails>,
     /// DeepSeek.
     #[serde(default)]
     prompt_cache_hit_tokens: Option<u64>,
@@ -49,6 +58,11 @@ impl OpenAiUsage {
             completion_tokens: self.completion_tokens.unwrap_or(0),
             cached_tokens: cached,
             cache_write_tokens: details.and_then(|d| d.cache_write_tokens).unwrap_or(0),
+            reasoning_tokens: self
+                .completion_tokens_details
+                .as_ref()
+                .and_then(|d| d.reasoning_tokens)
+                .unwrap_or(0),
         }
     }
 }
@@ -107,6 +121,7 @@ impl AnthropicUsage {
             completion_tokens: self.output_tokens.unwrap_or(0),
             cached_tokens: read,
             cache_write_tokens: write,
+            reasoning_tokens: 0,
         }
     }
 }
@@ -120,6 +135,9 @@ pub fn to_openai_json(u: &Usage) -> Value {
         "prompt_tokens_details": {
             "cached_tokens": u.cached_tokens,
             "cache_write_tokens": u.cache_write_tokens,
+        },
+        "completion_tokens_details": {
+            "reasoning_tokens": u.reasoning_tokens,
         },
     })
 }

@@ -59,6 +59,7 @@ fn usage_of(p: &AnswerPlan) -> Usage {
         completion_tokens: u64::from(p.output_tokens),
         cached_tokens: p.cached_tokens,
         cache_write_tokens: 0,
+        reasoning_tokens: 0,
     }
 }
 

@@ -59,3 +59,17 @@ fn anthropic_counts_cache_reads_and_writes_as_prompt() {
     let back = to_openai_json(&n);
     assert_eq!(back["total_tokens"], 188500);
 }
+
+#[test]
+fn reasoning_tokens_are_read_and_rendered() {
+    let u = from_openai(&json!({
+        "prompt_tokens": 40, "completion_tokens": 900,
+        "completion_tokens_details": {"reasoning_tokens": 768}
+    }))
+    .unwrap();
+    assert_eq!((u.completion_tokens, u.reasoning_tokens), (900, 768));
+    assert_eq!(
+        to_openai_json(&u)["completion_tokens_details"]["reasoning_tokens"],
+        768
+    );
+}

@@ -23,6 +23,7 @@ fn record(now: Instant, ttfb_ms: u64, total_ms: u64) -> CallRecord {
         completion_tokens: 10,
         cached_tokens: 64,
         cache_write_tokens: 0,
+        reasoning_tokens: 0,
     });
     rec
 }

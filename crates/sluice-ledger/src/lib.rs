@@ -1,0 +1,29 @@
+//! The usage ledger: one row per finished call (who, which model and upstream, tokens by
+//! kind, cost, what caching saved, what hedges and retries cost, latency), written in batches
+//! off the request path to an embedded SQLite file or to PostgreSQL, and read back as usage
+//! totals grouped by tenant, model, key, upstream or day.
+//!
+//! Both databases sit behind one [`Store`] trait, and one conformance suite
+//! (`tests/conformance.rs`) runs against each.
+
+pub mod entry;
+pub mod query;
+mod sql;
+pub mod store;
+pub mod writer;
+
+pub use entry::{CacheOutcome, Entry, Tokens};
+pub use query::{GroupBy, QueryError, UsageQuery, UsageRow};
+pub use store::{AnyStore, Durability, PgStore, SqliteStore, Store};
+pub use writer::{Ledger, LedgerStats};
+
+/// What can go wrong with the ledger.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// The database refused or failed.
+    #[error("ledger database: {0}")]
+    Db(#[from] sqlx::Error),
+    /// The writer has stopped (the gateway is shutting down).
+    #[error("the ledger writer has stopped")]
+    Closed,
+}

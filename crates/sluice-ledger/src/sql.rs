@@ -1,0 +1,348 @@
+//! The ledger's SQL, written once for both databases: sqlx's query builder puts each
+//! database's placeholders in, and the few differences (the row id column) are arguments.
+
+use sqlx::query_builder::QueryBuilder;
+use sqlx::{
+    AssertSqlSafe, ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type,
+};
+
+use crate::LedgerError;
+use crate::entry::{CacheOutcome, Entry, Tokens, utc_day};
+use crate::query::{UsageQuery, UsageRow};
+
+/// The ledger table.
+pub(crate) const TABLE: &str = "sluice_ledger";
+
+/// The columns an entry fills, in binding order.
+const COLUMNS: [&str; 25] = [
+    "request_id",
+    "at_ms",
+    "day",
+    "tenant",
+    "api_key",
+    "model_group",
+    "upstream",
+    "model",
+    "status",
+    "error",
+    "stream",
+    "prompt_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "cost_micros",
+    "saved_micros",
+    "extra_micros",
+    "cache",
+    "ttfb_ms",
+    "total_ms",
+    "attempts",
+    "hedges",
+    "retries",
+];
+
+/// Rows per `INSERT`: 25 columns each keeps a statement under SQLite's 32,766 variables.
+pub(crate) const ROWS_PER_INSERT: usize = 400;
+
+/// Creates the table and its indexes if absent; `row_id` declares the database's
+/// auto-numbered key column.
+pub(crate) async fn create<DB>(pool: &Pool<DB>, row_id: &str) -> Result<(), LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+{
+    for statement in schema(row_id) {
+        // Audited: built from this module's constants only.
+        sqlx::query::<DB>(AssertSqlSafe(statement))
+            .execute(pool)
+            .await?;
+    }
+    Ok(())
+}
+
+fn schema(row_id: &str) -> Vec<String> {
+    let mut cols = vec![format!("seq {row_id}")];
+    for c in COLUMNS {
+        let ty = match c {
+            "request_id" | "day" | "cache" => "TEXT NOT NULL",
+            "tenant" | "api_key" | "model_group" | "upstream" | "model" | "error" => "TEXT",
+            "ttfb_ms" => "BIGINT",
+            _ => "BIGINT NOT NULL",
+        };
+        cols.push(format!("{c} {ty}"));
+    }
+    vec![
+        format!("CREATE TABLE IF NOT EXISTS {TABLE} ({})", cols.join(", ")),
+        format!("CREATE INDEX IF NOT EXISTS {TABLE}_at ON {TABLE} (at_ms)"),
+        format!("CREATE INDEX IF NOT EXISTS {TABLE}_tenant_at ON {TABLE} (tenant, at_ms)"),
+    ]
+}
+
+/// A count as the database's signed integer (counts past 2^63 do not occur; they saturate).
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// An entry as the integers and texts its columns hold.
+struct Bound {
+    texts: [Option<String>; 8],
+    ints: [i64; 15],
+    ttfb_ms: Option<i64>,
+    cache: &'static str,
+}
+
+impl Bound {
+    fn of(e: &Entry) -> Self {
+        let t = &e.tokens;
+        Self {
+            texts: [
+                Some(e.request_id.clone()),
+                Some(utc_day(e.at_ms)),
+                e.tenant.clone(),
+                e.api_key.clone(),
+                e.model_group.clone(),
+                e.upstream.clone(),
+                e.model.clone(),
+                e.error.clone(),
+            ],
+            ints: [
+                e.at_ms,
+                i64::from(e.status),
+                i64::from(e.stream),
+                int(t.prompt),
+                int(t.cached),
+                int(t.cache_write),
+                int(t.completion),
+                int(t.reasoning),
+                int(e.cost_micros),
+                e.saved_micros,
+                int(e.extra_micros),
+                int(e.total_ms),
+                i64::from(e.attempts),
+                i64::from(e.hedges),
+                i64::from(e.retries),
+            ],
+            ttfb_ms: e.ttfb_ms.map(int),
+            cache: e.cache.as_str(),
+        }
+    }
+}
+
+/// Inserts `entries`, [`ROWS_PER_INSERT`] to a statement, all in one transaction: every
+/// entry is in the ledger when this returns `Ok`, none when it fails.
+pub(crate) async fn insert<DB>(pool: &Pool<DB>, entries: &[Entry]) -> Result<(), LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<i64>: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<String>: for<'q> Encode<'q, DB> + Type<DB>,
+    &'static str: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    let rows: Vec<Bound> = entries.iter().map(Bound::of).collect();
+    let mut tx = pool.begin().await?;
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let mut q =
+            QueryBuilder::<DB>::new(format!("INSERT INTO {TABLE} ({}) ", COLUMNS.join(", ")));
+        q.push_values(chunk, |mut b, r| {
+            let [id, day, tenant, key, group, upstream, model, error] = r.texts.clone();
+            let [
+                at,
+                status,
+                stream,
+                p,
+                c,
+                w,
+                o,
+                re,
+                cost,
+                saved,
+                extra,
+                total,
+                n,
+                h,
+                rt,
+            ] = r.ints;
+            b.push_bind(id)
+                .push_bind(at)
+                .push_bind(day)
+                .push_bind(tenant)
+                .push_bind(key)
+                .push_bind(group)
+                .push_bind(upstream)
+                .push_bind(model)
+                .push_bind(status)
+                .push_bind(error)
+                .push_bind(stream)
+                .push_bind(p)
+                .push_bind(c)
+                .push_bind(w)
+                .push_bind(o)
+                .push_bind(re)
+                .push_bind(cost)
+                .push_bind(saved)
+                .push_bind(extra)
+                .push_bind(r.cache)
+                .push_bind(r.ttfb_ms)
+                .push_bind(total)
+                .push_bind(n)
+                .push_bind(h)
+                .push_bind(rt);
+        });
+        q.build().execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// `WHERE` clauses for `q`'s tenant and time range.
+fn push_filter<DB>(b: &mut QueryBuilder<DB>, q: &UsageQuery)
+where
+    DB: Database,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    b.push(" WHERE 1 = 1");
+    if let Some(t) = &q.tenant {
+        b.push(" AND tenant = ").push_bind(t.clone());
+    }
+    if let Some(f) = q.from_ms {
+        b.push(" AND at_ms >= ").push_bind(f);
+    }
+    if let Some(t) = q.to_ms {
+        b.push(" AND at_ms < ").push_bind(t);
+    }
+}
+
+/// The totals `q` asks for, ordered by its grouped columns.
+pub(crate) async fn usage<DB>(pool: &Pool<DB>, q: &UsageQuery) -> Result<Vec<UsageRow>, LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB> + for<'r> Decode<'r, DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<String>: for<'r> Decode<'r, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let keys: Vec<&str> = q.group_by.iter().map(|g| g.column()).collect();
+    let sum = |expr: &str| format!("CAST(COALESCE(SUM({expr}), 0) AS BIGINT)");
+    let mut select: Vec<String> = keys.iter().map(|k| (*k).to_string()).collect();
+    select.push("CAST(COUNT(*) AS BIGINT)".into());
+    select.push(sum(
+        "CASE WHEN error IS NULL AND status < 400 THEN 0 ELSE 1 END",
+    ));
+    for c in [
+        "prompt_tokens",
+        "cached_tokens",
+        "cache_write_tokens",
+        "completion_tokens",
+        "reasoning_tokens",
+        "cost_micros",
+        "saved_micros",
+        "extra_micros",
+        "hedges",
+        "retries",
+    ] {
+        select.push(sum(c));
+    }
+    select.push(sum("CASE WHEN cache = 'miss' THEN 0 ELSE 1 END"));
+    let mut b = QueryBuilder::<DB>::new(format!("SELECT {} FROM {TABLE}", select.join(", ")));
+    push_filter(&mut b, q);
+    if !keys.is_empty() {
+        let list = keys.join(", ");
+        b.push(format!(" GROUP BY {list} ORDER BY {list}"));
+    }
+    let rows = b.build().fetch_all(pool).await?;
+    let n = keys.len();
+    rows.iter()
+        .map(|row| {
+            let u = |i: usize| -> Result<u64, sqlx::Error> {
+                Ok(u64::try_from(row.try_get::<i64, usize>(n + i)?).unwrap_or(0))
+            };
+            Ok(UsageRow {
+                keys: (0..n)
+                    .map(|i| row.try_get::<Option<String>, usize>(i))
+                    .collect::<Result<_, _>>()?,
+                requests: u(0)?,
+                errors: u(1)?,
+                prompt_tokens: u(2)?,
+                cached_tokens: u(3)?,
+                cache_write_tokens: u(4)?,
+                completion_tokens: u(5)?,
+                reasoning_tokens: u(6)?,
+                cost_micros: u(7)?,
+                saved_micros: row.try_get::<i64, usize>(n + 8)?,
+                extra_micros: u(9)?,
+                hedges: u(10)?,
+                retries: u(11)?,
+                cache_hits: u(12)?,
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(LedgerError::from)
+}
+
+/// Up to `limit` entries matching `q`'s tenant and range, oldest first.
+pub(crate) async fn entries<DB>(
+    pool: &Pool<DB>,
+    q: &UsageQuery,
+    limit: u32,
+) -> Result<Vec<Entry>, LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB> + for<'r> Decode<'r, DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB> + for<'r> Decode<'r, DB>,
+    Option<String>: for<'r> Decode<'r, DB> + Type<DB>,
+    Option<i64>: for<'r> Decode<'r, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!("SELECT {} FROM {TABLE}", COLUMNS.join(", ")));
+    push_filter(&mut b, q);
+    b.push(" ORDER BY seq LIMIT ").push_bind(i64::from(limit));
+    let rows = b.build().fetch_all(pool).await?;
+    rows.iter()
+        .map(|r| {
+            let s = |i: usize| r.try_get::<Option<String>, usize>(i);
+            let i = |i: usize| r.try_get::<i64, usize>(i);
+            let u =
+                |k: usize| -> Result<u64, sqlx::Error> { Ok(u64::try_from(i(k)?).unwrap_or(0)) };
+            Ok(Entry {
+                request_id: r.try_get::<String, usize>(0)?,
+                at_ms: i(1)?,
+                tenant: s(3)?,
+                api_key: s(4)?,
+                model_group: s(5)?,
+                upstream: s(6)?,
+                model: s(7)?,
+                status: u16::try_from(i(8)?).unwrap_or(0),
+                error: s(9)?,
+                stream: i(10)? != 0,
+                tokens: Tokens {
+                    prompt: u(11)?,
+                    cached: u(12)?,
+                    cache_write: u(13)?,
+                    completion: u(14)?,
+                    reasoning: u(15)?,
+                },
+                cost_micros: u(16)?,
+                saved_micros: i(17)?,
+                extra_micros: u(18)?,
+                cache: CacheOutcome::parse(&r.try_get::<String, usize>(19)?),
+                ttfb_ms: r
+                    .try_get::<Option<i64>, usize>(20)?
+                    .map(|v| u64::try_from(v).unwrap_or(0)),
+                total_ms: u(21)?,
+                attempts: u32::try_from(i(22)?).unwrap_or(0),
+                hedges: u32::try_from(i(23)?).unwrap_or(0),
+                retries: u32::try_from(i(24)?).unwrap_or(0),
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(LedgerError::from)
+}

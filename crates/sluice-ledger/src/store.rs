@@ -1,0 +1,154 @@
+//! Where ledger rows live: the [`Store`] trait, its embedded SQLite and PostgreSQL
+//! implementations, and [`AnyStore`], the one a configuration picks at run time.
+
+use std::future::Future;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use crate::query::{UsageQuery, UsageRow};
+use crate::{Entry, LedgerError, sql};
+
+/// A ledger database.
+pub trait Store: Send + Sync + 'static {
+    /// Appends `entries` atomically: all of them are durable when this returns `Ok`.
+    fn append(&self, entries: &[Entry]) -> impl Future<Output = Result<(), LedgerError>> + Send;
+
+    /// Usage totals for `q`.
+    fn usage(
+        &self,
+        q: &UsageQuery,
+    ) -> impl Future<Output = Result<Vec<UsageRow>, LedgerError>> + Send;
+
+    /// Up to `limit` entries matching `q`'s tenant and range, oldest first.
+    fn entries(
+        &self,
+        q: &UsageQuery,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<Entry>, LedgerError>> + Send;
+}
+
+/// When an embedded-store commit counts as done.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Survives a crash of sluice (kill -9), not necessarily of the machine: the write-ahead
+    /// log is flushed to the disk at checkpoints (SQLite's `synchronous = NORMAL`).
+    Process,
+    /// Survives power loss: every commit is flushed to the disk (`synchronous = FULL`).
+    #[default]
+    Disk,
+}
+
+/// The embedded store: one SQLite file in write-ahead-log mode.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if absent) the ledger at `path`.
+    pub async fn open(path: &Path, durability: Durability) -> Result<Self, LedgerError> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(match durability {
+                Durability::Process => SqliteSynchronous::Normal,
+                Durability::Disk => SqliteSynchronous::Full,
+            })
+            .busy_timeout(Duration::from_secs(10));
+        // One writer at a time is all SQLite allows; readers run beside it in WAL mode.
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        sql::create(&pool, "INTEGER PRIMARY KEY").await?;
+        Ok(Self { pool })
+    }
+}
+
+impl Store for SqliteStore {
+    async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
+        sql::insert(&self.pool, entries).await
+    }
+
+    async fn usage(&self, q: &UsageQuery) -> Result<Vec<UsageRow>, LedgerError> {
+        sql::usage(&self.pool, q).await
+    }
+
+    async fn entries(&self, q: &UsageQuery, limit: u32) -> Result<Vec<Entry>, LedgerError> {
+        sql::entries(&self.pool, q, limit).await
+    }
+}
+
+/// The shared store: a PostgreSQL database, for several gateways or a long history.
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/db`) and
+    /// creates the ledger table if absent.
+    pub async fn connect(url: &str) -> Result<Self, LedgerError> {
+        let options = PgConnectOptions::from_str(url)?;
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await?;
+        sql::create(&pool, "BIGSERIAL PRIMARY KEY").await?;
+        Ok(Self { pool })
+    }
+}
+
+impl Store for PgStore {
+    async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
+        sql::insert(&self.pool, entries).await
+    }
+
+    async fn usage(&self, q: &UsageQuery) -> Result<Vec<UsageRow>, LedgerError> {
+        sql::usage(&self.pool, q).await
+    }
+
+    async fn entries(&self, q: &UsageQuery, limit: u32) -> Result<Vec<Entry>, LedgerError> {
+        sql::entries(&self.pool, q, limit).await
+    }
+}
+
+/// The store a configuration chose.
+#[derive(Clone, Debug)]
+pub enum AnyStore {
+    /// Embedded.
+    Sqlite(SqliteStore),
+    /// Shared.
+    Postgres(PgStore),
+}
+
+impl Store for AnyStore {
+    async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
+        match self {
+            Self::Sqlite(s) => s.append(entries).await,
+            Self::Postgres(s) => s.append(entries).await,
+        }
+    }
+
+    async fn usage(&self, q: &UsageQuery) -> Result<Vec<UsageRow>, LedgerError> {
+        match self {
+            Self::Sqlite(s) => s.usage(q).await,
+            Self::Postgres(s) => s.usage(q).await,
+        }
+    }
+
+    async fn entries(&self, q: &UsageQuery, limit: u32) -> Result<Vec<Entry>, LedgerError> {
+        match self {
+            Self::Sqlite(s) => s.entries(q, limit).await,
+            Self::Postgres(s) => s.entries(q, limit).await,
+        }
+    }
+}

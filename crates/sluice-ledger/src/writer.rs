@@ -1,0 +1,176 @@
+//! The ledger's writer: calls hand their entries over without waiting, and one task writes
+//! whatever has gathered as one transaction (group commit), so the database sees a few large
+//! writes rather than one per call and never stands in a request's way. A failed write is
+//! retried, with backoff, until it lands: entries are never dropped.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::{Entry, LedgerError, Store};
+
+/// Entries written per transaction at most.
+const MAX_BATCH: usize = 2_000;
+/// The first wait after a failed write; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+enum Job {
+    /// An entry, with someone to tell once it is committed.
+    Append(Box<Entry>, Option<oneshot::Sender<()>>),
+    /// Tell once everything sent before is committed.
+    Flush(oneshot::Sender<()>),
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    sent: AtomicU64,
+    committed: AtomicU64,
+    batches: AtomicU64,
+    failures: AtomicU64,
+}
+
+/// How far the writer has got.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LedgerStats {
+    /// Entries handed to the writer.
+    pub sent: u64,
+    /// Entries committed.
+    pub committed: u64,
+    /// Transactions committed.
+    pub batches: u64,
+    /// Writes that failed and were retried.
+    pub failures: u64,
+}
+
+impl LedgerStats {
+    /// Entries waiting to be written.
+    pub fn pending(&self) -> u64 {
+        self.sent.saturating_sub(self.committed)
+    }
+}
+
+/// A handle on the ledger's writer; clones share it. The writer ends once every handle is
+/// dropped and what they sent is written.
+#[derive(Clone, Debug)]
+pub struct Ledger {
+    tx: mpsc::UnboundedSender<Job>,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Append(..) => "Append",
+            Self::Flush(_) => "Flush",
+        })
+    }
+}
+
+impl Ledger {
+    /// Starts a writer into `store`.
+    pub fn start<S: Store>(store: Arc<S>) -> (Self, JoinHandle<()>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let counters = Arc::new(Counters::default());
+        let task = tokio::spawn(write_loop(store, rx, counters.clone()));
+        (Self { tx, counters }, task)
+    }
+
+    /// Hands `entry` to the writer without waiting.
+    pub fn record(&self, entry: Entry) {
+        self.send(Job::Append(Box::new(entry), None));
+    }
+
+    /// Hands `entry` to the writer and waits until it is committed.
+    pub async fn append(&self, entry: Entry) -> Result<(), LedgerError> {
+        let (done, committed) = oneshot::channel();
+        if !self.send(Job::Append(Box::new(entry), Some(done))) {
+            return Err(LedgerError::Closed);
+        }
+        committed.await.map_err(|_| LedgerError::Closed)
+    }
+
+    /// Waits until every entry sent before this call is committed.
+    pub async fn flush(&self) -> Result<(), LedgerError> {
+        let (done, flushed) = oneshot::channel();
+        if self.tx.send(Job::Flush(done)).is_err() {
+            return Err(LedgerError::Closed);
+        }
+        flushed.await.map_err(|_| LedgerError::Closed)
+    }
+
+    /// How far the writer has got.
+    pub fn stats(&self) -> LedgerStats {
+        let c = &self.counters;
+        LedgerStats {
+            sent: c.sent.load(Ordering::Relaxed),
+            committed: c.committed.load(Ordering::Relaxed),
+            batches: c.batches.load(Ordering::Relaxed),
+            failures: c.failures.load(Ordering::Relaxed),
+        }
+    }
+
+    fn send(&self, job: Job) -> bool {
+        let ok = self.tx.send(job).is_ok();
+        if ok {
+            self.counters.sent.fetch_add(1, Ordering::Relaxed);
+        } else {
+            tracing::error!("ledger writer has stopped; an entry was not recorded");
+        }
+        ok
+    }
+}
+
+async fn write_loop<S: Store>(
+    store: Arc<S>,
+    mut rx: mpsc::UnboundedReceiver<Job>,
+    counters: Arc<Counters>,
+) {
+    let mut batch: Vec<Entry> = Vec::new();
+    let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            match job {
+                Job::Append(e, ack) => {
+                    batch.push(*e);
+                    acks.extend(ack);
+                }
+                Job::Flush(ack) => acks.push(ack),
+            }
+            if batch.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        if !batch.is_empty() {
+            write_until_done(&*store, &batch, &counters).await;
+            counters
+                .committed
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            counters.batches.fetch_add(1, Ordering::Relaxed);
+            batch.clear();
+        }
+        for ack in acks.drain(..) {
+            // The waiter may have gone; the entry is committed all the same.
+            let _ = ack.send(());
+        }
+    }
+}
+
+async fn write_until_done<S: Store>(store: &S, batch: &[Entry], counters: &Counters) {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        match store.append(batch).await {
+            Ok(()) => return,
+            Err(e) => {
+                counters.failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, entries = batch.len(), retry_in = ?backoff, "ledger write failed");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}

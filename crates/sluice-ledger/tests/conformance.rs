@@ -1,0 +1,287 @@
+//! One conformance suite, run against every store: the embedded SQLite file and PostgreSQL
+//! (a fresh database per test on the server `SLUICE_TEST_POSTGRES` names, which
+//! `scripts/test` starts).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use sluice_ledger::{
+    CacheOutcome, Durability, Entry, GroupBy, Ledger, PgStore, SqliteStore, Store, Tokens,
+    UsageQuery,
+};
+
+const DAY: i64 = 86_400_000;
+/// 2026-11-30T00:00:00Z.
+const NOV30: i64 = 1_796_083_200_000 - DAY;
+
+fn entry(i: u64, tenant: &str, model: &str, at_ms: i64) -> Entry {
+    Entry {
+        request_id: format!("req-{i}"),
+        at_ms,
+        tenant: Some(tenant.into()),
+        api_key: Some(format!("{tenant}-key")),
+        model_group: Some("chat".into()),
+        upstream: Some(format!("{model}-east")),
+        model: Some(model.into()),
+        status: 200,
+        error: None,
+        stream: i % 2 == 0,
+        tokens: Tokens {
+            prompt: 1000 + i,
+            cached: 600,
+            cache_write: 0,
+            completion: 50,
+            reasoning: 10,
+        },
+        cost_micros: 2_000 + i,
+        saved_micros: 900,
+        extra_micros: 0,
+        cache: CacheOutcome::Provider,
+        ttfb_ms: Some(300),
+        total_ms: 1_200,
+        attempts: 1,
+        hedges: 0,
+        retries: 0,
+    }
+}
+
+async fn sqlite(dir: &tempfile::TempDir) -> SqliteStore {
+    SqliteStore::open(&dir.path().join("ledger.db"), Durability::Disk)
+        .await
+        .unwrap()
+}
+
+/// A store on a database of its own, so tests running at once do not see each other.
+async fn postgres() -> PgStore {
+    let Ok(server) = std::env::var("SLUICE_TEST_POSTGRES") else {
+        panic!(
+            "SLUICE_TEST_POSTGRES is not set: run ./scripts/test, which starts PostgreSQL, or \
+             point it at a server (postgres://user@host:port)"
+        );
+    };
+    let name = format!("sluice_test_{}", uuid::Uuid::new_v4().simple());
+    let admin = sqlx::PgPool::connect(&format!("{server}/postgres"))
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    PgStore::connect(&format!("{server}/{name}")).await.unwrap()
+}
+
+/// Declares one test per store for each conformance check.
+macro_rules! conformance {
+    ($($check:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(
+                #[tokio::test]
+                async fn $check() {
+                    let dir = tempfile::tempdir().unwrap();
+                    super::$check(super::sqlite(&dir).await).await;
+                }
+            )*
+        }
+        mod on_postgres {
+            $(
+                #[tokio::test]
+                async fn $check() {
+                    super::$check(super::postgres().await).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    entries_come_back_as_written,
+    usage_totals_by_tenant_and_model,
+    filters_by_tenant_and_half_open_range,
+    an_empty_ledger_totals_zero,
+    big_batches_and_awkward_text,
+    the_writer_commits_everything_sent,
+);
+
+async fn entries_come_back_as_written<S: Store>(s: S) {
+    let mut failed = entry(2, "beta", "gpt-4o", NOV30 + 5);
+    failed.status = 502;
+    failed.error = Some("upstream_error".into());
+    failed.tenant = None;
+    failed.api_key = None;
+    failed.ttfb_ms = None;
+    failed.saved_micros = -40;
+    failed.extra_micros = 77;
+    failed.hedges = 1;
+    failed.retries = 2;
+    failed.attempts = 4;
+    failed.cache = CacheOutcome::Miss;
+    let written = vec![entry(1, "acme", "gpt-4o", NOV30), failed];
+    s.append(&written).await.unwrap();
+    let read = s.entries(&UsageQuery::default(), 10).await.unwrap();
+    assert_eq!(read, written);
+}
+
+async fn usage_totals_by_tenant_and_model<S: Store>(s: S) {
+    let mut batch = Vec::new();
+    for i in 0..10 {
+        batch.push(entry(
+            i,
+            "acme",
+            if i < 6 { "gpt-4o" } else { "deepseek-chat" },
+            NOV30,
+        ));
+    }
+    let mut hedged = entry(10, "beta", "gpt-4o", NOV30 + DAY);
+    hedged.hedges = 1;
+    hedged.extra_micros = 500;
+    hedged.cache = CacheOutcome::Miss;
+    batch.push(hedged);
+    s.append(&batch).await.unwrap();
+
+    let q = UsageQuery {
+        group_by: vec![GroupBy::Tenant, GroupBy::Model],
+        ..UsageQuery::default()
+    };
+    let rows = s.usage(&q).await.unwrap();
+    let keys: Vec<Vec<Option<String>>> = rows.iter().map(|r| r.keys.clone()).collect();
+    let k = |t: &str, m: &str| vec![Some(t.to_string()), Some(m.to_string())];
+    assert_eq!(
+        keys,
+        vec![
+            k("acme", "deepseek-chat"),
+            k("acme", "gpt-4o"),
+            k("beta", "gpt-4o")
+        ]
+    );
+    let acme_gpt = &rows[1];
+    assert_eq!(acme_gpt.requests, 6);
+    assert_eq!(
+        acme_gpt.prompt_tokens,
+        (0..6).map(|i| 1000 + i).sum::<u64>()
+    );
+    assert_eq!(acme_gpt.cached_tokens, 3_600);
+    assert_eq!(acme_gpt.reasoning_tokens, 60);
+    assert_eq!(acme_gpt.cost_micros, (0..6).map(|i| 2000 + i).sum::<u64>());
+    assert_eq!(acme_gpt.saved_micros, 5_400);
+    assert_eq!(acme_gpt.cache_hits, 6);
+    let beta = &rows[2];
+    assert_eq!(
+        (beta.hedges, beta.extra_micros, beta.cache_hits),
+        (1, 500, 0)
+    );
+
+    let by_day = s
+        .usage(&UsageQuery {
+            group_by: vec![GroupBy::Day],
+            ..UsageQuery::default()
+        })
+        .await
+        .unwrap();
+    let days: Vec<(Option<String>, u64)> = by_day
+        .iter()
+        .map(|r| (r.keys[0].clone(), r.requests))
+        .collect();
+    assert_eq!(
+        days,
+        vec![
+            (Some("2026-11-30".into()), 10),
+            (Some("2026-12-01".into()), 1)
+        ]
+    );
+}
+
+async fn filters_by_tenant_and_half_open_range<S: Store>(s: S) {
+    let batch: Vec<Entry> = (0..20)
+        .map(|i| {
+            entry(
+                i,
+                if i % 2 == 0 { "acme" } else { "beta" },
+                "gpt-4o",
+                NOV30 + i as i64 * 1000,
+            )
+        })
+        .collect();
+    s.append(&batch).await.unwrap();
+    let q = UsageQuery {
+        tenant: Some("acme".into()),
+        from_ms: Some(NOV30 + 4_000),
+        to_ms: Some(NOV30 + 10_000),
+        group_by: vec![],
+    };
+    let rows = s.usage(&q).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    // acme's calls at 4, 6 and 8 s: the range includes its start and excludes its end.
+    assert_eq!(rows[0].requests, 3);
+    let listed = s.entries(&q, 100).await.unwrap();
+    let ids: Vec<&str> = listed.iter().map(|e| e.request_id.as_str()).collect();
+    assert_eq!(ids, vec!["req-4", "req-6", "req-8"]);
+    assert_eq!(s.entries(&q, 2).await.unwrap().len(), 2);
+}
+
+async fn an_empty_ledger_totals_zero<S: Store>(s: S) {
+    let rows = s.usage(&UsageQuery::default()).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].requests, rows[0].cost_micros), (0, 0));
+    let grouped = UsageQuery {
+        group_by: vec![GroupBy::Tenant],
+        ..UsageQuery::default()
+    };
+    assert!(s.usage(&grouped).await.unwrap().is_empty());
+}
+
+async fn big_batches_and_awkward_text<S: Store>(s: S) {
+    // More rows than one INSERT statement carries, and text that would break naive SQL.
+    let awkward = "o'brien; DROP TABLE sluice_ledger; -- 租户 \u{1F600}";
+    let batch: Vec<Entry> = (0..1_234)
+        .map(|i| entry(i, if i == 7 { awkward } else { "acme" }, "gpt-4o", NOV30))
+        .collect();
+    s.append(&batch).await.unwrap();
+    let q = UsageQuery {
+        group_by: vec![GroupBy::Tenant],
+        ..UsageQuery::default()
+    };
+    let rows = s.usage(&q).await.unwrap();
+    let got: Vec<(Option<String>, u64)> = rows
+        .iter()
+        .map(|r| (r.keys[0].clone(), r.requests))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(Some("acme".into()), 1_233), (Some(awkward.into()), 1)]
+    );
+}
+
+async fn the_writer_commits_everything_sent<S: Store>(s: S) {
+    let store = Arc::new(s);
+    let (ledger, task) = Ledger::start(store.clone());
+    // Eight producers at once; some wait for their commit, most do not.
+    let mut producers = Vec::new();
+    for p in 0..8u64 {
+        let ledger = ledger.clone();
+        producers.push(tokio::spawn(async move {
+            for i in 0..500u64 {
+                let e = entry(p * 1_000 + i, "acme", "gpt-4o", NOV30);
+                if i % 100 == 0 {
+                    ledger.append(e).await.unwrap();
+                } else {
+                    ledger.record(e);
+                }
+            }
+        }));
+    }
+    for p in producers {
+        p.await.unwrap();
+    }
+    ledger.flush().await.unwrap();
+    let stats = ledger.stats();
+    assert_eq!(
+        (stats.sent, stats.committed, stats.pending()),
+        (4_000, 4_000, 0)
+    );
+    assert!(stats.batches < 4_000, "entries were grouped: {stats:?}");
+    let all = store.entries(&UsageQuery::default(), 10_000).await.unwrap();
+    let ids: HashSet<String> = all.into_iter().map(|e| e.request_id).collect();
+    assert_eq!(ids.len(), 4_000);
+    drop(ledger);
+    task.await.unwrap();
+}
