@@ -2,6 +2,8 @@
 //! (a fresh database per test on the server `SLUICE_TEST_POSTGRES` names, which
 //! `scripts/test` starts).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -25,7 +27,7 @@ fn entry(i: u64, tenant: &str, model: &str, at_ms: i64) -> Entry {
         model: Some(model.into()),
         status: 200,
         error: None,
-        stream: i % 2 == 0,
+        stream: i.is_multiple_of(2),
         tokens: Tokens {
             prompt: 1000 + i,
             cached: 600,
