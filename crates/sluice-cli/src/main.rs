@@ -2,11 +2,13 @@
 //! generate load, rehearse scenarios, and the demo.
 
 mod bench_cmd;
+mod bench_ledger;
 mod bench_loadgen;
 mod bench_overhead;
 mod child;
 mod config_cmd;
 mod demo;
+mod ledger_cmd;
 mod scenario_cmd;
 mod serve;
 mod sim_cmd;
@@ -62,6 +64,9 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Usage from the ledger: tokens, cost, what caching saved and what hedges and retries
+    /// cost, by tenant and model (or other columns), as a table, JSON or CSV.
+    Usage(Box<ledger_cmd::UsageArgs>),
     /// Work with API keys.
     Keys {
         #[command(subcommand)]
@@ -92,6 +97,8 @@ enum BenchCommand {
     Overhead(bench_overhead::OverheadArgs),
     /// The load generator's own capacity against the simulator.
     Loadgen(bench_loadgen::LoadgenArgs),
+    /// How many calls a second the embedded usage ledger settles.
+    Ledger(bench_ledger::LedgerArgs),
 }
 
 #[derive(Subcommand)]
@@ -126,6 +133,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve { config } => serve::run(&config),
         Command::Demo(a) => demo::run(&a),
+        Command::Usage(a) => ledger_cmd::usage(&a),
         Command::Sim { config } => sim_cmd::run(&config),
         Command::Bench {
             which: Some(BenchCommand::Overhead(a)),
@@ -135,6 +143,10 @@ fn main() -> ExitCode {
             which: Some(BenchCommand::Loadgen(a)),
             ..
         } => bench_loadgen::run(&a),
+        Command::Bench {
+            which: Some(BenchCommand::Ledger(a)),
+            ..
+        } => bench_ledger::run(&a),
         Command::Bench { which: None, load } => bench_cmd::load(&load),
         Command::Scenario {
             command: ScenarioCommand::List,

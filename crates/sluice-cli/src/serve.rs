@@ -8,6 +8,8 @@ use sluice_config::gateway::{self, ProcessEnv};
 use sluice_gateway::server::{self, Stopped};
 use sluice_gateway::{GatewayBuilder, Server};
 
+use crate::ledger_cmd;
+
 /// Loads the config, serves until SIGTERM/SIGINT, then drains.
 pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
     let text =
@@ -16,7 +18,16 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
         .map_err(|d| anyhow::anyhow!("{}: {d}", config.display()))?;
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
     runtime.block_on(async {
-        let gw = GatewayBuilder::from_config(&cfg, &ProcessEnv)?.build()?;
+        let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?;
+        let ledger = match ledger_cmd::open(&cfg.ledger, &ledger_cmd::config_dir(config)).await? {
+            Some(store) => {
+                let (ledger, store, writer) = ledger_cmd::start(store);
+                builder = builder.ledger(ledger.clone(), store);
+                Some((ledger, writer))
+            }
+            None => None,
+        };
+        let gw = builder.build()?;
         let server = Server::bind(gw, cfg.listen, cfg.server.shutdown_grace)
             .await
             .with_context(|| format!("binding {}", cfg.listen))?;
@@ -26,6 +37,14 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
             Stopped::GraceExpired => {
                 tracing::warn!("stopped with requests cut by the grace period")
             }
+        }
+        // Every call that finished is in the ledger before the process ends.
+        if let Some((ledger, writer)) = ledger {
+            ledger.flush().await?;
+            let stats = ledger.stats();
+            tracing::info!(committed = stats.committed, "ledger flushed");
+            drop(ledger);
+            writer.abort();
         }
         Ok(ExitCode::SUCCESS)
     })

@@ -16,6 +16,7 @@ pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * 1024;
 const SECTIONS: &[&str] = &[
     "server",
     "telemetry",
+    "ledger",
     "lanes",
     "tenants",
     "keys",
@@ -70,6 +71,56 @@ impl Default for TelemetryConfig {
         Self {
             latency_window: Duration::from_secs(60),
             latency_window_slices: 6,
+        }
+    }
+}
+
+/// Which database keeps the usage ledger.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LedgerStoreKind {
+    /// An embedded SQLite file (write-ahead log).
+    #[default]
+    Sqlite,
+    /// A PostgreSQL database, for several gateways or a long history.
+    Postgres,
+    /// No ledger.
+    Off,
+}
+
+/// When an embedded-ledger commit counts as done.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LedgerDurability {
+    /// Every commit is flushed to the disk: survives power loss.
+    #[default]
+    Disk,
+    /// Survives a crash of sluice (kill -9), not of the machine; faster.
+    Process,
+}
+
+/// `[ledger]`: where each call's usage row is kept.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LedgerConfig {
+    /// `sqlite` (the default), `postgres` or `off`.
+    pub store: LedgerStoreKind,
+    /// The SQLite file; a relative path is taken from the config file's folder.
+    pub path: std::path::PathBuf,
+    /// For `postgres`: the environment variable holding the database URL (it carries a
+    /// password, so it never sits in the file).
+    pub url_env: Option<String>,
+    /// For `sqlite`: `disk` (the default) or `process`.
+    pub durability: LedgerDurability,
+}
+
+impl Default for LedgerConfig {
+    fn default() -> Self {
+        Self {
+            store: LedgerStoreKind::Sqlite,
+            path: "sluice-ledger.db".into(),
+            url_env: None,
+            durability: LedgerDurability::Disk,
         }
     }
 }
@@ -485,6 +536,8 @@ pub struct GatewayConfig {
     pub listen: SocketAddr,
     /// `[telemetry]`.
     pub telemetry: TelemetryConfig,
+    /// `[ledger]`.
+    pub ledger: LedgerConfig,
     /// `[lanes.*]`, in priority order (the defaults when none are given).
     pub lanes: Vec<(String, LaneConfig)>,
     /// `[tenants.*]`, in file order.
@@ -535,6 +588,10 @@ pub fn load(
     doc.reject_unknown_top_level(SECTIONS, &mut diags);
     let server: Option<ServerConfig> = doc.section("server", &mut diags);
     let telemetry: Option<TelemetryConfig> = doc.section("telemetry", &mut diags);
+    let ledger: Option<LedgerConfig> = doc.section("ledger", &mut diags);
+    if let Some(l) = &ledger {
+        check_ledger(&doc, l, env, &mut diags);
+    }
     let mut lanes: Vec<(String, LaneConfig)> = doc.map_section("lanes", &mut diags);
     check_lanes(&doc, &lanes, &mut diags);
     if lanes.is_empty() {
@@ -614,18 +671,21 @@ pub fn load(
         ));
     }
 
-    match (server, telemetry, listen) {
-        (Some(server), Some(telemetry), Some(listen)) if diags.is_empty() => Ok(GatewayConfig {
-            server,
-            listen,
-            telemetry,
-            lanes,
-            tenants,
-            keys,
-            prices,
-            providers,
-            models,
-        }),
+    match (server, telemetry, ledger, listen) {
+        (Some(server), Some(telemetry), Some(ledger), Some(listen)) if diags.is_empty() => {
+            Ok(GatewayConfig {
+                server,
+                listen,
+                telemetry,
+                ledger,
+                lanes,
+                tenants,
+                keys,
+                prices,
+                providers,
+                models,
+            })
+        }
         _ => {
             let mut d = Diagnostics(diags);
             d.sort();
@@ -772,6 +832,27 @@ fn check_server(
             ));
             None
         }
+    }
+}
+
+fn check_ledger(doc: &Document<'_>, l: &LedgerConfig, env: &dyn Env, diags: &mut Vec<Diagnostic>) {
+    let at = |field: &str| key(&["ledger", field]);
+    match (l.store, &l.url_env) {
+        (LedgerStoreKind::Postgres, None) => diags.push(doc.diag(
+            &at("store"),
+            "`postgres` needs `url_env`: the environment variable holding the database URL",
+        )),
+        (LedgerStoreKind::Postgres, Some(var)) if env.get(var).is_none() => diags.push(doc.diag(
+            &at("url_env"),
+            format!("environment variable `{var}` is not set"),
+        )),
+        (LedgerStoreKind::Sqlite | LedgerStoreKind::Off, Some(_)) => {
+            diags.push(doc.diag(&at("url_env"), "only a `postgres` ledger reads a URL"))
+        }
+        _ => {}
+    }
+    if l.store == LedgerStoreKind::Sqlite && l.path.as_os_str().is_empty() {
+        diags.push(doc.diag(&at("path"), "must name a file"));
     }
 }
 

@@ -100,9 +100,14 @@ impl ChatRequest {
     /// of thumb) plus the output it may write (`max_tokens`, else
     /// [`DEFAULT_OUTPUT_ESTIMATE`]), as OpenAI and Anthropic reserve it up front.
     pub fn token_estimate(&self) -> u64 {
+        self.prompt_estimate() + self.max_tokens().unwrap_or(DEFAULT_OUTPUT_ESTIMATE)
+    }
+
+    /// About how many tokens the prompt is: a token per four bytes of message text.
+    pub fn prompt_estimate(&self) -> u64 {
         let text = self.body.get("messages").map_or(0, text_bytes)
             + self.body.get("system").map_or(0, text_bytes);
-        (text as u64).div_ceil(4) + self.max_tokens().unwrap_or(DEFAULT_OUTPUT_ESTIMATE)
+        (text as u64).div_ceil(4)
     }
 
     /// Every piece of text the prompt holds (messages, system, tools), one per line: what a

@@ -207,8 +207,16 @@ pub struct CallRecord {
     pub tenant: Option<Arc<str>>,
     /// The name of the API key it came with.
     pub api_key: Option<Arc<str>>,
-    /// What the answer cost in micro-units, when its upstream model has a price.
+    /// What the call cost in micro-units, when its upstream model has a price: the answer
+    /// plus `extra_cost_micros`.
     pub cost_micros: Option<u64>,
+    /// The part of `cost_micros` spent on hedges and retries that did not answer (each
+    /// priced as its prompt at the input price when the upstream worked on it: it timed
+    /// out, lost the race, or was cancelled; refusals cost nothing).
+    pub extra_cost_micros: u64,
+    /// The prompt's size in tokens, estimated (a token per four bytes of text): what an
+    /// attempt that did not answer is billed for.
+    pub prompt_estimate: u64,
     /// The upstream that answered (the winning attempt's).
     pub upstream: Option<Arc<str>>,
     /// Whether the client asked for a stream.
@@ -247,6 +255,8 @@ impl CallRecord {
             tenant: None,
             api_key: None,
             cost_micros: None,
+            extra_cost_micros: 0,
+            prompt_estimate: 0,
             upstream: None,
             stream: false,
             attempts: Vec::new(),

@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use sluice_config::gateway::{DeploymentConfig, Env, GatewayConfig};
 use sluice_core::GatewayError;
 use sluice_economy::{Accounts, Catalog, KeyError, KeyRing, KeySpec, Limits, Micros, Price};
+use sluice_ledger::{AnyStore, Ledger};
 use sluice_providers::Provider;
 use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
@@ -108,6 +109,7 @@ pub struct GatewayBuilder {
     max_body_bytes: usize,
     seed: Option<u64>,
     sinks: Vec<RecordSink>,
+    ledger: Option<(Ledger, Arc<AnyStore>)>,
 }
 
 impl Default for GatewayBuilder {
@@ -128,6 +130,7 @@ impl Default for GatewayBuilder {
                 .unwrap_or(usize::MAX),
             seed: None,
             sinks: Vec::new(),
+            ledger: None,
         }
     }
 }
@@ -320,6 +323,13 @@ impl GatewayBuilder {
         self
     }
 
+    /// Keeps a usage ledger: every finished call's row goes to `ledger`, which writes into
+    /// `store`; `/admin/usage` reads `store`.
+    pub fn ledger(mut self, ledger: Ledger, store: Arc<AnyStore>) -> Self {
+        self.ledger = Some((ledger, store));
+        self
+    }
+
     /// Adds a sink told about every finished call.
     pub fn on_record(mut self, sink: RecordSink) -> Self {
         self.sinks.push(sink);
@@ -414,6 +424,7 @@ impl GatewayBuilder {
             max_body_bytes: self.max_body_bytes,
             draining: AtomicBool::new(false),
             sinks: self.sinks,
+            ledger: self.ledger,
             cooling: Mutex::new(Cooldowns::new()),
         }))
     }

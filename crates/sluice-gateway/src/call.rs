@@ -9,7 +9,7 @@ use sluice_economy::{Micros, Reservation};
 use sluice_telemetry::InflightGuard;
 use tokio::time::Instant;
 
-use crate::Gateway;
+use crate::{Gateway, billing};
 
 /// An open call. Dropping it without [`Call::finish`] settles it as abandoned by the client.
 pub struct Call {
@@ -104,7 +104,9 @@ impl Call {
                 a.ended = Some(now);
             }
         }
-        self.record.cost_micros = self.gw.cost_of(&self.record);
+        let costs = billing::costs(&self.gw, &self.record);
+        self.record.cost_micros = costs.total();
+        self.record.extra_cost_micros = costs.extra;
         if let Some(held) = self.reservation.take() {
             let tokens = self.record.usage.map_or(0, |u| u.total_tokens());
             let cost = Micros(self.record.cost_micros.unwrap_or(0));

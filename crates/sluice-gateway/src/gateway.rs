@@ -1,5 +1,5 @@
 //! The gateway's shared state: routes, lanes, tenants' default lanes, API keys, prices,
-//! telemetry, cool-downs and record sinks.
+//! telemetry, cool-downs, record sinks and the usage ledger.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,11 +8,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 use sluice_core::{CallRecord, GatewayError};
 use sluice_economy::{Accounts, Catalog, KeyRing};
+use sluice_ledger::{AnyStore, Ledger};
 use sluice_tail::Cooldowns;
 use sluice_tail::admission::LaneSpec;
 use sluice_telemetry::Telemetry;
 use tokio::time::{Duration, Instant};
 
+use crate::billing;
 use crate::routing::{Deployment, Routes};
 
 pub use crate::builder::{BuildError, GatewayBuilder, GroupPolicies};
@@ -40,6 +42,8 @@ pub struct Gateway {
     pub(crate) max_body_bytes: usize,
     pub(crate) draining: AtomicBool,
     pub(crate) sinks: Vec<RecordSink>,
+    /// The usage ledger's writer and the store it writes to.
+    pub(crate) ledger: Option<(Ledger, Arc<AnyStore>)>,
     /// Deployments that answered 429 recently: no optional work (hedges) goes to them.
     pub(crate) cooling: Mutex<Cooldowns<Arc<str>>>,
 }
@@ -128,20 +132,24 @@ impl Gateway {
         &self.accounts
     }
 
-    /// What `record`'s answer cost, in micro-units, when its upstream model has a price.
-    pub(crate) fn cost_of(&self, record: &CallRecord) -> Option<u64> {
-        let usage = record.usage.as_ref()?;
-        let group = self.routes.group(record.model_group.as_deref()?).ok()?;
-        let upstream = record.upstream.as_deref()?;
-        let d = group.deployments.iter().find(|d| &*d.name == upstream)?;
-        self.catalog.cost(&d.model, usage).map(|m| m.0)
+    /// The usage ledger, when one is kept.
+    pub fn ledger(&self) -> Option<&Ledger> {
+        self.ledger.as_ref().map(|(l, _)| l)
     }
 
-    /// Hands a finished call to telemetry and every sink.
+    /// The ledger's store, to read usage from.
+    pub fn usage_store(&self) -> Option<&Arc<AnyStore>> {
+        self.ledger.as_ref().map(|(_, s)| s)
+    }
+
+    /// Hands a finished call to telemetry, every sink and the ledger.
     pub(crate) fn settle(&self, record: &CallRecord) {
         self.telemetry.observe(record);
         for sink in &self.sinks {
             sink(record);
+        }
+        if let Some((ledger, _)) = &self.ledger {
+            ledger.record(billing::entry(self, record));
         }
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod billing;
 pub mod builder;
 pub mod call;
 pub mod deadline;
@@ -23,6 +24,7 @@ pub mod routing;
 pub mod server;
 pub mod stack;
 pub mod status;
+pub mod usage_api;
 
 pub use gateway::{Gateway, GatewayBuilder};
 pub use server::{Server, ShutdownHandle};

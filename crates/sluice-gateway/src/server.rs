@@ -11,7 +11,7 @@ use axum::{Router, middleware};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Gateway, admin, keys_api, stack, status};
+use crate::{Gateway, admin, keys_api, stack, status, usage_api};
 
 /// The routes of a gateway.
 pub fn router(gw: Arc<Gateway>) -> Router {
@@ -21,6 +21,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/admin/keys", get(keys_api::list).post(keys_api::create))
         .route("/admin/keys/{name}", delete(keys_api::revoke))
         .route("/admin/tenants", get(keys_api::tenants))
+        .route("/admin/usage", get(usage_api::usage))
         .route_layer(middleware::from_fn_with_state(gw.clone(), keys_api::guard));
     Router::new()
         .route("/v1/chat/completions", post(stack::chat_completions))

@@ -70,6 +70,7 @@ async fn walk(
         tokens: request.token_estimate(),
     };
     call.record_mut().tenant = tenant.clone();
+    call.record_mut().prompt_estimate = request.prompt_estimate();
 
     // 3. Route: the model group, then one deployment by weight. Before dispatch, because
     //    everything after works on a concrete upstream.

@@ -8,6 +8,7 @@
 
 pub mod entry;
 pub mod query;
+pub mod report;
 mod sql;
 pub mod store;
 pub mod writer;

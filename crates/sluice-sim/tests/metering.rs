@@ -112,3 +112,56 @@ stream = false
     assert!(spent <= credits.0 + one_reservation, "spent {spent}");
     assert_eq!(report.upstreams["alpha"].requests, ok.len() as u64);
 }
+
+/// Hedges and retries are paid for by the request that caused them: an attempt that lost
+/// the race (the upstream read its prompt) adds its prompt at the input price to the call's
+/// cost, apart as `extra_cost_micros`; a call with no such attempt has none.
+#[test]
+fn hedges_that_lose_are_billed_to_the_request_that_sent_them() {
+    let s = Scenario::builtin("heavy-tail").unwrap().unwrap();
+    let price = Price {
+        input: Micros(2_000_000),
+        cached_input: Micros(500_000),
+        cache_write: Micros(2_000_000),
+        output: Micros(8_000_000),
+    };
+    let mut builder = sluice_sim::variants::builder("+hedging").unwrap();
+    for model in ["alpha-chat", "beta-chat"] {
+        builder = builder.price(model, price);
+    }
+    let (_, records) = run_recorded(&s, builder).unwrap();
+    let (mut hedged, mut extra_total, mut cost_total) = (0, 0, 0);
+    for r in &records {
+        let lost = r
+            .attempts
+            .iter()
+            .filter(|a| a.outcome == sluice_core::AttemptOutcome::Lost)
+            .count() as u64;
+        let prompt_cost = sluice_core::Usage {
+            prompt_tokens: r.prompt_estimate,
+            ..sluice_core::Usage::default()
+        };
+        assert_eq!(
+            r.extra_cost_micros,
+            lost * price.cost(&prompt_cost).0,
+            "{r:?}"
+        );
+        if let (true, Some(usage)) = (r.is_success(), r.usage) {
+            assert_eq!(
+                r.cost_micros,
+                Some(price.cost(&usage).0 + r.extra_cost_micros),
+                "{r:?}"
+            );
+        }
+        hedged += u64::from(lost > 0);
+        extra_total += r.extra_cost_micros;
+        cost_total += r.cost_micros.unwrap_or(0);
+    }
+    eprintln!(
+        "{hedged} of {} calls paid for a losing attempt: {extra_total} of {cost_total} micro-units",
+        records.len()
+    );
+    assert!(hedged > 50, "{hedged}");
+    // Hedges are a few percent of calls and cost a prompt each: a small part of the bill.
+    assert!(extra_total > 0 && extra_total * 10 < cost_total);
+}

@@ -16,7 +16,7 @@ use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use serde_json::Value;
 use sluice_config::gateway::DeploymentConfig;
-use sluice_core::{CallRecord, ErrorKind, GatewayError, UpstreamReply};
+use sluice_core::{CallRecord, ErrorKind, GatewayError, UpstreamReply, Usage};
 use sluice_gateway::{Gateway, GatewayBuilder};
 use sluice_providers::{Completion, Provider, StreamEvent, UpstreamCall, UpstreamResponse};
 use sluice_tail::admission::LaneSpec;
@@ -48,6 +48,8 @@ pub struct Scripted {
     pub deadlines: Arc<Mutex<Vec<Option<Instant>>>>,
     /// (calls in progress now, most ever at once).
     busy: Arc<Mutex<(u32, u32)>>,
+    /// The usage complete answers report.
+    pub usage: Arc<Mutex<Option<Usage>>>,
 }
 
 /// Counts a call in progress until dropped.
@@ -85,6 +87,7 @@ impl Provider for Scripted {
         *self.calls.lock() += 1;
         self.deadlines.lock().push(c.deadline);
         let (ms, end) = self.steps.lock().pop_front().unwrap_or((100, End::Ok));
+        let usage = *self.usage.lock();
         let busy = {
             let mut b = self.busy.lock();
             b.0 += 1;
@@ -134,7 +137,7 @@ impl Provider for Scripted {
             }
             Ok(UpstreamResponse::Complete(Completion {
                 body: Bytes::from_static(br#"{"choices":[]}"#),
-                usage: None,
+                usage,
                 first_byte: Instant::now(),
             }))
         }

@@ -1,0 +1,144 @@
+//! The usage ledger behind the gateway: every call leaves a row in the embedded store, and
+//! `/admin/usage` totals them by the columns asked for, as JSON or CSV; bad questions get
+//! 400 naming the parameter.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "scripted/mod.rs"]
+mod scripted;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use http_body_util::BodyExt;
+use serde_json::Value;
+use sluice_core::Usage;
+use sluice_economy::{Micros, Price};
+use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore, Store, UsageQuery};
+use tower::ServiceExt;
+
+use crate::scripted::{End, ask_with, get_json, rig};
+
+const PRICE: Price = Price {
+    input: Micros(2_000_000),
+    cached_input: Micros(500_000),
+    cache_write: Micros(2_000_000),
+    output: Micros(8_000_000),
+};
+
+const USAGE: Usage = Usage {
+    prompt_tokens: 1_000,
+    completion_tokens: 100,
+    cached_tokens: 800,
+    cache_write_tokens: 0,
+    reasoning_tokens: 40,
+};
+
+async fn get(router: &axum::Router, path: &str) -> (u16, String) {
+    let req = http::Request::get(path).body(Body::empty()).unwrap();
+    let resp = router.clone().oneshot(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+#[tokio::test]
+async fn every_call_leaves_a_row_and_usage_totals_them_by_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(AnyStore::Sqlite(
+        SqliteStore::open(&dir.path().join("ledger.db"), Durability::Disk)
+            .await
+            .unwrap(),
+    ));
+    let (ledger, _writer) = Ledger::start(store.clone());
+    let r = rig(false, |b| b.price("m", PRICE).ledger(ledger, store.clone()));
+    *r.a.usage.lock() = Some(USAGE);
+    let acme = [("x-sluice-tenant", "acme")];
+    let globex = [("x-sluice-tenant", "globex")];
+    for i in 0..3 {
+        assert_eq!(
+            ask_with(&r.router, &acme, &format!("a-{i}"), false)
+                .await
+                .status,
+            200
+        );
+    }
+    assert_eq!(ask_with(&r.router, &globex, "g-0", false).await.status, 200);
+    r.a.push_end(10, End::Reject(400));
+    assert_eq!(ask_with(&r.router, &globex, "g-1", false).await.status, 400);
+
+    let v = get_json(&r.router, "/admin/usage?group_by=tenant").await;
+    let one = PRICE.cost(&USAGE).0;
+    let saved = u64::try_from(PRICE.cache_saving(&USAGE)).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{v}");
+    assert_eq!(rows[0]["tenant"], "acme");
+    assert_eq!(rows[0]["requests"], 3);
+    assert_eq!(rows[0]["errors"], 0);
+    assert_eq!(rows[0]["tokens"]["prompt"], 3_000);
+    assert_eq!(rows[0]["tokens"]["cached"], 2_400);
+    assert_eq!(rows[0]["tokens"]["reasoning"], 120);
+    assert_eq!(rows[0]["cost_micros"], 3 * one);
+    assert_eq!(rows[0]["cache_saved_micros"], 3 * saved);
+    assert_eq!(rows[0]["cache_hits"], 3);
+    assert_eq!(rows[1]["tenant"], "globex");
+    assert_eq!(
+        (rows[1]["requests"].as_u64(), rows[1]["errors"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(v["total"]["requests"], 5);
+    assert_eq!(v["total"]["cost_micros"], 4 * one);
+
+    // One tenant, by model, as CSV.
+    let (status, csv) = get(
+        &r.router,
+        "/admin/usage?tenant=acme&group_by=model&format=csv",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(
+        lines[0].starts_with("model,requests,errors,prompt_tokens,"),
+        "{csv}"
+    );
+    assert!(lines[1].starts_with("m,3,0,3000,2400,0,300,120,"), "{csv}");
+    assert_eq!(lines.len(), 2);
+
+    // The rows themselves, with the request ids the clients saw.
+    let rows = store.entries(&UsageQuery::default(), 100).await.unwrap();
+    let ids: Vec<&str> = rows.iter().map(|e| e.request_id.as_str()).collect();
+    assert_eq!(ids, vec!["a-0", "a-1", "a-2", "g-0", "g-1"]);
+    assert_eq!(rows[4].error.as_deref(), Some("upstream_rejected"));
+    assert_eq!(rows[0].model.as_deref(), Some("m"));
+    assert_eq!(rows[0].upstream.as_deref(), Some("a"));
+}
+
+#[tokio::test]
+async fn bad_usage_questions_name_the_parameter() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(AnyStore::Sqlite(
+        SqliteStore::open(&dir.path().join("ledger.db"), Durability::Process)
+            .await
+            .unwrap(),
+    ));
+    let (ledger, _writer) = Ledger::start(store.clone());
+    let r = rig(false, |b| b.ledger(ledger, store));
+    for (query, param) in [
+        ("group_by=tenant,colour", "group_by"),
+        ("from=yesterday", "from"),
+        ("from=2026-02-01&to=2026-01-01", "from"),
+        ("format=xml", "format"),
+        ("tenantt=acme", "tenantt"),
+    ] {
+        let (status, body) = get(&r.router, &format!("/admin/usage?{query}")).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["error"]["param"], param, "{query}: {body}");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+    }
+    // Without a ledger the route says so.
+    let plain = rig(false, |b| b);
+    let (status, body) = get(&plain.router, "/admin/usage").await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("ledger is off"), "{body}");
+}
