@@ -8,6 +8,8 @@ use sluice_config::gateway::{self, ProcessEnv};
 use sluice_gateway::server::{self, Stopped};
 use sluice_gateway::{GatewayBuilder, Server};
 
+use sluice_ledger::Store;
+
 use crate::ledger_cmd;
 
 /// Loads the config, serves until SIGTERM/SIGINT, then drains.
@@ -21,6 +23,8 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
         let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?;
         let ledger = match ledger_cmd::open(&cfg.ledger, &ledger_cmd::config_dir(config)).await? {
             Some(store) => {
+                // Keys made through the admin API live in the store.
+                builder = builder.stored_keys(&store.keys().await?);
                 let (ledger, store, writer) = ledger_cmd::start(store);
                 builder = builder.ledger(ledger.clone(), store);
                 Some((ledger, writer))

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use sluice_config::gateway::{DeploymentConfig, Env, GatewayConfig};
 use sluice_core::GatewayError;
 use sluice_economy::{Accounts, Catalog, KeyError, KeyRing, KeySpec, Limits, Micros, Price};
-use sluice_ledger::{AnyStore, Ledger};
+use sluice_ledger::{AnyStore, Ledger, StoredKey};
 use sluice_providers::Provider;
 use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
@@ -101,6 +101,8 @@ pub struct GatewayBuilder {
     lanes: Vec<LaneSpec>,
     tenant_lanes: Vec<(String, String)>,
     keys: Vec<(KeySpec, String)>,
+    /// Keys made at run time, kept in the ledger's store.
+    stored: Vec<(KeySpec, String)>,
     limits: Vec<(String, Limits)>,
     require_keys: Option<bool>,
     admin_token: Option<String>,
@@ -121,6 +123,7 @@ impl Default for GatewayBuilder {
             lanes: policies::lane_specs(&sluice_config::gateway::default_lanes()),
             tenant_lanes: Vec::new(),
             keys: Vec::new(),
+            stored: Vec::new(),
             limits: Vec::new(),
             require_keys: None,
             admin_token: None,
@@ -281,6 +284,25 @@ impl GatewayBuilder {
         self
     }
 
+    /// Adds keys made at run time and kept in the ledger's store; a configured key of the
+    /// same name wins.
+    pub fn stored_keys(mut self, stored: &[StoredKey]) -> Self {
+        for k in stored {
+            if self.keys.iter().any(|(spec, _)| spec.name == k.name) {
+                tracing::warn!(key = %k.name, "a stored key has a configured key's name; the configured one is used");
+                continue;
+            }
+            let spec = KeySpec {
+                name: k.name.clone(),
+                tenant: Arc::from(k.tenant.as_str()),
+                lane: k.lane.clone(),
+                models: k.models.clone(),
+            };
+            self.stored.push((spec, k.sha256.clone()));
+        }
+        self
+    }
+
     /// Gives `tenant` credits and quotas.
     pub fn tenant_limits(mut self, tenant: &str, limits: Limits) -> Self {
         self.limits.push((tenant.to_string(), limits));
@@ -390,11 +412,13 @@ impl GatewayBuilder {
                     .with_timeout(p.timeout),
             );
         }
+        // Keys are required by default when the configuration has any; keys kept from the
+        // admin API do not change that across a restart.
+        let require_keys = self.require_keys.unwrap_or(!self.keys.is_empty());
         let keys = KeyRing::default();
-        for (spec, hash) in self.keys {
+        for (spec, hash) in self.keys.into_iter().chain(self.stored) {
             keys.insert_hashed(spec, &hash)?;
         }
-        let require_keys = self.require_keys.unwrap_or(!keys.is_empty());
         let accounts = Accounts::default();
         for (tenant, limits) in &self.limits {
             accounts.set_limits(tenant, *limits, tokio::time::Instant::now());

@@ -1,6 +1,7 @@
 //! `/admin/keys` and `/admin/tenants`: making, listing and revoking API keys, and the guard
 //! every `/admin/*` route passes (the admin token, when one is configured). A key is shown once,
-//! in the answer that makes it; sluice keeps only its hash.
+//! in the answer that makes it; sluice keeps only its hash, in memory and, with a ledger, in
+//! the ledger's store, so keys made here outlive a restart.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_core::{ErrorKind, GatewayError, RequestId};
 use sluice_economy::{KeySpec, keys};
+use sluice_ledger::{Store, StoredKey};
 
 use crate::{Gateway, auth, rescue};
 
@@ -36,6 +38,14 @@ pub async fn guard(State(gw): State<Arc<Gateway>>, req: Request, next: Next) -> 
         }
     }
     next.run(req).await
+}
+
+fn store_failed(e: &sluice_ledger::LedgerError) -> GatewayError {
+    tracing::error!(error = %e, "saving a key failed");
+    GatewayError::new(
+        ErrorKind::Internal,
+        format!("the key store could not be written: {e}"),
+    )
 }
 
 /// The key routes are off unless an admin token protects them.
@@ -118,6 +128,27 @@ pub async fn create(State(gw): State<Arc<Gateway>>, body: axum::body::Bytes) -> 
             .map_err(|e| invalid(e.to_string(), "name"))?;
         Ok::<_, GatewayError>((spec, secret))
     })();
+    // Kept across restarts in the ledger's store, when there is one; a key the store could
+    // not keep is not handed out.
+    let made = match (made, gw.usage_store()) {
+        (Ok((spec, secret)), Some(store)) => {
+            let stored = StoredKey {
+                name: spec.name.clone(),
+                tenant: spec.tenant.to_string(),
+                sha256: keys::hash_hex(&secret),
+                lane: spec.lane.clone(),
+                models: spec.models.clone(),
+            };
+            match store.save_key(&stored).await {
+                Ok(()) => Ok((spec, secret)),
+                Err(e) => {
+                    gw.keys.revoke(&spec.name);
+                    Err(store_failed(&e))
+                }
+            }
+        }
+        (made, _) => made,
+    };
     match made {
         Ok((spec, secret)) => (
             StatusCode::CREATED,
@@ -161,6 +192,11 @@ pub async fn list(State(gw): State<Arc<Gateway>>) -> Response {
 pub async fn revoke(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) -> Response {
     if let Err(e) = managing(&gw) {
         return refuse(&e);
+    }
+    if let Some(store) = gw.usage_store()
+        && let Err(e) = store.remove_key(&name).await
+    {
+        return refuse(&store_failed(&e));
     }
     if gw.keys.revoke(&name) {
         Json(json!({ "revoked": name })).into_response()

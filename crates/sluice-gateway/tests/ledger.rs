@@ -142,3 +142,93 @@ async fn bad_usage_questions_name_the_parameter() {
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("ledger is off"), "{body}");
 }
+
+async fn send(
+    router: &axum::Router,
+    method: &str,
+    path: &str,
+    auth: &str,
+    body: &str,
+) -> (u16, Value) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("authorization", auth)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let resp = router.clone().oneshot(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn keys_made_through_the_admin_api_outlive_a_restart_until_revoked() {
+    const ADMIN: &str = "Bearer admin-secret";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let open = || async {
+        Arc::new(AnyStore::Sqlite(
+            SqliteStore::open(&path, Durability::Disk).await.unwrap(),
+        ))
+    };
+    let store = open().await;
+    let (ledger, _writer) = Ledger::start(store.clone());
+    let first = rig(false, |b| {
+        b.admin_token("admin-secret")
+            .require_keys(true)
+            .ledger(ledger, store.clone())
+    });
+    let (status, made) = send(
+        &first.router,
+        "POST",
+        "/admin/keys",
+        ADMIN,
+        r#"{"name":"ci","tenant":"acme","models":["chat"]}"#,
+    )
+    .await;
+    assert_eq!(status, 201, "{made}");
+    let secret = made["key"].as_str().unwrap().to_string();
+    let kept = store.keys().await.unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_ne!(kept[0].sha256, secret, "only the hash is kept");
+    drop(first);
+
+    // A new gateway over the same file knows the key.
+    let store = open().await;
+    let (ledger, _writer) = Ledger::start(store.clone());
+    let kept = store.keys().await.unwrap();
+    let second = rig(false, |b| {
+        b.admin_token("admin-secret")
+            .require_keys(true)
+            .stored_keys(&kept)
+            .ledger(ledger, store.clone())
+    });
+    let bearer = format!("Bearer {secret}");
+    let got = ask_with(
+        &second.router,
+        &[("authorization", bearer.as_str())],
+        "k-1",
+        false,
+    )
+    .await;
+    assert_eq!(got.status, 200, "{}", got.text);
+    assert_eq!(second.record("k-1").tenant.as_deref(), Some("acme"));
+
+    // Revoked: gone from the gateway and from the store.
+    let (status, _) = send(&second.router, "DELETE", "/admin/keys/ci", ADMIN, "").await;
+    assert_eq!(status, 200);
+    assert!(store.keys().await.unwrap().is_empty());
+    let got = ask_with(
+        &second.router,
+        &[("authorization", bearer.as_str())],
+        "k-2",
+        false,
+    )
+    .await;
+    assert_eq!(got.status, 401);
+}

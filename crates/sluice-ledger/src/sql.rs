@@ -9,9 +9,13 @@ use sqlx::{
 use crate::LedgerError;
 use crate::entry::{CacheOutcome, Entry, Tokens, utc_day};
 use crate::query::{UsageQuery, UsageRow};
+use crate::store::StoredKey;
 
 /// The ledger table.
 pub(crate) const TABLE: &str = "sluice_ledger";
+
+/// API keys made at run time (their hashes).
+pub(crate) const KEYS: &str = "sluice_keys";
 
 /// The columns an entry fills, in binding order.
 const COLUMNS: [&str; 25] = [
@@ -75,6 +79,10 @@ fn schema(row_id: &str) -> Vec<String> {
     }
     vec![
         format!("CREATE TABLE IF NOT EXISTS {TABLE} ({})", cols.join(", ")),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {KEYS} (name TEXT PRIMARY KEY, tenant TEXT NOT NULL, \
+             sha256 TEXT NOT NULL, lane TEXT, models TEXT NOT NULL)"
+        ),
         format!("CREATE INDEX IF NOT EXISTS {TABLE}_at ON {TABLE} (at_ms)"),
         format!("CREATE INDEX IF NOT EXISTS {TABLE}_tenant_at ON {TABLE} (tenant, at_ms)"),
     ]
@@ -341,6 +349,81 @@ where
                 attempts: u32::try_from(i(22)?).unwrap_or(0),
                 hedges: u32::try_from(i(23)?).unwrap_or(0),
                 retries: u32::try_from(i(24)?).unwrap_or(0),
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(LedgerError::from)
+}
+
+/// Saves `k`, replacing a key of the same name.
+pub(crate) async fn save_key<DB>(pool: &Pool<DB>, k: &StoredKey) -> Result<(), LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<String>: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!(
+        "INSERT INTO {KEYS} (name, tenant, sha256, lane, models) VALUES ("
+    ));
+    b.push_bind(k.name.clone())
+        .push(", ")
+        .push_bind(k.tenant.clone())
+        .push(", ")
+        .push_bind(k.sha256.clone())
+        .push(", ")
+        .push_bind(k.lane.clone())
+        .push(", ")
+        .push_bind(k.models.join("\n"))
+        .push(
+            ") ON CONFLICT (name) DO UPDATE SET tenant = excluded.tenant, \
+             sha256 = excluded.sha256, lane = excluded.lane, models = excluded.models",
+        );
+    b.build().execute(pool).await?;
+    Ok(())
+}
+
+/// Removes the key `name`; whether there was one.
+pub(crate) async fn remove_key<DB>(pool: &Pool<DB>, name: &str) -> Result<bool, LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!("DELETE FROM {KEYS} WHERE name = "));
+    b.push_bind(name.to_string()).push(" RETURNING name");
+    Ok(!b.build().fetch_all(pool).await?.is_empty())
+}
+
+/// Every saved key, by name.
+pub(crate) async fn keys<DB>(pool: &Pool<DB>) -> Result<Vec<StoredKey>, LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    String: for<'r> Decode<'r, DB> + Type<DB>,
+    Option<String>: for<'r> Decode<'r, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!(
+        "SELECT name, tenant, sha256, lane, models FROM {KEYS} ORDER BY name"
+    ));
+    let rows = b.build().fetch_all(pool).await?;
+    rows.iter()
+        .map(|r| {
+            let models: String = r.try_get(4usize)?;
+            Ok(StoredKey {
+                name: r.try_get(0usize)?,
+                tenant: r.try_get(1usize)?,
+                sha256: r.try_get(2usize)?,
+                lane: r.try_get(3usize)?,
+                models: models
+                    .split('\n')
+                    .filter(|m| !m.is_empty())
+                    .map(str::to_string)
+                    .collect(),
             })
         })
         .collect::<Result<_, sqlx::Error>>()

@@ -1,4 +1,4 @@
-//! Where ledger rows live: the [`Store`] trait, its embedded SQLite and PostgreSQL
+//! Where ledger rows (and API keys made at run time) live: the [`Store`] trait, its embedded SQLite and PostgreSQL
 //! implementations, and [`AnyStore`], the one a configuration picks at run time.
 
 use std::future::Future;
@@ -31,6 +31,30 @@ pub trait Store: Send + Sync + 'static {
         q: &UsageQuery,
         limit: u32,
     ) -> impl Future<Output = Result<Vec<Entry>, LedgerError>> + Send;
+
+    /// Saves an API key made at run time (replacing one of the same name).
+    fn save_key(&self, key: &StoredKey) -> impl Future<Output = Result<(), LedgerError>> + Send;
+
+    /// Removes the key `name`; whether there was one.
+    fn remove_key(&self, name: &str) -> impl Future<Output = Result<bool, LedgerError>> + Send;
+
+    /// Every saved key, by name.
+    fn keys(&self) -> impl Future<Output = Result<Vec<StoredKey>, LedgerError>> + Send;
+}
+
+/// An API key made at run time, as kept across restarts: its hash, never the key.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoredKey {
+    /// The key's name.
+    pub name: String,
+    /// Its tenant.
+    pub tenant: String,
+    /// The key's SHA-256, in hex.
+    pub sha256: String,
+    /// The lane of its requests that name none.
+    pub lane: Option<String>,
+    /// The model groups it may use (empty: all).
+    pub models: Vec<String>,
 }
 
 /// When an embedded-store commit counts as done.
@@ -73,6 +97,18 @@ impl SqliteStore {
 }
 
 impl Store for SqliteStore {
+    async fn save_key(&self, key: &StoredKey) -> Result<(), LedgerError> {
+        sql::save_key(&self.pool, key).await
+    }
+
+    async fn remove_key(&self, name: &str) -> Result<bool, LedgerError> {
+        sql::remove_key(&self.pool, name).await
+    }
+
+    async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
+        sql::keys(&self.pool).await
+    }
+
     async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
         sql::insert(&self.pool, entries).await
     }
@@ -108,6 +144,18 @@ impl PgStore {
 }
 
 impl Store for PgStore {
+    async fn save_key(&self, key: &StoredKey) -> Result<(), LedgerError> {
+        sql::save_key(&self.pool, key).await
+    }
+
+    async fn remove_key(&self, name: &str) -> Result<bool, LedgerError> {
+        sql::remove_key(&self.pool, name).await
+    }
+
+    async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
+        sql::keys(&self.pool).await
+    }
+
     async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
         sql::insert(&self.pool, entries).await
     }
@@ -131,6 +179,27 @@ pub enum AnyStore {
 }
 
 impl Store for AnyStore {
+    async fn save_key(&self, key: &StoredKey) -> Result<(), LedgerError> {
+        match self {
+            Self::Sqlite(s) => s.save_key(key).await,
+            Self::Postgres(s) => s.save_key(key).await,
+        }
+    }
+
+    async fn remove_key(&self, name: &str) -> Result<bool, LedgerError> {
+        match self {
+            Self::Sqlite(s) => s.remove_key(name).await,
+            Self::Postgres(s) => s.remove_key(name).await,
+        }
+    }
+
+    async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
+        match self {
+            Self::Sqlite(s) => s.keys().await,
+            Self::Postgres(s) => s.keys().await,
+        }
+    }
+
     async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
         match self {
             Self::Sqlite(s) => s.append(entries).await,

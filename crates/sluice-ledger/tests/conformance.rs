@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use sluice_ledger::{
-    CacheOutcome, Durability, Entry, GroupBy, Ledger, PgStore, SqliteStore, Store, Tokens,
-    UsageQuery,
+    CacheOutcome, Durability, Entry, GroupBy, Ledger, PgStore, SqliteStore, Store, StoredKey,
+    Tokens, UsageQuery,
 };
 
 const DAY: i64 = 86_400_000;
@@ -102,6 +102,7 @@ conformance!(
     an_empty_ledger_totals_zero,
     big_batches_and_awkward_text,
     the_writer_commits_everything_sent,
+    keys_are_saved_replaced_and_removed,
 );
 
 async fn entries_come_back_as_written<S: Store>(s: S) {
@@ -286,4 +287,34 @@ async fn the_writer_commits_everything_sent<S: Store>(s: S) {
     assert_eq!(ids.len(), 4_000);
     drop(ledger);
     task.await.unwrap();
+}
+
+async fn keys_are_saved_replaced_and_removed<S: Store>(s: S) {
+    assert!(s.keys().await.unwrap().is_empty());
+    let ci = StoredKey {
+        name: "ci".into(),
+        tenant: "acme".into(),
+        sha256: "ab".repeat(32),
+        lane: Some("batch".into()),
+        models: vec!["chat".into(), "review".into()],
+    };
+    let ops = StoredKey {
+        name: "ops".into(),
+        tenant: "o'brien".into(),
+        sha256: "cd".repeat(32),
+        lane: None,
+        models: vec![],
+    };
+    s.save_key(&ops).await.unwrap();
+    s.save_key(&ci).await.unwrap();
+    assert_eq!(s.keys().await.unwrap(), vec![ci.clone(), ops.clone()]);
+    let rotated = StoredKey {
+        sha256: "ef".repeat(32),
+        ..ci.clone()
+    };
+    s.save_key(&rotated).await.unwrap();
+    assert_eq!(s.keys().await.unwrap(), vec![rotated, ops.clone()]);
+    assert!(s.remove_key("ci").await.unwrap());
+    assert!(!s.remove_key("ci").await.unwrap());
+    assert_eq!(s.keys().await.unwrap(), vec![ops]);
 }
