@@ -57,6 +57,38 @@ pub struct StoredKey {
     pub models: Vec<String>,
 }
 
+/// Implements [`Store`] for a store holding a sqlx `pool`: every method is the SQL of
+/// `sql.rs`, written once for both databases.
+macro_rules! sql_store {
+    ($store:ty) => {
+        impl Store for $store {
+            async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
+                sql::insert(&self.pool, entries).await
+            }
+
+            async fn usage(&self, q: &UsageQuery) -> Result<Vec<UsageRow>, LedgerError> {
+                sql::usage(&self.pool, q).await
+            }
+
+            async fn entries(&self, q: &UsageQuery, limit: u32) -> Result<Vec<Entry>, LedgerError> {
+                sql::entries(&self.pool, q, limit).await
+            }
+
+            async fn save_key(&self, key: &StoredKey) -> Result<(), LedgerError> {
+                sql::save_key(&self.pool, key).await
+            }
+
+            async fn remove_key(&self, name: &str) -> Result<bool, LedgerError> {
+                sql::remove_key(&self.pool, name).await
+            }
+
+            async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
+                sql::keys(&self.pool).await
+            }
+        }
+    };
+}
+
 /// When an embedded-store commit counts as done.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Durability {
@@ -96,31 +128,7 @@ impl SqliteStore {
     }
 }
 
-impl Store for SqliteStore {
-    async fn save_key(&self, key: &StoredKey) -> Result<(), LedgerError> {
-        sql::save_key(&self.pool, key).await
-    }
-
-    async fn remove_key(&self, name: &str) -> Result<bool, LedgerError> {
-        sql::remove_key(&self.pool, name).await
-    }
-
-    async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
-        sql::keys(&self.pool).await
-    }
-
-    async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
-        sql::insert(&self.pool, entries).await
-    }
-
-    async fn usage(&self, q: &UsageQuery) -> Result<Vec<UsageRow>, LedgerError> {
-        sql::usage(&self.pool, q).await
-    }
-
-    async fn entries(&self, q: &UsageQuery, limit: u32) -> Result<Vec<Entry>, LedgerError> {
-        sql::entries(&self.pool, q, limit).await
-    }
-}
+sql_store!(SqliteStore);
 
 /// The shared store: a PostgreSQL database, for several gateways or a long history.
 #[derive(Clone, Debug)]
@@ -143,31 +151,7 @@ impl PgStore {
     }
 }
 
-impl Store for PgStore {
-    async fn save_key(&self, key: &StoredKey) -> Result<(), LedgerError> {
-        sql::save_key(&self.pool, key).await
-    }
-
-    async fn remove_key(&self, name: &str) -> Result<bool, LedgerError> {
-        sql::remove_key(&self.pool, name).await
-    }
-
-    async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
-        sql::keys(&self.pool).await
-    }
-
-    async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
-        sql::insert(&self.pool, entries).await
-    }
-
-    async fn usage(&self, q: &UsageQuery) -> Result<Vec<UsageRow>, LedgerError> {
-        sql::usage(&self.pool, q).await
-    }
-
-    async fn entries(&self, q: &UsageQuery, limit: u32) -> Result<Vec<Entry>, LedgerError> {
-        sql::entries(&self.pool, q, limit).await
-    }
-}
+sql_store!(PgStore);
 
 /// The store a configuration chose.
 #[derive(Clone, Debug)]
