@@ -115,8 +115,9 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
     tokio::spawn(serve_on(sim, listener, std::future::pending()));
 
     let gw_port = crate::child::free_port()?;
+    let pid = std::process::id();
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{gw_port}\"\n\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://{sim_addr}/fixed/v1\"\npool_max_idle = 1024\n\n[models.bench]\ndeployments = [{{ provider = \"up\", model = \"fixed\" }}]\n"
+        "[server]\nlisten = \"127.0.0.1:{gw_port}\"\n\n# Every call settles into the ledger, as in production.\n[ledger]\npath = \"sluice-bench-{pid}-ledger.db\"\n\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://{sim_addr}/fixed/v1\"\npool_max_idle = 1024\n\n[models.bench]\ndeployments = [{{ provider = \"up\", model = \"fixed\" }}]\n"
     );
     let gateway = Child::spawn(
         "serve",
@@ -195,6 +196,11 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
     }
     let rss = gateway.peak_rss_mib();
     drop(gateway);
+    for end in ["", "-wal", "-shm"] {
+        let file = std::env::temp_dir().join(format!("sluice-bench-{pid}-ledger.db{end}"));
+        // Absent when the gateway never wrote: nothing to remove.
+        let _ = std::fs::remove_file(file);
+    }
 
     println!(
         "{:>8}  {:>8}  {:>22}  {:>22}  {:>22}",
