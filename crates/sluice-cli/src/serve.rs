@@ -32,6 +32,11 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
             None => None,
         };
         let gw = builder.build()?;
+        let restored =
+            sluice_gateway::metering::restore_accounts(&gw, std::time::SystemTime::now()).await?;
+        if restored > 0 {
+            tracing::info!(tenants = restored, "accounts restored from the ledger");
+        }
         let server = Server::bind(gw, cfg.listen, cfg.server.shutdown_grace)
             .await
             .with_context(|| format!("binding {}", cfg.listen))?;

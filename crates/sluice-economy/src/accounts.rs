@@ -286,6 +286,27 @@ impl Accounts {
         }
     }
 
+    /// Restores `tenant`'s settled spend after a restart: `spent` in all, `month_spent` in the
+    /// UTC month of `wall` and `day_tokens` in its UTC day (as the ledger totals them). No-op
+    /// for a tenant without an account.
+    pub fn restore(
+        &self,
+        tenant: &str,
+        wall: SystemTime,
+        spent: Micros,
+        month_spent: Micros,
+        day_tokens: u64,
+    ) {
+        let mut all = self.accounts.lock();
+        let Some(a) = all.get_mut(tenant) else {
+            return;
+        };
+        a.roll(wall);
+        a.spent = spent;
+        a.month_spent = month_spent;
+        a.day_tokens = day_tokens;
+    }
+
     /// `tenant`'s account now.
     pub fn balance(&self, tenant: &str) -> Option<Balance> {
         self.accounts.lock().get(tenant).map(|a| Balance {

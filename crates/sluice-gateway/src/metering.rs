@@ -1,12 +1,15 @@
 //! Credits and quotas at the door: a call's worst case (its prompt's tokens, counted, plus
 //! `max_tokens`, at the routed model's full price) is reserved for its tenant before it is
-//! sent, and settled from what it really used once it ends (see `Call`).
+//! sent, and settled from what it really used once it ends (see `Call`). At start, accounts
+//! are restored from the ledger, so a restart gives no one their credits back.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use sluice_core::calendar;
 use sluice_core::{ChatRequest, DEFAULT_OUTPUT_ESTIMATE, ErrorKind, GatewayError, Usage};
 use sluice_economy::{Micros, Refusal, Reservation, estimate};
+use sluice_ledger::{GroupBy, LedgerError, Store, UsageQuery, UsageRow};
 use tokio::time::Instant;
 
 use crate::Gateway;
@@ -44,6 +47,49 @@ pub fn reserve(
             cost,
         )
         .map_err(|r| refusal(&r))
+}
+
+/// After a restart, gives every tenant with credits or quotas back what the ledger says it
+/// spent: in all (against its credits), this UTC month (its spend quota) and today (its
+/// tokens quota). Returns how many tenants were restored.
+pub async fn restore_accounts(gw: &Gateway, wall: SystemTime) -> Result<usize, LedgerError> {
+    let Some(store) = gw.usage_store() else {
+        return Ok(0);
+    };
+    let ((y, m), _) = calendar::month_of(wall);
+    let month_start = calendar::days_from_civil(y, m, 1) * 86_400_000;
+    let day_start = calendar::day_of(wall).0 * 86_400_000;
+    let by_tenant = |from_ms: Option<i64>| UsageQuery {
+        from_ms,
+        group_by: vec![GroupBy::Tenant],
+        ..UsageQuery::default()
+    };
+    let all = store.usage(&by_tenant(None)).await?;
+    let month = store.usage(&by_tenant(Some(month_start))).await?;
+    let today = store.usage(&by_tenant(Some(day_start))).await?;
+    let find = |rows: &[UsageRow], tenant: &str| {
+        rows.iter()
+            .find(|r| r.keys.first().and_then(|k| k.as_deref()) == Some(tenant))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut restored = 0;
+    for tenant in gw.accounts.tenants() {
+        let (a, mo, d) = (
+            find(&all, &tenant),
+            find(&month, &tenant),
+            find(&today, &tenant),
+        );
+        gw.accounts.restore(
+            &tenant,
+            wall,
+            Micros(a.cost_micros),
+            Micros(mo.cost_micros),
+            d.prompt_tokens + d.completion_tokens,
+        );
+        restored += 1;
+    }
+    Ok(restored)
 }
 
 fn refusal(r: &Refusal) -> GatewayError {

@@ -232,3 +232,59 @@ async fn keys_made_through_the_admin_api_outlive_a_restart_until_revoked() {
     .await;
     assert_eq!(got.status, 401);
 }
+
+/// Credits survive a restart: the new gateway reads what each tenant spent from the ledger,
+/// so a tenant that used its credits before the restart is still refused after it.
+#[tokio::test]
+async fn a_restart_gives_no_one_their_credits_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let one = PRICE.cost(&USAGE).0;
+    // Room for three calls' reservations one after another, not a fourth after three spent.
+    let limits = sluice_economy::Limits {
+        credits: Some(Micros(3 * one + 1_000)),
+        ..sluice_economy::Limits::default()
+    };
+    let gateway = || async {
+        let store = Arc::new(AnyStore::Sqlite(
+            SqliteStore::open(&path, Durability::Disk).await.unwrap(),
+        ));
+        let (ledger, _writer) = Ledger::start(store.clone());
+        let r = rig(false, |b| {
+            b.price("m", PRICE)
+                .tenant_limits("acme", limits)
+                .ledger(ledger, store)
+        });
+        *r.a.usage.lock() = Some(USAGE);
+        let restored =
+            sluice_gateway::metering::restore_accounts(&r.gw, std::time::SystemTime::now())
+                .await
+                .unwrap();
+        (r, restored)
+    };
+    let acme = [("x-sluice-tenant", "acme")];
+    let (first, _) = gateway().await;
+    for i in 0..3 {
+        assert_eq!(
+            ask_with(&first.router, &acme, &format!("c-{i}"), false)
+                .await
+                .status,
+            200
+        );
+    }
+    let refused = ask_with(&first.router, &acme, "c-3", false).await;
+    assert_eq!(refused.status, 402, "{}", refused.text);
+    first.gw.ledger().unwrap().flush().await.unwrap();
+    drop(first);
+
+    let (second, restored) = gateway().await;
+    assert_eq!(restored, 1);
+    let tenants = get_json(&second.router, "/admin/tenants").await;
+    let account = &tenants["tenants"][0]["account"];
+    assert_eq!(account["spent_micros"], 3 * one, "{tenants}");
+    assert_eq!(account["spent_this_month_micros"], 3 * one);
+    assert_eq!(account["tokens_today"], 3 * USAGE.total_tokens());
+    let refused = ask_with(&second.router, &acme, "c-4", false).await;
+    assert_eq!(refused.status, 402, "{}", refused.text);
+    assert_eq!(second.a.calls(), 0);
+}
