@@ -23,8 +23,10 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
         let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?;
         let ledger = match ledger_cmd::open(&cfg.ledger, &ledger_cmd::config_dir(config)).await? {
             Some(store) => {
-                // Keys made through the admin API live in the store.
-                builder = builder.stored_keys(&store.keys().await?);
+                // Keys and tenants set through the admin API live in the store.
+                builder = builder
+                    .stored_keys(&store.keys().await?)
+                    .stored_tenants(&store.tenants().await?);
                 let (ledger, store, writer) = ledger_cmd::start(store);
                 builder = builder.ledger(ledger.clone(), store);
                 Some((ledger, writer))

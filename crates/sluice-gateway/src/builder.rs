@@ -2,16 +2,16 @@
 //! policies (hedging, concurrency limits, pacing, retries, breakers), lanes and tenants'
 //! default lanes, telemetry.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use sluice_config::gateway::{DeploymentConfig, Env, GatewayConfig};
 use sluice_core::GatewayError;
 use sluice_economy::{Accounts, Catalog, KeyError, KeyRing, KeySpec, Limits, Micros, Price};
-use sluice_ledger::{AnyStore, Ledger, StoredKey};
+use sluice_ledger::{AnyStore, Ledger, StoredKey, StoredTenant};
 use sluice_providers::Provider;
 use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
@@ -23,8 +23,8 @@ use sluice_telemetry::Telemetry;
 
 use crate::gateway::{Gateway, RecordSink};
 use crate::limiter::Limiter;
-use crate::policies;
 use crate::routing::{Deployment, ModelGroup, Routes, ticket_hash};
+use crate::{policies, tenants_api};
 
 /// The policies of one model group; `None` takes the builder's default.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -103,6 +103,8 @@ pub struct GatewayBuilder {
     keys: Vec<(KeySpec, String)>,
     /// Keys made at run time, kept in the ledger's store.
     stored: Vec<(KeySpec, String)>,
+    /// Tenants set at run time, kept in the ledger's store.
+    stored_tenants: Vec<StoredTenant>,
     limits: Vec<(String, Limits)>,
     require_keys: Option<bool>,
     admin_token: Option<String>,
@@ -124,6 +126,7 @@ impl Default for GatewayBuilder {
             tenant_lanes: Vec::new(),
             keys: Vec::new(),
             stored: Vec::new(),
+            stored_tenants: Vec::new(),
             limits: Vec::new(),
             require_keys: None,
             admin_token: None,
@@ -303,6 +306,13 @@ impl GatewayBuilder {
         self
     }
 
+    /// Adds tenants set at run time and kept in the ledger's store; a tenant the
+    /// configuration sets wins.
+    pub fn stored_tenants(mut self, stored: &[StoredTenant]) -> Self {
+        self.stored_tenants.extend_from_slice(stored);
+        self
+    }
+
     /// Gives `tenant` credits and quotas.
     pub fn tenant_limits(mut self, tenant: &str, limits: Limits) -> Self {
         self.limits.push((tenant.to_string(), limits));
@@ -423,6 +433,38 @@ impl GatewayBuilder {
         for (tenant, limits) in &self.limits {
             accounts.set_limits(tenant, *limits, tokio::time::Instant::now());
         }
+        let configured_tenants: HashSet<Arc<str>> = self
+            .tenant_lanes
+            .iter()
+            .map(|(t, _)| t)
+            .chain(self.limits.iter().map(|(t, _)| t))
+            .map(|t| Arc::from(t.as_str()))
+            .collect();
+        let mut api_tenants = BTreeMap::new();
+        let mut api_lanes = Vec::new();
+        for t in self.stored_tenants {
+            if configured_tenants.contains(t.name.as_str()) {
+                tracing::warn!(tenant = %t.name, "a stored tenant has a configured tenant's name; the configured one is used");
+                continue;
+            }
+            accounts.set_limits(
+                &t.name,
+                tenants_api::limits_of(&t),
+                tokio::time::Instant::now(),
+            );
+            match t
+                .lane
+                .as_deref()
+                .map(|l| self.lanes.iter().position(|x| &*x.name == l))
+            {
+                Some(Some(i)) => api_lanes.push((Arc::from(t.name.as_str()), i)),
+                Some(None) => {
+                    tracing::warn!(tenant = %t.name, "a stored tenant's lane is gone; its requests use the first lane")
+                }
+                None => {}
+            }
+            api_tenants.insert(Arc::from(t.name.as_str()), t);
+        }
         let mut tenant_lanes = HashMap::new();
         for (tenant, lane) in &self.tenant_lanes {
             let i = self
@@ -435,10 +477,13 @@ impl GatewayBuilder {
                 })?;
             tenant_lanes.insert(Arc::from(tenant.as_str()), i);
         }
+        tenant_lanes.extend(api_lanes);
         Ok(Arc::new(Gateway {
             routes: Routes::new(groups, seed),
             lanes: self.lanes,
-            tenant_lanes,
+            tenant_lanes: RwLock::new(tenant_lanes),
+            configured_tenants,
+            api_tenants: Mutex::new(api_tenants),
             keys,
             accounts,
             require_keys,

@@ -1,14 +1,14 @@
 //! The gateway's shared state: routes, lanes, tenants' default lanes, API keys, prices,
 //! telemetry, cool-downs, record sinks and the usage ledger.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use sluice_core::{CallRecord, GatewayError};
 use sluice_economy::{Accounts, Catalog, KeyRing};
-use sluice_ledger::{AnyStore, Ledger};
+use sluice_ledger::{AnyStore, Ledger, StoredTenant};
 use sluice_tail::Cooldowns;
 use sluice_tail::admission::LaneSpec;
 use sluice_telemetry::Telemetry;
@@ -27,7 +27,11 @@ pub struct Gateway {
     pub(crate) routes: Routes,
     pub(crate) lanes: Vec<LaneSpec>,
     /// The lane of each tenant that has one (by index into `lanes`).
-    pub(crate) tenant_lanes: HashMap<Arc<str>, usize>,
+    pub(crate) tenant_lanes: RwLock<HashMap<Arc<str>, usize>>,
+    /// Tenants the configuration sets (the admin API may not change them).
+    pub(crate) configured_tenants: HashSet<Arc<str>>,
+    /// Tenants set through the admin API, as set.
+    pub(crate) api_tenants: Mutex<BTreeMap<Arc<str>, StoredTenant>>,
     /// API keys.
     pub(crate) keys: KeyRing,
     /// Tenants' credits and quotas.
@@ -83,7 +87,7 @@ impl Gateway {
 
     /// The lane of `tenant`'s requests that name none: its configured lane, else the first.
     pub fn tenant_lane(&self, tenant: &str) -> usize {
-        self.tenant_lanes.get(tenant).copied().unwrap_or(0)
+        self.tenant_lanes.read().get(tenant).copied().unwrap_or(0)
     }
 
     /// Whether shutdown has begun (`/readyz` answers 503 from then on).

@@ -1,9 +1,8 @@
-//! `/admin/keys` and `/admin/tenants`: making, listing and revoking API keys, and the guard
+//! `/admin/keys`: making, listing and revoking API keys, and the guard
 //! every `/admin/*` route passes (the admin token, when one is configured). A key is shown once,
 //! in the answer that makes it; sluice keeps only its hash, in memory and, with a ledger, in
 //! the ledger's store, so keys made here outlive a restart.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Json;
@@ -19,7 +18,7 @@ use sluice_ledger::{Store, StoredKey};
 
 use crate::{Gateway, auth, rescue};
 
-fn refuse(e: &GatewayError) -> Response {
+pub(crate) fn refuse(e: &GatewayError) -> Response {
     rescue::error_response(e, &RequestId::generate(), None)
 }
 
@@ -40,7 +39,7 @@ pub async fn guard(State(gw): State<Arc<Gateway>>, req: Request, next: Next) -> 
     next.run(req).await
 }
 
-fn store_failed(e: &sluice_ledger::LedgerError) -> GatewayError {
+pub(crate) fn store_failed(e: &sluice_ledger::LedgerError) -> GatewayError {
     tracing::error!(error = %e, "saving a key failed");
     GatewayError::new(
         ErrorKind::Internal,
@@ -49,7 +48,7 @@ fn store_failed(e: &sluice_ledger::LedgerError) -> GatewayError {
 }
 
 /// The key routes are off unless an admin token protects them.
-fn managing(gw: &Gateway) -> Result<(), GatewayError> {
+pub(crate) fn managing(gw: &Gateway) -> Result<(), GatewayError> {
     if gw.admin_token.is_some() {
         Ok(())
     } else {
@@ -72,11 +71,11 @@ pub struct NewKey {
     models: Vec<String>,
 }
 
-fn invalid(message: String, param: &'static str) -> GatewayError {
+pub(crate) fn invalid(message: String, param: &'static str) -> GatewayError {
     GatewayError::new(ErrorKind::InvalidRequest, message).with_param(param)
 }
 
-fn is_name(s: &str) -> bool {
+pub(crate) fn is_name(s: &str) -> bool {
     (1..=64).contains(&s.len())
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
@@ -206,40 +205,4 @@ pub async fn revoke(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) ->
             format!("no key named `{name}`"),
         ))
     }
-}
-
-/// `GET /admin/tenants`: every tenant sluice knows (configured, owning a key, or with
-/// credits or quotas), with its default lane, how many keys it has, and its account: limits,
-/// what it spent (micro-units) and has reserved, its tokens today and spend this month.
-pub async fn tenants(State(gw): State<Arc<Gateway>>) -> Response {
-    let mut all: BTreeMap<String, (Option<String>, usize)> = BTreeMap::new();
-    for (t, lane) in &gw.tenant_lanes {
-        all.entry(t.to_string()).or_default().0 = gw.lanes.get(*lane).map(|l| l.name.to_string());
-    }
-    for k in gw.keys.list() {
-        all.entry(k.spec.tenant.to_string()).or_default().1 += 1;
-    }
-    for t in gw.accounts.tenants() {
-        all.entry(t.to_string()).or_default();
-    }
-    let tenants: Vec<Value> = all
-        .into_iter()
-        .map(|(t, (lane, keys))| {
-            let account = gw.accounts.balance(&t).map(|b| {
-                json!({
-                    "credits_micros": b.limits.credits.map(|c| c.0),
-                    "rpm": b.limits.rpm,
-                    "tpm": b.limits.tpm,
-                    "tokens_per_day": b.limits.tokens_per_day,
-                    "spend_per_month_micros": b.limits.spend_per_month.map(|c| c.0),
-                    "spent_micros": b.spent.0,
-                    "reserved_micros": b.reserved.0,
-                    "tokens_today": b.tokens_today,
-                    "spent_this_month_micros": b.spent_this_month.0,
-                })
-            });
-            json!({"tenant": t, "lane": lane, "keys": keys, "account": account})
-        })
-        .collect();
-    Json(json!({ "tenants": tenants })).into_response()
 }

@@ -24,6 +24,7 @@ pub mod routing;
 pub mod server;
 pub mod stack;
 pub mod status;
+pub mod tenants_api;
 pub mod usage_api;
 
 pub use gateway::{Gateway, GatewayBuilder};

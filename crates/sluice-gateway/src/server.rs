@@ -6,12 +6,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::{Router, middleware};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Gateway, admin, keys_api, stack, status, usage_api};
+use crate::{Gateway, admin, keys_api, stack, status, tenants_api, usage_api};
 
 /// The routes of a gateway.
 pub fn router(gw: Arc<Gateway>) -> Router {
@@ -20,7 +20,11 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/admin/upstreams", get(status::upstreams))
         .route("/admin/keys", get(keys_api::list).post(keys_api::create))
         .route("/admin/keys/{name}", delete(keys_api::revoke))
-        .route("/admin/tenants", get(keys_api::tenants))
+        .route("/admin/tenants", get(tenants_api::list))
+        .route(
+            "/admin/tenants/{name}",
+            put(tenants_api::put).delete(tenants_api::delete),
+        )
         .route("/admin/usage", get(usage_api::usage))
         .route_layer(middleware::from_fn_with_state(gw.clone(), keys_api::guard));
     Router::new()

@@ -152,7 +152,7 @@ async fn the_admin_api_makes_a_key_shown_once_that_works_until_revoked() {
     let (_, tenants) = admin(&r.router, "GET", "/admin/tenants", Some(ADMIN), Value::Null).await;
     assert_eq!(
         tenants["tenants"][0],
-        json!({"tenant": "acme", "lane": null, "keys": 1, "account": null})
+        json!({"tenant": "acme", "source": "seen", "lane": null, "keys": 1, "account": null})
     );
 
     // Bad requests name the field and change nothing.

@@ -288,3 +288,121 @@ async fn a_restart_gives_no_one_their_credits_back() {
     assert_eq!(refused.status, 402, "{}", refused.text);
     assert_eq!(second.a.calls(), 0);
 }
+
+/// Tenants set through the admin API: their limits apply at once, they are kept in the store
+/// and come back after a restart, a configured tenant cannot be changed there, and bad
+/// settings are refused naming the field.
+#[tokio::test]
+async fn tenants_set_through_the_admin_api_apply_at_once_and_outlive_a_restart() {
+    const ADMIN: &str = "Bearer admin-secret";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let open = || async {
+        Arc::new(AnyStore::Sqlite(
+            SqliteStore::open(&path, Durability::Disk).await.unwrap(),
+        ))
+    };
+    let configured = sluice_economy::Limits {
+        rpm: Some(100),
+        ..sluice_economy::Limits::default()
+    };
+    let store = open().await;
+    let (ledger, _writer) = Ledger::start(store.clone());
+    let first = rig(false, |b| {
+        b.admin_token("admin-secret")
+            .price("m", PRICE)
+            .tenant_limits("fixed", configured)
+            .ledger(ledger, store.clone())
+    });
+    *first.a.usage.lock() = Some(USAGE);
+    // Credits for one call's worst case, not two.
+    let (status, v) = send(
+        &first.router,
+        "PUT",
+        "/admin/tenants/trial",
+        ADMIN,
+        r#"{"credits": 0.003, "lane": "batch", "rpm": 10}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["source"], "api");
+    assert_eq!(v["lane"], "batch");
+    assert_eq!(v["account"]["credits_micros"], 3_000);
+    let trial = [("x-sluice-tenant", "trial")];
+    assert_eq!(
+        ask_with(&first.router, &trial, "t-0", false).await.status,
+        200
+    );
+    assert_eq!(first.record("t-0").lane.as_deref(), Some("batch"));
+    assert_eq!(
+        ask_with(&first.router, &trial, "t-1", false).await.status,
+        402
+    );
+
+    for (path, body, param) in [
+        ("/admin/tenants/fixed", r#"{"credits": 5}"#, "name"),
+        ("/admin/tenants/trial", r#"{"credits": -1}"#, "credits"),
+        ("/admin/tenants/trial", r#"{"rpm": 0}"#, "rpm"),
+        ("/admin/tenants/trial", r#"{"lane": "vip"}"#, "lane"),
+        ("/admin/tenants/bad%20name", "{}", "name"),
+    ] {
+        let (status, v) = send(&first.router, "PUT", path, ADMIN, body).await;
+        assert_eq!(status, 400, "{path} {body}: {v}");
+        assert_eq!(v["error"]["param"], param, "{path} {body}: {v}");
+    }
+    let (status, v) = send(
+        &first.router,
+        "PUT",
+        "/admin/tenants/trial",
+        ADMIN,
+        r#"{"credit": 5}"#,
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("credit"),
+        "{v}"
+    );
+    drop(first);
+
+    // After a restart the tenant is back, with its spend restored: still out of credits
+    // until topped up.
+    let store = open().await;
+    let (ledger, _writer) = Ledger::start(store.clone());
+    let stored = store.tenants().await.unwrap();
+    let second = rig(false, |b| {
+        b.admin_token("admin-secret")
+            .price("m", PRICE)
+            .stored_tenants(&stored)
+            .ledger(ledger, store.clone())
+    });
+    *second.a.usage.lock() = Some(USAGE);
+    sluice_gateway::metering::restore_accounts(&second.gw, std::time::SystemTime::now())
+        .await
+        .unwrap();
+    assert_eq!(
+        ask_with(&second.router, &trial, "t-2", false).await.status,
+        402
+    );
+    let (status, v) = send(
+        &second.router,
+        "PUT",
+        "/admin/tenants/trial",
+        ADMIN,
+        r#"{"credits": 1.0}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["account"]["spent_micros"], PRICE.cost(&USAGE).0);
+    assert_eq!(v["lane"], Value::Null);
+    assert_eq!(
+        ask_with(&second.router, &trial, "t-3", false).await.status,
+        200
+    );
+
+    let (status, _) = send(&second.router, "DELETE", "/admin/tenants/trial", ADMIN, "").await;
+    assert_eq!(status, 200);
+    assert!(store.tenants().await.unwrap().is_empty());
+    let (status, _) = send(&second.router, "DELETE", "/admin/tenants/trial", ADMIN, "").await;
+    assert_eq!(status, 404);
+}

@@ -9,13 +9,16 @@ use sqlx::{
 use crate::LedgerError;
 use crate::entry::{CacheOutcome, Entry, Tokens, utc_day};
 use crate::query::{UsageQuery, UsageRow};
-use crate::store::StoredKey;
+use crate::store::{StoredKey, StoredTenant};
 
 /// The ledger table.
 pub(crate) const TABLE: &str = "sluice_ledger";
 
 /// API keys made at run time (their hashes).
 pub(crate) const KEYS: &str = "sluice_keys";
+
+/// Tenants set through the admin API.
+pub(crate) const TENANTS: &str = "sluice_tenants";
 
 /// The columns an entry fills, in binding order.
 const COLUMNS: [&str; 25] = [
@@ -82,6 +85,11 @@ fn schema(row_id: &str) -> Vec<String> {
         format!(
             "CREATE TABLE IF NOT EXISTS {KEYS} (name TEXT PRIMARY KEY, tenant TEXT NOT NULL, \
              sha256 TEXT NOT NULL, lane TEXT, models TEXT NOT NULL)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {TENANTS} (name TEXT PRIMARY KEY, lane TEXT, \
+             credits_micros BIGINT, rpm BIGINT, tpm BIGINT, tokens_per_day BIGINT, \
+             spend_per_month_micros BIGINT)"
         ),
         format!("CREATE INDEX IF NOT EXISTS {TABLE}_at ON {TABLE} (at_ms)"),
         format!("CREATE INDEX IF NOT EXISTS {TABLE}_tenant_at ON {TABLE} (tenant, at_ms)"),
@@ -384,19 +392,6 @@ where
     Ok(())
 }
 
-/// Removes the key `name`; whether there was one.
-pub(crate) async fn remove_key<DB>(pool: &Pool<DB>, name: &str) -> Result<bool, LedgerError>
-where
-    DB: Database,
-    DB::Arguments: Default + IntoArguments<DB>,
-    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
-    String: for<'q> Encode<'q, DB> + Type<DB>,
-{
-    let mut b = QueryBuilder::<DB>::new(format!("DELETE FROM {KEYS} WHERE name = "));
-    b.push_bind(name.to_string()).push(" RETURNING name");
-    Ok(!b.build().fetch_all(pool).await?.is_empty())
-}
-
 /// Every saved key, by name.
 pub(crate) async fn keys<DB>(pool: &Pool<DB>) -> Result<Vec<StoredKey>, LedgerError>
 where
@@ -424,6 +419,92 @@ where
                     .filter(|m| !m.is_empty())
                     .map(str::to_string)
                     .collect(),
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(LedgerError::from)
+}
+
+/// Saves `t`, replacing a tenant of the same name.
+pub(crate) async fn save_tenant<DB>(pool: &Pool<DB>, t: &StoredTenant) -> Result<(), LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<String>: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<i64>: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!(
+        "INSERT INTO {TENANTS} (name, lane, credits_micros, rpm, tpm, tokens_per_day, \
+         spend_per_month_micros) "
+    ));
+    b.push_values([t], |mut v, t| {
+        v.push_bind(t.name.clone())
+            .push_bind(t.lane.clone())
+            .push_bind(t.credits_micros.map(int))
+            .push_bind(t.rpm.map(int))
+            .push_bind(t.tpm.map(int))
+            .push_bind(t.tokens_per_day.map(int))
+            .push_bind(t.spend_per_month_micros.map(int));
+    });
+    b.push(
+        " ON CONFLICT (name) DO UPDATE SET lane = excluded.lane, \
+         credits_micros = excluded.credits_micros, rpm = excluded.rpm, tpm = excluded.tpm, \
+         tokens_per_day = excluded.tokens_per_day, \
+         spend_per_month_micros = excluded.spend_per_month_micros",
+    );
+    b.build().execute(pool).await?;
+    Ok(())
+}
+
+/// Removes the row `name` of `table`; whether there was one.
+pub(crate) async fn remove_named<DB>(
+    pool: &Pool<DB>,
+    table: &str,
+    name: &str,
+) -> Result<bool, LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!("DELETE FROM {table} WHERE name = "));
+    b.push_bind(name.to_string()).push(" RETURNING name");
+    Ok(!b.build().fetch_all(pool).await?.is_empty())
+}
+
+/// Every saved tenant, by name.
+pub(crate) async fn tenants<DB>(pool: &Pool<DB>) -> Result<Vec<StoredTenant>, LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    String: for<'r> Decode<'r, DB> + Type<DB>,
+    Option<String>: for<'r> Decode<'r, DB> + Type<DB>,
+    Option<i64>: for<'r> Decode<'r, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!(
+        "SELECT name, lane, credits_micros, rpm, tpm, tokens_per_day, spend_per_month_micros \
+         FROM {TENANTS} ORDER BY name"
+    ));
+    let rows = b.build().fetch_all(pool).await?;
+    rows.iter()
+        .map(|r| {
+            let n = |i: usize| -> Result<Option<u64>, sqlx::Error> {
+                Ok(r.try_get::<Option<i64>, usize>(i)?
+                    .map(|v| u64::try_from(v).unwrap_or(0)))
+            };
+            Ok(StoredTenant {
+                name: r.try_get(0usize)?,
+                lane: r.try_get(1usize)?,
+                credits_micros: n(2)?,
+                rpm: n(3)?,
+                tpm: n(4)?,
+                tokens_per_day: n(5)?,
+                spend_per_month_micros: n(6)?,
             })
         })
         .collect::<Result<_, sqlx::Error>>()

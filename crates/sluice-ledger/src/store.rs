@@ -1,4 +1,4 @@
-//! Where ledger rows (and API keys made at run time) live: the [`Store`] trait, its embedded SQLite and PostgreSQL
+//! Where ledger rows (and the API keys and tenants set at run time) live: the [`Store`] trait, its embedded SQLite and PostgreSQL
 //! implementations, and [`AnyStore`], the one a configuration picks at run time.
 
 use std::future::Future;
@@ -40,6 +40,38 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every saved key, by name.
     fn keys(&self) -> impl Future<Output = Result<Vec<StoredKey>, LedgerError>> + Send;
+
+    /// Saves a tenant set through the admin API (replacing one of the same name).
+    fn save_tenant(
+        &self,
+        tenant: &StoredTenant,
+    ) -> impl Future<Output = Result<(), LedgerError>> + Send;
+
+    /// Removes the tenant `name`; whether there was one.
+    fn remove_tenant(&self, name: &str) -> impl Future<Output = Result<bool, LedgerError>> + Send;
+
+    /// Every saved tenant, by name.
+    fn tenants(&self) -> impl Future<Output = Result<Vec<StoredTenant>, LedgerError>> + Send;
+}
+
+/// A tenant set through the admin API, as kept across restarts: its default lane and its
+/// limits (`None`: no limit).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoredTenant {
+    /// The tenant's name.
+    pub name: String,
+    /// The lane of its requests that name none.
+    pub lane: Option<String>,
+    /// Money it may spend in all, in micro-units.
+    pub credits_micros: Option<u64>,
+    /// Requests per minute.
+    pub rpm: Option<u64>,
+    /// Tokens per minute.
+    pub tpm: Option<u64>,
+    /// Tokens per UTC day.
+    pub tokens_per_day: Option<u64>,
+    /// Money per UTC month, in micro-units.
+    pub spend_per_month_micros: Option<u64>,
 }
 
 /// An API key made at run time, as kept across restarts: its hash, never the key.
@@ -79,7 +111,19 @@ macro_rules! sql_store {
             }
 
             async fn remove_key(&self, name: &str) -> Result<bool, LedgerError> {
-                sql::remove_key(&self.pool, name).await
+                sql::remove_named(&self.pool, sql::KEYS, name).await
+            }
+
+            async fn save_tenant(&self, tenant: &StoredTenant) -> Result<(), LedgerError> {
+                sql::save_tenant(&self.pool, tenant).await
+            }
+
+            async fn remove_tenant(&self, name: &str) -> Result<bool, LedgerError> {
+                sql::remove_named(&self.pool, sql::TENANTS, name).await
+            }
+
+            async fn tenants(&self) -> Result<Vec<StoredTenant>, LedgerError> {
+                sql::tenants(&self.pool).await
             }
 
             async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
@@ -181,6 +225,27 @@ impl Store for AnyStore {
         match self {
             Self::Sqlite(s) => s.keys().await,
             Self::Postgres(s) => s.keys().await,
+        }
+    }
+
+    async fn save_tenant(&self, tenant: &StoredTenant) -> Result<(), LedgerError> {
+        match self {
+            Self::Sqlite(s) => s.save_tenant(tenant).await,
+            Self::Postgres(s) => s.save_tenant(tenant).await,
+        }
+    }
+
+    async fn remove_tenant(&self, name: &str) -> Result<bool, LedgerError> {
+        match self {
+            Self::Sqlite(s) => s.remove_tenant(name).await,
+            Self::Postgres(s) => s.remove_tenant(name).await,
+        }
+    }
+
+    async fn tenants(&self) -> Result<Vec<StoredTenant>, LedgerError> {
+        match self {
+            Self::Sqlite(s) => s.tenants().await,
+            Self::Postgres(s) => s.tenants().await,
         }
     }
 

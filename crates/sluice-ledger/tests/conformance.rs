@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use sluice_ledger::{
     CacheOutcome, Durability, Entry, GroupBy, Ledger, PgStore, SqliteStore, Store, StoredKey,
-    Tokens, UsageQuery,
+    StoredTenant, Tokens, UsageQuery,
 };
 
 const DAY: i64 = 86_400_000;
@@ -103,6 +103,7 @@ conformance!(
     big_batches_and_awkward_text,
     the_writer_commits_everything_sent,
     keys_are_saved_replaced_and_removed,
+    tenants_are_saved_replaced_and_removed,
 );
 
 async fn entries_come_back_as_written<S: Store>(s: S) {
@@ -317,4 +318,34 @@ async fn keys_are_saved_replaced_and_removed<S: Store>(s: S) {
     assert!(s.remove_key("ci").await.unwrap());
     assert!(!s.remove_key("ci").await.unwrap());
     assert_eq!(s.keys().await.unwrap(), vec![ops]);
+}
+
+async fn tenants_are_saved_replaced_and_removed<S: Store>(s: S) {
+    assert!(s.tenants().await.unwrap().is_empty());
+    let acme = StoredTenant {
+        name: "acme".into(),
+        lane: Some("batch".into()),
+        credits_micros: Some(25_000_000),
+        rpm: Some(60),
+        tpm: None,
+        tokens_per_day: Some(1_000_000),
+        spend_per_month_micros: None,
+    };
+    let bare = StoredTenant {
+        name: "bare".into(),
+        ..StoredTenant::default()
+    };
+    s.save_tenant(&bare).await.unwrap();
+    s.save_tenant(&acme).await.unwrap();
+    assert_eq!(s.tenants().await.unwrap(), vec![acme.clone(), bare.clone()]);
+    let topped_up = StoredTenant {
+        credits_micros: Some(50_000_000),
+        lane: None,
+        ..acme
+    };
+    s.save_tenant(&topped_up).await.unwrap();
+    assert_eq!(s.tenants().await.unwrap(), vec![topped_up, bare.clone()]);
+    assert!(s.remove_tenant("acme").await.unwrap());
+    assert!(!s.remove_tenant("acme").await.unwrap());
+    assert_eq!(s.tenants().await.unwrap(), vec![bare]);
 }
