@@ -15,7 +15,9 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use parking_lot::Mutex;
 use serde::Serialize;
+use sluice_economy::{Micros, Price};
 use sluice_gateway::{Gateway, GatewayBuilder, Server, ShutdownHandle};
+use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore, Store, UsageQuery, UsageRow};
 use sluice_providers::{
     Anthropic, AnthropicSettings, HttpSettings, OpenAiCompat, OpenAiSettings, Provider,
 };
@@ -57,6 +59,8 @@ struct VariantResult {
     /// The most requests waiting in sluice's queues at once, per lane (all deployments
     /// together), sampled every 200 ms; empty for a gateway without queues.
     deepest_queue: BTreeMap<String, usize>,
+    /// The column's token bill, totalled from its usage ledger.
+    bill: UsageRow,
 }
 
 /// Requests waiting in `gw`'s queues now, per lane, all deployments together.
@@ -82,6 +86,9 @@ struct Running {
     shutdown: ShutdownHandle,
     recorder: Arc<Mutex<Recorder>>,
     progress: Arc<Progress>,
+    /// The column's usage ledger, in a file of its own, removed at the end.
+    store: Arc<AnyStore>,
+    _ledger_dir: tempfile::TempDir,
 }
 
 /// Runs the demo.
@@ -140,6 +147,22 @@ async fn start(v: Variant, s: &Scenario) -> anyhow::Result<Running> {
             provider(name, spec.api, format!("http://{sim_addr}/{name}/v1"), s)?,
         );
     }
+    // Each column keeps its own ledger, as a gateway would. GLM is priced with the example
+    // figures of sluice.example.toml; DeepSeek with the shipped defaults.
+    let ledger_dir = tempfile::tempdir().context("making the ledger's folder")?;
+    let store = Arc::new(AnyStore::Sqlite(
+        SqliteStore::open(&ledger_dir.path().join("ledger.db"), Durability::Process).await?,
+    ));
+    let (ledger, _writer) = Ledger::start(store.clone());
+    let b = b.ledger(ledger, store.clone()).price(
+        "glm-4.5-air",
+        Price {
+            input: Micros(110_000),
+            cached_input: Micros(20_000),
+            cache_write: Micros(110_000),
+            output: Micros(280_000),
+        },
+    );
     let gateway = s.configure(b).build()?;
     let server = Server::bind(
         gateway.clone(),
@@ -159,6 +182,8 @@ async fn start(v: Variant, s: &Scenario) -> anyhow::Result<Running> {
         shutdown,
         recorder: Arc::new(Mutex::new(Recorder::new(s.meta.slo)?)),
         progress: Arc::new(Progress::default()),
+        store,
+        _ledger_dir: ledger_dir,
     })
 }
 
@@ -254,12 +279,21 @@ async fn replay(s: &Scenario) -> anyhow::Result<Vec<VariantResult>> {
             })
             .collect();
         r.shutdown.trigger();
+        let bill = match r.gateway.ledger() {
+            Some(ledger) => {
+                ledger.flush().await?;
+                let rows = r.store.usage(&UsageQuery::default()).await?;
+                rows.into_iter().next().unwrap_or_default()
+            }
+            None => UsageRow::default(),
+        };
         out.push(VariantResult {
             name: r.variant.name,
             summary: r.recorder.lock().summary(took),
             upstreams,
             gateway: r.gateway.telemetry().latency_report(Instant::now()),
             deepest_queue,
+            bill,
         });
     }
     Ok(out)
@@ -335,6 +369,7 @@ fn report(s: &Scenario, results: &[VariantResult]) {
         println!();
     }
     queue_table(results);
+    bill_table(results);
     println!("In plain words:");
     for r in results {
         for lane in lane_order(&r.summary.lanes) {
@@ -392,6 +427,44 @@ fn queue_table(results: &[VariantResult]) {
         println!();
     }
     println!();
+}
+
+/// Per column: the token bill from its usage ledger: tokens, what the provider's prompt cache
+/// served, cost, what caching saved and what hedges and retries cost.
+fn bill_table(results: &[VariantResult]) {
+    println!("The token bill, from each column's usage ledger (US dollars)");
+    print!("{:20}", "");
+    for r in results {
+        print!("{:>11}", r.name);
+    }
+    println!();
+    type Cell = fn(&UsageRow) -> String;
+    let rows: [(&str, Cell); 8] = [
+        ("calls", |b| thousands(b.requests)),
+        ("prompt tokens", |b| thousands(b.prompt_tokens)),
+        ("  from cache", |b| {
+            let pct = 100.0 * b.cached_tokens as f64 / b.prompt_tokens.max(1) as f64;
+            format!("{pct:.0}%")
+        }),
+        ("output tokens", |b| thousands(b.completion_tokens)),
+        ("cost", |b| dollars(i128::from(b.cost_micros))),
+        ("  hedges, retries", |b| dollars(i128::from(b.extra_micros))),
+        ("saved by caching", |b| dollars(i128::from(b.saved_micros))),
+        ("hedges sent", |b| thousands(b.hedges)),
+    ];
+    for (label, cell) in rows {
+        print!("{label:20}");
+        for r in results {
+            print!("{:>11}", cell(&r.bill));
+        }
+        println!();
+    }
+    println!();
+}
+
+/// Micro-units as dollars with four decimals.
+fn dollars(micros: i128) -> String {
+    format!("{:.4}", micros as f64 / 1e6)
 }
 
 /// One row per way of answering (streamed, complete) of one deployment; the upstream's own

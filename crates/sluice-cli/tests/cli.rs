@@ -39,6 +39,19 @@ fn the_demo_runs_and_reports_in_plain_words() {
         "{text}"
     );
     assert!(text.contains("alpha/alpha-chat"), "{text}");
+    // The token bill comes from each column's ledger: every column counted its calls.
+    assert!(text.contains("The token bill"), "{text}");
+    let calls = text
+        .lines()
+        .find(|l| l.starts_with("calls "))
+        .unwrap_or_else(|| panic!("no calls row: {text}"));
+    let counts: Vec<u64> = calls
+        .split_whitespace()
+        .skip(1)
+        .map(|n| n.replace(',', "").parse().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 4, "{calls}");
+    assert!(counts.iter().all(|n| *n > 0 && *n == counts[0]), "{calls}");
 }
 
 #[test]
