@@ -45,6 +45,11 @@ pub async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
 /// `GET /metrics`: Prometheus text format, admission and breaker gauges read at the moment
 /// of the scrape.
 pub async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
+    if let Some(ledger) = gw.ledger() {
+        let s = ledger.stats();
+        gw.telemetry()
+            .set_ledger(s.committed, s.pending(), s.failures);
+    }
     for name in gw.routes().names() {
         let Ok(group) = gw.routes().group(name) else {
             continue;

@@ -17,7 +17,7 @@ use sluice_economy::{Micros, Price};
 use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore, Store, UsageQuery};
 use tower::ServiceExt;
 
-use crate::scripted::{End, ask_with, get_json, rig};
+use crate::scripted::{End, ask_with, get_json, rig, scrape};
 
 const PRICE: Price = Price {
     input: Micros(2_000_000),
@@ -88,6 +88,28 @@ async fn every_call_leaves_a_row_and_usage_totals_them_by_tenant() {
     );
     assert_eq!(v["total"]["requests"], 5);
     assert_eq!(v["total"]["cost_micros"], 4 * one);
+
+    // The same figures in /metrics: cost, and the ledger's rows (flushed by the usage call).
+    let metrics = scrape(&r.router).await;
+    assert!(
+        metrics.contains(&format!(
+            "sluice_cost_micros_total{{group=\"chat\",upstream=\"a\"}} {}",
+            4 * one
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sluice_ledger_rows_committed_total 5"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sluice_ledger_rows_pending 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sluice_ledger_write_failures_total 0"),
+        "{metrics}"
+    );
 
     // One tenant, by model, as CSV.
     let (status, csv) = get(

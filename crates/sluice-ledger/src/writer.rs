@@ -174,3 +174,104 @@ async fn write_until_done<S: Store>(store: &S, batch: &[Entry], counters: &Count
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::{UsageQuery, UsageRow};
+    use crate::store::{StoredKey, StoredTenant};
+    use parking_lot::Mutex;
+
+    /// A store that fails its first `failing` writes, then keeps what it is given.
+    #[derive(Default)]
+    struct Flaky {
+        failing: Mutex<u32>,
+        rows: Mutex<Vec<Entry>>,
+    }
+
+    impl Store for Flaky {
+        async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
+            let mut f = self.failing.lock();
+            if *f > 0 {
+                *f -= 1;
+                return Err(LedgerError::Db(sqlx::Error::PoolTimedOut));
+            }
+            self.rows.lock().extend_from_slice(entries);
+            Ok(())
+        }
+        async fn usage(&self, _: &UsageQuery) -> Result<Vec<UsageRow>, LedgerError> {
+            Ok(vec![])
+        }
+        async fn entries(&self, _: &UsageQuery, _: u32) -> Result<Vec<Entry>, LedgerError> {
+            Ok(self.rows.lock().clone())
+        }
+        async fn save_key(&self, _: &StoredKey) -> Result<(), LedgerError> {
+            Ok(())
+        }
+        async fn remove_key(&self, _: &str) -> Result<bool, LedgerError> {
+            Ok(false)
+        }
+        async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
+            Ok(vec![])
+        }
+        async fn save_tenant(&self, _: &StoredTenant) -> Result<(), LedgerError> {
+            Ok(())
+        }
+        async fn remove_tenant(&self, _: &str) -> Result<bool, LedgerError> {
+            Ok(false)
+        }
+        async fn tenants(&self) -> Result<Vec<StoredTenant>, LedgerError> {
+            Ok(vec![])
+        }
+    }
+
+    fn entry(i: u32) -> Entry {
+        Entry {
+            request_id: format!("r-{i}"),
+            ..Entry::default()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_store_delays_rows_but_loses_none() {
+        let store = Arc::new(Flaky {
+            failing: Mutex::new(4),
+            ..Flaky::default()
+        });
+        let (ledger, _task) = Ledger::start(store.clone());
+        for i in 0..100 {
+            ledger.record(entry(i));
+        }
+        let waited = tokio::time::Instant::now();
+        ledger.append(entry(100)).await.unwrap();
+        ledger.flush().await.unwrap();
+        // Four failures back off 50 + 100 + 200 + 400 ms before the write lands.
+        assert!(waited.elapsed() >= Duration::from_millis(750));
+        let s = ledger.stats();
+        assert_eq!(
+            (s.sent, s.committed, s.failures, s.pending()),
+            (101, 101, 4, 0)
+        );
+        let ids: Vec<String> = store
+            .rows
+            .lock()
+            .iter()
+            .map(|e| e.request_id.clone())
+            .collect();
+        let want: Vec<String> = (0..=100).map(|i| format!("r-{i}")).collect();
+        assert_eq!(ids, want, "every row, in the order sent");
+    }
+
+    #[tokio::test]
+    async fn a_stopped_writer_says_so() {
+        let store = Arc::new(Flaky::default());
+        let (ledger, task) = Ledger::start(store);
+        task.abort();
+        let _ = task.await;
+        assert!(matches!(
+            ledger.append(entry(1)).await,
+            Err(LedgerError::Closed)
+        ));
+        assert!(matches!(ledger.flush().await, Err(LedgerError::Closed)));
+    }
+}

@@ -251,6 +251,18 @@ impl Telemetry {
         }
     }
 
+    /// Sets the usage ledger's figures, read at a scrape: rows committed, rows waiting, and
+    /// failed writes (the writer keeps the running counts; the counters catch up to them).
+    pub fn set_ledger(&self, committed: u64, pending: u64, failures: u64) {
+        let m = &self.metrics;
+        m.ledger_committed
+            .inc_by(committed.saturating_sub(m.ledger_committed.get()));
+        m.ledger_failures
+            .inc_by(failures.saturating_sub(m.ledger_failures.get()));
+        m.ledger_pending
+            .set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+
     /// The percentile windows, for policies that read them (hedging, breakers).
     pub fn windows(&self) -> &Windows {
         &self.windows

@@ -205,6 +205,12 @@ pub struct Metrics {
     pub window_quantiles: Family<QuantileLabels, Gauge<f64, AtomicU64>>,
     /// Requests being served now.
     pub inflight: Gauge,
+    /// Usage-ledger rows committed.
+    pub ledger_committed: Counter,
+    /// Usage-ledger rows waiting to be written.
+    pub ledger_pending: Gauge,
+    /// Usage-ledger writes that failed and were retried.
+    pub ledger_failures: Counter,
 }
 
 impl Metrics {
@@ -230,6 +236,9 @@ impl Metrics {
             deadlines: Family::default(),
             window_quantiles: Family::default(),
             inflight: Gauge::default(),
+            ledger_committed: Counter::default(),
+            ledger_pending: Gauge::default(),
+            ledger_failures: Counter::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
@@ -312,6 +321,21 @@ impl Metrics {
             "inflight_requests",
             "Requests being served now",
             m.inflight.clone(),
+        );
+        r.register(
+            "ledger_rows_committed",
+            "Usage-ledger rows committed to its store",
+            m.ledger_committed.clone(),
+        );
+        r.register(
+            "ledger_rows_pending",
+            "Usage-ledger rows handed over and not yet committed",
+            m.ledger_pending.clone(),
+        );
+        r.register(
+            "ledger_write_failures",
+            "Usage-ledger writes that failed (each is retried until it lands)",
+            m.ledger_failures.clone(),
         );
         m
     }
