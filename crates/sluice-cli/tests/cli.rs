@@ -167,3 +167,77 @@ fn a_new_key_comes_with_a_config_entry_that_checks_and_holds_only_its_hash() {
     let (_, again) = sluice(&["keys", "new", "--name", "ci", "--tenant", "acme"]);
     assert!(!again.contains(&key));
 }
+
+#[test]
+fn usage_reads_the_ledger_a_config_names_as_a_table_csv_or_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(&config, "[ledger]\npath = \"ledger.db\"\n").unwrap();
+    // 120 settled calls (a third gpt-4o, the rest deepseek-chat), into the file the config
+    // names (relative to the config's folder).
+    let db = dir.path().join("ledger.db");
+    let (ok, text) = sluice(&[
+        "bench",
+        "ledger",
+        "--acks",
+        "--entries",
+        "120",
+        "--path",
+        db.to_str().unwrap(),
+    ]);
+    assert!(ok, "{text}");
+    let cfg = config.to_str().unwrap();
+    let (ok, table) = sluice(&["usage", "--config", cfg, "--group-by", "model"]);
+    assert!(ok, "{table}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("model "), "{table}");
+    assert!(
+        lines[1].starts_with("deepseek-chat ") && lines[1].contains(" 80 "),
+        "{table}"
+    );
+    assert!(
+        lines[2].starts_with("gpt-4o ") && lines[2].contains(" 40 "),
+        "{table}"
+    );
+    assert!(
+        lines[3].starts_with("TOTAL ") && lines[3].contains(" 120 "),
+        "{table}"
+    );
+
+    let (ok, csv) = sluice(&[
+        "usage",
+        "--config",
+        cfg,
+        "--group-by",
+        "tenant",
+        "--format",
+        "csv",
+        "--tenant",
+        "tenant-7",
+    ]);
+    assert!(ok, "{csv}");
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows.len(), 2, "{csv}");
+    assert!(rows[1].starts_with("tenant-7,3,0,"), "{csv}");
+
+    let (ok, json) = sluice(&[
+        "usage",
+        "--config",
+        cfg,
+        "--group-by",
+        "",
+        "--format",
+        "json",
+    ]);
+    assert!(ok, "{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["total"]["requests"], 120);
+    assert_eq!(v["total"]["cost_micros"], 120 * 2_400);
+
+    let (ok, text) = sluice(&["usage", "--config", cfg, "--group-by", "colour"]);
+    assert!(!ok);
+    assert!(
+        text.contains("group_by: unknown column \"colour\""),
+        "{text}"
+    );
+}
