@@ -42,6 +42,10 @@ pub struct OverheadArgs {
     /// gateway does not fight the load generator and the upstream for a core.
     #[arg(long)]
     pub gateway_cpus: Option<String>,
+    /// The gateway's usage ledger: `disk` (the default configuration: every commit flushed
+    /// to the disk), `process` (flushed at checkpoints) or `off`.
+    #[arg(long, default_value = "disk", value_parser = ["disk", "process", "off"])]
+    pub ledger: String,
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -116,8 +120,15 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
 
     let gw_port = crate::child::free_port()?;
     let pid = std::process::id();
+    // Every call settles into the ledger, as in production, unless asked otherwise.
+    let ledger = match a.ledger.as_str() {
+        "off" => "[ledger]\nstore = \"off\"\n\n".to_string(),
+        durability => format!(
+            "[ledger]\npath = \"sluice-bench-{pid}-ledger.db\"\ndurability = \"{durability}\"\n\n"
+        ),
+    };
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{gw_port}\"\n\n# Every call settles into the ledger, as in production.\n[ledger]\npath = \"sluice-bench-{pid}-ledger.db\"\n\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://{sim_addr}/fixed/v1\"\npool_max_idle = 1024\n\n[models.bench]\ndeployments = [{{ provider = \"up\", model = \"fixed\" }}]\n"
+        "[server]\nlisten = \"127.0.0.1:{gw_port}\"\n\n{ledger}\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://{sim_addr}/fixed/v1\"\npool_max_idle = 1024\n\n[models.bench]\ndeployments = [{{ provider = \"up\", model = \"fixed\" }}]\n"
     );
     let gateway = Child::spawn(
         "serve",

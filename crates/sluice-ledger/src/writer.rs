@@ -1,6 +1,7 @@
 //! The ledger's writer: calls hand their entries over without waiting, and one task writes
-//! whatever has gathered as one transaction (group commit), so the database sees a few large
-//! writes rather than one per call and never stands in a request's way. A failed write is
+//! whatever has gathered as one transaction (group commit), at most every
+//! [`COMMIT_EVERY`], so the database sees a few large writes rather than one per call and
+//! never stands in a request's way. A failed write is
 //! retried, with backoff, until it lands: entries are never dropped.
 
 use std::sync::Arc;
@@ -9,11 +10,17 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::{Entry, LedgerError, Store};
 
 /// Entries written per transaction at most.
 const MAX_BATCH: usize = 2_000;
+/// Transactions start at most this often: rows that arrive in between wait and share the
+/// next one. A commit flushed to the disk costs the same for one row as for hundreds, so
+/// under steady traffic this is what keeps the ledger's cost per call small (at 500 calls a
+/// second, one commit per call would spend more CPU than the rest of the gateway).
+pub const COMMIT_EVERY: Duration = Duration::from_millis(20);
 /// The first wait after a failed write; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -131,7 +138,12 @@ async fn write_loop<S: Store>(
 ) {
     let mut batch: Vec<Entry> = Vec::new();
     let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
+    let mut last_commit: Option<Instant> = None;
     while let Some(first) = rx.recv().await {
+        if let Some(at) = last_commit {
+            tokio::time::sleep_until(at + COMMIT_EVERY).await;
+        }
+        last_commit = Some(Instant::now());
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
