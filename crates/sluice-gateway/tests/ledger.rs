@@ -34,6 +34,15 @@ const USAGE: Usage = Usage {
     reasoning_tokens: 40,
 };
 
+/// A store in `path` and a ledger writing into it.
+async fn ledgered(path: &std::path::Path) -> (Ledger, Arc<AnyStore>) {
+    let store = Arc::new(AnyStore::Sqlite(
+        SqliteStore::open(path, Durability::Disk).await.unwrap(),
+    ));
+    let (ledger, _writer) = Ledger::start(store.clone());
+    (ledger, store)
+}
+
 async fn get(router: &axum::Router, path: &str) -> (u16, String) {
     let req = http::Request::get(path).body(Body::empty()).unwrap();
     let resp = router.clone().oneshot(req).await.unwrap();
@@ -45,12 +54,7 @@ async fn get(router: &axum::Router, path: &str) -> (u16, String) {
 #[tokio::test]
 async fn every_call_leaves_a_row_and_usage_totals_them_by_tenant() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(AnyStore::Sqlite(
-        SqliteStore::open(&dir.path().join("ledger.db"), Durability::Disk)
-            .await
-            .unwrap(),
-    ));
-    let (ledger, _writer) = Ledger::start(store.clone());
+    let (ledger, store) = ledgered(&dir.path().join("ledger.db")).await;
     let r = rig(false, |b| b.price("m", PRICE).ledger(ledger, store.clone()));
     *r.a.usage.lock() = Some(USAGE);
     let acme = [("x-sluice-tenant", "acme")];
@@ -138,12 +142,7 @@ async fn every_call_leaves_a_row_and_usage_totals_them_by_tenant() {
 #[tokio::test]
 async fn bad_usage_questions_name_the_parameter() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(AnyStore::Sqlite(
-        SqliteStore::open(&dir.path().join("ledger.db"), Durability::Process)
-            .await
-            .unwrap(),
-    ));
-    let (ledger, _writer) = Ledger::start(store.clone());
+    let (ledger, store) = ledgered(&dir.path().join("ledger.db")).await;
     let r = rig(false, |b| b.ledger(ledger, store));
     for (query, param) in [
         ("group_by=tenant,colour", "group_by"),
@@ -193,13 +192,7 @@ async fn keys_made_through_the_admin_api_outlive_a_restart_until_revoked() {
     const ADMIN: &str = "Bearer admin-secret";
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
-    let open = || async {
-        Arc::new(AnyStore::Sqlite(
-            SqliteStore::open(&path, Durability::Disk).await.unwrap(),
-        ))
-    };
-    let store = open().await;
-    let (ledger, _writer) = Ledger::start(store.clone());
+    let (ledger, store) = ledgered(&path).await;
     let first = rig(false, |b| {
         b.admin_token("admin-secret")
             .require_keys(true)
@@ -221,8 +214,7 @@ async fn keys_made_through_the_admin_api_outlive_a_restart_until_revoked() {
     drop(first);
 
     // A new gateway over the same file knows the key.
-    let store = open().await;
-    let (ledger, _writer) = Ledger::start(store.clone());
+    let (ledger, store) = ledgered(&path).await;
     let kept = store.keys().await.unwrap();
     let second = rig(false, |b| {
         b.admin_token("admin-secret")
@@ -268,10 +260,7 @@ async fn a_restart_gives_no_one_their_credits_back() {
         ..sluice_economy::Limits::default()
     };
     let gateway = || async {
-        let store = Arc::new(AnyStore::Sqlite(
-            SqliteStore::open(&path, Durability::Disk).await.unwrap(),
-        ));
-        let (ledger, _writer) = Ledger::start(store.clone());
+        let (ledger, store) = ledgered(&path).await;
         let r = rig(false, |b| {
             b.price("m", PRICE)
                 .tenant_limits("acme", limits)
@@ -319,17 +308,11 @@ async fn tenants_set_through_the_admin_api_apply_at_once_and_outlive_a_restart()
     const ADMIN: &str = "Bearer admin-secret";
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
-    let open = || async {
-        Arc::new(AnyStore::Sqlite(
-            SqliteStore::open(&path, Durability::Disk).await.unwrap(),
-        ))
-    };
     let configured = sluice_economy::Limits {
         rpm: Some(100),
         ..sluice_economy::Limits::default()
     };
-    let store = open().await;
-    let (ledger, _writer) = Ledger::start(store.clone());
+    let (ledger, store) = ledgered(&path).await;
     let first = rig(false, |b| {
         b.admin_token("admin-secret")
             .price("m", PRICE)
@@ -389,8 +372,7 @@ async fn tenants_set_through_the_admin_api_apply_at_once_and_outlive_a_restart()
 
     // After a restart the tenant is back, with its spend restored: still out of credits
     // until topped up.
-    let store = open().await;
-    let (ledger, _writer) = Ledger::start(store.clone());
+    let (ledger, store) = ledgered(&path).await;
     let stored = store.tenants().await.unwrap();
     let second = rig(false, |b| {
         b.admin_token("admin-secret")
