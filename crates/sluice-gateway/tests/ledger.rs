@@ -368,6 +368,8 @@ async fn tenants_set_through_the_admin_api_apply_at_once_and_outlive_a_restart()
         v["error"]["message"].as_str().unwrap().contains("credit"),
         "{v}"
     );
+    // As `sluice serve` does at shutdown: every finished call is in the ledger.
+    first.gw.ledger().unwrap().flush().await.unwrap();
     drop(first);
 
     // After a restart the tenant is back, with its spend restored: still out of credits
