@@ -484,6 +484,7 @@ impl GatewayBuilder {
             tenant_lanes: RwLock::new(tenant_lanes),
             configured_tenants,
             api_tenants: Mutex::new(api_tenants),
+            admin_writes: tokio::sync::Mutex::new(()),
             keys,
             accounts,
             require_keys,

@@ -32,6 +32,10 @@ pub struct Gateway {
     pub(crate) configured_tenants: HashSet<Arc<str>>,
     /// Tenants set through the admin API, as set.
     pub(crate) api_tenants: Mutex<BTreeMap<Arc<str>, StoredTenant>>,
+    /// Held by each admin change (keys, tenants) across its write to the store and to
+    /// memory, so that two changes cannot land in one order in the store and the other in
+    /// memory.
+    pub(crate) admin_writes: tokio::sync::Mutex<()>,
     /// API keys.
     pub(crate) keys: KeyRing,
     /// Tenants' credits and quotas.

@@ -109,6 +109,7 @@ fn check(gw: &Gateway, k: &NewKey) -> Result<(), GatewayError> {
 
 /// `POST /admin/keys`: makes a key; the answer is the only place it ever appears.
 pub async fn create(State(gw): State<Arc<Gateway>>, body: axum::body::Bytes) -> Response {
+    let _one_change_at_a_time = gw.admin_writes.lock().await;
     let made = (|| {
         managing(&gw)?;
         let k: NewKey = serde_json::from_slice(&body).map_err(|e| {
@@ -189,6 +190,7 @@ pub async fn list(State(gw): State<Arc<Gateway>>) -> Response {
 
 /// `DELETE /admin/keys/{name}`.
 pub async fn revoke(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) -> Response {
+    let _one_change_at_a_time = gw.admin_writes.lock().await;
     if let Err(e) = managing(&gw) {
         return refuse(&e);
     }

@@ -124,6 +124,7 @@ pub async fn put(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
+    let _one_change_at_a_time = gw.admin_writes.lock().await;
     let tenant = managing(&gw)
         .and_then(|()| {
             serde_json::from_slice::<TenantBody>(&body).map_err(|e| {
@@ -147,6 +148,7 @@ pub async fn put(
 /// `DELETE /admin/tenants/{name}`: removes a tenant set through the API (its lane and limits;
 /// its spend stays in the ledger).
 pub async fn delete(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) -> Response {
+    let _one_change_at_a_time = gw.admin_writes.lock().await;
     if let Err(e) = managing(&gw) {
         return refuse(&e);
     }
