@@ -56,6 +56,12 @@ pub async fn restore_accounts(gw: &Gateway, wall: SystemTime) -> Result<usize, L
     let Some(store) = gw.usage_store() else {
         return Ok(0);
     };
+    // With no tenant holding credits or quotas there is nothing to restore, and no reason to
+    // read the whole ledger at start.
+    let tenants = gw.accounts.tenants();
+    if tenants.is_empty() {
+        return Ok(0);
+    }
     let ((y, m), _) = calendar::month_of(wall);
     let month_start = calendar::days_from_civil(y, m, 1) * 86_400_000;
     let day_start = calendar::day_of(wall).0 * 86_400_000;
@@ -74,7 +80,7 @@ pub async fn restore_accounts(gw: &Gateway, wall: SystemTime) -> Result<usize, L
             .unwrap_or_default()
     };
     let mut restored = 0;
-    for tenant in gw.accounts.tenants() {
+    for tenant in tenants {
         let (a, mo, d) = (
             find(&all, &tenant),
             find(&month, &tenant),

@@ -206,67 +206,50 @@ pub enum AnyStore {
     Postgres(PgStore),
 }
 
+/// Forwards a call to whichever store this is.
+macro_rules! each {
+    ($self:ident, $s:ident => $call:expr) => {
+        match $self {
+            Self::Sqlite($s) => $call,
+            Self::Postgres($s) => $call,
+        }
+    };
+}
+
 impl Store for AnyStore {
     async fn save_key(&self, key: &StoredKey) -> Result<(), LedgerError> {
-        match self {
-            Self::Sqlite(s) => s.save_key(key).await,
-            Self::Postgres(s) => s.save_key(key).await,
-        }
+        each!(self, s => s.save_key(key).await)
     }
 
     async fn remove_key(&self, name: &str) -> Result<bool, LedgerError> {
-        match self {
-            Self::Sqlite(s) => s.remove_key(name).await,
-            Self::Postgres(s) => s.remove_key(name).await,
-        }
+        each!(self, s => s.remove_key(name).await)
     }
 
     async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
-        match self {
-            Self::Sqlite(s) => s.keys().await,
-            Self::Postgres(s) => s.keys().await,
-        }
+        each!(self, s => s.keys().await)
     }
 
     async fn save_tenant(&self, tenant: &StoredTenant) -> Result<(), LedgerError> {
-        match self {
-            Self::Sqlite(s) => s.save_tenant(tenant).await,
-            Self::Postgres(s) => s.save_tenant(tenant).await,
-        }
+        each!(self, s => s.save_tenant(tenant).await)
     }
 
     async fn remove_tenant(&self, name: &str) -> Result<bool, LedgerError> {
-        match self {
-            Self::Sqlite(s) => s.remove_tenant(name).await,
-            Self::Postgres(s) => s.remove_tenant(name).await,
-        }
+        each!(self, s => s.remove_tenant(name).await)
     }
 
     async fn tenants(&self) -> Result<Vec<StoredTenant>, LedgerError> {
-        match self {
-            Self::Sqlite(s) => s.tenants().await,
-            Self::Postgres(s) => s.tenants().await,
-        }
+        each!(self, s => s.tenants().await)
     }
 
     async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
-        match self {
-            Self::Sqlite(s) => s.append(entries).await,
-            Self::Postgres(s) => s.append(entries).await,
-        }
+        each!(self, s => s.append(entries).await)
     }
 
     async fn usage(&self, q: &UsageQuery) -> Result<Vec<UsageRow>, LedgerError> {
-        match self {
-            Self::Sqlite(s) => s.usage(q).await,
-            Self::Postgres(s) => s.usage(q).await,
-        }
+        each!(self, s => s.usage(q).await)
     }
 
     async fn entries(&self, q: &UsageQuery, limit: u32) -> Result<Vec<Entry>, LedgerError> {
-        match self {
-            Self::Sqlite(s) => s.entries(q, limit).await,
-            Self::Postgres(s) => s.entries(q, limit).await,
-        }
+        each!(self, s => s.entries(q, limit).await)
     }
 }
