@@ -2,8 +2,11 @@
 //! in about 1 ms, open-loop, measured side by side in one run, plus sluice's peak RSS.
 //!
 //! The gateway runs as its own process (so its memory can be read); the upstream and the
-//! load generator share this one. Direct and through-sluice phases alternate in rounds so
-//! that drift on a noisy machine hits both alike.
+//! load generator share this one. Direct and through-sluice requests are interleaved in one
+//! schedule so that drift on a noisy machine hits both alike. With `--floor`, every round is
+//! followed by one of direct requests and requests through a bare hyper forwarder (`sluice
+//! bench forward`): what one more proxy hop costs here before any gateway work, so sluice's
+//! own share can be told from the hop's.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +49,10 @@ pub struct OverheadArgs {
     /// to the disk), `process` (flushed at checkpoints) or `off`.
     #[arg(long, default_value = "disk", value_parser = ["disk", "process", "off"])]
     pub ledger: String,
+    /// Also send the same rate through a bare hyper forwarder, to measure the floor any
+    /// proxy hop pays on this machine.
+    #[arg(long)]
+    pub floor: bool,
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -65,11 +72,23 @@ struct RateResult {
     direct: Point,
     sluice: Point,
     added: Point,
+    /// Through the bare forwarder (with `--floor`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forwarder: Option<Point>,
+    /// What the bare forwarder added (with `--floor`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    floor_added: Option<Point>,
+    /// Failed requests through the bare forwarder (with `--floor`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forwarder_errors: Option<u64>,
     sluice_errors: u64,
     /// Failed requests through sluice by status (0: no answer).
     sluice_errors_by_status: std::collections::BTreeMap<u16, u64>,
     /// CPU the gateway spent per request through it, microseconds.
     sluice_cpu_us_per_request: Option<f64>,
+    /// CPU the bare forwarder spent per request through it (with `--floor`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forwarder_cpu_us_per_request: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -89,6 +108,66 @@ fn point(s: &LaneSummary) -> Point {
         p50_ms: ms(s.total.p50),
         p99_ms: ms(s.total.p99),
         p999_ms: ms(s.total.p999),
+    }
+}
+
+impl Point {
+    /// `self` minus `base`, percentile by percentile.
+    fn minus(&self, base: &Point) -> Point {
+        Point {
+            p50_ms: self.p50_ms - base.p50_ms,
+            p99_ms: self.p99_ms - base.p99_ms,
+            p999_ms: self.p999_ms - base.p999_ms,
+        }
+    }
+}
+
+/// One proxied path at one rate, measured in rounds with direct requests interleaved, and
+/// the CPU its proxy process spent.
+struct Measured {
+    recorder: Arc<Mutex<Recorder>>,
+    took: Duration,
+    /// `None` once the proxy's CPU time could not be read.
+    cpu: Option<f64>,
+}
+
+impl Measured {
+    fn new() -> anyhow::Result<Self> {
+        Ok(Self {
+            recorder: Arc::new(Mutex::new(Recorder::new(None)?)),
+            took: Duration::ZERO,
+            cpu: Some(0.0),
+        })
+    }
+
+    /// One round of `phase` at `rate`: requests direct and through `proxy` (lane `path`).
+    async fn round(
+        &mut self,
+        target: &Split,
+        rate: f64,
+        phase: Duration,
+        round: u32,
+        path: &str,
+        proxy: &Child,
+    ) {
+        let w = workload(rate, phase, u64::from(round), path);
+        let before = proxy.cpu_seconds();
+        let progress = Arc::new(Progress::default());
+        let rec = self.recorder.clone();
+        self.took += drive(target.clone(), placeholder(), &w, "overhead", rec, progress).await;
+        self.cpu = match (self.cpu, before, proxy.cpu_seconds()) {
+            (Some(t), Some(b), Some(a)) => Some(t + a - b),
+            _ => None,
+        };
+    }
+
+    /// The direct path's percentiles, the proxied path's summary, and the proxy's CPU.
+    fn result(&self, path: &str) -> anyhow::Result<(Point, LaneSummary, Option<f64>)> {
+        let summary = self.recorder.lock().summary(self.took);
+        let (Some(d), Some(p)) = (summary.lanes.get(DIRECT), summary.lanes.get(path)) else {
+            anyhow::bail!("no requests were recorded on the {path} path");
+        };
+        Ok((point(d), p.clone(), self.cpu))
     }
 }
 
@@ -137,76 +216,90 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
         a.gateway_cpus.as_deref(),
     )
     .await?;
+    let forwarder = if a.floor {
+        let port = crate::child::free_port()?;
+        let args = ["bench", "forward", "--listen", &format!("127.0.0.1:{port}")];
+        let mut args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+        args.extend(["--upstream".into(), sim_addr.to_string().into()]);
+        let ready = format!("http://127.0.0.1:{port}/readyz");
+        let child = Child::spawn_args(&args, &ready, a.gateway_cpus.as_deref()).await?;
+        Some((child, port))
+    } else {
+        None
+    };
     let direct: http::Uri = format!("http://{sim_addr}/fixed/v1/chat/completions").parse()?;
     let through: http::Uri = format!("http://127.0.0.1:{gw_port}/v1/chat/completions").parse()?;
+    let floor: http::Uri = match &forwarder {
+        Some((_, port)) => format!("http://127.0.0.1:{port}/fixed/v1/chat/completions").parse()?,
+        None => direct.clone(),
+    };
+    let forwarder = forwarder.map(|(child, _)| child);
 
     println!(
         "sluice overhead: upstream answers in ~1 ms; {} rounds of {:?} per rate, direct and \
          through-sluice requests interleaved at the same rate each\n",
         a.rounds, a.phase
     );
+    if a.floor {
+        println!(
+            "floor: each round is followed by one of direct and through-a-bare-forwarder \
+             requests, interleaved the same way\n"
+        );
+    }
     let target = Split {
         inner: HttpTarget::new(1024),
         direct,
         through,
+        floor,
     };
     let mut results = Vec::new();
     for &rate in &a.rates {
-        let rec = Arc::new(Mutex::new(Recorder::new(None)?));
-        let mut took = Duration::ZERO;
-        let mut cpu = Some(0.0);
-        // Warm both paths (connection pools) before measuring.
-        let warm = workload(rate.min(500.0), Duration::from_secs(1), 99);
-        let scratch = Arc::new(Mutex::new(Recorder::new(None)?));
-        drive(
-            target.clone(),
-            placeholder(),
-            &warm,
-            "warm",
-            scratch,
-            Arc::new(Progress::default()),
-        )
-        .await;
-        for round in 0..a.rounds {
-            let w = workload(rate, a.phase, u64::from(round));
-            let before = gateway.cpu_seconds();
-            took += drive(
-                target.clone(),
-                placeholder(),
-                &w,
-                "overhead",
-                rec.clone(),
-                Arc::new(Progress::default()),
-            )
-            .await;
-            cpu = match (cpu, before, gateway.cpu_seconds()) {
-                (Some(c), Some(b), Some(a)) => Some(c + a - b),
-                _ => None,
-            };
+        // Warm every path (connection pools) before measuring.
+        for second in [SLUICE, FLOOR] {
+            let warm = workload(rate.min(500.0), Duration::from_secs(1), 99, second);
+            let scratch = Arc::new(Mutex::new(Recorder::new(None)?));
+            if second == SLUICE || forwarder.is_some() {
+                let p = Arc::new(Progress::default());
+                drive(target.clone(), placeholder(), &warm, "warm", scratch, p).await;
+            }
         }
-        let summary = rec.lock().summary(took);
-        let (Some(d), Some(s)) = (summary.lanes.get(DIRECT), summary.lanes.get(SLUICE)) else {
-            anyhow::bail!("no requests were recorded at {rate}/s");
+        let mut through = Measured::new()?;
+        let mut floor = Measured::new()?;
+        for round in 0..a.rounds {
+            through
+                .round(&target, rate, a.phase, round, SLUICE, &gateway)
+                .await;
+            if let Some(fw) = &forwarder {
+                floor.round(&target, rate, a.phase, round, FLOOR, fw).await;
+            }
+        }
+        let (pd, s, cpu) = through.result(SLUICE)?;
+        let ps = point(&s);
+        let floor = match forwarder {
+            Some(_) => Some(floor.result(FLOOR)?),
+            None => None,
         };
-        let (pd, ps) = (point(d), point(s));
-        let added = Point {
-            p50_ms: ps.p50_ms - pd.p50_ms,
-            p99_ms: ps.p99_ms - pd.p99_ms,
-            p999_ms: ps.p999_ms - pd.p999_ms,
-        };
+        let per_request = |c: f64, n: u64| c * 1e6 / n.max(1) as f64;
         results.push(RateResult {
             rate,
             requests_each: s.count,
+            added: ps.minus(&pd),
+            forwarder: floor.as_ref().map(|(_, f, _)| point(f)),
+            floor_added: floor.as_ref().map(|(d, f, _)| point(f).minus(d)),
+            forwarder_errors: floor.as_ref().map(|(_, f, _)| f.count - f.ok),
+            forwarder_cpu_us_per_request: floor
+                .as_ref()
+                .and_then(|(_, f, c)| c.map(|c| per_request(c, f.count))),
             direct: pd,
             sluice: ps,
-            added,
             sluice_errors: s.count - s.ok,
             sluice_errors_by_status: s.errors_by_status.clone(),
-            sluice_cpu_us_per_request: cpu.map(|c| c * 1e6 / s.count.max(1) as f64),
+            sluice_cpu_us_per_request: cpu.map(|c| per_request(c, s.count)),
         });
     }
     let rss = gateway.peak_rss_mib();
     drop(gateway);
+    drop(forwarder);
     for end in ["", "-wal", "-shm"] {
         let file = std::env::temp_dir().join(format!("sluice-bench-{pid}-ledger.db{end}"));
         // Absent when the gateway never wrote: nothing to remove.
@@ -227,8 +320,24 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
             f(&r.sluice),
             f(&r.added)
         );
+        if let (Some(fw), Some(added)) = (&r.forwarder, &r.floor_added) {
+            println!(
+                "{:>8}  {:>8}  {:>22}  {:>22}  {:>22}   <- bare forwarder",
+                "",
+                "",
+                "",
+                f(fw),
+                f(added)
+            );
+        }
         if let Some(us) = r.sluice_cpu_us_per_request {
             println!("          sluice used {us:.0} µs of CPU per request");
+        }
+        if let Some(us) = r.forwarder_cpu_us_per_request {
+            println!("          the bare forwarder used {us:.0} µs of CPU per request");
+        }
+        if let Some(n) = r.forwarder_errors.filter(|n| *n > 0) {
+            println!("          ({n} requests through the bare forwarder failed)");
         }
         if r.sluice_errors > 0 {
             println!(
@@ -254,15 +363,16 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Lane names of the two paths.
+/// Lane names of the paths.
 const DIRECT: &str = "direct";
 const SLUICE: &str = "sluice";
+const FLOOR: &str = "forwarder";
 
-/// Both paths at `rate` each, their arrivals interleaved in one schedule: the two see the
-/// same machine at the same moments, so the difference of their percentiles is not drowned
-/// by a noisy neighbour that happened to hit only one phase.
-fn workload(rate: f64, duration: Duration, seed: u64) -> Workload {
-    let path = |lane: &str| Traffic {
+/// Direct requests and requests on `path`, at `rate` each, their arrivals interleaved in one
+/// schedule: both see the same machine at the same moments, so the difference of their
+/// percentiles is not drowned by a noisy neighbour that happened to hit only one phase.
+fn workload(rate: f64, duration: Duration, seed: u64, path: &str) -> Workload {
+    let lane = |lane: &str| Traffic {
         lane: lane.into(),
         model: "bench".into(),
         rate,
@@ -270,19 +380,21 @@ fn workload(rate: f64, duration: Duration, seed: u64) -> Workload {
         stream: false,
         ..Traffic::default()
     };
-    Workload::build(&[path(DIRECT), path(SLUICE)], &[], duration, seed)
+    Workload::build(&[lane(DIRECT), lane(path)], &[], duration, seed)
 }
 
 fn placeholder() -> http::Uri {
     http::Uri::from_static("http://bench.invalid/")
 }
 
-/// Sends each request to the upstream directly or through sluice, by its lane.
+/// Sends each request to the upstream directly, through sluice or through the bare
+/// forwarder, by its lane.
 #[derive(Clone, Debug)]
 struct Split {
     inner: HttpTarget,
     direct: http::Uri,
     through: http::Uri,
+    floor: http::Uri,
 }
 
 impl Target for Split {
@@ -291,14 +403,11 @@ impl Target for Split {
         mut req: http::Request<Full<Bytes>>,
     ) -> BoxFuture<'static, Result<http::Response<axum::body::Body>, String>> {
         // The lane names this benchmark's own two paths; it is not a gateway lane.
-        let through = req
-            .headers_mut()
-            .remove("x-sluice-lane")
-            .is_some_and(|v| v == SLUICE);
-        *req.uri_mut() = if through {
-            self.through.clone()
-        } else {
-            self.direct.clone()
+        let lane = req.headers_mut().remove("x-sluice-lane");
+        *req.uri_mut() = match lane.as_ref().map(http::HeaderValue::as_bytes) {
+            Some(l) if l == SLUICE.as_bytes() => self.through.clone(),
+            Some(l) if l == FLOOR.as_bytes() => self.floor.clone(),
+            _ => self.direct.clone(),
         };
         self.inner.send(req)
     }

@@ -10,7 +10,8 @@ use anyhow::Context;
 /// A running child.
 pub struct Child {
     process: std::process::Child,
-    config: PathBuf,
+    /// The config file written for it, removed when it is dropped.
+    config: Option<PathBuf>,
 }
 
 /// A free loopback port (bound, read, released).
@@ -35,6 +36,32 @@ impl Child {
         std::fs::File::create(&path)
             .and_then(|mut f| f.write_all(config.as_bytes()))
             .with_context(|| format!("writing {}", path.display()))?;
+        let args = [
+            command.into(),
+            "--config".into(),
+            path.clone().into_os_string(),
+        ];
+        let mut child = Self::spawn_args(&args, ready_url, cpus).await;
+        if let Ok(c) = &mut child {
+            c.config = Some(path);
+        } else {
+            // Never started: nothing else will remove it.
+            let _ = std::fs::remove_file(&path);
+        }
+        child
+    }
+
+    /// Runs `sluice ARGS...` and waits for `ready_url`, pinned to `cpus` when given.
+    pub async fn spawn_args(
+        args: &[std::ffi::OsString],
+        ready_url: &str,
+        cpus: Option<&str>,
+    ) -> anyhow::Result<Self> {
+        let what = args
+            .iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ");
         let exe = std::env::current_exe().context("finding the sluice binary")?;
         let mut cmd = match cpus {
             Some(list) => {
@@ -45,20 +72,18 @@ impl Child {
             None => std::process::Command::new(exe),
         };
         let process = cmd
-            .arg(command)
-            .arg("--config")
-            .arg(&path)
+            .args(args)
             .env("SLUICE_LOG", "warn")
             .spawn()
-            .with_context(|| format!("starting sluice {command}"))?;
+            .with_context(|| format!("starting sluice {what}"))?;
         let child = Self {
             process,
-            config: path,
+            config: None,
         };
         let client = reqwest_free_get(ready_url);
         tokio::time::timeout(Duration::from_secs(15), client)
             .await
-            .with_context(|| format!("sluice {command} did not become ready at {ready_url}"))??;
+            .with_context(|| format!("sluice {what} did not become ready at {ready_url}"))??;
         Ok(child)
     }
 
@@ -103,6 +128,8 @@ impl Drop for Child {
     fn drop(&mut self) {
         let _ = self.process.kill();
         let _ = self.process.wait();
-        let _ = std::fs::remove_file(&self.config);
+        if let Some(config) = &self.config {
+            let _ = std::fs::remove_file(config);
+        }
     }
 }

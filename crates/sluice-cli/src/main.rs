@@ -2,6 +2,7 @@
 //! generate load, rehearse scenarios, and the demo.
 
 mod bench_cmd;
+mod bench_forward;
 mod bench_ledger;
 mod bench_loadgen;
 mod bench_overhead;
@@ -99,6 +100,9 @@ enum BenchCommand {
     Loadgen(bench_loadgen::LoadgenArgs),
     /// How many calls a second the embedded usage ledger settles.
     Ledger(bench_ledger::LedgerArgs),
+    /// A bare HTTP forwarder, the floor `bench overhead --floor` measures sluice against.
+    #[command(hide = true)]
+    Forward(bench_forward::ForwardArgs),
 }
 
 #[derive(Subcommand)]
@@ -147,6 +151,10 @@ fn main() -> ExitCode {
             which: Some(BenchCommand::Ledger(a)),
             ..
         } => bench_ledger::run(&a),
+        Command::Bench {
+            which: Some(BenchCommand::Forward(a)),
+            ..
+        } => bench_forward::run(&a),
         Command::Bench { which: None, load } => bench_cmd::load(&load),
         Command::Scenario {
             command: ScenarioCommand::List,

@@ -125,6 +125,7 @@ fn the_overhead_benchmark_runs_and_every_request_succeeds() {
         "1s",
         "--rounds",
         "1",
+        "--floor",
         "--json",
         json.to_str().unwrap(),
     ]);
@@ -136,6 +137,11 @@ fn the_overhead_benchmark_runs_and_every_request_succeeds() {
     assert_eq!(r["sluice_errors"], 0, "{text}");
     assert!(r["requests_each"].as_u64().unwrap() > 50, "{text}");
     assert!(v["sluice_peak_rss_mib"].as_f64().unwrap() > 1.0);
+    // The floor: the bare forwarder answered every request, and its numbers are reported.
+    assert_eq!(r["forwarder_errors"], 0, "{text}");
+    assert!(r["forwarder"]["p50_ms"].as_f64().unwrap() > 0.0, "{text}");
+    assert!(r["floor_added"]["p99_ms"].is_number(), "{text}");
+    assert!(text.contains("bare forwarder"), "{text}");
 }
 
 #[test]
