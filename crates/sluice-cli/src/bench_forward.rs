@@ -27,14 +27,21 @@ pub struct ForwardArgs {
     /// Address every request is sent on to, with its path and headers unchanged.
     #[arg(long)]
     pub upstream: SocketAddr,
+    /// Threads that run requests (default: one per core, as `sluice serve`).
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 type Upstream = Client<HttpConnector, Full<Bytes>>;
 
-/// Runs the forwarder until killed, on the same runtime sluice serve uses (one worker per
-/// core), so the two compare like for like.
+/// Runs the forwarder until killed, on the same runtime `sluice serve` builds, so the two
+/// compare like for like.
 pub fn run(a: &ForwardArgs) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = a.threads {
+        rt.worker_threads(n);
+    }
+    let rt = rt.enable_all().build().context("starting the runtime")?;
     rt.block_on(serve(a.listen, a.upstream))
 }
 

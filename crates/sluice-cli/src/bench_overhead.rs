@@ -35,16 +35,20 @@ pub struct OverheadArgs {
     #[arg(long, value_delimiter = ',', default_values_t = [500.0, 2000.0])]
     pub rates: Vec<f64>,
     /// Length of each phase.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
     pub phase: Duration,
     /// Rounds of (direct, through sluice) per rate.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 6)]
     pub rounds: u32,
     /// Pin the gateway to these CPUs (e.g. `1`), with `taskset`; run the benchmark itself
     /// elsewhere (`taskset -c 0 sluice bench overhead --gateway-cpus 1`), so that the
     /// gateway does not fight the load generator and the upstream for a core.
     #[arg(long)]
     pub gateway_cpus: Option<String>,
+    /// The gateway's `[server] worker_threads` (and the bare forwarder's); by default one
+    /// per core.
+    #[arg(long)]
+    pub gateway_threads: Option<usize>,
     /// The gateway's usage ledger: `disk` (the default configuration: every commit flushed
     /// to the disk), `process` (flushed at checkpoints) or `off`.
     #[arg(long, default_value = "disk", value_parser = ["disk", "process", "off"])]
@@ -58,7 +62,7 @@ pub struct OverheadArgs {
     pub json: Option<PathBuf>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone, Debug, PartialEq)]
 struct Point {
     p50_ms: f64,
     p99_ms: f64,
@@ -71,13 +75,25 @@ struct RateResult {
     requests_each: u64,
     direct: Point,
     sluice: Point,
+    /// Pooled over the rounds: sluice's percentiles minus the direct path's.
     added: Point,
+    /// What sluice added in each round on its own.
+    added_by_round: Vec<Point>,
+    /// Each percentile's median over the rounds: what a typical round saw, not moved by one
+    /// round a noise burst hit.
+    added_round_median: Option<Point>,
     /// Through the bare forwarder (with `--floor`).
     #[serde(skip_serializing_if = "Option::is_none")]
     forwarder: Option<Point>,
     /// What the bare forwarder added (with `--floor`).
     #[serde(skip_serializing_if = "Option::is_none")]
     floor_added: Option<Point>,
+    /// What the bare forwarder added in each round (with `--floor`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    floor_added_by_round: Option<Vec<Point>>,
+    /// Median over the rounds of what the bare forwarder added (with `--floor`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    floor_added_round_median: Option<Point>,
     /// Failed requests through the bare forwarder (with `--floor`).
     #[serde(skip_serializing_if = "Option::is_none")]
     forwarder_errors: Option<u64>,
@@ -95,6 +111,7 @@ struct RateResult {
 struct Results {
     upstream: &'static str,
     gateway_cpus: Option<String>,
+    gateway_threads: Option<usize>,
     rates: Vec<RateResult>,
     sluice_peak_rss_mib: Option<f64>,
 }
@@ -125,17 +142,33 @@ impl Point {
 /// One proxied path at one rate, measured in rounds with direct requests interleaved, and
 /// the CPU its proxy process spent.
 struct Measured {
-    recorder: Arc<Mutex<Recorder>>,
+    /// Every round's requests.
+    all: Recorder,
     took: Duration,
+    /// What the path added in each round on its own.
+    rounds: Vec<Point>,
     /// `None` once the proxy's CPU time could not be read.
+    cpu: Option<f64>,
+}
+
+/// What one path measured at one rate.
+struct PathResult {
+    /// Direct requests, pooled over the rounds.
+    direct: Point,
+    /// Requests on the path, pooled over the rounds.
+    path: LaneSummary,
+    /// What the path added in each round.
+    rounds: Vec<Point>,
+    /// CPU the proxy spent, seconds.
     cpu: Option<f64>,
 }
 
 impl Measured {
     fn new() -> anyhow::Result<Self> {
         Ok(Self {
-            recorder: Arc::new(Mutex::new(Recorder::new(None)?)),
+            all: Recorder::new(None)?,
             took: Duration::ZERO,
+            rounds: Vec::new(),
             cpu: Some(0.0),
         })
     }
@@ -149,26 +182,65 @@ impl Measured {
         round: u32,
         path: &str,
         proxy: &Child,
-    ) {
+    ) -> anyhow::Result<()> {
         let w = workload(rate, phase, u64::from(round), path);
         let before = proxy.cpu_seconds();
         let progress = Arc::new(Progress::default());
-        let rec = self.recorder.clone();
-        self.took += drive(target.clone(), placeholder(), &w, "overhead", rec, progress).await;
+        let one = Arc::new(Mutex::new(Recorder::new(None)?));
+        let took = drive(
+            target.clone(),
+            placeholder(),
+            &w,
+            "overhead",
+            one.clone(),
+            progress,
+        )
+        .await;
         self.cpu = match (self.cpu, before, proxy.cpu_seconds()) {
             (Some(t), Some(b), Some(a)) => Some(t + a - b),
             _ => None,
         };
+        let one = one.lock();
+        let summary = one.summary(took);
+        if let (Some(d), Some(p)) = (summary.lanes.get(DIRECT), summary.lanes.get(path)) {
+            self.rounds.push(point(p).minus(&point(d)));
+        }
+        self.all.merge(&one);
+        self.took += took;
+        Ok(())
     }
 
-    /// The direct path's percentiles, the proxied path's summary, and the proxy's CPU.
-    fn result(&self, path: &str) -> anyhow::Result<(Point, LaneSummary, Option<f64>)> {
-        let summary = self.recorder.lock().summary(self.took);
+    fn result(self, path: &str) -> anyhow::Result<PathResult> {
+        let summary = self.all.summary(self.took);
         let (Some(d), Some(p)) = (summary.lanes.get(DIRECT), summary.lanes.get(path)) else {
             anyhow::bail!("no requests were recorded on the {path} path");
         };
-        Ok((point(d), p.clone(), self.cpu))
+        Ok(PathResult {
+            direct: point(d),
+            path: p.clone(),
+            rounds: self.rounds,
+            cpu: self.cpu,
+        })
     }
+}
+
+/// Each percentile's median over `rounds` (empty when there are none).
+fn median(rounds: &[Point]) -> Option<Point> {
+    let of = |f: fn(&Point) -> f64| {
+        let mut v: Vec<f64> = rounds.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => v.get(n / 2).copied(),
+            _ => Some((v.get(n / 2 - 1)? + v.get(n / 2)?) / 2.0),
+        }
+    };
+    Some(Point {
+        p50_ms: of(|p| p.p50_ms)?,
+        p99_ms: of(|p| p.p99_ms)?,
+        p999_ms: of(|p| p.p999_ms)?,
+    })
 }
 
 /// An upstream that answers one token after 1 ms.
@@ -206,8 +278,12 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
             "[ledger]\npath = \"sluice-bench-{pid}-ledger.db\"\ndurability = \"{durability}\"\n\n"
         ),
     };
+    let threads = a
+        .gateway_threads
+        .map(|n| format!("worker_threads = {n}\n"))
+        .unwrap_or_default();
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{gw_port}\"\n\n{ledger}\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://{sim_addr}/fixed/v1\"\npool_max_idle = 1024\n\n[models.bench]\ndeployments = [{{ provider = \"up\", model = \"fixed\" }}]\n"
+        "[server]\nlisten = \"127.0.0.1:{gw_port}\"\n{threads}\n{ledger}\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://{sim_addr}/fixed/v1\"\npool_max_idle = 1024\n\n[models.bench]\ndeployments = [{{ provider = \"up\", model = \"fixed\" }}]\n"
     );
     let gateway = Child::spawn(
         "serve",
@@ -221,6 +297,9 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
         let args = ["bench", "forward", "--listen", &format!("127.0.0.1:{port}")];
         let mut args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
         args.extend(["--upstream".into(), sim_addr.to_string().into()]);
+        if let Some(n) = a.gateway_threads {
+            args.extend(["--threads".into(), n.to_string().into()]);
+        }
         let ready = format!("http://127.0.0.1:{port}/readyz");
         let child = Child::spawn_args(&args, &ready, a.gateway_cpus.as_deref()).await?;
         Some((child, port))
@@ -268,33 +347,39 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
         for round in 0..a.rounds {
             through
                 .round(&target, rate, a.phase, round, SLUICE, &gateway)
-                .await;
+                .await?;
             if let Some(fw) = &forwarder {
-                floor.round(&target, rate, a.phase, round, FLOOR, fw).await;
+                floor
+                    .round(&target, rate, a.phase, round, FLOOR, fw)
+                    .await?;
             }
         }
-        let (pd, s, cpu) = through.result(SLUICE)?;
-        let ps = point(&s);
+        let t = through.result(SLUICE)?;
         let floor = match forwarder {
             Some(_) => Some(floor.result(FLOOR)?),
             None => None,
         };
         let per_request = |c: f64, n: u64| c * 1e6 / n.max(1) as f64;
+        let ps = point(&t.path);
         results.push(RateResult {
             rate,
-            requests_each: s.count,
-            added: ps.minus(&pd),
-            forwarder: floor.as_ref().map(|(_, f, _)| point(f)),
-            floor_added: floor.as_ref().map(|(d, f, _)| point(f).minus(d)),
-            forwarder_errors: floor.as_ref().map(|(_, f, _)| f.count - f.ok),
+            requests_each: t.path.count,
+            added: ps.minus(&t.direct),
+            added_round_median: median(&t.rounds),
+            forwarder: floor.as_ref().map(|f| point(&f.path)),
+            floor_added: floor.as_ref().map(|f| point(&f.path).minus(&f.direct)),
+            floor_added_round_median: floor.as_ref().and_then(|f| median(&f.rounds)),
+            floor_added_by_round: floor.as_ref().map(|f| f.rounds.clone()),
+            forwarder_errors: floor.as_ref().map(|f| f.path.count - f.path.ok),
             forwarder_cpu_us_per_request: floor
                 .as_ref()
-                .and_then(|(_, f, c)| c.map(|c| per_request(c, f.count))),
-            direct: pd,
+                .and_then(|f| f.cpu.map(|c| per_request(c, f.path.count))),
+            direct: t.direct,
             sluice: ps,
-            sluice_errors: s.count - s.ok,
-            sluice_errors_by_status: s.errors_by_status.clone(),
-            sluice_cpu_us_per_request: cpu.map(|c| per_request(c, s.count)),
+            added_by_round: t.rounds,
+            sluice_errors: t.path.count - t.path.ok,
+            sluice_errors_by_status: t.path.errors_by_status.clone(),
+            sluice_cpu_us_per_request: t.cpu.map(|c| per_request(c, t.path.count)),
         });
     }
     let rss = gateway.peak_rss_mib();
@@ -330,6 +415,16 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
                 f(added)
             );
         }
+        println!(
+            "          added P99 round by round: {}",
+            by_round(&r.added_by_round, r.added_round_median.as_ref())
+        );
+        if let Some(rounds) = &r.floor_added_by_round {
+            println!(
+                "          the bare forwarder's:     {}",
+                by_round(rounds, r.floor_added_round_median.as_ref())
+            );
+        }
         if let Some(us) = r.sluice_cpu_us_per_request {
             println!("          sluice used {us:.0} µs of CPU per request");
         }
@@ -356,11 +451,27 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
         &Results {
             upstream: "simulated, 1 ms, one token, non-streaming",
             gateway_cpus: a.gateway_cpus.clone(),
+            gateway_threads: a.gateway_threads,
             rates: results,
             sluice_peak_rss_mib: rss,
         },
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `median +X ms (+a to +b over N rounds)` for the P99s of `rounds`.
+fn by_round(rounds: &[Point], median: Option<&Point>) -> String {
+    let p99 = rounds.iter().map(|p| p.p99_ms);
+    let low = p99.clone().fold(f64::INFINITY, f64::min);
+    let high = p99.fold(f64::NEG_INFINITY, f64::max);
+    match median {
+        Some(m) => format!(
+            "median {:+.3} ms ({low:+.3} to {high:+.3} over {} rounds)",
+            m.p99_ms,
+            rounds.len()
+        ),
+        None => "no round recorded both paths".into(),
+    }
 }
 
 /// Lane names of the paths.

@@ -18,7 +18,14 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
         std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
     let cfg = gateway::load(&text, &ProcessEnv, &[])
         .map_err(|d| anyhow::anyhow!("{}: {d}", config.display()))?;
-    let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = cfg.server.worker_threads {
+        runtime.worker_threads(n);
+    }
+    let runtime = runtime
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
     runtime.block_on(async {
         let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?;
         let ledger = match ledger_cmd::open(&cfg.ledger, &ledger_cmd::config_dir(config)).await? {

@@ -11,6 +11,8 @@ use crate::document::{Document, Seg};
 
 /// Default body limit: 10 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * 1024;
+/// Most request threads `[server] worker_threads` may ask for.
+pub const MAX_WORKER_THREADS: usize = 1024;
 
 /// The top-level sections a gateway config may have.
 const SECTIONS: &[&str] = &[
@@ -41,6 +43,8 @@ pub struct ServerConfig {
     pub admin_token_env: Option<String>,
     /// Whether requests need an API key; by default, when any `[keys]` are configured.
     pub require_keys: Option<bool>,
+    /// Threads that run requests; by default one per CPU core.
+    pub worker_threads: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -51,6 +55,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(30),
             admin_token_env: None,
             require_keys: None,
+            worker_threads: None,
         }
     }
 }
@@ -822,6 +827,14 @@ fn check_server(
 ) -> Option<SocketAddr> {
     if s.max_body_bytes == 0 {
         diags.push(doc.diag(&key(&["server", "max_body_bytes"]), "must be at least 1"));
+    }
+    if s.worker_threads
+        .is_some_and(|n| !(1..=MAX_WORKER_THREADS).contains(&n))
+    {
+        diags.push(doc.diag(
+            &key(&["server", "worker_threads"]),
+            format!("must be between 1 and {MAX_WORKER_THREADS}"),
+        ));
     }
     match s.listen.parse() {
         Ok(addr) => Some(addr),

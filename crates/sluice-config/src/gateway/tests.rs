@@ -35,6 +35,7 @@ fn a_good_file_loads_with_defaults_filled() {
     let cfg = load(GOOD, &env(&[("DEEPSEEK_API_KEY", "sk-x")]), &[]).unwrap();
     assert_eq!(cfg.server.shutdown_grace, Duration::from_secs(5));
     assert_eq!(cfg.server.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+    assert_eq!(cfg.server.worker_threads, None);
     assert_eq!(cfg.telemetry.latency_window, Duration::from_secs(60));
     assert_eq!(cfg.providers[0].0, "deepseek");
     assert_eq!(
@@ -95,6 +96,21 @@ deployments = [
     has("models.chat.deployments[0].weight", 21);
     has("models.chat.deployments[1].provider", 22);
     assert_eq!(err.len(), 9, "{text}");
+}
+
+#[test]
+fn worker_threads_are_checked() {
+    let with = |n: &str| format!("[server]\nlisten = \"127.0.0.1:0\"\nworker_threads = {n}\n");
+    let cfg = load(&with("2"), &env(&[]), &[]).unwrap();
+    assert_eq!(cfg.server.worker_threads, Some(2));
+    for bad in ["0", "100000"] {
+        let err = load(&with(bad), &env(&[]), &[]).unwrap_err();
+        assert!(
+            err.iter()
+                .any(|d| d.path == "server.worker_threads" && d.line == Some(3)),
+            "{err}"
+        );
+    }
 }
 
 #[test]

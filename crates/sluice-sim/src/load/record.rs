@@ -33,6 +33,19 @@ struct Lane {
 }
 
 impl Lane {
+    /// Adds `other`'s requests to these (histograms of one shape always add).
+    fn merge(&mut self, other: &Lane) {
+        // Both come from one template, so the bounds match and adding cannot fail.
+        let _ = self.ttfb.add(&other.ttfb);
+        let _ = self.total.add(&other.total);
+        self.count += other.count;
+        self.ok += other.ok;
+        for (status, n) in &other.errors {
+            *self.errors.entry(*status).or_insert(0) += n;
+        }
+        self.over_slo += other.over_slo;
+    }
+
     fn new(template: &Histogram<u64>) -> Self {
         Self {
             ttfb: template.clone(),
@@ -136,6 +149,18 @@ impl Recorder {
                 l.over_slo += 1;
             }
         }
+    }
+
+    /// Adds everything `other` recorded (say, one round of several) to this recorder.
+    pub fn merge(&mut self, other: &Recorder) {
+        let template = &self.template;
+        for (name, lane) in &other.lanes {
+            self.lanes
+                .entry(name.clone())
+                .or_insert_with(|| Lane::new(template))
+                .merge(lane);
+        }
+        self.all.merge(&other.all);
     }
 
     /// The summary of a run that lasted `duration`.

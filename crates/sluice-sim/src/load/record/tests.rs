@@ -28,3 +28,26 @@ fn summaries_split_lanes_and_count_breaches() {
     assert!(t.contains("over SLO"));
     assert!(t.lines().next().unwrap().contains("baseline"));
 }
+
+#[test]
+fn merged_rounds_sum_to_one_run() {
+    let mut whole = Recorder::new(None).unwrap();
+    let mut merged = Recorder::new(None).unwrap();
+    for round in 0..3u64 {
+        let mut one = Recorder::new(None).unwrap();
+        for i in 1..=50u64 {
+            let total = Duration::from_millis(round * 1000 + i);
+            for r in [&mut whole, &mut one] {
+                r.record("a", 200, true, Some(total / 2), total);
+            }
+        }
+        for r in [&mut whole, &mut one] {
+            r.record("b", 503, false, None, Duration::from_millis(1));
+        }
+        merged.merge(&one);
+    }
+    let d = Duration::from_secs(1);
+    assert_eq!(merged.summary(d), whole.summary(d));
+    assert_eq!(merged.summary(d).lanes["a"].count, 150);
+    assert_eq!(merged.summary(d).lanes["b"].errors_by_status[&503], 3);
+}
