@@ -141,6 +141,10 @@ fn the_overhead_benchmark_runs_and_every_request_succeeds() {
     assert_eq!(r["forwarder_errors"], 0, "{text}");
     assert!(r["forwarder"]["p50_ms"].as_f64().unwrap() > 0.0, "{text}");
     assert!(r["floor_added"]["p99_ms"].is_number(), "{text}");
+    // One round: its own figures are the pooled ones.
+    assert_eq!(r["added_by_round"].as_array().unwrap().len(), 1, "{text}");
+    assert_eq!(r["added_round_median"], r["added"], "{text}");
+    assert_eq!(r["floor_added_round_median"], r["floor_added"], "{text}");
     assert!(text.contains("bare forwarder"), "{text}");
 }
 
