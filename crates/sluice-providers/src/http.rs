@@ -1,15 +1,28 @@
 //! The pooled HTTP client of one upstream, and reading its answers under first-byte and idle
 //! timeouts.
+//!
+//! A bare hyper client (with rustls for HTTPS, HTTP/2 by ALPN) rather than reqwest: a
+//! gateway sends one fixed kind of request, and reqwest's URL re-parsing and redirect and
+//! retry layers cost a third more CPU a proxied request in `sluice bench overhead --floor`.
 
-use std::error::Error as _;
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::uri::{Scheme, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_rustls::{HttpsConnectorBuilder, MaybeHttpsStream};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::proxy::Tunnel;
+use hyper_util::client::proxy::matcher::Matcher;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use sluice_core::{ErrorKind, GatewayError, UpstreamReply};
+use tower::util::BoxCloneSyncService;
 
-use crate::{RateReport, UpstreamCall, ratelimit};
+use crate::{UpstreamCall, ratelimit};
 use tokio::time::{Instant, timeout_at};
 
 /// Connection and timeout settings of one upstream.
@@ -44,38 +57,141 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// Largest complete answer read.
 const MAX_BODY: usize = 64 * 1024 * 1024;
 
-/// `base` joined with `path`, parsed once (parsing a URL per request showed up in profiles).
-pub fn endpoint(base: &str, path: &str) -> Result<reqwest::Url, GatewayError> {
-    let url = format!("{}/{path}", base.trim_end_matches('/'));
-    reqwest::Url::parse(&url)
-        .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("base_url `{url}`: {e}")))
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// A connection to an upstream, direct or through a proxy's tunnel, TLS or not.
+type Connection = MaybeHttpsStream<TokioIo<tokio::net::TcpStream>>;
+type Connector = BoxCloneSyncService<Uri, Connection, BoxError>;
+
+fn config_error(what: impl std::fmt::Display) -> GatewayError {
+    GatewayError::new(ErrorKind::Internal, what.to_string())
 }
 
-/// Adds the headers every upstream request carries: `x-request-id`, and what is left of the
-/// client's deadline as `x-sluice-timeout-ms` (so an upstream that reads it can give up in
-/// time too).
-pub fn identify(req: reqwest::RequestBuilder, call: &UpstreamCall) -> reqwest::RequestBuilder {
-    let req = req.header("x-request-id", call.request_id.as_str());
-    match call.remaining_ms(Instant::now()) {
-        Some(ms) => req.header(crate::TIMEOUT_HEADER, ms),
-        None => req,
+/// One upstream endpoint: its URL, the headers every request to it carries, and its pool.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    url: Uri,
+    headers: HeaderMap,
+    client: Client<Connector, Full<Bytes>>,
+}
+
+impl Endpoint {
+    /// `base` joined with `path`, parsed once, with `headers` (name, value, whether secret)
+    /// checked once, and a pooled client. HTTPS endpoints go through the proxy that
+    /// `HTTPS_PROXY`/`ALL_PROXY` name (unless `NO_PROXY` exempts them), by `CONNECT`; plain
+    /// HTTP endpoints (self-hosted servers) are always reached directly.
+    pub fn new(
+        settings: &HttpSettings,
+        base: &str,
+        path: &str,
+        headers: &[(&str, &str, bool)],
+    ) -> Result<Self, GatewayError> {
+        Self::with_proxies(settings, base, path, headers, &Matcher::from_env())
+    }
+
+    /// As [`Endpoint::new`], with the proxies given rather than read from the environment.
+    fn with_proxies(
+        settings: &HttpSettings,
+        base: &str,
+        path: &str,
+        headers: &[(&str, &str, bool)],
+        proxies: &Matcher,
+    ) -> Result<Self, GatewayError> {
+        let url = format!("{}/{path}", base.trim_end_matches('/'));
+        let url: Uri = url
+            .parse()
+            .map_err(|e| config_error(format!("base_url `{url}`: {e}")))?;
+        let mut fixed = HeaderMap::new();
+        for (name, value, secret) in headers {
+            let n = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| config_error(format!("header name `{name}`: {e}")))?;
+            let mut v = HeaderValue::from_str(value)
+                .map_err(|e| config_error(format!("header `{name}`: {e}")))?;
+            v.set_sensitive(*secret);
+            fixed.append(n, v);
+        }
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_max_idle_per_host(settings.pool_max_idle)
+            .pool_idle_timeout(settings.pool_idle_timeout)
+            .build(connector(settings, &url, proxies)?);
+        Ok(Self {
+            url,
+            headers: fixed,
+            client,
+        })
+    }
+
+    /// The request of one call: `body` (JSON) with the fixed headers, `x-request-id`, and
+    /// what is left of the client's deadline as `x-sluice-timeout-ms` (so an upstream that
+    /// reads it can give up in time too).
+    fn request(&self, body: Vec<u8>, call: &UpstreamCall) -> http::Request<Full<Bytes>> {
+        let mut req = http::Request::new(Full::new(Bytes::from(body)));
+        *req.method_mut() = http::Method::POST;
+        *req.uri_mut() = self.url.clone();
+        let h = req.headers_mut();
+        h.clone_from(&self.headers);
+        h.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Ok(id) = HeaderValue::from_str(call.request_id.as_str()) {
+            h.insert(HeaderName::from_static("x-request-id"), id);
+        }
+        if let Some(ms) = call.remaining_ms(Instant::now()) {
+            h.insert(
+                HeaderName::from_static(crate::TIMEOUT_HEADER),
+                HeaderValue::from(ms),
+            );
+        }
+        req
     }
 }
 
-/// Builds the pooled client of one upstream.
-pub fn client(settings: &HttpSettings) -> Result<reqwest::Client, GatewayError> {
-    reqwest::Client::builder()
-        .connect_timeout(settings.connect_timeout)
-        .pool_max_idle_per_host(settings.pool_max_idle)
-        .pool_idle_timeout(settings.pool_idle_timeout)
-        .tcp_nodelay(true)
-        .build()
-        .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("building HTTP client: {e}")))
+/// TCP (no Nagle, bounded connect), then TLS for `https` URLs, through a proxy's tunnel
+/// when `proxies` name one for an `https` `url`.
+fn connector(
+    settings: &HttpSettings,
+    url: &Uri,
+    proxies: &Matcher,
+) -> Result<Connector, GatewayError> {
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_nodelay(true);
+    tcp.set_connect_timeout(Some(settings.connect_timeout));
+    let tls = || {
+        HttpsConnectorBuilder::new()
+            .try_with_platform_verifier()
+            .map_err(|e| config_error(format!("TLS roots: {e}")))
+    };
+    let proxy = match url.scheme() {
+        Some(s) if *s == Scheme::HTTPS => proxies.intercept(url),
+        _ => None,
+    };
+    Ok(match proxy {
+        Some(proxy) => {
+            let mut tunnel = Tunnel::new(proxy.uri().clone(), tcp);
+            if let Some(auth) = proxy.basic_auth() {
+                tunnel = tunnel.with_auth(auth.clone());
+            }
+            let https = tls()?
+                .https_or_http()
+                .enable_all_versions()
+                .wrap_connector(tunnel);
+            BoxCloneSyncService::new(https)
+        }
+        None => {
+            let https = tls()?
+                .https_or_http()
+                .enable_all_versions()
+                .wrap_connector(tcp);
+            BoxCloneSyncService::new(https)
+        }
+    })
 }
 
 /// An answer's body, read chunk by chunk under the first-byte and idle timeouts.
 pub struct TimedBody {
-    chunks: BoxStream<'static, reqwest::Result<Bytes>>,
+    chunks: BoxStream<'static, Result<Bytes, hyper::Error>>,
     first_byte_deadline: Option<Instant>,
     idle: Duration,
     upstream: String,
@@ -139,17 +255,20 @@ pub struct Accepted {
 /// Renders an upstream's error body for OpenAI clients; `None` passes it through verbatim.
 pub type TranslateError = fn(&[u8]) -> Option<Bytes>;
 
-/// Sends `request` and waits for the status. Non-2xx answers become errors: 4xx pass through
-/// (after `translate_error` renders the body for OpenAI clients), 5xx become 502.
+/// Sends `body` for `call` to `endpoint` and waits for the status. Non-2xx answers become
+/// errors: 4xx pass through (after `translate_error` renders the body for OpenAI clients),
+/// 5xx become 502.
 pub async fn send(
     upstream: &str,
     settings: &HttpSettings,
-    request: reqwest::RequestBuilder,
+    endpoint: &Endpoint,
+    body: Vec<u8>,
+    call: &UpstreamCall,
     translate_error: TranslateError,
-    report: &RateReport,
 ) -> Result<Accepted, GatewayError> {
     let first_byte_deadline = Instant::now() + settings.first_byte_timeout;
-    let response = match timeout_at(first_byte_deadline, request.send()).await {
+    let request = endpoint.client.request(endpoint.request(body, call));
+    let response = match timeout_at(first_byte_deadline, request).await {
         Err(_) => {
             return Err(GatewayError::new(
                 ErrorKind::UpstreamTimeout,
@@ -163,7 +282,8 @@ pub async fn send(
         Ok(Ok(r)) => r,
     };
     let status = response.status().as_u16();
-    report.set(ratelimit::parse(response.headers(), SystemTime::now()));
+    call.rate_report
+        .set(ratelimit::parse(response.headers(), SystemTime::now()));
     let header = |name: &str| {
         response
             .headers()
@@ -174,7 +294,7 @@ pub async fn send(
     let content_type = header("content-type");
     let retry_after = header("retry-after");
     let mut body = TimedBody {
-        chunks: response.bytes_stream().boxed(),
+        chunks: response.into_body().into_data_stream().boxed(),
         first_byte_deadline: Some(first_byte_deadline),
         idle: settings.idle_timeout,
         upstream: upstream.to_string(),
@@ -204,16 +324,21 @@ pub async fn send(
     }))
 }
 
-/// Classifies a client error: timeouts, connection failures, everything else a lost connection.
-pub fn classify(upstream: &str, e: &reqwest::Error) -> GatewayError {
+/// Classifies a client error: a timeout anywhere in its chain (connecting, say) is a timeout;
+/// everything else is a failed or lost connection.
+pub fn classify(upstream: &str, e: &(dyn std::error::Error + 'static)) -> GatewayError {
     let mut detail = e.to_string();
+    let mut timed_out = false;
     let mut source = e.source();
     while let Some(s) = source {
         detail.push_str(": ");
         detail.push_str(&s.to_string());
+        timed_out |= s
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
         source = s.source();
     }
-    if e.is_timeout() {
+    if timed_out {
         GatewayError::new(
             ErrorKind::UpstreamTimeout,
             format!("upstream {upstream} timed out: {detail}"),
@@ -232,3 +357,6 @@ pub async fn read_complete(accepted: &mut Accepted) -> Result<(Bytes, Instant), 
     let first = accepted.body.first_byte.unwrap_or_else(Instant::now);
     Ok((body, first))
 }
+
+#[cfg(test)]
+mod tests;

@@ -32,21 +32,34 @@ pub struct OpenAiSettings {
 /// An OpenAI-compatible upstream with its own connection pool.
 pub struct OpenAiCompat {
     name: Arc<str>,
-    url: reqwest::Url,
+    endpoint: http::Endpoint,
     settings: OpenAiSettings,
-    client: reqwest::Client,
 }
 
 impl OpenAiCompat {
     /// Builds the adapter and its pooled client.
     pub fn new(name: &str, settings: OpenAiSettings) -> Result<Self, GatewayError> {
-        let client = http::client(&settings.http)?;
-        let url = http::endpoint(&settings.base_url, "chat/completions")?;
+        let bearer = settings.api_key.as_ref().map(|k| format!("Bearer {k}"));
+        let mut headers: Vec<(&str, &str, bool)> = bearer
+            .iter()
+            .map(|b| ("authorization", b.as_str(), true))
+            .collect();
+        headers.extend(
+            settings
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str(), false)),
+        );
+        let endpoint = http::Endpoint::new(
+            &settings.http,
+            &settings.base_url,
+            "chat/completions",
+            &headers,
+        )?;
         Ok(Self {
             name: Arc::from(name),
-            url,
+            endpoint,
             settings,
-            client,
         })
     }
 }
@@ -66,22 +79,11 @@ impl Provider for OpenAiCompat {
                 return futures::future::ready(Err(err)).boxed();
             }
         };
-        let mut req = self
-            .client
-            .post(self.url.clone())
-            .header("content-type", "application/json")
-            .body(body);
-        req = http::identify(req, &call);
-        if let Some(key) = &self.settings.api_key {
-            req = req.bearer_auth(key);
-        }
-        for (k, v) in &self.settings.headers {
-            req = req.header(k, v);
-        }
         let name = self.name.clone();
         let http = self.settings.http.clone();
+        let endpoint = self.endpoint.clone();
         async move {
-            let mut accepted = http::send(&name, &http, req, |_| None, &call.rate_report).await?;
+            let mut accepted = http::send(&name, &http, &endpoint, body, &call, |_| None).await?;
             if call.request.stream {
                 Ok(UpstreamResponse::Stream(stream(
                     accepted,

@@ -57,21 +57,29 @@ impl Default for AnthropicSettings {
 /// An Anthropic upstream with its own connection pool.
 pub struct Anthropic {
     name: Arc<str>,
-    url: reqwest::Url,
+    endpoint: http::Endpoint,
     settings: AnthropicSettings,
-    client: reqwest::Client,
 }
 
 impl Anthropic {
     /// Builds the adapter and its pooled client.
     pub fn new(name: &str, settings: AnthropicSettings) -> Result<Self, GatewayError> {
-        let client = http::client(&settings.http)?;
-        let url = http::endpoint(&settings.base_url, "messages")?;
+        let mut headers = vec![("anthropic-version", settings.version.as_str(), false)];
+        if let Some(key) = &settings.api_key {
+            headers.push(("x-api-key", key.as_str(), true));
+        }
+        headers.extend(
+            settings
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str(), false)),
+        );
+        let endpoint =
+            http::Endpoint::new(&settings.http, &settings.base_url, "messages", &headers)?;
         Ok(Self {
             name: Arc::from(name),
-            url,
+            endpoint,
             settings,
-            client,
         })
     }
 }
@@ -91,24 +99,12 @@ impl Provider for Anthropic {
             Ok(b) => b,
             Err(e) => return futures::future::ready(Err(e)).boxed(),
         };
-        let mut req = self
-            .client
-            .post(self.url.clone())
-            .header("content-type", "application/json")
-            .header("anthropic-version", &self.settings.version)
-            .body(body);
-        req = http::identify(req, &call);
-        if let Some(key) = &self.settings.api_key {
-            req = req.header("x-api-key", key);
-        }
-        for (k, v) in &self.settings.headers {
-            req = req.header(k, v);
-        }
         let name = self.name.clone();
         let http = self.settings.http.clone();
+        let endpoint = self.endpoint.clone();
         async move {
             let mut accepted =
-                http::send(&name, &http, req, error_to_openai, &call.rate_report).await?;
+                http::send(&name, &http, &endpoint, body, &call, error_to_openai).await?;
             if call.request.stream {
                 let translator = StreamTranslator::new(call.request.include_usage);
                 Ok(UpstreamResponse::Stream(stream::translate(

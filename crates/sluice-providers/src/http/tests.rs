@@ -1,0 +1,141 @@
+use std::sync::Arc;
+
+use sluice_core::{ChatRequest, RequestId};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::*;
+use crate::RateReport;
+
+/// Reads one request head (up to the blank line) from the next connection to `listener`,
+/// answers it with `reply`, and returns the head.
+async fn one_head(listener: TcpListener, reply: &'static str) -> String {
+    let (mut conn, _) = listener.accept().await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            conn.read(&mut byte).await.unwrap(),
+            1,
+            "connection closed early"
+        );
+        head.push(byte[0]);
+    }
+    conn.write_all(reply.as_bytes()).await.unwrap();
+    conn.shutdown().await.unwrap();
+    String::from_utf8(head).unwrap().to_ascii_lowercase()
+}
+
+fn call() -> UpstreamCall {
+    let request =
+        ChatRequest::parse(br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#)
+            .unwrap();
+    UpstreamCall {
+        request: Arc::new(request),
+        model: Arc::from("m"),
+        request_id: RequestId::from_client_or_generate(Some("req-7")),
+        deadline: Some(Instant::now() + Duration::from_secs(9)),
+        rate_report: RateReport::default(),
+    }
+}
+
+fn proxies_at(port: u16) -> Matcher {
+    let proxy = format!("http://user:pw@127.0.0.1:{port}");
+    Matcher::builder().http(proxy.clone()).https(proxy).build()
+}
+
+#[tokio::test]
+async fn https_endpoints_tunnel_through_the_proxy() {
+    let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxies = proxies_at(proxy.local_addr().unwrap().port());
+    let settings = HttpSettings::default();
+    let endpoint = Endpoint::with_proxies(
+        &settings,
+        "https://api.example.com/v1",
+        "chat/completions",
+        &[],
+        &proxies,
+    )
+    .unwrap();
+    let head = tokio::spawn(one_head(proxy, "HTTP/1.1 403 Forbidden\r\n\r\n"));
+    let err = send("p", &settings, &endpoint, b"{}".to_vec(), &call(), |_| None)
+        .await
+        .err()
+        .unwrap();
+    // Bounded, so that a client that never reached the proxy fails here rather than hangs.
+    let head = tokio::time::timeout(Duration::from_secs(10), head)
+        .await
+        .expect("the proxy was never reached")
+        .unwrap();
+    assert!(
+        head.starts_with("connect api.example.com:443 http/1.1\r\n"),
+        "{head}"
+    );
+    // user:pw, as Basic credentials.
+    assert!(
+        head.contains("proxy-authorization: basic dxnlcjpwdw==\r\n"),
+        "{head}"
+    );
+    assert_eq!(err.kind, ErrorKind::UpstreamConnect, "{err:?}");
+}
+
+#[tokio::test]
+async fn plain_http_endpoints_are_reached_directly_with_their_headers() {
+    // A proxy that refuses every connection: using it would fail the call.
+    let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxies = proxies_at(proxy.local_addr().unwrap().port());
+    drop(proxy);
+    let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1/", upstream.local_addr().unwrap());
+    let settings = HttpSettings::default();
+    let headers = [("x-api-key", "secret", true), ("x-team", "docs", false)];
+    let endpoint =
+        Endpoint::with_proxies(&settings, &base, "messages", &headers, &proxies).unwrap();
+    let head = tokio::spawn(one_head(
+        upstream,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+    ));
+    let mut accepted = send("p", &settings, &endpoint, b"{}".to_vec(), &call(), |_| None)
+        .await
+        .unwrap();
+    let (body, _) = read_complete(&mut accepted).await.unwrap();
+    assert_eq!(&body[..], b"{}");
+    let head = head.await.unwrap();
+    assert!(head.starts_with("post /v1/messages http/1.1\r\n"), "{head}");
+    for line in [
+        "x-api-key: secret",
+        "x-team: docs",
+        "content-type: application/json",
+        "content-length: 2",
+        "x-request-id: req-7",
+    ] {
+        assert!(head.contains(&format!("{line}\r\n")), "{line} in {head}");
+    }
+    // The remaining deadline travels along (9 s at most, a little less by now).
+    let budget = head
+        .lines()
+        .find_map(|l| l.strip_prefix("x-sluice-timeout-ms: "))
+        .unwrap();
+    assert!(
+        (8_000..=9_000).contains(&budget.parse::<u64>().unwrap()),
+        "{budget}"
+    );
+}
+
+#[test]
+fn bad_fixed_headers_are_refused_when_the_endpoint_is_built() {
+    let settings = HttpSettings::default();
+    let err = Endpoint::new(&settings, "http://h/v1", "x", &[("bad name", "v", false)])
+        .err()
+        .unwrap();
+    assert!(err.message.contains("bad name"), "{err:?}");
+    let err = Endpoint::new(
+        &settings,
+        "http://h/v1",
+        "x",
+        &[("x-ok", "line\nbreak", false)],
+    )
+    .err()
+    .unwrap();
+    assert!(err.message.contains("x-ok"), "{err:?}");
+}
