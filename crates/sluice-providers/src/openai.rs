@@ -32,7 +32,7 @@ pub struct OpenAiSettings {
 /// An OpenAI-compatible upstream with its own connection pool.
 pub struct OpenAiCompat {
     name: Arc<str>,
-    endpoint: http::Endpoint,
+    endpoint: Arc<http::Endpoint>,
     settings: OpenAiSettings,
 }
 
@@ -58,7 +58,7 @@ impl OpenAiCompat {
         )?;
         Ok(Self {
             name: Arc::from(name),
-            endpoint,
+            endpoint: Arc::new(endpoint),
             settings,
         })
     }

@@ -63,7 +63,7 @@ impl Telemetry {
                 group: group.to_string(),
                 upstream: rec.upstream.as_deref().unwrap_or(NONE).to_string(),
                 status: rec.status,
-                code: rec.error.map_or("ok", ErrorKind::code).to_string(),
+                code: rec.error.map_or("ok", ErrorKind::code),
             })
             .inc();
         let g = GroupLabels {

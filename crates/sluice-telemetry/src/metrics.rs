@@ -20,7 +20,7 @@ pub struct RequestLabels {
     /// HTTP status sent to the client.
     pub status: u16,
     /// `ok`, or the error code.
-    pub code: String,
+    pub code: &'static str,
 }
 
 /// Labels of per-(group, upstream, mode) series.

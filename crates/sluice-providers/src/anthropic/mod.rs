@@ -57,7 +57,7 @@ impl Default for AnthropicSettings {
 /// An Anthropic upstream with its own connection pool.
 pub struct Anthropic {
     name: Arc<str>,
-    endpoint: http::Endpoint,
+    endpoint: Arc<http::Endpoint>,
     settings: AnthropicSettings,
 }
 
@@ -78,7 +78,7 @@ impl Anthropic {
             http::Endpoint::new(&settings.http, &settings.base_url, "messages", &headers)?;
         Ok(Self {
             name: Arc::from(name),
-            endpoint,
+            endpoint: Arc::new(endpoint),
             settings,
         })
     }
