@@ -37,12 +37,7 @@ type Upstream = Client<HttpConnector, Full<Bytes>>;
 /// Runs the forwarder until killed, on the same runtime `sluice serve` builds, so the two
 /// compare like for like.
 pub fn run(a: &ForwardArgs) -> anyhow::Result<ExitCode> {
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = a.threads {
-        rt.worker_threads(n);
-    }
-    let rt = rt.enable_all().build().context("starting the runtime")?;
-    rt.block_on(serve(a.listen, a.upstream))
+    crate::serve::runtime(a.threads)?.block_on(serve(a.listen, a.upstream))
 }
 
 async fn serve(listen: SocketAddr, upstream: SocketAddr) -> anyhow::Result<ExitCode> {

@@ -334,13 +334,16 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
     let mut results = Vec::new();
     for &rate in &a.rates {
         // Warm every path (connection pools) before measuring.
-        for second in [SLUICE, FLOOR] {
-            let warm = workload(rate.min(500.0), Duration::from_secs(1), 99, second);
+        let paths: &[&str] = if forwarder.is_some() {
+            &[SLUICE, FLOOR]
+        } else {
+            &[SLUICE]
+        };
+        for path in paths {
+            let warm = workload(rate.min(500.0), Duration::from_secs(1), 99, path);
             let scratch = Arc::new(Mutex::new(Recorder::new(None)?));
-            if second == SLUICE || forwarder.is_some() {
-                let p = Arc::new(Progress::default());
-                drive(target.clone(), placeholder(), &warm, "warm", scratch, p).await;
-            }
+            let p = Arc::new(Progress::default());
+            drive(target.clone(), placeholder(), &warm, "warm", scratch, p).await;
         }
         let mut through = Measured::new()?;
         let mut floor = Measured::new()?;

@@ -12,20 +12,22 @@ use sluice_ledger::Store;
 
 use crate::ledger_cmd;
 
+/// The runtime requests run on: `worker_threads` threads, by default one per core.
+pub fn runtime(worker_threads: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = worker_threads {
+        b.worker_threads(n);
+    }
+    b.enable_all().build().context("starting the runtime")
+}
+
 /// Loads the config, serves until SIGTERM/SIGINT, then drains.
 pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
     let cfg = gateway::load(&text, &ProcessEnv, &[])
         .map_err(|d| anyhow::anyhow!("{}: {d}", config.display()))?;
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = cfg.server.worker_threads {
-        runtime.worker_threads(n);
-    }
-    let runtime = runtime
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
+    let runtime = runtime(cfg.server.worker_threads)?;
     runtime.block_on(async {
         let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?;
         let ledger = match ledger_cmd::open(&cfg.ledger, &ledger_cmd::config_dir(config)).await? {

@@ -158,11 +158,11 @@ fn connector(
     tcp.enforce_http(false);
     tcp.set_nodelay(true);
     tcp.set_connect_timeout(Some(settings.connect_timeout));
-    let tls = || {
-        HttpsConnectorBuilder::new()
-            .try_with_platform_verifier()
-            .map_err(|e| config_error(format!("TLS roots: {e}")))
-    };
+    let tls = HttpsConnectorBuilder::new()
+        .try_with_platform_verifier()
+        .map_err(|e| config_error(format!("TLS roots: {e}")))?
+        .https_or_http()
+        .enable_all_versions();
     let proxy = match url.scheme() {
         Some(s) if *s == Scheme::HTTPS => proxies.intercept(url),
         _ => None,
@@ -173,19 +173,9 @@ fn connector(
             if let Some(auth) = proxy.basic_auth() {
                 tunnel = tunnel.with_auth(auth.clone());
             }
-            let https = tls()?
-                .https_or_http()
-                .enable_all_versions()
-                .wrap_connector(tunnel);
-            BoxCloneSyncService::new(https)
+            BoxCloneSyncService::new(tls.wrap_connector(tunnel))
         }
-        None => {
-            let https = tls()?
-                .https_or_http()
-                .enable_all_versions()
-                .wrap_connector(tcp);
-            BoxCloneSyncService::new(https)
-        }
+        None => BoxCloneSyncService::new(tls.wrap_connector(tcp)),
     })
 }
 
