@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
 use futures::Stream;
-use http::{HeaderMap, HeaderValue, header};
+use http::{HeaderMap, HeaderName, HeaderValue, header};
 use sluice_core::{AttemptOutcome, CallRecord, GatewayError, RequestId};
 use sluice_providers::{EventStream, StreamEvent, openai};
 use sluice_tail::admission::Permit;
@@ -21,13 +21,17 @@ use tokio::time::{Instant, Sleep, sleep_until};
 use crate::call::Call;
 use crate::deadline;
 
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const X_SLUICE_UPSTREAM: HeaderName = HeaderName::from_static("x-sluice-upstream");
+const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
+
 /// Adds `x-request-id` and, when known, `x-sluice-upstream`.
 pub fn tag(h: &mut HeaderMap, id: &RequestId, upstream: Option<&str>) {
     if let Ok(v) = HeaderValue::from_str(id.as_str()) {
-        h.insert("x-request-id", v);
+        h.insert(X_REQUEST_ID, v);
     }
     if let Some(v) = upstream.and_then(|u| HeaderValue::from_str(u).ok()) {
-        h.insert("x-sluice-upstream", v);
+        h.insert(X_SLUICE_UPSTREAM, v);
     }
 }
 
@@ -106,7 +110,7 @@ fn headers_for(call: &Call, now: Instant, stream: bool, h: &mut HeaderMap) {
     let r = call.record();
     tag(h, &r.request_id, r.upstream.as_deref());
     if let Ok(v) = HeaderValue::from_str(&server_timing(r, now, stream)) {
-        h.insert("server-timing", v);
+        h.insert(SERVER_TIMING, v);
     }
 }
 

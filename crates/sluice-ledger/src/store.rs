@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -95,7 +96,7 @@ macro_rules! sql_store {
     ($store:ty) => {
         impl Store for $store {
             async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
-                sql::insert(&self.pool, entries).await
+                sql::insert(&self.pool, &self.insert, entries).await
             }
 
             async fn usage(&self, q: &UsageQuery) -> Result<Vec<UsageRow>, LedgerError> {
@@ -148,6 +149,7 @@ pub enum Durability {
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    insert: Arc<sql::InsertSql>,
 }
 
 impl SqliteStore {
@@ -168,7 +170,10 @@ impl SqliteStore {
             .connect_with(options)
             .await?;
         sql::create(&pool, "INTEGER PRIMARY KEY").await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            insert: Arc::new(sql::InsertSql::new::<sqlx::Sqlite>()?),
+        })
     }
 }
 
@@ -178,6 +183,7 @@ sql_store!(SqliteStore);
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
+    insert: Arc<sql::InsertSql>,
 }
 
 impl PgStore {
@@ -191,7 +197,10 @@ impl PgStore {
             .connect_with(options)
             .await?;
         sql::create(&pool, "BIGSERIAL PRIMARY KEY").await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            insert: Arc::new(sql::InsertSql::new::<sqlx::Postgres>()?),
+        })
     }
 }
 

@@ -134,22 +134,27 @@ impl Serialize for OutgoingBody<'_> {
     }
 }
 
+/// What sluice reads of a complete answer (the rest is checked to be JSON and passed on as
+/// it came): its `usage`, kept as raw text so that no tree is built and a usage object of an
+/// unexpected shape costs the usage, not the answer.
 #[derive(serde::Deserialize)]
-struct UsageOnly {
-    #[serde(default)]
-    usage: Option<Value>,
+struct UsageOnly<'a> {
+    #[serde(default, borrow)]
+    usage: Option<&'a serde_json::value::RawValue>,
 }
 
 async fn complete(accepted: &mut Accepted, name: &str) -> Result<Completion, GatewayError> {
     let (body, first_byte) = http::read_complete(accepted).await?;
-    let parsed: UsageOnly = serde_json::from_slice(&body).map_err(|e| {
+    let parsed: UsageOnly<'_> = serde_json::from_slice(&body).map_err(|e| {
         GatewayError::new(
             ErrorKind::UpstreamProtocol,
             format!("upstream {name} answered invalid JSON: {e}"),
         )
     })?;
     Ok(Completion {
-        usage: parsed.usage.as_ref().and_then(usage::from_openai),
+        usage: parsed
+            .usage
+            .and_then(|raw| usage::from_openai_text(raw.get())),
         body,
         first_byte,
     })

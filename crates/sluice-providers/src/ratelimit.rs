@@ -30,32 +30,60 @@ impl RateReport {
     }
 }
 
+/// The three headers of one dimension: limit, remaining, reset.
+type Names = [&'static str; 3];
+
+const OPENAI_REQUESTS: Names = [
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-requests",
+];
+const OPENAI_TOKENS: Names = [
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-tokens",
+];
+const ANTHROPIC_REQUESTS: Names = [
+    "anthropic-ratelimit-requests-limit",
+    "anthropic-ratelimit-requests-remaining",
+    "anthropic-ratelimit-requests-reset",
+];
+const ANTHROPIC_TOKENS: Names = [
+    "anthropic-ratelimit-tokens-limit",
+    "anthropic-ratelimit-tokens-remaining",
+    "anthropic-ratelimit-tokens-reset",
+];
+const ANTHROPIC_INPUT_TOKENS: Names = [
+    "anthropic-ratelimit-input-tokens-limit",
+    "anthropic-ratelimit-input-tokens-remaining",
+    "anthropic-ratelimit-input-tokens-reset",
+];
+
 /// The rate-limit report in `headers`, read at wall-clock `now` (Anthropic's resets are
-/// instants).
+/// instants). Runs on every answer, so the header names are fixed strings (nothing is
+/// formatted), and a dimension is looked at only if its limit header is there.
 pub fn parse(headers: &HeaderMap, now: SystemTime) -> RateLimits {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let number = |name: String| get(&name)?.trim().parse::<u64>().ok();
-    let openai = |dim: &str| {
+    let number = |name: &str| get(name)?.trim().parse::<u64>().ok();
+    let quota = |[limit, remaining, reset]: Names,
+                 read_reset: &dyn Fn(&str) -> Option<Duration>| {
         Some(Quota {
-            limit: number(format!("x-ratelimit-limit-{dim}"))?,
-            remaining: number(format!("x-ratelimit-remaining-{dim}"))?,
-            reset: delay(get(&format!("x-ratelimit-reset-{dim}"))?)?,
+            limit: number(limit)?,
+            remaining: number(remaining)?,
+            reset: read_reset(get(reset)?)?,
         })
     };
-    let anthropic = |dim: &str| {
-        let reset = get(&format!("anthropic-ratelimit-{dim}-reset"))?;
-        let at = humantime::parse_rfc3339_weak(reset.trim()).ok()?;
-        Some(Quota {
-            limit: number(format!("anthropic-ratelimit-{dim}-limit"))?,
-            remaining: number(format!("anthropic-ratelimit-{dim}-remaining"))?,
-            reset: at.duration_since(now).unwrap_or(Duration::ZERO),
-        })
+    let instant = |text: &str| {
+        let at = humantime::parse_rfc3339_weak(text.trim()).ok()?;
+        Some(at.duration_since(now).unwrap_or(Duration::ZERO))
     };
+    let openai = |names| quota(names, &delay);
+    let anthropic = |names| quota(names, &instant);
     RateLimits {
-        requests: openai("requests").or_else(|| anthropic("requests")),
-        tokens: openai("tokens")
-            .or_else(|| anthropic("tokens"))
-            .or_else(|| anthropic("input-tokens")),
+        requests: openai(OPENAI_REQUESTS).or_else(|| anthropic(ANTHROPIC_REQUESTS)),
+        tokens: openai(OPENAI_TOKENS)
+            .or_else(|| anthropic(ANTHROPIC_TOKENS))
+            .or_else(|| anthropic(ANTHROPIC_INPUT_TOKENS)),
         retry_after: get("retry-after").and_then(seconds),
     }
 }

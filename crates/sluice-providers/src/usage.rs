@@ -75,6 +75,15 @@ pub fn from_openai(usage: &Value) -> Option<Usage> {
     OpenAiUsage::deserialize(usage).ok().map(|u| u.normalise())
 }
 
+/// Usage from an OpenAI-shaped `usage` object's JSON text; `None` when `null` or not such
+/// an object.
+pub fn from_openai_text(usage: &str) -> Option<Usage> {
+    serde_json::from_str::<Option<OpenAiUsage>>(usage)
+        .ok()
+        .flatten()
+        .map(|u| u.normalise())
+}
+
 /// Anthropic's usage object. `input_tokens` excludes cache reads and writes.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 pub struct AnthropicUsage {

@@ -24,6 +24,8 @@ pub struct Telemetry {
     registry: Registry,
     metrics: Metrics,
     windows: Windows,
+    /// [`NONE`], shared by every series that uses it.
+    none: Arc<str>,
 }
 
 /// Counts a request as in flight until dropped.
@@ -45,6 +47,7 @@ impl Telemetry {
             registry,
             metrics,
             windows: Windows::new(window)?,
+            none: Arc::from(NONE),
         })
     }
 
@@ -56,18 +59,19 @@ impl Telemetry {
 
     /// Folds one finished call into metrics and windows.
     pub fn observe(&self, rec: &CallRecord) {
-        let group = rec.model_group.as_deref().unwrap_or(NONE);
+        // Label values are shared, not copied: this runs once a request.
+        let group = rec.model_group.as_ref().unwrap_or(&self.none);
         let m = &self.metrics;
         m.requests
             .get_or_create(&RequestLabels {
-                group: group.to_string(),
-                upstream: rec.upstream.as_deref().unwrap_or(NONE).to_string(),
+                group: group.clone(),
+                upstream: rec.upstream.as_ref().unwrap_or(&self.none).clone(),
                 status: rec.status,
                 code: rec.error.map_or("ok", ErrorKind::code),
             })
             .inc();
         let g = GroupLabels {
-            group: group.to_string(),
+            group: group.clone(),
         };
         if let Some(total) = rec.timings.total() {
             m.request_seconds
@@ -87,19 +91,19 @@ impl Telemetry {
         }
         if rec.retry_denied {
             let labels = RetryLabels {
-                group: group.to_string(),
-                outcome: "denied".to_string(),
+                group: group.clone(),
+                outcome: "denied",
             };
             m.retries.get_or_create(&labels).inc();
         }
         if let Some(stage) = rec.deadline_stage {
             let labels = DeadlineLabels {
-                group: group.to_string(),
+                group: group.clone(),
                 stage: stage.label(),
             };
             m.deadlines.get_or_create(&labels).inc();
         }
-        if let (Some(u), Some(upstream)) = (rec.usage, rec.upstream.as_deref()) {
+        if let (Some(u), Some(upstream)) = (rec.usage, rec.upstream.as_ref()) {
             for (kind, n) in [
                 ("prompt", u.prompt_tokens),
                 ("completion", u.completion_tokens),
@@ -107,16 +111,16 @@ impl Telemetry {
                 ("cache_write", u.cache_write_tokens),
             ] {
                 let labels = TokenLabels {
-                    group: group.to_string(),
-                    upstream: upstream.to_string(),
+                    group: group.clone(),
+                    upstream: upstream.clone(),
                     kind,
                 };
                 m.tokens.get_or_create(&labels).inc_by(n);
             }
             if let Some(cost) = rec.cost_micros {
                 let labels = CostLabels {
-                    group: group.to_string(),
-                    upstream: upstream.to_string(),
+                    group: group.clone(),
+                    upstream: upstream.clone(),
                 };
                 m.cost_micros.get_or_create(&labels).inc_by(cost);
             }
@@ -127,18 +131,18 @@ impl Telemetry {
     /// time it waited, a lower bound of the truth: timed-out attempts (the upstream's timeout
     /// or the request's deadline), and first attempts that lost to a hedge. Leaving them out would hide exactly the tail, and a hedging
     /// delay read from such a window would keep falling.
-    fn observe_attempt(&self, group: &str, stream: bool, a: &sluice_core::Attempt) {
+    fn observe_attempt(&self, group: &Arc<str>, stream: bool, a: &sluice_core::Attempt) {
         self.metrics
             .attempts
             .get_or_create(&AttemptLabels {
-                upstream: a.upstream.to_string(),
-                outcome: a.outcome.label().to_string(),
+                upstream: a.upstream.clone(),
+                outcome: a.outcome.label(),
             })
             .inc();
         if a.kind == AttemptKind::Retry {
             let labels = RetryLabels {
-                group: group.to_string(),
-                outcome: a.outcome.label().to_string(),
+                group: group.clone(),
+                outcome: a.outcome.label(),
             };
             self.metrics.retries.get_or_create(&labels).inc();
         }
@@ -156,13 +160,13 @@ impl Telemetry {
             AttemptOutcome::Failed(ErrorKind::UpstreamTimeout | ErrorKind::DeadlineExceeded)
         ) || (a.outcome == AttemptOutcome::Lost && a.kind != AttemptKind::Hedge);
         let key = WindowKey {
-            group: Arc::from(group),
+            group: group.clone(),
             upstream: a.upstream.clone(),
             stream,
         };
         let labels = PairLabels {
-            group: group.to_string(),
-            upstream: a.upstream.to_string(),
+            group: group.clone(),
+            upstream: a.upstream.clone(),
             mode: key.mode(),
         };
         let end = a.ended.unwrap_or(a.started);
@@ -185,9 +189,9 @@ impl Telemetry {
         }
     }
 
-    fn count_hedge(&self, group: &str, result: &'static str) {
+    fn count_hedge(&self, group: &Arc<str>, result: &'static str) {
         let labels = HedgeLabels {
-            group: group.to_string(),
+            group: group.clone(),
             result,
         };
         self.metrics.hedges.get_or_create(&labels).inc();

@@ -6,6 +6,7 @@ use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use crate::buckets;
@@ -14,9 +15,9 @@ use crate::buckets;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     /// Model group (`-` before routing).
-    pub group: String,
+    pub group: Arc<str>,
     /// Upstream that answered (`-` when none did).
-    pub upstream: String,
+    pub upstream: Arc<str>,
     /// HTTP status sent to the client.
     pub status: u16,
     /// `ok`, or the error code.
@@ -27,9 +28,9 @@ pub struct RequestLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PairLabels {
     /// Model group.
-    pub group: String,
+    pub group: Arc<str>,
     /// Upstream.
-    pub upstream: String,
+    pub upstream: Arc<str>,
     /// `stream` or `complete`: a complete answer's first byte is its last.
     pub mode: &'static str,
 }
@@ -38,16 +39,16 @@ pub struct PairLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GroupLabels {
     /// Model group (`-` before routing).
-    pub group: String,
+    pub group: Arc<str>,
 }
 
 /// Labels of token counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TokenLabels {
     /// Model group.
-    pub group: String,
+    pub group: Arc<str>,
     /// Upstream.
-    pub upstream: String,
+    pub upstream: Arc<str>,
     /// `prompt`, `completion`, `cached` or `cache_write`.
     pub kind: &'static str,
 }
@@ -56,25 +57,25 @@ pub struct TokenLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CostLabels {
     /// Model group.
-    pub group: String,
+    pub group: Arc<str>,
     /// Upstream.
-    pub upstream: String,
+    pub upstream: Arc<str>,
 }
 
 /// Labels of attempt counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AttemptLabels {
     /// Upstream.
-    pub upstream: String,
+    pub upstream: Arc<str>,
     /// `ok`, `cancelled`, or the error code.
-    pub outcome: String,
+    pub outcome: &'static str,
 }
 
 /// Labels of the hedge counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HedgeLabels {
     /// Model group.
-    pub group: String,
+    pub group: Arc<str>,
     /// `won` (the hedge answered first), `lost`, `failed`, `cancelled` (the client left), or
     /// `denied` (slow enough to hedge, but the budget was spent).
     pub result: &'static str,
@@ -128,7 +129,7 @@ pub struct TransitionLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeadlineLabels {
     /// Model group.
-    pub group: String,
+    pub group: Arc<str>,
     /// Where the deadline ran out: `queue`, `upstream`, `retry` or `stream`.
     pub stage: &'static str,
 }
@@ -137,10 +138,10 @@ pub struct DeadlineLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RetryLabels {
     /// Model group.
-    pub group: String,
+    pub group: Arc<str>,
     /// How the retry ended: `ok`, or the error code, or `lost`/`cancelled`; `denied` for a
     /// retry the budget refused.
-    pub outcome: String,
+    pub outcome: &'static str,
 }
 
 /// Labels of the window-quantile gauges.

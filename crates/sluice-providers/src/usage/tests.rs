@@ -42,6 +42,28 @@ fn null_or_garbage_is_no_usage() {
 }
 
 #[test]
+fn usage_text_reads_as_the_value_does() {
+    for v in [
+        json!({"prompt_tokens": 2006, "completion_tokens": 300,
+               "prompt_tokens_details": {"cached_tokens": 1920}}),
+        json!({"completion_tokens": 10, "prompt_cache_hit_tokens": 64,
+               "prompt_cache_miss_tokens": 36}),
+        json!({"prompt_tokens": 50, "completion_tokens": 5, "cached_tokens": 32,
+               "completion_tokens_details": {"reasoning_tokens": 4}}),
+        Value::Null,
+        json!("x"),
+        json!({"prompt_tokens": "many"}),
+    ] {
+        assert_eq!(from_openai_text(&v.to_string()), from_openai(&v), "{v}");
+    }
+    assert_eq!(
+        from_openai_text(r#"{"prompt_tokens": 7, "completion_tokens": 1}"#)
+            .map(|u| u.prompt_tokens),
+        Some(7)
+    );
+}
+
+#[test]
 fn anthropic_counts_cache_reads_and_writes_as_prompt() {
     let mut u: AnthropicUsage = serde_json::from_value(json!({
         "input_tokens": 21, "cache_creation_input_tokens": 188086,
