@@ -103,103 +103,42 @@ fn int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// An entry as the integers and texts its columns hold.
-struct Bound {
-    texts: [Option<String>; 8],
-    ints: [i64; 15],
-    ttfb_ms: Option<i64>,
-    cache: &'static str,
-}
-
-impl Bound {
-    fn of(e: &Entry) -> Self {
-        let t = &e.tokens;
-        Self {
-            texts: [
-                Some(e.request_id.clone()),
-                Some(utc_day(e.at_ms)),
-                e.tenant.clone(),
-                e.api_key.clone(),
-                e.model_group.clone(),
-                e.upstream.clone(),
-                e.model.clone(),
-                e.error.clone(),
-            ],
-            ints: [
-                e.at_ms,
-                i64::from(e.status),
-                i64::from(e.stream),
-                int(t.prompt),
-                int(t.cached),
-                int(t.cache_write),
-                int(t.completion),
-                int(t.reasoning),
-                int(e.cost_micros),
-                e.saved_micros,
-                int(e.extra_micros),
-                int(e.total_ms),
-                i64::from(e.attempts),
-                i64::from(e.hedges),
-                i64::from(e.retries),
-            ],
-            ttfb_ms: e.ttfb_ms.map(int),
-            cache: e.cache.as_str(),
-        }
-    }
-    /// Adds the row's values to `args` in [`COLUMNS`] order (moving its texts in).
-    fn add_to<A>(self, args: &mut A) -> Result<(), sqlx::error::BoxDynError>
-    where
-        A: Arguments,
-        i64: for<'q> Encode<'q, A::Database> + Type<A::Database>,
-        Option<i64>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
-        Option<String>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
-        &'static str: for<'q> Encode<'q, A::Database> + Type<A::Database>,
-    {
-        let [id, day, tenant, key, group, upstream, model, error] = self.texts;
-        let [
-            at,
-            status,
-            stream,
-            p,
-            c,
-            w,
-            o,
-            re,
-            cost,
-            saved,
-            extra,
-            total,
-            n,
-            h,
-            rt,
-        ] = self.ints;
-        args.add(id)?;
-        args.add(at)?;
-        args.add(day)?;
-        args.add(tenant)?;
-        args.add(key)?;
-        args.add(group)?;
-        args.add(upstream)?;
-        args.add(model)?;
-        args.add(status)?;
-        args.add(error)?;
-        args.add(stream)?;
-        args.add(p)?;
-        args.add(c)?;
-        args.add(w)?;
-        args.add(o)?;
-        args.add(re)?;
-        args.add(cost)?;
-        args.add(saved)?;
-        args.add(extra)?;
-        args.add(self.cache)?;
-        args.add(self.ttfb_ms)?;
-        args.add(total)?;
-        args.add(n)?;
-        args.add(h)?;
-        args.add(rt)?;
-        Ok(())
-    }
+/// Adds `e`'s values to `args`, in [`COLUMNS`] order.
+fn add_entry<A>(args: &mut A, e: &Entry) -> Result<(), sqlx::error::BoxDynError>
+where
+    A: Arguments,
+    i64: for<'q> Encode<'q, A::Database> + Type<A::Database>,
+    Option<i64>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
+    Option<String>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
+    &'static str: for<'q> Encode<'q, A::Database> + Type<A::Database>,
+{
+    let t = &e.tokens;
+    args.add(Some(e.request_id.clone()))?;
+    args.add(e.at_ms)?;
+    args.add(Some(utc_day(e.at_ms)))?;
+    args.add(e.tenant.clone())?;
+    args.add(e.api_key.clone())?;
+    args.add(e.model_group.clone())?;
+    args.add(e.upstream.clone())?;
+    args.add(e.model.clone())?;
+    args.add(i64::from(e.status))?;
+    args.add(e.error.clone())?;
+    args.add(i64::from(e.stream))?;
+    args.add(int(t.prompt))?;
+    args.add(int(t.cached))?;
+    args.add(int(t.cache_write))?;
+    args.add(int(t.completion))?;
+    args.add(int(t.reasoning))?;
+    args.add(int(e.cost_micros))?;
+    args.add(e.saved_micros)?;
+    args.add(int(e.extra_micros))?;
+    args.add(e.cache.as_str())?;
+    args.add(e.ttfb_ms.map(int))?;
+    args.add(int(e.total_ms))?;
+    args.add(i64::from(e.attempts))?;
+    args.add(i64::from(e.hedges))?;
+    args.add(i64::from(e.retries))?;
+    Ok(())
 }
 
 /// The text of the ledger's `INSERT` for up to [`ROWS_PER_INSERT`] rows, written once when
@@ -268,9 +207,7 @@ where
     for chunk in entries.chunks(ROWS_PER_INSERT) {
         let mut args = DB::Arguments::default();
         for e in chunk {
-            Bound::of(e)
-                .add_to(&mut args)
-                .map_err(sqlx::Error::Encode)?;
+            add_entry(&mut args, e).map_err(sqlx::Error::Encode)?;
         }
         sqlx::query_with(AssertSqlSafe(sql.rows(chunk.len())), args)
             .execute(&mut *tx)
