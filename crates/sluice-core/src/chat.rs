@@ -1,13 +1,22 @@
 //! The client's chat-completions request: the few fields sluice reads, and the rest untouched.
 
+mod fields;
+mod scan;
+
+use bytes::Bytes;
+use serde_json::error::Category;
 use serde_json::{Map, Value};
+
+pub use fields::Fields;
+use scan::{BadMessage, Messages, Text};
 
 use crate::{ErrorKind, GatewayError};
 
 /// A validated chat-completions request.
 ///
-/// `body` keeps every field the client sent, in the client's order, so adapters can forward
-/// fields sluice does not know (provider-specific options) without touching them.
+/// The body is kept as the client sent it, with an index of its top-level fields, so
+/// adapters can forward fields sluice does not know (provider-specific options) without
+/// reading them: no JSON tree is built of a request on its way through.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatRequest {
     /// The model group the client asked for.
@@ -16,8 +25,11 @@ pub struct ChatRequest {
     pub stream: bool,
     /// Whether the client asked for a usage chunk at the end of the stream.
     pub include_usage: bool,
-    /// The whole body as sent.
-    pub body: Map<String, Value>,
+    max_tokens: Option<u64>,
+    /// Bytes of text in `messages` and `system`.
+    prompt_bytes: usize,
+    messages: usize,
+    fields: Fields,
 }
 
 fn invalid(message: impl Into<String>, param: &'static str) -> GatewayError {
@@ -27,8 +39,17 @@ fn invalid(message: impl Into<String>, param: &'static str) -> GatewayError {
 impl ChatRequest {
     /// Parses and checks a request body. Errors name the position (bad JSON) or the field.
     pub fn parse(bytes: &[u8]) -> Result<Self, GatewayError> {
-        let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-            GatewayError::new(
+        Self::from_bytes(Bytes::copy_from_slice(bytes))
+    }
+
+    /// [`ChatRequest::parse`] keeping `body` itself rather than a copy.
+    pub fn from_bytes(body: Bytes) -> Result<Self, GatewayError> {
+        let fields = Fields::read(body).map_err(|e| match e.classify() {
+            Category::Data => GatewayError::new(
+                ErrorKind::InvalidRequest,
+                "request body must be a JSON object",
+            ),
+            _ => GatewayError::new(
                 ErrorKind::InvalidJson,
                 format!(
                     "request body is not valid JSON: {} at line {} column {}",
@@ -36,63 +57,108 @@ impl ChatRequest {
                     e.line(),
                     e.column()
                 ),
-            )
+            ),
         })?;
-        let Value::Object(body) = value else {
-            return Err(GatewayError::new(
-                ErrorKind::InvalidRequest,
-                "request body must be a JSON object",
-            ));
-        };
-        Self::from_body(body)
+        Self::check(fields)
     }
 
     /// Checks an already-parsed body.
     pub fn from_body(body: Map<String, Value>) -> Result<Self, GatewayError> {
-        let model = match body.get("model") {
-            Some(Value::String(m)) if !m.is_empty() => m.clone(),
-            Some(Value::String(_)) => return Err(invalid("`model` must not be empty", "model")),
-            Some(_) => return Err(invalid("`model` must be a string", "model")),
+        let text = serde_json::to_vec(&body).map_err(|e| {
+            GatewayError::new(ErrorKind::InvalidRequest, format!("body not writable: {e}"))
+        })?;
+        Self::from_bytes(Bytes::from(text))
+    }
+
+    fn check(fields: Fields) -> Result<Self, GatewayError> {
+        let model = match fields.get("model") {
             None => return Err(invalid("`model` is required", "model")),
+            Some(raw) => match serde_json::from_slice::<String>(raw) {
+                Ok(m) if !m.is_empty() => m,
+                Ok(_) => return Err(invalid("`model` must not be empty", "model")),
+                Err(_) => return Err(invalid("`model` must be a string", "model")),
+            },
         };
-        match body.get("messages") {
-            Some(Value::Array(msgs)) if !msgs.is_empty() => check_messages(msgs)?,
-            Some(Value::Array(_)) => {
-                return Err(invalid("`messages` must not be empty", "messages"));
-            }
-            Some(_) => return Err(invalid("`messages` must be an array", "messages")),
+        let (messages, message_text) = match fields.get("messages").map(read_messages) {
             None => return Err(invalid("`messages` is required", "messages")),
-        }
-        let stream = match body.get("stream") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => return Err(invalid("`stream` must be a boolean", "stream")),
+            Some(r) => r?,
         };
-        let include_usage = match body.get("stream_options") {
-            None | Some(Value::Null) => false,
-            Some(Value::Object(o)) => match o.get("include_usage") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(_) => {
+        let stream = match fields.get("stream") {
+            None | Some(b"null") => false,
+            Some(raw) => serde_json::from_slice::<bool>(raw)
+                .map_err(|_| invalid("`stream` must be a boolean", "stream"))?,
+        };
+        let include_usage = match fields.get("stream_options") {
+            None | Some(b"null") => false,
+            Some(raw) => match serde_json::from_slice::<Value>(raw) {
+                Ok(Value::Object(o)) => match o.get("include_usage") {
+                    None | Some(Value::Null) => false,
+                    Some(Value::Bool(b)) => *b,
+                    Some(_) => {
+                        return Err(invalid(
+                            "`stream_options.include_usage` must be a boolean",
+                            "stream_options.include_usage",
+                        ));
+                    }
+                },
+                _ => {
                     return Err(invalid(
-                        "`stream_options.include_usage` must be a boolean",
-                        "stream_options.include_usage",
+                        "`stream_options` must be an object",
+                        "stream_options",
                     ));
                 }
             },
-            Some(_) => {
-                return Err(invalid(
-                    "`stream_options` must be an object",
-                    "stream_options",
-                ));
-            }
         };
+        let max_tokens = match read_count(&fields, "max_completion_tokens")? {
+            Some(n) => Some(n),
+            None => read_count(&fields, "max_tokens")?,
+        };
+        let system_text = fields
+            .get("system")
+            .and_then(|raw| serde_json::from_slice::<Text>(raw).ok())
+            .map_or(0, |t| t.bytes);
         Ok(Self {
             model,
             stream,
             include_usage,
-            body,
+            max_tokens,
+            prompt_bytes: message_text + system_text,
+            messages,
+            fields,
         })
+    }
+
+    /// Every top-level field of the body, in the client's order, with its value's JSON text
+    /// as the client wrote it.
+    pub fn fields(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.fields.iter()
+    }
+
+    /// The JSON text of the body's field `name`.
+    pub fn field(&self, name: &str) -> Option<&[u8]> {
+        self.fields.get(name)
+    }
+
+    /// The body's field `name` as a JSON value.
+    pub fn value(&self, name: &str) -> Option<Value> {
+        self.field(name).map(to_value)
+    }
+
+    /// The whole body as a JSON map, for adapters that rewrite it (built on each call).
+    pub fn to_map(&self) -> Map<String, Value> {
+        self.fields()
+            .map(|(k, v)| (k.to_string(), to_value(v)))
+            .collect()
+    }
+
+    /// The body's length in bytes.
+    pub fn body_len(&self) -> usize {
+        self.fields.body_len()
+    }
+
+    /// How many messages the request holds.
+    pub fn message_count(&self) -> usize {
+        self.messages
     }
 
     /// About how many tokens a provider's tokens-per-minute limit counts for this request
@@ -105,9 +171,7 @@ impl ChatRequest {
 
     /// About how many tokens the prompt is: a token per four bytes of message text.
     pub fn prompt_estimate(&self) -> u64 {
-        let text = self.body.get("messages").map_or(0, text_bytes)
-            + self.body.get("system").map_or(0, text_bytes);
-        (text as u64).div_ceil(4)
+        (self.prompt_bytes as u64).div_ceil(4)
     }
 
     /// Every piece of text the prompt holds (messages, system, tools), one per line: what a
@@ -115,8 +179,8 @@ impl ChatRequest {
     pub fn prompt_text(&self) -> String {
         let mut out = String::new();
         for key in ["messages", "system", "tools"] {
-            if let Some(v) = self.body.get(key) {
-                push_text(v, &mut out);
+            if let Some(v) = self.value(key) {
+                push_text(&v, &mut out);
             }
         }
         out
@@ -124,9 +188,49 @@ impl ChatRequest {
 
     /// The client's `max_tokens` (or `max_completion_tokens`), if any.
     pub fn max_tokens(&self) -> Option<u64> {
-        ["max_completion_tokens", "max_tokens"]
-            .iter()
-            .find_map(|k| self.body.get(*k).and_then(Value::as_u64))
+        self.max_tokens
+    }
+}
+
+/// A field's JSON text as a value. The text was checked to be JSON when the body was read;
+/// a value nested deeper than the JSON reader's limit reads as `null`.
+fn to_value(raw: &[u8]) -> Value {
+    serde_json::from_slice(raw).unwrap_or(Value::Null)
+}
+
+/// A token count the client may set: absent, `null`, or a non-negative integer.
+fn read_count(fields: &Fields, name: &'static str) -> Result<Option<u64>, GatewayError> {
+    match fields.get(name) {
+        None | Some(b"null") => Ok(None),
+        Some(raw) => serde_json::from_slice::<u64>(raw)
+            .map(Some)
+            .map_err(|_| invalid(format!("`{name}` must be a non-negative integer"), name)),
+    }
+}
+
+/// Checks `messages` and counts its text, naming the first message at fault.
+fn read_messages(raw: &[u8]) -> Result<(usize, usize), GatewayError> {
+    let scanned = serde_json::from_slice::<Messages>(raw)
+        .map_err(|e| invalid(format!("`messages` could not be read: {e}"), "messages"))?;
+    match scanned {
+        Messages::NotArray => Err(invalid("`messages` must be an array", "messages")),
+        Messages::Items { count: 0, .. } => {
+            Err(invalid("`messages` must not be empty", "messages"))
+        }
+        Messages::Items {
+            first_bad: Some((i, bad)),
+            ..
+        } => {
+            let (what, param) = match bad {
+                BadMessage::NotObject => ("must be an object", format!("messages[{i}]")),
+                BadMessage::Role => ("must be a string", format!("messages[{i}].role")),
+            };
+            Err(
+                GatewayError::new(ErrorKind::InvalidRequest, format!("`{param}` {what}"))
+                    .with_param(param),
+            )
+        }
+        Messages::Items { count, text, .. } => Ok((count, text)),
     }
 }
 
@@ -144,36 +248,6 @@ fn push_text(v: &Value, out: &mut String) {
         Value::Object(o) => o.values().for_each(|x| push_text(x, out)),
         _ => {}
     }
-}
-
-/// Bytes of text in every string inside `v`.
-fn text_bytes(v: &Value) -> usize {
-    match v {
-        Value::String(s) => s.len(),
-        Value::Array(a) => a.iter().map(text_bytes).sum(),
-        Value::Object(o) => o.values().map(text_bytes).sum(),
-        _ => 0,
-    }
-}
-
-fn check_messages(msgs: &[Value]) -> Result<(), GatewayError> {
-    for (i, m) in msgs.iter().enumerate() {
-        let Some(obj) = m.as_object() else {
-            return Err(GatewayError::new(
-                ErrorKind::InvalidRequest,
-                format!("`messages[{i}]` must be an object"),
-            )
-            .with_param(format!("messages[{i}]")));
-        };
-        if !matches!(obj.get("role"), Some(Value::String(_))) {
-            return Err(GatewayError::new(
-                ErrorKind::InvalidRequest,
-                format!("`messages[{i}].role` must be a string"),
-            )
-            .with_param(format!("messages[{i}].role")));
-        }
-    }
-    Ok(())
 }
 
 /// serde_json's message without its trailing position (we add our own).

@@ -16,11 +16,7 @@ const PER_MESSAGE: u64 = 4;
 /// four if the tokenizer could not load).
 pub fn prompt_tokens(request: &ChatRequest) -> u64 {
     let text = request.prompt_text();
-    let messages = request
-        .body
-        .get("messages")
-        .and_then(|m| m.as_array())
-        .map_or(0, Vec::len) as u64;
+    let messages = request.message_count() as u64;
     let counted = match &*CL100K {
         Some(bpe) => bpe.encode_ordinary(&text).len() as u64,
         None => (text.len() as u64).div_ceil(4),

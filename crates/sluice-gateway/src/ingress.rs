@@ -127,6 +127,6 @@ pub async fn read_body(
 }
 
 /// Parses and checks a chat-completions body.
-pub fn parse(bytes: &[u8]) -> Result<ChatRequest, GatewayError> {
-    ChatRequest::parse(bytes)
+pub fn parse(bytes: Bytes) -> Result<ChatRequest, GatewayError> {
+    ChatRequest::from_bytes(bytes)
 }

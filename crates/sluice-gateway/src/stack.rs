@@ -51,7 +51,7 @@ async fn walk(
     // 1. Ingress: read the body under its limit and parse it. First, because every later step
     //    needs a valid request, and a bad one must cost nothing upstream.
     let bytes = ingress::read_body(headers, body, gw.max_body_bytes).await?;
-    let request = Arc::new(ingress::parse(&bytes)?);
+    let request = Arc::new(ingress::parse(bytes)?);
     call.record_mut().stream = request.stream;
 
     // 2. Caller, lane and time budget: read before routing so bad headers cost nothing. The

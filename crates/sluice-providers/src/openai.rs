@@ -6,8 +6,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
-use serde::Serialize;
-use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
 use sluice_core::{ChatRequest, ErrorKind, GatewayError};
 
@@ -69,10 +67,7 @@ impl Provider for OpenAiCompat {
         &self,
         call: UpstreamCall,
     ) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
-        let body = match serde_json::to_vec(&OutgoingBody {
-            request: &call.request,
-            model: &call.model,
-        }) {
+        let body = match outgoing_body(&call.request, &call.model) {
             Ok(b) => b,
             Err(e) => {
                 let err = GatewayError::new(ErrorKind::Internal, format!("encoding request: {e}"));
@@ -101,37 +96,46 @@ impl Provider for OpenAiCompat {
 }
 
 /// The client's body with the upstream model name, and `stream_options.include_usage` set on
-/// streams so usage can be read from the last chunk. Every other field is written untouched.
-struct OutgoingBody<'a> {
-    request: &'a ChatRequest,
-    model: &'a str,
+/// streams so usage can be read from the last chunk. Every other field is copied as the
+/// client wrote it: no JSON tree is built or written.
+fn outgoing_body(request: &ChatRequest, model: &str) -> Result<Vec<u8>, serde_json::Error> {
+    let stream = request.stream;
+    let mut out = Vec::with_capacity(request.body_len() + model.len() + 48);
+    out.push(b'{');
+    let mut wrote_options = false;
+    for (i, (k, v)) in request.fields().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, k)?;
+        out.push(b':');
+        match k {
+            "model" => serde_json::to_writer(&mut out, model)?,
+            "stream_options" if stream => {
+                let opts = match serde_json::from_slice::<Value>(v) {
+                    Ok(Value::Object(o)) => o,
+                    _ => Map::new(),
+                };
+                serde_json::to_writer(&mut out, &with_usage(opts))?;
+                wrote_options = true;
+            }
+            _ => out.extend_from_slice(v),
+        }
+    }
+    if stream && !wrote_options {
+        if request.fields().next().is_some() {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"\"stream_options\":");
+        serde_json::to_writer(&mut out, &with_usage(Map::new()))?;
+    }
+    out.push(b'}');
+    Ok(out)
 }
 
-impl Serialize for OutgoingBody<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let body = &self.request.body;
-        let stream = self.request.stream;
-        let mut map = s.serialize_map(Some(body.len() + 1))?;
-        let mut wrote_options = false;
-        for (k, v) in body {
-            match k.as_str() {
-                "model" => map.serialize_entry(k, self.model)?,
-                "stream_options" if stream => {
-                    let mut opts = v.as_object().cloned().unwrap_or_default();
-                    opts.insert("include_usage".into(), Value::Bool(true));
-                    map.serialize_entry(k, &opts)?;
-                    wrote_options = true;
-                }
-                _ => map.serialize_entry(k, v)?,
-            }
-        }
-        if stream && !wrote_options {
-            let mut opts = Map::new();
-            opts.insert("include_usage".into(), Value::Bool(true));
-            map.serialize_entry("stream_options", &opts)?;
-        }
-        map.end()
-    }
+fn with_usage(mut opts: Map<String, Value>) -> Map<String, Value> {
+    opts.insert("include_usage".into(), Value::Bool(true));
+    opts
 }
 
 /// What sluice reads of a complete answer (the rest is checked to be JSON and passed on as

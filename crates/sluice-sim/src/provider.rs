@@ -42,7 +42,7 @@ impl Provider for SimProvider {
     ) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
         let up = self.0.clone();
         async move {
-            let inc = incoming(&call.request.body, call.request_id.as_str());
+            let inc = incoming(&call.request.to_map(), call.request_id.as_str());
             let plan = up.plan(&inc, Instant::now());
             let name = up.name().clone();
             match plan {

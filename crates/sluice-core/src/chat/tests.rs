@@ -14,10 +14,56 @@ fn reads_model_stream_and_usage_flags() {
     assert_eq!(r.model, "m");
     assert!(r.stream && r.include_usage);
     assert_eq!(
-        r.body.get("top_k"),
-        Some(&Value::from(5)),
+        r.value("top_k"),
+        Some(Value::from(5)),
         "unknown fields kept"
     );
+    assert_eq!(r.message_count(), 1);
+}
+
+#[test]
+fn every_field_is_kept_as_written_in_the_clients_order() {
+    let body = "{\"top_k\": 5.0e0, \"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\n\"x\":{\"deep\":[1, \"\\u00e9\"]}}";
+    let r = parse(body).unwrap();
+    let fields: Vec<(&str, &[u8])> = r.fields().collect();
+    assert_eq!(
+        fields,
+        [
+            ("top_k", &b"5.0e0"[..]),
+            ("model", b"\"m\""),
+            ("messages", b"[{\"role\":\"user\"}]"),
+            ("x", b"{\"deep\":[1, \"\\u00e9\"]}"),
+        ]
+    );
+    assert_eq!(r.body_len(), body.len());
+    let map = r.to_map();
+    assert_eq!(
+        map.keys().collect::<Vec<_>>(),
+        ["top_k", "model", "messages", "x"]
+    );
+    assert_eq!(map["x"]["deep"][1], "é");
+}
+
+#[test]
+fn a_body_read_from_a_map_is_the_same_request() {
+    let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
+    let map: Map<String, Value> = serde_json::from_str(body).unwrap();
+    assert_eq!(ChatRequest::from_body(map).unwrap(), parse(body).unwrap());
+}
+
+#[test]
+fn messages_nested_past_the_readers_limit_are_refused_by_name() {
+    let deep = format!("{}{}", "[".repeat(300), "]".repeat(300));
+    let body = format!(r#"{{"model":"m","messages":[{{"role":"user","content":{deep}}}]}}"#);
+    let e = parse(&body).unwrap_err();
+    assert_eq!(e.param.as_deref(), Some("messages"), "{}", e.message);
+}
+
+#[test]
+fn invalid_utf8_is_bad_json_with_its_position() {
+    let e = ChatRequest::parse(b"{\"model\":\"m\xff\",\"messages\":[]}").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidJson);
+    assert!(e.message.contains("line 1 column"), "{}", e.message);
 }
 
 #[test]
@@ -52,6 +98,18 @@ fn each_bad_field_is_named() {
         (
             r#"{"model":"m","messages":[{"role":"user"}],"stream_options":{"include_usage":1}}"#,
             Some("stream_options.include_usage"),
+        ),
+        (
+            r#"{"model":"m","messages":[{"role":"user"}],"max_tokens":1.5}"#,
+            Some("max_tokens"),
+        ),
+        (
+            r#"{"model":"m","messages":[{"role":"user"}],"max_tokens":1e999}"#,
+            Some("max_tokens"),
+        ),
+        (
+            r#"{"model":"m","messages":[{"role":"user"}],"max_completion_tokens":-1}"#,
+            Some("max_completion_tokens"),
         ),
     ];
     for (body, param) in cases {

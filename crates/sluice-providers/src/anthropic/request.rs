@@ -37,14 +37,15 @@ pub fn translate_request(
 ) -> Result<Value, GatewayError> {
     let mut out = Map::new();
     out.insert("model".into(), Value::from(model));
-    let (system, messages) = translate_messages(&req.body)?;
+    let body = req.to_map();
+    let (system, messages) = translate_messages(&body)?;
     if !system.is_empty() {
         out.insert("system".into(), Value::Array(system));
     }
     out.insert("messages".into(), Value::Array(messages));
     let max = req.max_tokens().unwrap_or(u64::from(default_max_tokens));
     out.insert("max_tokens".into(), Value::from(max));
-    for (k, v) in &req.body {
+    for (k, v) in &body {
         match k.as_str() {
             "model" | "messages" | "max_tokens" | "max_completion_tokens" => {}
             "stream" => {

@@ -10,11 +10,24 @@ fn request(body: Value) -> ChatRequest {
 }
 
 fn outgoing(req: &ChatRequest, model: &str) -> Value {
-    serde_json::to_value(OutgoingBody {
-        request: req,
-        model,
-    })
-    .unwrap()
+    serde_json::from_slice(&outgoing_body(req, model).unwrap()).unwrap()
+}
+
+#[test]
+fn fields_are_copied_byte_for_byte() {
+    let body = "{\"top_k\": 3.10, \"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"h\\u00e9\"}], \"x\":{\"b\":1,\"a\":2}}";
+    let req = ChatRequest::parse(body.as_bytes()).unwrap();
+    let out = String::from_utf8(outgoing_body(&req, "up \"q\"").unwrap()).unwrap();
+    assert_eq!(
+        out,
+        "{\"top_k\":3.10,\"model\":\"up \\\"q\\\"\",\"messages\":[{\"role\":\"user\",\"content\":\"h\\u00e9\"}],\"x\":{\"b\":1,\"a\":2}}"
+    );
+    let streamed =
+        ChatRequest::parse(br#"{"model":"m","messages":[{"role":"user"}],"stream":true}"#).unwrap();
+    assert_eq!(
+        String::from_utf8(outgoing_body(&streamed, "x").unwrap()).unwrap(),
+        r#"{"model":"x","messages":[{"role":"user"}],"stream":true,"stream_options":{"include_usage":true}}"#
+    );
 }
 
 #[test]
