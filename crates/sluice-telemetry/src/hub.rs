@@ -13,6 +13,7 @@ use crate::metrics::{
     LimitLabels, Metrics, PairLabels, QuantileLabels, RequestLabels, RetryLabels, TokenLabels,
     TransitionLabels,
 };
+use crate::series::{Series, SeriesCache};
 use crate::windows::{LatencyReport, WindowKey, Windows};
 
 /// Label used where a record has no group or upstream.
@@ -24,6 +25,8 @@ pub struct Telemetry {
     registry: Registry,
     metrics: Metrics,
     windows: Windows,
+    /// Handles on the series every request writes, by (group, upstream, mode).
+    series: SeriesCache,
     /// [`NONE`], shared by every series that uses it.
     none: Arc<str>,
 }
@@ -47,6 +50,7 @@ impl Telemetry {
             registry,
             metrics,
             windows: Windows::new(window)?,
+            series: SeriesCache::default(),
             none: Arc::from(NONE),
         })
     }
@@ -59,32 +63,45 @@ impl Telemetry {
 
     /// Folds one finished call into metrics and windows.
     pub fn observe(&self, rec: &CallRecord) {
-        // Label values are shared, not copied: this runs once a request.
+        // This runs once a request: the series it writes are held by (group, upstream,
+        // mode), found with one lookup; label values are shared, not copied.
         let group = rec.model_group.as_ref().unwrap_or(&self.none);
+        let upstream = rec.upstream.as_ref().unwrap_or(&self.none);
         let m = &self.metrics;
-        m.requests
-            .get_or_create(&RequestLabels {
-                group: group.clone(),
-                upstream: rec.upstream.as_ref().unwrap_or(&self.none).clone(),
-                status: rec.status,
-                code: rec.error.map_or("ok", ErrorKind::code),
-            })
-            .inc();
-        let g = GroupLabels {
+        let s = self.series.get(group, upstream, rec.stream);
+        let code = rec.error.map_or("ok", ErrorKind::code);
+        let request_labels = || RequestLabels {
+            group: group.clone(),
+            upstream: upstream.clone(),
+            status: rec.status,
+            code,
+        };
+        if rec.status == 200 && rec.error.is_none() {
+            s.ok.get_or_init(|| m.requests.get_or_create(&request_labels()).clone())
+                .inc();
+        } else {
+            m.requests.get_or_create(&request_labels()).inc();
+        }
+        let g = || GroupLabels {
             group: group.clone(),
         };
         if let Some(total) = rec.timings.total() {
-            m.request_seconds
-                .get_or_create(&g)
+            s.request_seconds
+                .get_or_init(|| m.request_seconds.get_or_create(&g()).clone())
                 .observe(total.as_secs_f64());
         }
         if let Some(queue) = rec.timings.queue() {
-            m.queue_seconds
-                .get_or_create(&g)
+            s.queue_seconds
+                .get_or_init(|| m.queue_seconds.get_or_create(&g()).clone())
                 .observe(queue.as_secs_f64());
         }
         for a in &rec.attempts {
-            self.observe_attempt(group, rec.stream, a);
+            if *a.upstream == **upstream {
+                self.observe_attempt(group, rec.stream, a, &s);
+            } else {
+                let other = self.series.get(group, &a.upstream, rec.stream);
+                self.observe_attempt(group, rec.stream, a, &other);
+            }
         }
         if rec.hedge_denied {
             self.count_hedge(group, "denied");
@@ -104,25 +121,33 @@ impl Telemetry {
             m.deadlines.get_or_create(&labels).inc();
         }
         if let (Some(u), Some(upstream)) = (rec.usage, rec.upstream.as_ref()) {
-            for (kind, n) in [
-                ("prompt", u.prompt_tokens),
-                ("completion", u.completion_tokens),
-                ("cached", u.cached_tokens),
-                ("cache_write", u.cache_write_tokens),
-            ] {
-                let labels = TokenLabels {
-                    group: group.clone(),
-                    upstream: upstream.clone(),
-                    kind,
-                };
-                m.tokens.get_or_create(&labels).inc_by(n);
+            let tokens = s.tokens.get_or_init(|| {
+                ["prompt", "completion", "cached", "cache_write"].map(|kind| {
+                    let labels = TokenLabels {
+                        group: group.clone(),
+                        upstream: upstream.clone(),
+                        kind,
+                    };
+                    m.tokens.get_or_create(&labels).clone()
+                })
+            });
+            let counts = [
+                u.prompt_tokens,
+                u.completion_tokens,
+                u.cached_tokens,
+                u.cache_write_tokens,
+            ];
+            for (counter, n) in tokens.iter().zip(counts) {
+                counter.inc_by(n);
             }
             if let Some(cost) = rec.cost_micros {
-                let labels = CostLabels {
+                let labels = || CostLabels {
                     group: group.clone(),
                     upstream: upstream.clone(),
                 };
-                m.cost_micros.get_or_create(&labels).inc_by(cost);
+                s.cost
+                    .get_or_init(|| m.cost_micros.get_or_create(&labels()).clone())
+                    .inc_by(cost);
             }
         }
     }
@@ -131,14 +156,25 @@ impl Telemetry {
     /// time it waited, a lower bound of the truth: timed-out attempts (the upstream's timeout
     /// or the request's deadline), and first attempts that lost to a hedge. Leaving them out would hide exactly the tail, and a hedging
     /// delay read from such a window would keep falling.
-    fn observe_attempt(&self, group: &Arc<str>, stream: bool, a: &sluice_core::Attempt) {
-        self.metrics
-            .attempts
-            .get_or_create(&AttemptLabels {
-                upstream: a.upstream.clone(),
-                outcome: a.outcome.label(),
-            })
-            .inc();
+    fn observe_attempt(
+        &self,
+        group: &Arc<str>,
+        stream: bool,
+        a: &sluice_core::Attempt,
+        s: &Series,
+    ) {
+        let m = &self.metrics;
+        let labels = || AttemptLabels {
+            upstream: a.upstream.clone(),
+            outcome: a.outcome.label(),
+        };
+        if a.outcome == AttemptOutcome::Ok {
+            s.attempt_ok
+                .get_or_init(|| m.attempts.get_or_create(&labels()).clone())
+                .inc();
+        } else {
+            m.attempts.get_or_create(&labels()).inc();
+        }
         if a.kind == AttemptKind::Retry {
             let labels = RetryLabels {
                 group: group.clone(),
@@ -159,33 +195,36 @@ impl Telemetry {
             a.outcome,
             AttemptOutcome::Failed(ErrorKind::UpstreamTimeout | ErrorKind::DeadlineExceeded)
         ) || (a.outcome == AttemptOutcome::Lost && a.kind != AttemptKind::Hedge);
-        let key = WindowKey {
+        let key = || WindowKey {
             group: group.clone(),
             upstream: a.upstream.clone(),
             stream,
         };
-        let labels = PairLabels {
+        let labels = || PairLabels {
             group: group.clone(),
             upstream: a.upstream.clone(),
-            mode: key.mode(),
+            mode: key().mode(),
         };
         let end = a.ended.unwrap_or(a.started);
         let ttfb = a.first_byte.or(censored.then_some(end));
+        let windows = |now| s.windows.get_or_init(|| self.windows.pair(&key(), now));
         if let Some(fb) = ttfb {
             let d = fb.saturating_duration_since(a.started);
-            self.metrics
-                .upstream_ttfb_seconds
-                .get_or_create(&labels)
+            s.ttfb_seconds
+                .get_or_init(|| m.upstream_ttfb_seconds.get_or_create(&labels()).clone())
                 .observe(d.as_secs_f64());
-            self.windows.record(&key, Phase::Ttfb, fb, d);
+            if let Some(w) = windows(fb) {
+                Windows::record_in(w, Phase::Ttfb, fb, d);
+            }
         }
         if a.outcome == AttemptOutcome::Ok || censored {
             let d = end.saturating_duration_since(a.started);
-            self.metrics
-                .upstream_seconds
-                .get_or_create(&labels)
+            s.total_seconds
+                .get_or_init(|| m.upstream_seconds.get_or_create(&labels()).clone())
                 .observe(d.as_secs_f64());
-            self.windows.record(&key, Phase::Total, end, d);
+            if let Some(w) = windows(end) {
+                Windows::record_in(w, Phase::Total, end, d);
+            }
         }
     }
 

@@ -7,6 +7,7 @@
 pub mod buckets;
 pub mod hub;
 pub mod metrics;
+mod series;
 pub mod windows;
 
 pub use hub::{InflightGuard, Telemetry};

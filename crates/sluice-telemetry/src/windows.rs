@@ -107,8 +107,13 @@ impl Windows {
     /// Records one latency.
     pub fn record(&self, key: &WindowKey, phase: Phase, now: Instant, latency: Duration) {
         if let Some(p) = self.pair(key, now) {
-            p.lock().window(phase).record(now, latency);
+            Self::record_in(&p, phase, now, latency);
         }
+    }
+
+    /// Records one latency in windows already looked up with [`Windows::pair`].
+    pub fn record_in(pair: &Mutex<PairWindows>, phase: Phase, now: Instant, latency: Duration) {
+        pair.lock().window(phase).record(now, latency);
     }
 
     /// The latency at quantile `q` of `phase` for `key`, if there are `min_samples`.
