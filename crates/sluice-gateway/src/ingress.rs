@@ -6,15 +6,21 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use sluice_core::{ChatRequest, ErrorKind, GatewayError, RequestId};
 use sluice_providers::TIMEOUT_HEADER;
 use sluice_tail::admission::LaneSpec;
 
+// Header names built at compile time: a lookup by `&str` parses the name on every request.
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const LANE: HeaderName = HeaderName::from_static("x-sluice-lane");
+const TENANT: HeaderName = HeaderName::from_static(TENANT_HEADER);
+const TIMEOUT: HeaderName = HeaderName::from_static(TIMEOUT_HEADER);
+
 /// The request id: the client's `x-request-id` when sane, else a fresh one.
 pub fn request_id(headers: &HeaderMap) -> RequestId {
-    let client = headers.get("x-request-id").and_then(|v| v.to_str().ok());
+    let client = headers.get(&REQUEST_ID).and_then(|v| v.to_str().ok());
     RequestId::from_client_or_generate(client)
 }
 
@@ -33,7 +39,7 @@ pub fn lane(
     lanes: &[LaneSpec],
     default: usize,
 ) -> Result<usize, GatewayError> {
-    let Some(value) = headers.get("x-sluice-lane") else {
+    let Some(value) = headers.get(&LANE) else {
         return Ok(default);
     };
     let name = value.to_str().unwrap_or_default();
@@ -56,7 +62,7 @@ pub const TENANT_HEADER: &str = "x-sluice-tenant";
 /// The request's tenant, `x-sluice-tenant`: `None` when absent, a 400 naming the header when
 /// it is not 1 to 64 letters, digits, `.`, `_` or `-`.
 pub fn tenant(headers: &HeaderMap) -> Result<Option<Arc<str>>, GatewayError> {
-    let Some(value) = headers.get(TENANT_HEADER) else {
+    let Some(value) = headers.get(&TENANT) else {
         return Ok(None);
     };
     let text = value.to_str().unwrap_or_default();
@@ -85,7 +91,7 @@ const MAX_TIMEOUT_MS: u64 = 86_400_000;
 /// The request's own time budget, `x-sluice-timeout-ms` (whole milliseconds, 1 to a day):
 /// `None` when absent, a 400 naming the header when it is not such a number.
 pub fn timeout(headers: &HeaderMap) -> Result<Option<Duration>, GatewayError> {
-    let Some(value) = headers.get(TIMEOUT_HEADER) else {
+    let Some(value) = headers.get(&TIMEOUT) else {
         return Ok(None);
     };
     let text = value.to_str().unwrap_or_default().trim();

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use parking_lot::Mutex;
 use sluice_core::{Quota, RateLimits};
 
@@ -30,47 +30,58 @@ impl RateReport {
     }
 }
 
-/// The three headers of one dimension: limit, remaining, reset.
-type Names = [&'static str; 3];
+/// The three headers of one dimension: limit, remaining, reset. Names built at compile
+/// time: a lookup by `&str` would parse and check the name on every answer.
+type Names = [HeaderName; 3];
 
-const OPENAI_REQUESTS: Names = [
+const fn names(limit: &'static str, remaining: &'static str, reset: &'static str) -> Names {
+    [
+        HeaderName::from_static(limit),
+        HeaderName::from_static(remaining),
+        HeaderName::from_static(reset),
+    ]
+}
+
+const RETRY_AFTER: HeaderName = http::header::RETRY_AFTER;
+
+const OPENAI_REQUESTS: Names = names(
     "x-ratelimit-limit-requests",
     "x-ratelimit-remaining-requests",
     "x-ratelimit-reset-requests",
-];
-const OPENAI_TOKENS: Names = [
+);
+const OPENAI_TOKENS: Names = names(
     "x-ratelimit-limit-tokens",
     "x-ratelimit-remaining-tokens",
     "x-ratelimit-reset-tokens",
-];
-const ANTHROPIC_REQUESTS: Names = [
+);
+const ANTHROPIC_REQUESTS: Names = names(
     "anthropic-ratelimit-requests-limit",
     "anthropic-ratelimit-requests-remaining",
     "anthropic-ratelimit-requests-reset",
-];
-const ANTHROPIC_TOKENS: Names = [
+);
+const ANTHROPIC_TOKENS: Names = names(
     "anthropic-ratelimit-tokens-limit",
     "anthropic-ratelimit-tokens-remaining",
     "anthropic-ratelimit-tokens-reset",
-];
-const ANTHROPIC_INPUT_TOKENS: Names = [
+);
+const ANTHROPIC_INPUT_TOKENS: Names = names(
     "anthropic-ratelimit-input-tokens-limit",
     "anthropic-ratelimit-input-tokens-remaining",
     "anthropic-ratelimit-input-tokens-reset",
-];
+);
 
 /// The rate-limit report in `headers`, read at wall-clock `now` (Anthropic's resets are
-/// instants). Runs on every answer, so the header names are fixed strings (nothing is
-/// formatted), and a dimension is looked at only if its limit header is there.
+/// instants). Runs on every answer, so the header names are built at compile time (nothing
+/// is formatted or parsed), and a dimension is looked at only if its limit header is there.
 pub fn parse(headers: &HeaderMap, now: SystemTime) -> RateLimits {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let number = |name: &str| get(name)?.trim().parse::<u64>().ok();
+    let get = |name: &HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let number = |name: &HeaderName| get(name)?.trim().parse::<u64>().ok();
     let quota = |[limit, remaining, reset]: Names,
                  read_reset: &dyn Fn(&str) -> Option<Duration>| {
         Some(Quota {
-            limit: number(limit)?,
-            remaining: number(remaining)?,
-            reset: read_reset(get(reset)?)?,
+            limit: number(&limit)?,
+            remaining: number(&remaining)?,
+            reset: read_reset(get(&reset)?)?,
         })
     };
     let instant = |text: &str| {
@@ -84,7 +95,7 @@ pub fn parse(headers: &HeaderMap, now: SystemTime) -> RateLimits {
         tokens: openai(OPENAI_TOKENS)
             .or_else(|| anthropic(ANTHROPIC_TOKENS))
             .or_else(|| anthropic(ANTHROPIC_INPUT_TOKENS)),
-        retry_after: get("retry-after").and_then(seconds),
+        retry_after: get(&RETRY_AFTER).and_then(seconds),
     }
 }
 
