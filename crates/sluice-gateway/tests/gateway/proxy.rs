@@ -60,6 +60,41 @@ async fn unknown_fields_are_forwarded_untouched_and_the_model_is_swapped() {
     assert_eq!(seen["messages"], json!([{"role": "user", "content": "hi"}]));
 }
 
+#[tokio::test]
+async fn fields_reach_the_upstream_byte_for_byte() {
+    let gw = start().await;
+    // Number formats, escapes, key order and nesting a JSON tree would have rewritten.
+    let sent = concat!(
+        r#"{"temperature":0.70,"model":"echo","top_p":1e0,"#,
+        r#""messages":[{"role":"user","content":"caf\u00e9 \"quoted\" \/ slash"}],"#,
+        r#""logit_bias":{"50256":-100,"1":+0},"seed":12345678901234567890,"#,
+        r#""metadata":{"z":1,"a":[true,null,{}]}}"#
+    );
+    // `+0` is not JSON: the gateway must refuse it rather than pass it on.
+    let refused = gw
+        .client
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .header("content-type", "application/json")
+        .body(sent)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let sent = sent.replace("+0", "0");
+    let resp = gw
+        .client
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .header("content-type", "application/json")
+        .body(sent.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+    let seen = gw.upstream.fake.raw_bodies.lock()[0].clone();
+    // The upstream model of group `echo` is `echo`: the body arrives exactly as sent.
+    assert_eq!(std::str::from_utf8(&seen).unwrap(), sent);
+}
+
 async fn usage_of(model: &str, stream: bool) -> Usage {
     let gw = start().await;
     let resp = gw.chat(body(model, stream)).await;

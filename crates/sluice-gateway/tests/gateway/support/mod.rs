@@ -26,6 +26,8 @@ use tokio::task::JoinHandle;
 /// What the fake upstream saw and the gate tests open.
 pub struct Fake {
     pub bodies: Mutex<Vec<Value>>,
+    /// The same bodies as they arrived, byte for byte.
+    pub raw_bodies: Mutex<Vec<Bytes>>,
     pub headers: Mutex<Vec<HeaderMap>>,
     /// Streams of model `gated` pause after their first chunk until a permit is added.
     pub gate: Semaphore,
@@ -35,6 +37,7 @@ impl Default for Fake {
     fn default() -> Self {
         Self {
             bodies: Mutex::default(),
+            raw_bodies: Mutex::default(),
             headers: Mutex::default(),
             gate: Semaphore::new(0),
         }
@@ -112,6 +115,7 @@ async fn send(tx: &Tx, s: String) {
 async fn openai(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) -> Response {
     let v: Value = serde_json::from_slice(&body).unwrap();
     fake.bodies.lock().push(v.clone());
+    fake.raw_bodies.lock().push(body.clone());
     fake.headers.lock().push(headers);
     let model = v["model"].as_str().unwrap_or_default().to_string();
     let stream = v["stream"].as_bool().unwrap_or(false);
