@@ -62,7 +62,8 @@ impl ChatRequest {
         Self::check(fields)
     }
 
-    /// Checks an already-parsed body.
+    /// Checks a body given as a JSON map: it is written out and read as if a client had sent
+    /// it (for tests and callers that build requests).
     pub fn from_body(body: Map<String, Value>) -> Result<Self, GatewayError> {
         let text = serde_json::to_vec(&body).map_err(|e| {
             GatewayError::new(ErrorKind::InvalidRequest, format!("body not writable: {e}"))
