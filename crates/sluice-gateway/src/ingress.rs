@@ -9,18 +9,18 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use sluice_core::{ChatRequest, ErrorKind, GatewayError, RequestId};
-use sluice_providers::TIMEOUT_HEADER;
+use sluice_providers::{REQUEST_ID_HEADER, TIMEOUT_HEADER, TIMEOUT_HEADER_NAME};
 use sluice_tail::admission::LaneSpec;
 
 // Header names built at compile time: a lookup by `&str` parses the name on every request.
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const LANE: HeaderName = HeaderName::from_static("x-sluice-lane");
 const TENANT: HeaderName = HeaderName::from_static(TENANT_HEADER);
-const TIMEOUT: HeaderName = HeaderName::from_static(TIMEOUT_HEADER);
 
 /// The request id: the client's `x-request-id` when sane, else a fresh one.
 pub fn request_id(headers: &HeaderMap) -> RequestId {
-    let client = headers.get(&REQUEST_ID).and_then(|v| v.to_str().ok());
+    let client = headers
+        .get(&REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok());
     RequestId::from_client_or_generate(client)
 }
 
@@ -91,7 +91,7 @@ const MAX_TIMEOUT_MS: u64 = 86_400_000;
 /// The request's own time budget, `x-sluice-timeout-ms` (whole milliseconds, 1 to a day):
 /// `None` when absent, a 400 naming the header when it is not such a number.
 pub fn timeout(headers: &HeaderMap) -> Result<Option<Duration>, GatewayError> {
-    let Some(value) = headers.get(&TIMEOUT) else {
+    let Some(value) = headers.get(&TIMEOUT_HEADER_NAME) else {
         return Ok(None);
     };
     let text = value.to_str().unwrap_or_default().trim();

@@ -20,14 +20,13 @@ use tokio::time::{Instant, Sleep, sleep_until};
 use crate::call::Call;
 use crate::deadline;
 
-const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const X_SLUICE_UPSTREAM: HeaderName = HeaderName::from_static("x-sluice-upstream");
 const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 
 /// Adds `x-request-id` and, when known, `x-sluice-upstream`.
 pub fn tag(h: &mut HeaderMap, id: &RequestId, upstream: Option<&str>) {
     if let Ok(v) = HeaderValue::from_str(id.as_str()) {
-        h.insert(X_REQUEST_ID, v);
+        h.insert(sluice_providers::REQUEST_ID_HEADER, v);
     }
     if let Some(v) = upstream.and_then(|u| HeaderValue::from_str(u).ok()) {
         h.insert(X_SLUICE_UPSTREAM, v);

@@ -182,8 +182,10 @@ impl InsertSql {
 
     /// The statement for `rows` rows (1 to [`ROWS_PER_INSERT`]).
     fn rows(&self, rows: usize) -> &str {
-        let end = self.row_ends[rows.clamp(1, ROWS_PER_INSERT) - 1];
-        &self.text[..end]
+        self.row_ends
+            .get(rows.clamp(1, ROWS_PER_INSERT) - 1)
+            .and_then(|&end| self.text.get(..end))
+            .unwrap_or(&self.text)
     }
 }
 

@@ -135,18 +135,14 @@ impl Endpoint {
             HeaderValue::from_static("application/json"),
         );
         if let Ok(id) = HeaderValue::from_str(call.request_id.as_str()) {
-            h.insert(REQUEST_ID, id);
+            h.insert(crate::REQUEST_ID_HEADER, id);
         }
         if let Some(ms) = call.remaining_ms(Instant::now()) {
-            h.insert(TIMEOUT, HeaderValue::from(ms));
+            h.insert(crate::TIMEOUT_HEADER_NAME, HeaderValue::from(ms));
         }
         req
     }
 }
-
-// Header names built at compile time, not checked again on every call.
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-const TIMEOUT: HeaderName = HeaderName::from_static(crate::TIMEOUT_HEADER);
 
 /// TCP (no Nagle, bounded connect), then TLS for `https` URLs, through a proxy's tunnel
 /// when `proxies` name one for an `https` `url`.

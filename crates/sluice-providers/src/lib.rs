@@ -48,6 +48,13 @@ pub struct UpstreamCall {
 /// clients, forwarded to upstreams.
 pub const TIMEOUT_HEADER: &str = "x-sluice-timeout-ms";
 
+/// [`TIMEOUT_HEADER`] as a header name, built at compile time (a lookup by `&str` parses the
+/// name every time).
+pub const TIMEOUT_HEADER_NAME: ::http::HeaderName = ::http::HeaderName::from_static(TIMEOUT_HEADER);
+
+/// `x-request-id`: read from clients, returned to them, and sent upstream.
+pub const REQUEST_ID_HEADER: ::http::HeaderName = ::http::HeaderName::from_static("x-request-id");
+
 impl UpstreamCall {
     /// Whole milliseconds left of the deadline at `now` (zero once it has passed).
     pub fn remaining_ms(&self, now: Instant) -> Option<u64> {

@@ -9,6 +9,37 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::fields::Name;
 
+/// Visitor arms for the scalars a shape does not look inside: each reported as `out`.
+macro_rules! scalars {
+    ($out:expr, $ty:ty) => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<$ty, E> {
+            Ok($out)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<$ty, E> {
+            Ok($out)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<$ty, E> {
+            Ok($out)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<$ty, E> {
+            Ok($out)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<$ty, E> {
+            Ok($out)
+        }
+    };
+}
+
+/// A value that is not the shape looked for (a scalar or a string): reported as `out`.
+macro_rules! other_shapes {
+    ($out:expr, $ty:ty) => {
+        scalars!($out, $ty);
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<$ty, E> {
+            Ok($out)
+        }
+    };
+}
+
 /// Bytes of text in every string of a JSON value (names of fields not counted), and
 /// whether the value is itself a string.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -46,25 +77,7 @@ impl<'de> Visitor<'de> for TextVisitor {
         })
     }
 
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Text, E> {
-        Ok(Text::NONE)
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Text, E> {
-        Ok(Text::NONE)
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Text, E> {
-        Ok(Text::NONE)
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Text, E> {
-        Ok(Text::NONE)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Text, E> {
-        Ok(Text::NONE)
-    }
+    scalars!(Text::NONE, Text);
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Text, A::Error> {
         let mut bytes = 0;
@@ -115,30 +128,6 @@ impl<'de> Deserialize<'de> for Messages {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(MessagesVisitor)
     }
-}
-
-/// A value that is not the shape looked for: consumed, and reported as `out`.
-macro_rules! other_shapes {
-    ($out:expr, $ty:ty) => {
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<$ty, E> {
-            Ok($out)
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> Result<$ty, E> {
-            Ok($out)
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> Result<$ty, E> {
-            Ok($out)
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> Result<$ty, E> {
-            Ok($out)
-        }
-        fn visit_str<E: de::Error>(self, _: &str) -> Result<$ty, E> {
-            Ok($out)
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<$ty, E> {
-            Ok($out)
-        }
-    };
 }
 
 struct MessagesVisitor;
