@@ -41,10 +41,10 @@ pub struct LedgerArgs {
 
 fn entry(prefix: &str, i: u64) -> Entry {
     Entry {
-        request_id: format!("{prefix}-{i}"),
+        request_id: format!("{prefix}-{i}").into(),
         at_ms: 1_796_000_000_000 + i64::try_from(i).unwrap_or(0),
-        tenant: Some(format!("tenant-{}", i % 50)),
-        api_key: Some(format!("key-{}", i % 200)),
+        tenant: Some(format!("tenant-{}", i % 50).into()),
+        api_key: Some(format!("key-{}", i % 200).into()),
         model_group: Some("chat".into()),
         upstream: Some(
             if i.is_multiple_of(3) {

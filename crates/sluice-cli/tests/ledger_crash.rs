@@ -50,7 +50,7 @@ fn stored(db: &Path) -> (HashSet<String>, usize, String) {
             .await
             .unwrap();
         let n = rows.len();
-        let ids = rows.into_iter().map(|e| e.request_id).collect();
+        let ids = rows.into_iter().map(|e| e.request_id.to_string()).collect();
         let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
             .await
             .unwrap();

@@ -34,6 +34,11 @@ impl RequestId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The id as shared text, without copying it.
+    pub fn shared(&self) -> Arc<str> {
+        self.0.clone()
+    }
 }
 
 impl fmt::Display for RequestId {

@@ -88,10 +88,6 @@ pub(crate) fn costs(gw: &Gateway, record: &CallRecord) -> Costs {
     Costs { answer, extra }
 }
 
-fn text(s: Option<&std::sync::Arc<str>>) -> Option<String> {
-    s.map(|s| s.to_string())
-}
-
 /// The ledger row of a finished `record`.
 pub(crate) fn entry(gw: &Gateway, record: &CallRecord) -> Entry {
     let usage = record.usage.unwrap_or_default();
@@ -107,20 +103,20 @@ pub(crate) fn entry(gw: &Gateway, record: &CallRecord) -> Entry {
         u32::try_from(n).unwrap_or(u32::MAX)
     };
     Entry {
-        request_id: record.request_id.as_str().to_string(),
+        request_id: record.request_id.shared(),
         at_ms: t
             .received_wall
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
-        tenant: text(record.tenant.as_ref()),
-        api_key: text(record.api_key.as_ref()),
-        model_group: text(record.model_group.as_ref()),
-        upstream: upstream.map(str::to_string),
+        tenant: record.tenant.clone(),
+        api_key: record.api_key.clone(),
+        model_group: record.model_group.clone(),
+        upstream: record.upstream.clone(),
         model: upstream
             .and_then(|u| deployment(gw, record, u))
-            .map(|d| d.model.to_string()),
+            .map(|d| d.model.clone()),
         status: record.status,
-        error: record.error.map(|e| e.code().to_string()),
+        error: record.error.map(|e| e.code().into()),
         stream: record.stream,
         tokens: Tokens {
             prompt: usage.prompt_tokens,

@@ -132,7 +132,7 @@ async fn every_call_leaves_a_row_and_usage_totals_them_by_tenant() {
 
     // The rows themselves, with the request ids the clients saw.
     let rows = store.entries(&UsageQuery::default(), 100).await.unwrap();
-    let ids: Vec<&str> = rows.iter().map(|e| e.request_id.as_str()).collect();
+    let ids: Vec<&str> = rows.iter().map(|e| &*e.request_id).collect();
     assert_eq!(ids, vec!["a-0", "a-1", "a-2", "g-0", "g-1"]);
     assert_eq!(rows[4].error.as_deref(), Some("upstream_rejected"));
     assert_eq!(rows[0].model.as_deref(), Some("m"));

@@ -1,5 +1,7 @@
 //! One ledger row: what one call was, used and cost.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use sluice_core::calendar::civil_from_days;
 
@@ -55,27 +57,29 @@ impl CacheOutcome {
     }
 }
 
-/// One finished call, as the ledger keeps it.
+/// One finished call, as the ledger keeps it. Its texts are shared (`Arc<str>`): the
+/// gateway fills them from the call record's names without copying, and the store binds
+/// them to its `INSERT` without copying again.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Entry {
     /// The request id (`x-request-id`).
-    pub request_id: String,
+    pub request_id: Arc<str>,
     /// When the request arrived, in milliseconds since the Unix epoch.
     pub at_ms: i64,
     /// The tenant it was for.
-    pub tenant: Option<String>,
+    pub tenant: Option<Arc<str>>,
     /// The name of the API key it came with.
-    pub api_key: Option<String>,
+    pub api_key: Option<Arc<str>>,
     /// The model group the client asked for.
-    pub model_group: Option<String>,
+    pub model_group: Option<Arc<str>>,
     /// The deployment that answered.
-    pub upstream: Option<String>,
+    pub upstream: Option<Arc<str>>,
     /// The upstream's model name (what prices are keyed by).
-    pub model: Option<String>,
+    pub model: Option<Arc<str>>,
     /// The HTTP status the client got.
     pub status: u16,
     /// The error code, when the call failed.
-    pub error: Option<String>,
+    pub error: Option<Arc<str>>,
     /// Whether the client asked for a stream.
     pub stream: bool,
     /// Tokens by kind.

@@ -2,6 +2,8 @@
 //! sqlx (its query builder, or its argument list for the `INSERT` whose text is kept), and
 //! the few differences (the row id column) are arguments.
 
+use std::sync::Arc;
+
 use sqlx::query_builder::QueryBuilder;
 use sqlx::{
     Arguments, AssertSqlSafe, ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool,
@@ -51,8 +53,25 @@ const COLUMNS: [&str; 25] = [
     "retries",
 ];
 
-/// Rows per `INSERT`: 25 columns each keeps a statement under SQLite's 32,766 variables.
-pub(crate) const ROWS_PER_INSERT: usize = 400;
+/// The row counts an `INSERT` is written for, largest first; a batch is cut greedily into
+/// statements of these sizes. A few fixed sizes keep the prepared statements a database
+/// holds few and always cached: a statement per batch size would be prepared again for
+/// every new size (parsing a 40-row `INSERT` costs as much as executing it), and a burst
+/// after a stall would push the usual sizes out of the statement cache. 256 rows of 25
+/// columns stay under SQLite's 32,766 variables.
+const STATEMENT_ROWS: [usize; 4] = [256, 32, 4, 1];
+
+/// Rows in the largest `INSERT`.
+pub(crate) const ROWS_PER_INSERT: usize = STATEMENT_ROWS[0];
+
+/// Rows the next `INSERT` takes of `pending` rows: the largest statement size that fits
+/// (every size when none is pending).
+fn statement_rows(pending: usize) -> usize {
+    STATEMENT_ROWS
+        .into_iter()
+        .find(|&rows| rows <= pending)
+        .unwrap_or(1)
+}
 
 /// Creates the table and its indexes if absent; `row_id` declares the database's
 /// auto-numbered key column.
@@ -110,9 +129,12 @@ where
     i64: for<'q> Encode<'q, A::Database> + Type<A::Database>,
     Option<i64>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
     Option<String>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
+    Option<Arc<str>>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
     &'static str: for<'q> Encode<'q, A::Database> + Type<A::Database>,
 {
     let t = &e.tokens;
+    // Texts go in by value: an `Arc<str>` is bound as it is, where a `&str` or `String`
+    // would be copied into a new allocation.
     args.add(Some(e.request_id.clone()))?;
     args.add(e.at_ms)?;
     args.add(Some(utc_day(e.at_ms)))?;
@@ -189,8 +211,8 @@ impl InsertSql {
     }
 }
 
-/// Inserts `entries`, [`ROWS_PER_INSERT`] to a statement, all in one transaction: every
-/// entry is in the ledger when this returns `Ok`, none when it fails.
+/// Inserts `entries`, cut into statements of [`STATEMENT_ROWS`] sizes, all in one
+/// transaction: every entry is in the ledger when this returns `Ok`, none when it fails.
 pub(crate) async fn insert<DB>(
     pool: &Pool<DB>,
     sql: &InsertSql,
@@ -203,10 +225,13 @@ where
     i64: for<'q> Encode<'q, DB> + Type<DB>,
     Option<i64>: for<'q> Encode<'q, DB> + Type<DB>,
     Option<String>: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<Arc<str>>: for<'q> Encode<'q, DB> + Type<DB>,
     &'static str: for<'q> Encode<'q, DB> + Type<DB>,
 {
     let mut tx = pool.begin().await?;
-    for chunk in entries.chunks(ROWS_PER_INSERT) {
+    let mut rest = entries;
+    while !rest.is_empty() {
+        let (chunk, after) = rest.split_at(statement_rows(rest.len()).min(rest.len()));
         let mut args = DB::Arguments::default();
         for e in chunk {
             add_entry(&mut args, e).map_err(sqlx::Error::Encode)?;
@@ -214,6 +239,7 @@ where
         sqlx::query_with(AssertSqlSafe(sql.rows(chunk.len())), args)
             .execute(&mut *tx)
             .await?;
+        rest = after;
     }
     tx.commit().await?;
     Ok(())
@@ -329,12 +355,15 @@ where
     let rows = b.build().fetch_all(pool).await?;
     rows.iter()
         .map(|r| {
-            let s = |i: usize| r.try_get::<Option<String>, usize>(i);
+            let s = |i: usize| {
+                r.try_get::<Option<String>, usize>(i)
+                    .map(|v| v.map(Arc::from))
+            };
             let i = |i: usize| r.try_get::<i64, usize>(i);
             let u =
                 |k: usize| -> Result<u64, sqlx::Error> { Ok(u64::try_from(i(k)?).unwrap_or(0)) };
             Ok(Entry {
-                request_id: r.try_get::<String, usize>(0)?,
+                request_id: r.try_get::<String, usize>(0)?.into(),
                 at_ms: i(1)?,
                 tenant: s(3)?,
                 api_key: s(4)?,
@@ -541,5 +570,37 @@ mod tests {
         // Out of range asks are held to the range.
         assert_eq!(lite.rows(0), lite.rows(1));
         assert_eq!(lite.rows(ROWS_PER_INSERT + 1), lite.rows(ROWS_PER_INSERT));
+    }
+
+    /// The statement sizes a batch of `n` rows is cut into.
+    fn cuts(mut n: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        while n > 0 {
+            let rows = statement_rows(n);
+            out.push(rows);
+            n -= rows;
+        }
+        out
+    }
+
+    #[test]
+    fn batches_are_cut_into_a_few_fixed_statement_sizes() {
+        assert_eq!(cuts(1), [1]);
+        assert_eq!(cuts(3), [1, 1, 1]);
+        assert_eq!(cuts(41), [32, 4, 4, 1]);
+        assert_eq!(cuts(256), [256]);
+        assert_eq!(cuts(603), [256, 256, 32, 32, 4, 4, 4, 4, 4, 4, 1, 1, 1]);
+        for n in 1..2_000 {
+            let c = cuts(n);
+            assert_eq!(c.iter().sum::<usize>(), n);
+            assert!(c.iter().all(|rows| STATEMENT_ROWS.contains(rows)));
+            // Largest first, and never more than three of a size a larger one could take.
+            assert!(c.windows(2).all(|w| w[0] >= w[1]));
+            for (i, &size) in STATEMENT_ROWS.iter().enumerate().skip(1) {
+                let smaller = c.iter().filter(|&&r| r == size).count();
+                assert!(smaller * size < STATEMENT_ROWS[i - 1], "{n}: {c:?}");
+            }
+        }
+        assert_eq!(statement_rows(0), 1);
     }
 }

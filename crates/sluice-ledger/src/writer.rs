@@ -239,7 +239,7 @@ mod tests {
 
     fn entry(i: u32) -> Entry {
         Entry {
-            request_id: format!("r-{i}"),
+            request_id: format!("r-{i}").into(),
             ..Entry::default()
         }
     }
@@ -268,7 +268,7 @@ mod tests {
             .rows
             .lock()
             .iter()
-            .map(|e| e.request_id.clone())
+            .map(|e| e.request_id.to_string())
             .collect();
         let want: Vec<String> = (0..=100).map(|i| format!("r-{i}")).collect();
         assert_eq!(ids, want, "every row, in the order sent");

@@ -18,12 +18,12 @@ const NOV30: i64 = 1_796_083_200_000 - DAY;
 
 fn entry(i: u64, tenant: &str, model: &str, at_ms: i64) -> Entry {
     Entry {
-        request_id: format!("req-{i}"),
+        request_id: format!("req-{i}").into(),
         at_ms,
         tenant: Some(tenant.into()),
-        api_key: Some(format!("{tenant}-key")),
+        api_key: Some(format!("{tenant}-key").into()),
         model_group: Some("chat".into()),
-        upstream: Some(format!("{model}-east")),
+        upstream: Some(format!("{model}-east").into()),
         model: Some(model.into()),
         status: 200,
         error: None,
@@ -217,7 +217,7 @@ async fn filters_by_tenant_and_half_open_range<S: Store>(s: S) {
     // acme's calls at 4, 6 and 8 s: the range includes its start and excludes its end.
     assert_eq!(rows[0].requests, 3);
     let listed = s.entries(&q, 100).await.unwrap();
-    let ids: Vec<&str> = listed.iter().map(|e| e.request_id.as_str()).collect();
+    let ids: Vec<&str> = listed.iter().map(|e| &*e.request_id).collect();
     assert_eq!(ids, vec!["req-4", "req-6", "req-8"]);
     assert_eq!(s.entries(&q, 2).await.unwrap().len(), 2);
 }
@@ -284,7 +284,7 @@ async fn the_writer_commits_everything_sent<S: Store>(s: S) {
     );
     assert!(stats.batches < 4_000, "entries were grouped: {stats:?}");
     let all = store.entries(&UsageQuery::default(), 10_000).await.unwrap();
-    let ids: HashSet<String> = all.into_iter().map(|e| e.request_id).collect();
+    let ids: HashSet<std::sync::Arc<str>> = all.into_iter().map(|e| e.request_id).collect();
     assert_eq!(ids.len(), 4_000);
     drop(ledger);
     task.await.unwrap();
