@@ -53,25 +53,31 @@ const COLUMNS: [&str; 25] = [
     "retries",
 ];
 
-/// The row counts an `INSERT` is written for, largest first; a batch is cut greedily into
-/// statements of these sizes. A few fixed sizes keep the prepared statements a database
-/// holds few and always cached: a statement per batch size would be prepared again for
-/// every new size (parsing a 40-row `INSERT` costs as much as executing it), and a burst
-/// after a stall would push the usual sizes out of the statement cache. 256 rows of 25
-/// columns stay under SQLite's 32,766 variables.
-const STATEMENT_ROWS: [usize; 4] = [256, 32, 4, 1];
+/// The columns holding text; the others hold integers.
+const TEXT_COLUMNS: [&str; 9] = [
+    "request_id",
+    "day",
+    "tenant",
+    "api_key",
+    "model_group",
+    "upstream",
+    "model",
+    "error",
+    "cache",
+];
+
+/// The row counts the ledger's `INSERT`s are written for. A batch of up to 256 rows goes in
+/// one statement, of the smallest of these sizes that holds it, its unused rows bound as
+/// NULLs that the statement's `WHERE` drops. So a store prepares nine statements in all
+/// (one per batch size would be parsed again for every new size: a 40-row `INSERT` costs
+/// about as much to prepare as to run, and a burst after a stall would push the usual sizes
+/// out of the statement cache), and a commit still takes one round trip to the database
+/// for its rows, not one per piece. 256 rows of 25 columns stay under SQLite's 32,766
+/// variables.
+const STATEMENT_ROWS: [usize; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
 /// Rows in the largest `INSERT`.
-pub(crate) const ROWS_PER_INSERT: usize = STATEMENT_ROWS[0];
-
-/// Rows the next `INSERT` takes of `pending` rows: the largest statement size that fits
-/// (every size when none is pending).
-fn statement_rows(pending: usize) -> usize {
-    STATEMENT_ROWS
-        .into_iter()
-        .find(|&rows| rows <= pending)
-        .unwrap_or(1)
-}
+pub(crate) const ROWS_PER_INSERT: usize = 256;
 
 /// Creates the table and its indexes if absent; `row_id` declares the database's
 /// auto-numbered key column.
@@ -95,7 +101,7 @@ fn schema(row_id: &str) -> Vec<String> {
     for c in COLUMNS {
         let ty = match c {
             "request_id" | "day" | "cache" => "TEXT NOT NULL",
-            "tenant" | "api_key" | "model_group" | "upstream" | "model" | "error" => "TEXT",
+            _ if TEXT_COLUMNS.contains(&c) => "TEXT",
             "ttfb_ms" => "BIGINT",
             _ => "BIGINT NOT NULL",
         };
@@ -163,15 +169,33 @@ where
     Ok(())
 }
 
-/// The text of the ledger's `INSERT` for up to [`ROWS_PER_INSERT`] rows, written once when
-/// the store opens: placeholders are numbered in order, so the statement for `n` rows is
-/// the first `row_ends[n - 1]` bytes of the longest. Writing the text for every commit cost
-/// two thirds as much as executing it; the same text each time also lets the statement
-/// cache hit.
+/// Adds a row of NULLs, typed as [`add_entry`] types each column (PostgreSQL matches a
+/// `VALUES` column's type across its rows); the `INSERT`'s `WHERE` drops it.
+fn add_padding<A>(args: &mut A) -> Result<(), sqlx::error::BoxDynError>
+where
+    A: Arguments,
+    Option<i64>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
+    Option<Arc<str>>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
+{
+    for column in COLUMNS {
+        if TEXT_COLUMNS.contains(&column) {
+            args.add(None::<Arc<str>>)?;
+        } else {
+            args.add(None::<i64>)?;
+        }
+    }
+    Ok(())
+}
+
+/// The texts of the ledger's `INSERT`s, one per [`STATEMENT_ROWS`] size, written once when
+/// the store opens (writing the text for every commit cost two thirds as much as executing
+/// it; the same text each time also lets the statement cache hit). Each reads its rows from
+/// a `VALUES` list and keeps those whose first column (the request id, never NULL in an
+/// entry) is not NULL: `INSERT INTO t (..) SELECT * FROM (VALUES (..), ..) AS v WHERE
+/// column1 IS NOT NULL`, which SQLite and PostgreSQL both accept.
 #[derive(Debug)]
 pub(crate) struct InsertSql {
-    text: String,
-    row_ends: Vec<usize>,
+    texts: Vec<String>,
 }
 
 impl InsertSql {
@@ -184,10 +208,13 @@ impl InsertSql {
         // The database's own placeholder syntax (`?`, or `$n` counting the arguments
         // before it), so a stand-in argument goes with each.
         let mut args = DB::Arguments::default();
-        let mut text = format!("INSERT INTO {TABLE} ({}) VALUES ", COLUMNS.join(", "));
-        let mut row_ends = Vec::with_capacity(ROWS_PER_INSERT);
-        for row in 0..ROWS_PER_INSERT {
-            text.push_str(if row == 0 { "(" } else { ", (" });
+        let mut text = format!(
+            "INSERT INTO {TABLE} ({}) SELECT * FROM (VALUES ",
+            COLUMNS.join(", ")
+        );
+        let mut texts = Vec::with_capacity(STATEMENT_ROWS.len());
+        for row in 1..=ROWS_PER_INSERT {
+            text.push_str(if row == 1 { "(" } else { ", (" });
             for column in 0..COLUMNS.len() {
                 if column > 0 {
                     text.push_str(", ");
@@ -197,22 +224,31 @@ impl InsertSql {
                     .map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
             }
             text.push(')');
-            row_ends.push(text.len());
+            if STATEMENT_ROWS.contains(&row) {
+                texts.push(format!("{text}) AS v WHERE column1 IS NOT NULL"));
+            }
         }
-        Ok(Self { text, row_ends })
+        Ok(Self { texts })
     }
 
-    /// The statement for `rows` rows (1 to [`ROWS_PER_INSERT`]).
-    fn rows(&self, rows: usize) -> &str {
-        self.row_ends
-            .get(rows.clamp(1, ROWS_PER_INSERT) - 1)
-            .and_then(|&end| self.text.get(..end))
-            .unwrap_or(&self.text)
+    /// The statement for `rows` rows and the rows it binds: the smallest size that holds
+    /// them (`rows` is held to 1 to [`ROWS_PER_INSERT`]).
+    fn for_rows(&self, rows: usize) -> (&str, usize) {
+        let rows = rows.clamp(1, ROWS_PER_INSERT);
+        let i = STATEMENT_ROWS
+            .iter()
+            .position(|&size| size >= rows)
+            .unwrap_or(STATEMENT_ROWS.len() - 1);
+        let text = self.texts.get(i).map_or("", String::as_str);
+        (
+            text,
+            STATEMENT_ROWS.get(i).copied().unwrap_or(ROWS_PER_INSERT),
+        )
     }
 }
 
-/// Inserts `entries`, cut into statements of [`STATEMENT_ROWS`] sizes, all in one
-/// transaction: every entry is in the ledger when this returns `Ok`, none when it fails.
+/// Inserts `entries`, [`ROWS_PER_INSERT`] to a statement, all in one transaction: every
+/// entry is in the ledger when this returns `Ok`, none when it fails.
 pub(crate) async fn insert<DB>(
     pool: &Pool<DB>,
     sql: &InsertSql,
@@ -229,17 +265,18 @@ where
     &'static str: for<'q> Encode<'q, DB> + Type<DB>,
 {
     let mut tx = pool.begin().await?;
-    let mut rest = entries;
-    while !rest.is_empty() {
-        let (chunk, after) = rest.split_at(statement_rows(rest.len()).min(rest.len()));
+    for chunk in entries.chunks(ROWS_PER_INSERT) {
+        let (text, rows) = sql.for_rows(chunk.len());
         let mut args = DB::Arguments::default();
         for e in chunk {
             add_entry(&mut args, e).map_err(sqlx::Error::Encode)?;
         }
-        sqlx::query_with(AssertSqlSafe(sql.rows(chunk.len())), args)
+        for _ in chunk.len()..rows {
+            add_padding(&mut args).map_err(sqlx::Error::Encode)?;
+        }
+        sqlx::query_with(AssertSqlSafe(text), args)
             .execute(&mut *tx)
             .await?;
-        rest = after;
     }
     tx.commit().await?;
     Ok(())
@@ -550,57 +587,65 @@ mod tests {
     use super::*;
 
     #[test]
-    fn insert_text_for_n_rows_is_a_prefix_with_numbered_placeholders() {
+    fn insert_texts_number_their_placeholders_and_drop_null_rows() {
         let pg = InsertSql::new::<sqlx::Postgres>().unwrap();
-        let one = pg.rows(1);
-        assert!(one.starts_with("INSERT INTO sluice_ledger (request_id, at_ms,"));
-        assert!(one.ends_with("VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)"));
-        let three = pg.rows(3);
-        assert!(three.starts_with(one));
-        assert!(three.ends_with("$74, $75)"));
-        assert_eq!(three.matches('$').count(), 75);
-        let all = pg.rows(ROWS_PER_INSERT);
-        assert!(all.ends_with(&format!("${})", ROWS_PER_INSERT * COLUMNS.len())));
+        let (one, rows) = pg.for_rows(1);
+        assert_eq!(rows, 1);
+        assert!(one.starts_with(
+            "INSERT INTO sluice_ledger (request_id, at_ms, day, tenant, api_key, model_group,"
+        ));
+        assert!(one.ends_with("SELECT * FROM (VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)) AS v WHERE column1 IS NOT NULL"));
+        let (four, rows) = pg.for_rows(3);
+        assert_eq!(rows, 4);
+        assert_eq!(four.matches('$').count(), 100);
+        assert!(four.ends_with("$99, $100)) AS v WHERE column1 IS NOT NULL"));
+        let (all, rows) = pg.for_rows(ROWS_PER_INSERT);
+        assert_eq!(rows, ROWS_PER_INSERT);
+        assert!(all.ends_with(&format!(
+            "${})) AS v WHERE column1 IS NOT NULL",
+            ROWS_PER_INSERT * COLUMNS.len()
+        )));
 
         let lite = InsertSql::new::<sqlx::Sqlite>().unwrap();
-        assert_eq!(lite.rows(2).matches('?').count(), 50);
-        assert!(lite.rows(2).ends_with(
-            "?), (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        let (two, rows) = lite.for_rows(2);
+        assert_eq!(rows, 2);
+        assert_eq!(two.matches('?').count(), 50);
+        assert!(two.ends_with(
+            "?), (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)) AS v WHERE column1 IS NOT NULL"
         ));
         // Out of range asks are held to the range.
-        assert_eq!(lite.rows(0), lite.rows(1));
-        assert_eq!(lite.rows(ROWS_PER_INSERT + 1), lite.rows(ROWS_PER_INSERT));
-    }
-
-    /// The statement sizes a batch of `n` rows is cut into.
-    fn cuts(mut n: usize) -> Vec<usize> {
-        let mut out = Vec::new();
-        while n > 0 {
-            let rows = statement_rows(n);
-            out.push(rows);
-            n -= rows;
-        }
-        out
+        assert_eq!(lite.for_rows(0), lite.for_rows(1));
+        assert_eq!(
+            lite.for_rows(ROWS_PER_INSERT + 1),
+            lite.for_rows(ROWS_PER_INSERT)
+        );
     }
 
     #[test]
-    fn batches_are_cut_into_a_few_fixed_statement_sizes() {
-        assert_eq!(cuts(1), [1]);
-        assert_eq!(cuts(3), [1, 1, 1]);
-        assert_eq!(cuts(41), [32, 4, 4, 1]);
-        assert_eq!(cuts(256), [256]);
-        assert_eq!(cuts(603), [256, 256, 32, 32, 4, 4, 4, 4, 4, 4, 1, 1, 1]);
-        for n in 1..2_000 {
-            let c = cuts(n);
-            assert_eq!(c.iter().sum::<usize>(), n);
-            assert!(c.iter().all(|rows| STATEMENT_ROWS.contains(rows)));
-            // Largest first, and never more than three of a size a larger one could take.
-            assert!(c.windows(2).all(|w| w[0] >= w[1]));
-            for (i, &size) in STATEMENT_ROWS.iter().enumerate().skip(1) {
-                let smaller = c.iter().filter(|&&r| r == size).count();
-                assert!(smaller * size < STATEMENT_ROWS[i - 1], "{n}: {c:?}");
-            }
+    fn a_batch_takes_the_smallest_statement_that_holds_it() {
+        let lite = InsertSql::new::<sqlx::Sqlite>().unwrap();
+        let sizes: Vec<usize> = [1, 2, 3, 5, 40, 64, 65, 129, 256]
+            .iter()
+            .map(|&n| lite.for_rows(n).1)
+            .collect();
+        assert_eq!(sizes, [1, 2, 4, 8, 64, 64, 128, 256, 256]);
+        // Nine statements in all, whatever the batch sizes.
+        let texts: std::collections::HashSet<&str> =
+            (1..=ROWS_PER_INSERT).map(|n| lite.for_rows(n).0).collect();
+        assert_eq!(texts.len(), STATEMENT_ROWS.len());
+        for n in 1..=ROWS_PER_INSERT {
+            let (text, rows) = lite.for_rows(n);
+            assert!(
+                rows >= n && rows < 2 * n,
+                "{n} rows in a statement of {rows}"
+            );
+            assert_eq!(text.matches('?').count(), rows * COLUMNS.len());
         }
-        assert_eq!(statement_rows(0), 1);
+    }
+
+    #[test]
+    fn text_columns_are_columns() {
+        assert!(TEXT_COLUMNS.iter().all(|c| COLUMNS.contains(c)));
+        assert_eq!(COLUMNS[0], "request_id", "the padding filter reads column1");
     }
 }
