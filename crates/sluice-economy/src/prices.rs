@@ -2,7 +2,7 @@
 //! from the provider's prompt cache, input written to it, and output. A call's cost is its
 //! usage priced here, in integer micro-units.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use serde::Serialize;
 use sluice_core::Usage;
@@ -67,6 +67,7 @@ const DEFAULTS: &[(&str, f64, f64, f64, f64)] = &[
 /// Prices by model name.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Catalog {
+    /// Looked up twice a request: foldhash, not SipHash; the keys are configured names.
     prices: HashMap<String, Price>,
 }
 

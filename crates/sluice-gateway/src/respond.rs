@@ -125,12 +125,15 @@ pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
     let now = Instant::now();
     call.end_attempt(attempt, AttemptOutcome::Ok, now);
     let mut resp = Response::new(Body::from(body));
-    let h = resp.headers_mut();
+    // Sized once for the headers written here and the content length added on the way out:
+    // grown one insert at a time, the map reallocated three times a request.
+    let mut h = HeaderMap::with_capacity(8);
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    headers_for(&call, now, false, h);
+    headers_for(&call, now, false, &mut h);
+    *resp.headers_mut() = h;
     call.finish(200, None);
     resp
 }

@@ -1,6 +1,6 @@
 //! Model groups: the names clients use, mapped to weighted upstream deployments.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -173,6 +173,8 @@ impl ModelGroup {
 /// other requests came first. That is what lets a rehearsal compare two policies on the same
 /// traffic (each request routed, and simulated, the same way in both runs).
 pub struct Routes {
+    /// Looked up on every request (and again to bill it): foldhash, not SipHash; the keys
+    /// are the configuration's own names.
     groups: HashMap<Arc<str>, ModelGroup>,
     order: Vec<Arc<str>>,
     seed: u64,
