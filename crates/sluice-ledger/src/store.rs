@@ -164,9 +164,13 @@ impl SqliteStore {
                 Durability::Disk => SqliteSynchronous::Full,
             })
             .busy_timeout(Duration::from_secs(10));
-        // One writer at a time is all SQLite allows; readers run beside it in WAL mode.
+        // One writer at a time is all SQLite allows; readers run beside it in WAL mode. A
+        // connection to a file in this process cannot go away as a server's can, so the pool
+        // does not ping one before handing it out: that was a round trip to the connection's
+        // thread (two thread wake-ups) on every commit.
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
+            .test_before_acquire(false)
             .connect_with(options)
             .await?;
         sql::create(&pool, "INTEGER PRIMARY KEY").await?;
