@@ -2,7 +2,7 @@
 //! sqlx (its query builder, or its argument list for the `INSERT` whose text is kept), and
 //! the few differences (the row id column) are arguments.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use sqlx::query_builder::QueryBuilder;
 use sqlx::{
@@ -128,22 +128,51 @@ fn int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// The `day` column's text, written once for a run of rows on the same UTC day.
+#[derive(Default)]
+struct Days {
+    last: Option<(i64, Arc<str>)>,
+}
+
+impl Days {
+    fn of(&mut self, at_ms: i64) -> Arc<str> {
+        let day = at_ms.div_euclid(86_400_000);
+        match &self.last {
+            Some((d, text)) if *d == day => text.clone(),
+            _ => {
+                let text: Arc<str> = Arc::from(utc_day(at_ms));
+                self.last = Some((day, text.clone()));
+                text
+            }
+        }
+    }
+}
+
+/// The `cache` column's text, shared rather than copied for each row.
+fn cache_text(c: CacheOutcome) -> Arc<str> {
+    static MISS: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(CacheOutcome::Miss.as_str()));
+    static PROVIDER: LazyLock<Arc<str>> =
+        LazyLock::new(|| Arc::from(CacheOutcome::Provider.as_str()));
+    match c {
+        CacheOutcome::Miss => MISS.clone(),
+        CacheOutcome::Provider => PROVIDER.clone(),
+    }
+}
+
 /// Adds `e`'s values to `args`, in [`COLUMNS`] order.
-fn add_entry<A>(args: &mut A, e: &Entry) -> Result<(), sqlx::error::BoxDynError>
+fn add_entry<A>(args: &mut A, e: &Entry, days: &mut Days) -> Result<(), sqlx::error::BoxDynError>
 where
     A: Arguments,
     i64: for<'q> Encode<'q, A::Database> + Type<A::Database>,
     Option<i64>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
-    Option<String>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
     Option<Arc<str>>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
-    &'static str: for<'q> Encode<'q, A::Database> + Type<A::Database>,
 {
     let t = &e.tokens;
     // Texts go in by value: an `Arc<str>` is bound as it is, where a `&str` or `String`
     // would be copied into a new allocation.
     args.add(Some(e.request_id.clone()))?;
     args.add(e.at_ms)?;
-    args.add(Some(utc_day(e.at_ms)))?;
+    args.add(Some(days.of(e.at_ms)))?;
     args.add(e.tenant.clone())?;
     args.add(e.api_key.clone())?;
     args.add(e.model_group.clone())?;
@@ -160,7 +189,7 @@ where
     args.add(int(e.cost_micros))?;
     args.add(e.saved_micros)?;
     args.add(int(e.extra_micros))?;
-    args.add(e.cache.as_str())?;
+    args.add(Some(cache_text(e.cache)))?;
     args.add(e.ttfb_ms.map(int))?;
     args.add(int(e.total_ms))?;
     args.add(i64::from(e.attempts))?;
@@ -264,9 +293,7 @@ where
     for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
     i64: for<'q> Encode<'q, DB> + Type<DB>,
     Option<i64>: for<'q> Encode<'q, DB> + Type<DB>,
-    Option<String>: for<'q> Encode<'q, DB> + Type<DB>,
     Option<Arc<str>>: for<'q> Encode<'q, DB> + Type<DB>,
-    &'static str: for<'q> Encode<'q, DB> + Type<DB>,
 {
     if entries.len() <= ROWS_PER_INSERT {
         return insert_statement(sql, entries, pool).await;
@@ -291,14 +318,13 @@ where
     E: Executor<'c, Database = DB>,
     i64: for<'q> Encode<'q, DB> + Type<DB>,
     Option<i64>: for<'q> Encode<'q, DB> + Type<DB>,
-    Option<String>: for<'q> Encode<'q, DB> + Type<DB>,
     Option<Arc<str>>: for<'q> Encode<'q, DB> + Type<DB>,
-    &'static str: for<'q> Encode<'q, DB> + Type<DB>,
 {
     let (text, size) = sql.for_rows(rows.len());
     let mut args = DB::Arguments::default();
+    let mut days = Days::default();
     for e in rows {
-        add_entry(&mut args, e).map_err(sqlx::Error::Encode)?;
+        add_entry(&mut args, e, &mut days).map_err(sqlx::Error::Encode)?;
     }
     for _ in rows.len()..size {
         add_padding(&mut args).map_err(sqlx::Error::Encode)?;
@@ -667,6 +693,21 @@ mod tests {
                 "{n} rows in a statement of {rows}"
             );
             assert_eq!(text.matches('?').count(), rows * COLUMNS.len());
+        }
+    }
+
+    #[test]
+    fn a_day_is_written_once_for_its_rows() {
+        let mut days = Days::default();
+        let noon = 1_796_040_000_000; // 2026-11-30T12:00:00Z
+        let first = days.of(noon);
+        assert_eq!(&*first, "2026-11-30");
+        assert!(Arc::ptr_eq(&first, &days.of(noon + 3_600_000)));
+        let next = days.of(noon + 43_200_000);
+        assert_eq!(&*next, "2026-12-01");
+        assert_eq!(&*days.of(noon - 43_200_001), "2026-11-29");
+        for c in [CacheOutcome::Miss, CacheOutcome::Provider] {
+            assert_eq!(&*cache_text(c), c.as_str());
         }
     }
 
