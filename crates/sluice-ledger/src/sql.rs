@@ -295,6 +295,9 @@ where
     Option<i64>: for<'q> Encode<'q, DB> + Type<DB>,
     Option<Arc<str>>: for<'q> Encode<'q, DB> + Type<DB>,
 {
+    if entries.is_empty() {
+        return Ok(());
+    }
     if entries.len() <= ROWS_PER_INSERT {
         return insert_statement(sql, entries, pool).await;
     }
