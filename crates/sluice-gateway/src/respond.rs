@@ -125,8 +125,8 @@ pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
     let now = Instant::now();
     call.end_attempt(attempt, AttemptOutcome::Ok, now);
     let mut resp = Response::new(Body::from(body));
-    // Sized once for the headers written here and the content length added on the way out:
-    // grown one insert at a time, the map reallocated three times a request.
+    // Sized once for the headers written here and the content length added on the way out,
+    // rather than grown (and reallocated) as inserts fill it.
     let mut h = HeaderMap::with_capacity(8);
     h.insert(
         header::CONTENT_TYPE,
