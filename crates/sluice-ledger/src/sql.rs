@@ -24,47 +24,45 @@ pub(crate) const KEYS: &str = "sluice_keys";
 /// Tenants set through the admin API.
 pub(crate) const TENANTS: &str = "sluice_tenants";
 
-/// The columns an entry fills, in binding order.
-const COLUMNS: [&str; 25] = [
-    "request_id",
-    "at_ms",
-    "day",
-    "tenant",
-    "api_key",
-    "model_group",
-    "upstream",
-    "model",
-    "status",
-    "error",
-    "stream",
-    "prompt_tokens",
-    "cached_tokens",
-    "cache_write_tokens",
-    "completion_tokens",
-    "reasoning_tokens",
-    "cost_micros",
-    "saved_micros",
-    "extra_micros",
-    "cache",
-    "ttfb_ms",
-    "total_ms",
-    "attempts",
-    "hedges",
-    "retries",
+/// The columns an entry fills, in binding order, with their SQL types (the same words in
+/// SQLite and PostgreSQL).
+const COLUMNS: [(&str, &str); 25] = [
+    ("request_id", "TEXT NOT NULL"),
+    ("at_ms", "BIGINT NOT NULL"),
+    ("day", "TEXT NOT NULL"),
+    ("tenant", "TEXT"),
+    ("api_key", "TEXT"),
+    ("model_group", "TEXT"),
+    ("upstream", "TEXT"),
+    ("model", "TEXT"),
+    ("status", "BIGINT NOT NULL"),
+    ("error", "TEXT"),
+    ("stream", "BIGINT NOT NULL"),
+    ("prompt_tokens", "BIGINT NOT NULL"),
+    ("cached_tokens", "BIGINT NOT NULL"),
+    ("cache_write_tokens", "BIGINT NOT NULL"),
+    ("completion_tokens", "BIGINT NOT NULL"),
+    ("reasoning_tokens", "BIGINT NOT NULL"),
+    ("cost_micros", "BIGINT NOT NULL"),
+    ("saved_micros", "BIGINT NOT NULL"),
+    ("extra_micros", "BIGINT NOT NULL"),
+    ("cache", "TEXT NOT NULL"),
+    ("ttfb_ms", "BIGINT"),
+    ("total_ms", "BIGINT NOT NULL"),
+    ("attempts", "BIGINT NOT NULL"),
+    ("hedges", "BIGINT NOT NULL"),
+    ("retries", "BIGINT NOT NULL"),
 ];
 
-/// The columns holding text; the others hold integers.
-const TEXT_COLUMNS: [&str; 9] = [
-    "request_id",
-    "day",
-    "tenant",
-    "api_key",
-    "model_group",
-    "upstream",
-    "model",
-    "error",
-    "cache",
-];
+/// The column names, comma-separated, in binding order.
+fn column_list() -> String {
+    COLUMNS.map(|(name, _)| name).join(", ")
+}
+
+/// Whether a column of SQL type `ty` holds text (the others hold integers).
+fn is_text(ty: &str) -> bool {
+    ty.starts_with("TEXT")
+}
 
 /// The row counts the ledger's `INSERT`s are written for. A batch of up to 256 rows goes in
 /// one statement, of the smallest of these sizes that holds it, its unused rows bound as
@@ -98,14 +96,8 @@ where
 
 fn schema(row_id: &str) -> Vec<String> {
     let mut cols = vec![format!("seq {row_id}")];
-    for c in COLUMNS {
-        let ty = match c {
-            "request_id" | "day" | "cache" => "TEXT NOT NULL",
-            _ if TEXT_COLUMNS.contains(&c) => "TEXT",
-            "ttfb_ms" => "BIGINT",
-            _ => "BIGINT NOT NULL",
-        };
-        cols.push(format!("{c} {ty}"));
+    for (name, ty) in COLUMNS {
+        cols.push(format!("{name} {ty}"));
     }
     vec![
         format!("CREATE TABLE IF NOT EXISTS {TABLE} ({})", cols.join(", ")),
@@ -206,8 +198,8 @@ where
     Option<i64>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
     Option<Arc<str>>: for<'q> Encode<'q, A::Database> + Type<A::Database>,
 {
-    for column in COLUMNS {
-        if TEXT_COLUMNS.contains(&column) {
+    for (_, ty) in COLUMNS {
+        if is_text(ty) {
             args.add(None::<Arc<str>>)?;
         } else {
             args.add(None::<i64>)?;
@@ -239,7 +231,7 @@ impl InsertSql {
         let mut args = DB::Arguments::default();
         let mut text = format!(
             "INSERT INTO {TABLE} ({}) SELECT * FROM (VALUES ",
-            COLUMNS.join(", ")
+            column_list()
         );
         let mut texts = Vec::with_capacity(STATEMENT_ROWS.len());
         for row in 1..=ROWS_PER_INSERT {
@@ -442,7 +434,7 @@ where
     Option<i64>: for<'r> Decode<'r, DB> + Type<DB>,
     usize: ColumnIndex<DB::Row>,
 {
-    let mut b = QueryBuilder::<DB>::new(format!("SELECT {} FROM {TABLE}", COLUMNS.join(", ")));
+    let mut b = QueryBuilder::<DB>::new(format!("SELECT {} FROM {TABLE}", column_list()));
     push_filter(&mut b, q);
     b.push(" ORDER BY seq LIMIT ").push_bind(i64::from(limit));
     let rows = b.build().fetch_all(pool).await?;
@@ -716,7 +708,29 @@ mod tests {
 
     #[test]
     fn text_columns_are_columns() {
-        assert!(TEXT_COLUMNS.iter().all(|c| COLUMNS.contains(c)));
-        assert_eq!(COLUMNS[0], "request_id", "the padding filter reads column1");
+        let text: Vec<&str> = COLUMNS
+            .iter()
+            .filter(|(_, ty)| is_text(ty))
+            .map(|(name, _)| *name)
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "request_id",
+                "day",
+                "tenant",
+                "api_key",
+                "model_group",
+                "upstream",
+                "model",
+                "error",
+                "cache"
+            ]
+        );
+        assert_eq!(
+            COLUMNS[0],
+            ("request_id", "TEXT NOT NULL"),
+            "the padding filter reads column1"
+        );
     }
 }
