@@ -19,6 +19,7 @@ const SECTIONS: &[&str] = &[
     "server",
     "telemetry",
     "ledger",
+    "cache",
     "lanes",
     "tenants",
     "keys",
@@ -126,6 +127,35 @@ impl Default for LedgerConfig {
             path: "sluice-ledger.db".into(),
             url_env: None,
             durability: LedgerDurability::Disk,
+        }
+    }
+}
+
+/// `[cache]`: the exact answer cache. A complete answer is kept under its request (tenant,
+/// model group and every field but `stream` and `stream_options`) and served again to the
+/// same request until it expires.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct CacheConfig {
+    /// Whether answers are cached (off by default).
+    pub enabled: bool,
+    /// How long an answer is served after it was stored.
+    #[serde(with = "humantime_serde")]
+    pub ttl: Duration,
+    /// The most the cached answers may hold, in bytes of answer body; the least used go
+    /// first.
+    pub max_bytes: u64,
+}
+
+/// Default size of the answer cache: 64 MiB.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            ttl: Duration::from_secs(3600),
+            max_bytes: DEFAULT_CACHE_BYTES,
         }
     }
 }
@@ -543,6 +573,8 @@ pub struct GatewayConfig {
     pub telemetry: TelemetryConfig,
     /// `[ledger]`.
     pub ledger: LedgerConfig,
+    /// `[cache]`.
+    pub cache: CacheConfig,
     /// `[lanes.*]`, in priority order (the defaults when none are given).
     pub lanes: Vec<(String, LaneConfig)>,
     /// `[tenants.*]`, in file order.
@@ -596,6 +628,10 @@ pub fn load(
     let ledger: Option<LedgerConfig> = doc.section("ledger", &mut diags);
     if let Some(l) = &ledger {
         check_ledger(&doc, l, env, &mut diags);
+    }
+    let cache: Option<CacheConfig> = doc.section("cache", &mut diags);
+    if let Some(c) = &cache {
+        check_cache(&doc, c, &mut diags);
     }
     let mut lanes: Vec<(String, LaneConfig)> = doc.map_section("lanes", &mut diags);
     check_lanes(&doc, &lanes, &mut diags);
@@ -676,13 +712,16 @@ pub fn load(
         ));
     }
 
-    match (server, telemetry, ledger, listen) {
-        (Some(server), Some(telemetry), Some(ledger), Some(listen)) if diags.is_empty() => {
+    match (server, telemetry, ledger, cache, listen) {
+        (Some(server), Some(telemetry), Some(ledger), Some(cache), Some(listen))
+            if diags.is_empty() =>
+        {
             Ok(GatewayConfig {
                 server,
                 listen,
                 telemetry,
                 ledger,
+                cache,
                 lanes,
                 tenants,
                 keys,
@@ -728,6 +767,15 @@ fn check_keys(
                 diags.push(doc.diag(&at("models"), format!("`{m}` is not a model group")));
             }
         }
+    }
+}
+
+fn check_cache(doc: &Document<'_>, c: &CacheConfig, diags: &mut Vec<Diagnostic>) {
+    if c.ttl.is_zero() {
+        diags.push(doc.diag(&key(&["cache", "ttl"]), "must be longer than zero"));
+    }
+    if c.max_bytes < 1024 {
+        diags.push(doc.diag(&key(&["cache", "max_bytes"]), "must be at least 1024"));
     }
 }
 

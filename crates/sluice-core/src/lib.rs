@@ -14,5 +14,7 @@ pub use chat::{ChatRequest, DEFAULT_OUTPUT_ESTIMATE};
 pub use error::{ErrorKind, GatewayError, UpstreamReply};
 pub use ids::RequestId;
 pub use ratelimit::{Quota, RateLimits};
-pub use record::{Attempt, AttemptKind, AttemptOutcome, CallRecord, Phase, Stage, Timings};
+pub use record::{
+    Attempt, AttemptKind, AttemptOutcome, CacheLookup, CallRecord, Phase, Stage, Timings,
+};
 pub use usage::Usage;

@@ -194,6 +194,30 @@ impl Attempt {
     }
 }
 
+/// What the exact answer cache did for a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheLookup {
+    /// Served from the cache: no upstream was asked.
+    Hit,
+    /// Not in the cache (or expired): the upstream was asked. Its answer is stored when it
+    /// is complete; a streamed one is passed through and not stored.
+    Miss,
+    /// The client asked the cache to stand aside (`Cache-Control: no-store`, or `no-cache`,
+    /// which still stores the fresh answer).
+    Bypass,
+}
+
+impl CacheLookup {
+    /// A short label for metrics and headers.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Hit => "hit",
+            Self::Miss => "miss",
+            Self::Bypass => "bypass",
+        }
+    }
+}
+
 /// Everything sluice knows about one request once it is over.
 #[derive(Clone, Debug)]
 pub struct CallRecord {
@@ -240,6 +264,11 @@ pub struct CallRecord {
     pub deadline_stage: Option<Stage>,
     /// When the client was told to come back, on a refusal (`Retry-After`).
     pub retry_after: Option<std::time::Duration>,
+    /// What the answer cache did, when one is kept.
+    pub cache: Option<CacheLookup>,
+    /// For an answer served from the cache: what it cost when it was first bought, in
+    /// micro-units (what serving it again saved).
+    pub cache_saved_micros: u64,
 }
 
 /// Status recorded when the client disconnected before the answer ended (nginx's convention).
@@ -268,6 +297,8 @@ impl CallRecord {
             retry_denied: false,
             deadline_stage: None,
             retry_after: None,
+            cache: None,
+            cache_saved_micros: 0,
         }
     }
 

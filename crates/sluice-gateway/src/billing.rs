@@ -8,7 +8,7 @@
 
 use std::time::UNIX_EPOCH;
 
-use sluice_core::{AttemptOutcome, CallRecord, ErrorKind, Usage};
+use sluice_core::{AttemptOutcome, CacheLookup, CallRecord, ErrorKind, Usage};
 use sluice_economy::Price;
 use sluice_ledger::{CacheOutcome, Entry, Tokens};
 
@@ -92,10 +92,15 @@ pub(crate) fn costs(gw: &Gateway, record: &CallRecord) -> Costs {
 pub(crate) fn entry(gw: &Gateway, record: &CallRecord) -> Entry {
     let usage = record.usage.unwrap_or_default();
     let upstream = record.upstream.as_deref();
-    let saved = record.usage.as_ref().and_then(|u| {
-        let p = price(gw, record, upstream?)?;
-        i64::try_from(p.cache_saving(u)).ok()
-    });
+    let hit = record.cache == Some(CacheLookup::Hit);
+    let saved = if hit {
+        i64::try_from(record.cache_saved_micros).ok()
+    } else {
+        record.usage.as_ref().and_then(|u| {
+            let p = price(gw, record, upstream?)?;
+            i64::try_from(p.cache_saving(u)).ok()
+        })
+    };
     let t = &record.timings;
     let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     let count = |kind| {
@@ -128,7 +133,9 @@ pub(crate) fn entry(gw: &Gateway, record: &CallRecord) -> Entry {
         cost_micros: record.cost_micros.unwrap_or(0),
         saved_micros: saved.unwrap_or(0),
         extra_micros: record.extra_cost_micros,
-        cache: if usage.cached_tokens > 0 {
+        cache: if hit {
+            CacheOutcome::Exact
+        } else if usage.cached_tokens > 0 {
             CacheOutcome::Provider
         } else {
             CacheOutcome::Miss

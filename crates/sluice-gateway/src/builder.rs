@@ -114,6 +114,8 @@ pub struct GatewayBuilder {
     seed: Option<u64>,
     sinks: Vec<RecordSink>,
     ledger: Option<(Ledger, Arc<AnyStore>)>,
+    /// The answer cache's time to live and size in bytes, when answers are cached.
+    cache: Option<(Duration, u64)>,
 }
 
 impl Default for GatewayBuilder {
@@ -137,6 +139,7 @@ impl Default for GatewayBuilder {
             seed: None,
             sinks: Vec::new(),
             ledger: None,
+            cache: None,
         }
     }
 }
@@ -156,6 +159,9 @@ impl GatewayBuilder {
                 slices: cfg.telemetry.latency_window_slices,
             })
             .lanes(policies::lane_specs(&cfg.lanes));
+        if cfg.cache.enabled {
+            b = b.answer_cache(cfg.cache.ttl, cfg.cache.max_bytes);
+        }
         for (name, p) in &cfg.providers {
             let provider = crate::providers::from_config(name, p, env).map_err(|source| {
                 BuildError::Provider {
@@ -355,6 +361,13 @@ impl GatewayBuilder {
         self
     }
 
+    /// Caches complete answers for `ttl`, holding at most `max_bytes` of them (see
+    /// [`crate::cache`]).
+    pub fn answer_cache(mut self, ttl: Duration, max_bytes: u64) -> Self {
+        self.cache = Some((ttl, max_bytes));
+        self
+    }
+
     /// Keeps a usage ledger: every finished call's row goes to `ledger`, which writes into
     /// `store`; `/admin/usage` reads `store`.
     pub fn ledger(mut self, ledger: Ledger, store: Arc<AnyStore>) -> Self {
@@ -496,6 +509,9 @@ impl GatewayBuilder {
             sinks: self.sinks,
             ledger: self.ledger,
             cooling: Mutex::new(Cooldowns::new()),
+            cache: self
+                .cache
+                .map(|(ttl, bytes)| crate::cache::AnswerCache::new(ttl, bytes)),
         }))
     }
 }

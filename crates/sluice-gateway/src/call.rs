@@ -3,12 +3,15 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use sluice_core::record::CLIENT_CLOSED;
 use sluice_core::{Attempt, AttemptKind, AttemptOutcome, CallRecord, ErrorKind, RequestId};
 use sluice_economy::{Micros, Reservation};
 use sluice_telemetry::InflightGuard;
 use tokio::time::Instant;
 
+use crate::cache::{self, Stored};
 use crate::{Gateway, billing};
 
 /// An open call. Dropping it without [`Call::finish`] settles it as abandoned by the client.
@@ -17,6 +20,8 @@ pub struct Call {
     record: CallRecord,
     /// What the call holds of its tenant's credits and quotas until it settles.
     reservation: Option<Reservation>,
+    /// Where its complete answer goes in the answer cache, when it is to be stored.
+    cache_key: Option<cache::Key>,
     settled: bool,
     _inflight: InflightGuard,
 }
@@ -29,6 +34,7 @@ impl Call {
             gw,
             record: CallRecord::new(id, now),
             reservation: None,
+            cache_key: None,
             settled: false,
             _inflight: inflight,
         }
@@ -37,6 +43,33 @@ impl Call {
     /// Holds `reservation` until the call settles.
     pub fn hold(&mut self, reservation: Option<Reservation>) {
         self.reservation = reservation;
+    }
+
+    /// Stores the call's complete answer under `key` in the answer cache when it succeeds.
+    pub fn store_answer_under(&mut self, key: cache::Key) {
+        self.cache_key = Some(key);
+    }
+
+    /// Puts `body`, the complete answer just received, in the answer cache if the call is to
+    /// store it, priced at what it cost (what every hit on it will save).
+    pub fn store_answer(&mut self, body: &Bytes, now: Instant) {
+        let Some(key) = self.cache_key.take() else {
+            return;
+        };
+        let (Some(cache), Some(upstream)) = (&self.gw.cache, self.record.upstream.clone()) else {
+            return;
+        };
+        let cost = billing::costs(&self.gw, &self.record).answer.unwrap_or(0);
+        cache.put(
+            key,
+            Stored {
+                body: body.clone(),
+                upstream,
+                usage: self.record.usage,
+                cost_micros: cost,
+                stored_at: now,
+            },
+        );
     }
 
     /// The record so far.

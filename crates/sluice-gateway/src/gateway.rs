@@ -1,5 +1,5 @@
 //! The gateway's shared state: routes, lanes, tenants' default lanes, API keys, prices,
-//! telemetry, cool-downs, record sinks and the usage ledger.
+//! telemetry, cool-downs, record sinks, the usage ledger and the answer cache.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use sluice_telemetry::Telemetry;
 use tokio::time::{Duration, Instant};
 
 use crate::billing;
+use crate::cache::AnswerCache;
 use crate::routing::{Deployment, Routes};
 
 pub use crate::builder::{BuildError, GatewayBuilder, GroupPolicies};
@@ -54,6 +55,8 @@ pub struct Gateway {
     pub(crate) ledger: Option<(Ledger, Arc<AnyStore>)>,
     /// Deployments that answered 429 recently: no optional work (hedges) goes to them.
     pub(crate) cooling: Mutex<Cooldowns<Arc<str>>>,
+    /// The exact answer cache, when answers are cached.
+    pub(crate) cache: Option<AnswerCache>,
 }
 
 /// How long hedges keep away from a deployment that answered 429: at least this long, or its

@@ -8,6 +8,7 @@ pub mod admin;
 pub mod auth;
 pub mod billing;
 pub mod builder;
+pub mod cache;
 pub mod call;
 pub mod deadline;
 pub mod dispatch;

@@ -12,16 +12,18 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures::Stream;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
-use sluice_core::{AttemptOutcome, CallRecord, GatewayError, RequestId};
+use sluice_core::{AttemptOutcome, CacheLookup, CallRecord, GatewayError, RequestId};
 use sluice_providers::{EventStream, StreamEvent, openai};
 use sluice_tail::admission::Permit;
 use tokio::time::{Instant, Sleep, sleep_until};
 
+use crate::cache::{Stored, replay};
 use crate::call::Call;
 use crate::deadline;
 
 const X_SLUICE_UPSTREAM: HeaderName = HeaderName::from_static("x-sluice-upstream");
 const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
+const X_SLUICE_CACHE: HeaderName = HeaderName::from_static("x-sluice-cache");
 
 /// Adds `x-request-id` and, when known, `x-sluice-upstream`.
 pub fn tag(h: &mut HeaderMap, id: &RequestId, upstream: Option<&str>) {
@@ -92,6 +94,9 @@ pub fn server_timing(r: &CallRecord, now: Instant, stream: bool) -> String {
         out.push_str("\";dur=");
         ms(&mut out, until.saturating_duration_since(a.started));
     }
+    if r.cache == Some(CacheLookup::Hit) {
+        part(&mut out, "cache;desc=\"hit\"");
+    }
     if r.hedge_denied {
         part(&mut out, "hedge;desc=\"denied\"");
     }
@@ -118,12 +123,16 @@ fn headers_for(call: &Call, now: Instant, stream: bool, h: &mut HeaderMap) {
     if let Ok(v) = HeaderValue::from_str(&server_timing(r, now, stream)) {
         h.insert(SERVER_TIMING, v);
     }
+    if let Some(c) = r.cache {
+        h.insert(X_SLUICE_CACHE, HeaderValue::from_static(c.label()));
+    }
 }
 
 /// A complete JSON answer; settles the call.
 pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
     let now = Instant::now();
     call.end_attempt(attempt, AttemptOutcome::Ok, now);
+    call.store_answer(&body, now);
     let mut resp = Response::new(Body::from(body));
     // Sized once for the headers written here and the content length added on the way out,
     // rather than grown (and reallocated) as inserts fill it.
@@ -133,6 +142,41 @@ pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
         HeaderValue::from_static("application/json"),
     );
     headers_for(&call, now, false, &mut h);
+    *resp.headers_mut() = h;
+    call.finish(200, None);
+    resp
+}
+
+/// An answer from the answer cache, as JSON or replayed as a stream; settles the call. A
+/// stored answer that cannot be replayed as a stream (it is not a chat completion) is a
+/// 502, never a truncated stream.
+pub fn cached(mut call: Call, stored: &Stored, stream: bool, include_usage: bool) -> Response {
+    let now = Instant::now();
+    call.record_mut().cache_saved_micros = stored.cost_micros;
+    let (body, content_type) = if stream {
+        match replay::frames(&stored.body, include_usage) {
+            Ok(frames) => (frames, "text/event-stream"),
+            Err(e) => {
+                let e = GatewayError::new(
+                    sluice_core::ErrorKind::UpstreamProtocol,
+                    format!("cached answer cannot be streamed: {e}"),
+                );
+                let mut resp = crate::rescue::error_response(&e, &call.record().request_id, None);
+                call.finish(e.status(), Some(e.kind));
+                resp.headers_mut()
+                    .insert(X_SLUICE_CACHE, HeaderValue::from_static("hit"));
+                return resp;
+            }
+        }
+    } else {
+        (stored.body.clone(), "application/json")
+    };
+    let mut resp = Response::new(Body::from(body));
+    let mut h = HeaderMap::with_capacity(8);
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers_for(&call, now, false, &mut h);
+    let age = now.saturating_duration_since(stored.stored_at).as_secs();
+    h.insert(header::AGE, HeaderValue::from(age));
     *resp.headers_mut() = h;
     call.finish(200, None);
     resp

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use http::HeaderMap;
-use sluice_core::GatewayError;
+use sluice_core::{CacheLookup, GatewayError};
 use sluice_tail::admission::Ask;
 use tokio::time::{Instant, timeout_at};
 
+use crate::cache::{self, Directive, Stored};
 use crate::call::Call;
 use crate::dispatch::{self, Answer};
 use crate::{Gateway, auth, deadline, ingress, metering, rescue, respond};
@@ -22,24 +23,43 @@ pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> R
     // The record opens first so that every request, even one rejected in ingress, is counted.
     let mut call = Call::open(gw.clone(), ingress::request_id(&parts.headers), now);
     match walk(&gw, &mut call, &parts.headers, body).await {
-        Ok(Answer::Complete {
+        Ok(Walked::Cached {
+            stored,
+            stream,
+            include_usage,
+        }) => respond::cached(call, &stored, stream, include_usage),
+        Ok(Walked::Upstream(Answer::Complete {
             attempt,
             body,
             permit,
-        }) => {
+        })) => {
             let resp = respond::complete(call, attempt, body);
             // The slot is free once the answer is written out.
             drop(permit);
             resp
         }
-        Ok(Answer::Stream {
+        Ok(Walked::Upstream(Answer::Stream {
             attempt,
             first,
             rest,
             permit,
-        }) => respond::stream(call, attempt, first, rest, permit),
+        })) => respond::stream(call, attempt, first, rest, permit),
         Err(e) => fail(call, &e),
     }
+}
+
+/// Where a request's answer came from.
+enum Walked {
+    /// The answer cache: no upstream was asked.
+    Cached {
+        stored: Arc<Stored>,
+        /// Whether to replay it as a stream.
+        stream: bool,
+        /// Whether the replayed stream ends with a usage chunk.
+        include_usage: bool,
+    },
+    /// An upstream.
+    Upstream(Answer),
 }
 
 async fn walk(
@@ -47,7 +67,7 @@ async fn walk(
     call: &mut Call,
     headers: &HeaderMap,
     body: axum::body::Body,
-) -> Result<Answer, GatewayError> {
+) -> Result<Walked, GatewayError> {
     // 1. Ingress: read the body under its limit and parse it. First, because every later step
     //    needs a valid request, and a bad one must cost nothing upstream.
     let bytes = ingress::read_body(headers, body, gw.max_body_bytes).await?;
@@ -72,41 +92,70 @@ async fn walk(
     call.record_mut().tenant = tenant.clone();
     call.record_mut().prompt_estimate = request.prompt_estimate();
 
-    // 3. Route: the model group, then one deployment by weight. Before dispatch, because
-    //    everything after works on a concrete upstream.
+    // 3. Route: the model group the client named, which its key must allow.
     let group = gw.routes.group(&request.model)?;
     call.record_mut().model_group = Some(group.name.clone());
     caller.may_use(&group.name)?;
+
+    // 4. The answer cache: the same request from the same tenant is answered from it, before
+    //    a deployment is picked or anything is reserved, so a hit needs no upstream (not
+    //    even a healthy one) and spends no credits or quota. A miss is marked for storing
+    //    when its complete answer comes back.
+    if let Some(cache) = &gw.cache {
+        let directive = Directive::of(headers);
+        let key = cache::key(tenant.as_deref(), &group.name, &request);
+        if directive == Directive::Use
+            && let Some(stored) = cache.get(&key, Instant::now())
+        {
+            call.record_mut().cache = Some(CacheLookup::Hit);
+            return Ok(Walked::Cached {
+                stored,
+                stream: request.stream,
+                include_usage: request.include_usage,
+            });
+        }
+        call.record_mut().cache = Some(match directive {
+            Directive::Use => CacheLookup::Miss,
+            Directive::Refresh | Directive::Skip => CacheLookup::Bypass,
+        });
+        if directive != Directive::Skip && !request.stream {
+            call.store_answer_under(key);
+        }
+    }
+
+    // 5. Then one deployment by weight, among those that may take it now. Before dispatch,
+    //    because everything after works on a concrete upstream.
     let deployment = gw
         .routes
         .pick_available(group, &call.record().request_id, &ask)?;
 
-    // 4. Credits and quotas: the call's worst case is reserved for its tenant, on the routed
+    // 6. Credits and quotas: the call's worst case is reserved for its tenant, on the routed
     //    deployment's price, and settled when the call ends. After routing, because the price
     //    is the model's; before dispatch, because nothing may be spent that is not covered.
     let held = metering::reserve(gw, tenant.as_ref(), deployment, &request)?;
     call.hold(held);
 
-    // 5. Deadline: the client's budget, else the group's default, counted from arrival. It
+    // 7. Deadline: the client's budget, else the group's default, counted from arrival. It
     //    bounds everything below (queueing, every attempt, backoffs) and, for a stream, the
     //    stream itself (see `respond`).
     let budget = asked.or(group.timeout);
     let deadline = budget.map(|b| call.record().timings.received + b);
     call.record_mut().timings.deadline = deadline;
 
-    // 6. Dispatch: admission (a slot under the deployment's concurrency limit, waiting in the
+    // 8. Dispatch: admission (a slot under the deployment's concurrency limit, waiting in the
     //    lane's queue), then attempts up to the first byte so an early failure still gets a
     //    proper status; a slow attempt is hedged, a failed one retried, when the group says so
     //    and the deadline leaves time. Last, because all of it works on the routed deployment
     //    and its latency window.
     let sent = dispatch::dispatch(gw, call, group, deployment, request, ask);
-    match deadline {
+    let answer = match deadline {
         Some(deadline) => match timeout_at(deadline, sent).await {
             Ok(answer) => answer,
             Err(_) => Err(deadline::exceeded(call)),
         },
         None => sent.await,
-    }
+    };
+    answer.map(Walked::Upstream)
 }
 
 /// Answers with the error (with the call's `Server-Timing`) and settles the call.

@@ -13,18 +13,11 @@ use axum::body::Body;
 use http_body_util::BodyExt;
 use serde_json::Value;
 use sluice_core::Usage;
-use sluice_economy::{Micros, Price};
+use sluice_economy::Micros;
 use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore, Store, UsageQuery};
 use tower::ServiceExt;
 
-use crate::scripted::{End, ask_with, get_json, rig, scrape};
-
-const PRICE: Price = Price {
-    input: Micros(2_000_000),
-    cached_input: Micros(500_000),
-    cache_write: Micros(2_000_000),
-    output: Micros(8_000_000),
-};
+use crate::scripted::{End, PRICE, ask_with, get_json, rig, scrape};
 
 const USAGE: Usage = Usage {
     prompt_tokens: 1_000,

@@ -37,6 +37,8 @@ pub enum CacheOutcome {
     Miss,
     /// Part of the prompt was read from the provider's prompt cache.
     Provider,
+    /// The whole answer was served from sluice's exact answer cache: no upstream was asked.
+    Exact,
 }
 
 impl CacheOutcome {
@@ -45,6 +47,7 @@ impl CacheOutcome {
         match self {
             Self::Miss => "miss",
             Self::Provider => "provider",
+            Self::Exact => "exact",
         }
     }
 
@@ -52,6 +55,7 @@ impl CacheOutcome {
     pub fn parse(s: &str) -> Self {
         match s {
             "provider" => Self::Provider,
+            "exact" => Self::Exact,
             _ => Self::Miss,
         }
     }
@@ -87,7 +91,8 @@ pub struct Entry {
     /// Everything the call cost, in micro-units: the answer plus `extra_micros`.
     pub cost_micros: u64,
     /// What the provider's prompt cache saved against the full input price (negative when
-    /// cache writes cost more than the reads saved).
+    /// cache writes cost more than the reads saved); for an answer served from the answer
+    /// cache, what that answer cost when it was first bought.
     pub saved_micros: i64,
     /// The part of `cost_micros` spent on hedges and retries that did not answer.
     pub extra_micros: u64,
@@ -129,7 +134,11 @@ mod tests {
 
     #[test]
     fn cache_outcomes_round_trip() {
-        for c in [CacheOutcome::Miss, CacheOutcome::Provider] {
+        for c in [
+            CacheOutcome::Miss,
+            CacheOutcome::Provider,
+            CacheOutcome::Exact,
+        ] {
             assert_eq!(CacheOutcome::parse(c.as_str()), c);
         }
     }

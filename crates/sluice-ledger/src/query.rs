@@ -186,7 +186,8 @@ pub struct UsageRow {
     pub reasoning_tokens: u64,
     /// Cost in micro-units (hedges and retries included).
     pub cost_micros: u64,
-    /// What provider prompt caching saved, in micro-units.
+    /// What caching saved, in micro-units: providers' prompt caches, and answers served
+    /// from sluice's answer cache (each at what it cost when first bought).
     pub saved_micros: i64,
     /// What hedges and retries that did not answer cost, in micro-units.
     pub extra_micros: u64,
@@ -194,7 +195,8 @@ pub struct UsageRow {
     pub hedges: u64,
     /// Retries sent.
     pub retries: u64,
-    /// Calls whose input was partly served from a cache.
+    /// Calls served partly (a provider's prompt cache) or wholly (the answer cache) from a
+    /// cache.
     pub cache_hits: u64,
 }
 

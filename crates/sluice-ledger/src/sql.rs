@@ -145,9 +145,11 @@ fn cache_text(c: CacheOutcome) -> Arc<str> {
     static MISS: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(CacheOutcome::Miss.as_str()));
     static PROVIDER: LazyLock<Arc<str>> =
         LazyLock::new(|| Arc::from(CacheOutcome::Provider.as_str()));
+    static EXACT: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(CacheOutcome::Exact.as_str()));
     match c {
         CacheOutcome::Miss => MISS.clone(),
         CacheOutcome::Provider => PROVIDER.clone(),
+        CacheOutcome::Exact => EXACT.clone(),
     }
 }
 
@@ -701,7 +703,11 @@ mod tests {
         let next = days.of(noon + 43_200_000);
         assert_eq!(&*next, "2026-12-01");
         assert_eq!(&*days.of(noon - 43_200_001), "2026-11-29");
-        for c in [CacheOutcome::Miss, CacheOutcome::Provider] {
+        for c in [
+            CacheOutcome::Miss,
+            CacheOutcome::Provider,
+            CacheOutcome::Exact,
+        ] {
             assert_eq!(&*cache_text(c), c.as_str());
         }
     }

@@ -9,9 +9,9 @@ use sluice_tail::{BreakerSnapshot, WindowConfig, WindowError};
 use tokio::time::Instant;
 
 use crate::metrics::{
-    AttemptLabels, BreakerLabels, CostLabels, DeadlineLabels, GroupLabels, HedgeLabels, LaneLabels,
-    LimitLabels, Metrics, PairLabels, QuantileLabels, RequestLabels, RetryLabels, TokenLabels,
-    TransitionLabels,
+    AttemptLabels, BreakerLabels, CacheLabels, CostLabels, DeadlineLabels, GroupLabels,
+    HedgeLabels, LaneLabels, LimitLabels, Metrics, PairLabels, QuantileLabels, RequestLabels,
+    RetryLabels, TokenLabels, TransitionLabels,
 };
 use crate::series::{Series, SeriesCache};
 use crate::windows::{LatencyReport, WindowKey, Windows};
@@ -112,6 +112,18 @@ impl Telemetry {
                 outcome: "denied",
             };
             m.retries.get_or_create(&labels).inc();
+        }
+        if let Some(lookup) = rec.cache {
+            let labels = CacheLabels {
+                group: group.clone(),
+                result: lookup.label(),
+            };
+            m.cache.get_or_create(&labels).inc();
+            if rec.cache_saved_micros > 0 {
+                m.cache_saved_micros
+                    .get_or_create(&g())
+                    .inc_by(rec.cache_saved_micros);
+            }
         }
         if let Some(stage) = rec.deadline_stage {
             let labels = DeadlineLabels {

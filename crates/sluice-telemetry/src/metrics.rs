@@ -134,6 +134,15 @@ pub struct DeadlineLabels {
     pub stage: &'static str,
 }
 
+/// Labels of the answer-cache counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabels {
+    /// Model group.
+    pub group: Arc<str>,
+    /// `hit`, `miss` or `bypass`.
+    pub result: &'static str,
+}
+
 /// Labels of the retry counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RetryLabels {
@@ -202,6 +211,10 @@ pub struct Metrics {
     pub breaker_transitions: Family<TransitionLabels, Counter>,
     /// Requests whose deadline ran out, by stage.
     pub deadlines: Family<DeadlineLabels, Counter>,
+    /// Answer-cache lookups by result.
+    pub cache: Family<CacheLabels, Counter>,
+    /// What answers served from the cache cost when first bought, in micro-units.
+    pub cache_saved_micros: Family<GroupLabels, Counter>,
     /// Percentiles of the rotating windows, refreshed at each scrape.
     pub window_quantiles: Family<QuantileLabels, Gauge<f64, AtomicU64>>,
     /// Requests being served now.
@@ -235,6 +248,8 @@ impl Metrics {
             breaker: Family::default(),
             breaker_transitions: Family::default(),
             deadlines: Family::default(),
+            cache: Family::default(),
+            cache_saved_micros: Family::default(),
             window_quantiles: Family::default(),
             inflight: Gauge::default(),
             ledger_committed: Counter::default(),
@@ -307,6 +322,16 @@ impl Metrics {
             "deadline_exceeded",
             "Requests whose deadline ran out, by the stage it ran out in",
             m.deadlines.clone(),
+        );
+        r.register(
+            "answer_cache_requests",
+            "Requests by what the exact answer cache did: hit, miss, bypass",
+            m.cache.clone(),
+        );
+        r.register(
+            "answer_cache_saved_micros",
+            "What answers served from the cache cost when first bought, in micro-units",
+            m.cache_saved_micros.clone(),
         );
         r.register(
             "hedges",

@@ -389,3 +389,34 @@ deployments = [{{ provider = "p", model = "glm-4.5-air" }}]
     assert_eq!(cfg.prices[0].0, "glm-4.5-air");
     assert_eq!(cfg.prices[0].1.cached_input, None);
 }
+
+#[test]
+fn the_answer_cache_is_off_by_default_and_checked() {
+    let cfg = load(GOOD, &env(&[("DEEPSEEK_API_KEY", "sk-x")]), &[]).unwrap();
+    assert_eq!(cfg.cache, CacheConfig::default());
+    assert!(!cfg.cache.enabled);
+
+    let with = |body: &str| format!("[server]\nlisten = \"127.0.0.1:0\"\n[cache]\n{body}\n");
+    let cfg = load(
+        &with("enabled = true\nttl = \"90s\"\nmax_bytes = 4096"),
+        &env(&[]),
+        &[],
+    )
+    .unwrap();
+    assert!(cfg.cache.enabled);
+    assert_eq!(cfg.cache.ttl, Duration::from_secs(90));
+    assert_eq!(cfg.cache.max_bytes, 4096);
+
+    let err = load(
+        &with("enabled = true\nttl = \"0s\"\nmax_bytes = 10\nsize = 3"),
+        &env(&[]),
+        &[],
+    )
+    .unwrap_err();
+    for (path, line) in [("cache.ttl", 5), ("cache.max_bytes", 6), ("cache.size", 7)] {
+        assert!(
+            err.iter().any(|d| d.path == path && d.line == Some(line)),
+            "missing {path} at line {line} in:\n{err}"
+        );
+    }
+}

@@ -4,6 +4,7 @@
 
 mod admin;
 mod anthropic;
+mod cache;
 mod errors;
 mod proxy;
 mod shutdown;

@@ -17,11 +17,21 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use sluice_config::gateway::DeploymentConfig;
 use sluice_core::{CallRecord, ErrorKind, GatewayError, UpstreamReply, Usage};
+use sluice_economy::{Micros, Price};
 use sluice_gateway::{Gateway, GatewayBuilder};
 use sluice_providers::{Completion, Provider, StreamEvent, UpstreamCall, UpstreamResponse};
 use sluice_tail::admission::LaneSpec;
 use tokio::time::{Instant, sleep};
 use tower::ServiceExt;
+
+/// A price for model `m` with every kind of token priced apart (per million: input 2,
+/// cached input 0.5, cache write 2, output 8).
+pub const PRICE: Price = Price {
+    input: Micros(2_000_000),
+    cached_input: Micros(500_000),
+    cache_write: Micros(2_000_000),
+    output: Micros(8_000_000),
+};
 
 /// How a scripted call ends.
 #[derive(Clone, Copy)]
@@ -50,6 +60,8 @@ pub struct Scripted {
     busy: Arc<Mutex<(u32, u32)>>,
     /// The usage complete answers report.
     pub usage: Arc<Mutex<Option<Usage>>>,
+    /// The body of complete answers (`{"choices":[]}` when unset).
+    pub answer: Arc<Mutex<Option<Bytes>>>,
 }
 
 /// Counts a call in progress until dropped.
@@ -88,6 +100,7 @@ impl Provider for Scripted {
         self.deadlines.lock().push(c.deadline);
         let (ms, end) = self.steps.lock().pop_front().unwrap_or((100, End::Ok));
         let usage = *self.usage.lock();
+        let answer = self.answer.lock().clone();
         let busy = {
             let mut b = self.busy.lock();
             b.0 += 1;
@@ -136,7 +149,7 @@ impl Provider for Scripted {
                 }
             }
             Ok(UpstreamResponse::Complete(Completion {
-                body: Bytes::from_static(br#"{"choices":[]}"#),
+                body: answer.unwrap_or_else(|| Bytes::from_static(br#"{"choices":[]}"#)),
                 usage,
                 first_byte: Instant::now(),
             }))
@@ -237,15 +250,22 @@ pub async fn ask_with(
     id: &str,
     stream: bool,
 ) -> Got {
+    let body = format!(
+        r#"{{"model":"chat","messages":[{{"role":"user","content":"hi"}}],"stream":{stream}}}"#
+    );
+    send(router, headers, id, &body).await
+}
+
+/// Sends `body` as a chat-completions request with extra `headers`; the answer is read to
+/// its end.
+pub async fn send(router: &axum::Router, headers: &[(&str, &str)], id: &str, body: &str) -> Got {
     let mut req = http::Request::post("/v1/chat/completions")
         .header("content-type", "application/json")
         .header("x-request-id", id);
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
-    let body = format!(
-        r#"{{"model":"chat","messages":[{{"role":"user","content":"hi"}}],"stream":{stream}}}"#
-    );
+    let body = body.to_string();
     let resp = router
         .clone()
         .oneshot(req.body(Body::from(body)).unwrap())

@@ -1,0 +1,162 @@
+//! The exact answer cache: a complete answer kept under a digest of its request and served
+//! again, without asking any upstream, to the same request (same tenant, model group and
+//! fields) until it expires.
+//!
+//! The key covers every top-level field of the body byte for byte, in name order (so the
+//! order the client wrote them in does not matter), except `stream` and `stream_options`,
+//! which say how an answer is delivered, not what it is: a stream request is served from an
+//! answer stored by a complete one, replayed as SSE ([`replay`]). Tenants never share an
+//! entry. Entries are weighed by their body's bytes; the least used go first when the cache
+//! is full (moka's TinyLFU), and each expires `ttl` after it was stored, on the clock the
+//! gateway runs on (virtual in tests).
+
+pub mod replay;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, header};
+use sha2::{Digest, Sha256};
+use sluice_core::{ChatRequest, Usage};
+use tokio::time::Instant;
+
+/// Fields that say how the answer is delivered, left out of the key.
+const DELIVERY_FIELDS: [&str; 2] = ["stream", "stream_options"];
+
+/// What an entry costs beyond its body, in the cache's weighing: the key, the record fields
+/// and moka's own bookkeeping.
+const ENTRY_OVERHEAD: usize = 256;
+
+/// A request's digest.
+pub type Key = [u8; 32];
+
+/// A stored answer.
+#[derive(Debug)]
+pub struct Stored {
+    /// The complete answer as the client got it (OpenAI JSON).
+    pub body: Bytes,
+    /// The deployment that answered it.
+    pub upstream: Arc<str>,
+    /// Its usage, as reported.
+    pub usage: Option<Usage>,
+    /// What it cost, in micro-units (what each hit saves).
+    pub cost_micros: u64,
+    /// When it was stored.
+    pub stored_at: Instant,
+}
+
+/// What the client asked of the cache, in `Cache-Control`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Directive {
+    /// Serve from the cache when it holds the answer; store a fresh one.
+    Use,
+    /// `no-cache`: ask the upstream, and store its answer.
+    Refresh,
+    /// `no-store`: neither read nor write the cache.
+    Skip,
+}
+
+impl Directive {
+    /// Reads the request's `Cache-Control` directives (`no-store` wins over `no-cache`;
+    /// others are ignored).
+    pub fn of(headers: &HeaderMap) -> Self {
+        let mut d = Self::Use;
+        let values = headers.get_all(header::CACHE_CONTROL).into_iter();
+        for text in values.filter_map(|v| v.to_str().ok()) {
+            for directive in text.split(',') {
+                let name = directive.split('=').next().unwrap_or("").trim();
+                if name.eq_ignore_ascii_case("no-store") {
+                    return Self::Skip;
+                }
+                if name.eq_ignore_ascii_case("no-cache") {
+                    d = Self::Refresh;
+                }
+            }
+        }
+        d
+    }
+}
+
+/// The key of `request` for `tenant` in model group `group`.
+pub fn key(tenant: Option<&str>, group: &str, request: &ChatRequest) -> Key {
+    let mut fields: Vec<(&str, &[u8])> = request
+        .fields()
+        .filter(|(name, _)| !DELIVERY_FIELDS.contains(name))
+        .collect();
+    // Stable: a name the client repeated keeps its values' order.
+    fields.sort_by(|a, b| a.0.cmp(b.0));
+    let mut h = Sha256::new();
+    // Every part length-prefixed, so no two different requests write the same bytes.
+    let mut part = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    match tenant {
+        Some(t) => {
+            part(b"tenant");
+            part(t.as_bytes());
+        }
+        None => part(b"no tenant"),
+    }
+    part(group.as_bytes());
+    for (name, value) in fields {
+        part(name.as_bytes());
+        part(value);
+    }
+    h.finalize().into()
+}
+
+/// The cache.
+pub struct AnswerCache {
+    entries: moka::sync::Cache<Key, Arc<Stored>>,
+    ttl: Duration,
+}
+
+impl std::fmt::Debug for AnswerCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnswerCache")
+            .field("ttl", &self.ttl)
+            .field("entries", &self.entries.entry_count())
+            .finish()
+    }
+}
+
+impl AnswerCache {
+    /// A cache whose answers live `ttl` and weigh at most `max_bytes` together.
+    pub fn new(ttl: Duration, max_bytes: u64) -> Self {
+        let entries = moka::sync::Cache::builder()
+            .max_capacity(max_bytes)
+            .weigher(|_: &Key, v: &Arc<Stored>| {
+                u32::try_from(v.body.len() + ENTRY_OVERHEAD).unwrap_or(u32::MAX)
+            })
+            // moka's own expiry (on the wall clock) frees memory; `get` decides on the
+            // gateway's clock.
+            .time_to_live(ttl)
+            .build();
+        Self { entries, ttl }
+    }
+
+    /// The answer stored under `key`, if it is still fresh at `now`.
+    pub fn get(&self, key: &Key, now: Instant) -> Option<Arc<Stored>> {
+        let stored = self.entries.get(key)?;
+        if now.saturating_duration_since(stored.stored_at) >= self.ttl {
+            self.entries.invalidate(key);
+            return None;
+        }
+        Some(stored)
+    }
+
+    /// Stores `answer` under `key`.
+    pub fn put(&self, key: Key, answer: Stored) {
+        self.entries.insert(key, Arc::new(answer));
+    }
+
+    /// How long answers live.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,309 @@
+//! The exact answer cache in front of a scripted upstream, in virtual time: a repeated
+//! request is answered without the upstream (as JSON or replayed as a stream), per tenant,
+//! until its time to live runs out; `Cache-Control` can refresh or skip it; failures and
+//! streams are not stored; a hit costs nothing, spends no quota, and is counted in the
+//! metrics and the ledger with what it saved.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "scripted/mod.rs"]
+mod scripted;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::Value;
+use sluice_core::{CacheLookup, Usage};
+use sluice_economy::Limits;
+use sluice_gateway::GatewayBuilder;
+use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore};
+use sluice_tail::BreakerPolicy;
+use tokio::time::sleep;
+
+use crate::scripted::{End, Got, PRICE, Rig, ask_with, get_json, rig, scrape, send};
+
+const USAGE: Usage = Usage {
+    prompt_tokens: 1_000,
+    completion_tokens: 100,
+    cached_tokens: 0,
+    cache_write_tokens: 0,
+    reasoning_tokens: 0,
+};
+
+const ANSWER: &str = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Clause 4 is void."},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000,"completion_tokens":100,"total_tokens":1100}}"#;
+
+const ACME: [(&str, &str); 1] = [("x-sluice-tenant", "acme")];
+
+fn cached(configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder) -> Rig {
+    let r = rig(false, |b| {
+        configure(
+            b.price("m", PRICE)
+                .answer_cache(Duration::from_secs(60), 1 << 20),
+        )
+    });
+    *r.a.usage.lock() = Some(USAGE);
+    *r.a.answer.lock() = Some(Bytes::from_static(ANSWER.as_bytes()));
+    r
+}
+
+fn header(got: &Got, name: &str) -> Option<String> {
+    got.headers
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_string())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_repeated_request_is_answered_from_the_cache_without_the_upstream() {
+    let r = cached(|b| b);
+    let first = ask_with(&r.router, &ACME, "r-1", false).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(header(&first, "x-sluice-cache").as_deref(), Some("miss"));
+    assert_eq!(header(&first, "x-sluice-upstream").as_deref(), Some("a"));
+    assert_eq!(r.a.calls(), 1);
+
+    sleep(Duration::from_secs(5)).await;
+    let again = ask_with(&r.router, &ACME, "r-2", false).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.text, first.text, "the stored answer, byte for byte");
+    assert_eq!(header(&again, "x-sluice-cache").as_deref(), Some("hit"));
+    assert_eq!(
+        header(&again, "x-sluice-upstream"),
+        None,
+        "no upstream asked"
+    );
+    assert_eq!(header(&again, "age").as_deref(), Some("5"));
+    assert_eq!(header(&again, "x-request-id").as_deref(), Some("r-2"));
+    assert!(
+        again.timing().contains("cache;desc=\"hit\""),
+        "{}",
+        again.timing()
+    );
+    assert!(again.timing().contains("total;dur="), "{}", again.timing());
+    assert_eq!(r.a.calls(), 1, "the upstream was not asked again");
+
+    let bought = r.record("r-1");
+    let served = r.record("r-2");
+    assert_eq!(bought.cache, Some(CacheLookup::Miss));
+    assert_eq!(served.cache, Some(CacheLookup::Hit));
+    assert!(served.attempts.is_empty());
+    assert_eq!(served.usage, None);
+    assert_eq!(served.cost_micros, None, "a hit costs nothing");
+    let cost = PRICE.cost(&USAGE).0;
+    assert_eq!(bought.cost_micros, Some(cost));
+    assert_eq!(served.cache_saved_micros, cost);
+
+    let metrics = scrape(&r.router).await;
+    for (result, n) in [("hit", 1), ("miss", 1)] {
+        let line =
+            format!("sluice_answer_cache_requests_total{{group=\"chat\",result=\"{result}\"}} {n}");
+        assert!(metrics.contains(&line), "{line} in\n{metrics}");
+    }
+    let saved = format!("sluice_answer_cache_saved_micros_total{{group=\"chat\"}} {cost}");
+    assert!(metrics.contains(&saved), "{saved} in\n{metrics}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_cache_nothing_is_looked_up() {
+    let r = rig(false, |b| b);
+    for id in ["n-1", "n-2"] {
+        let got = ask_with(&r.router, &ACME, id, false).await;
+        assert_eq!(got.status, 200);
+        assert_eq!(header(&got, "x-sluice-cache"), None);
+        assert_eq!(r.record(id).cache, None);
+    }
+    assert_eq!(r.a.calls(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_key_is_the_tenant_the_group_and_every_field_but_their_order() {
+    let r = cached(|b| b);
+    let base = r#"{"model":"chat","messages":[{"role":"user","content":"hi"}],"temperature":0}"#;
+    assert_eq!(send(&r.router, &ACME, "k-1", base).await.status, 200);
+    let reordered =
+        r#"{"temperature":0,"messages":[{"role":"user","content":"hi"}],"model":"chat"}"#;
+    let got = send(&r.router, &ACME, "k-2", reordered).await;
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("hit"));
+    assert_eq!(r.a.calls(), 1);
+
+    let warmer = r#"{"model":"chat","messages":[{"role":"user","content":"hi"}],"temperature":1}"#;
+    let got = send(&r.router, &ACME, "k-3", warmer).await;
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("miss"));
+    assert_eq!(r.a.calls(), 2);
+
+    let globex = [("x-sluice-tenant", "globex")];
+    let got = send(&r.router, &globex, "k-4", base).await;
+    assert_eq!(
+        header(&got, "x-sluice-cache").as_deref(),
+        Some("miss"),
+        "tenants never share answers"
+    );
+    assert_eq!(r.a.calls(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cache_control_skips_or_refreshes_the_cache() {
+    let r = cached(|b| b);
+    let no_store = [ACME[0], ("cache-control", "no-store")];
+    let got = ask_with(&r.router, &no_store, "c-1", false).await;
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("bypass"));
+    // `no-store` stored nothing: the next plain request misses.
+    let got = ask_with(&r.router, &ACME, "c-2", false).await;
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("miss"));
+    assert_eq!(r.a.calls(), 2);
+    // `no-cache` is not served from the cache, but its fresh answer is stored.
+    let no_cache = [ACME[0], ("cache-control", "no-cache")];
+    let got = ask_with(&r.router, &no_cache, "c-3", false).await;
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("bypass"));
+    assert_eq!(r.a.calls(), 3);
+    let got = ask_with(&r.router, &ACME, "c-4", false).await;
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("hit"));
+    assert_eq!(r.a.calls(), 3);
+    assert_eq!(r.record("c-1").cache, Some(CacheLookup::Bypass));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_expires_after_its_time_to_live() {
+    let r = cached(|b| b);
+    assert_eq!(ask_with(&r.router, &ACME, "t-1", false).await.status, 200);
+    sleep(Duration::from_secs(58)).await;
+    let got = ask_with(&r.router, &ACME, "t-2", false).await;
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("hit"));
+    sleep(Duration::from_secs(2)).await;
+    let got = ask_with(&r.router, &ACME, "t-3", false).await;
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("miss"));
+    assert_eq!(r.a.calls(), 2);
+    // The fresh answer is stored in its turn.
+    let got = ask_with(&r.router, &ACME, "t-4", false).await;
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("hit"));
+    assert_eq!(r.a.calls(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_request_is_served_by_replaying_a_stored_answer() {
+    let r = cached(|b| b);
+    assert_eq!(ask_with(&r.router, &ACME, "s-1", false).await.status, 200);
+    let body = r#"{"model":"chat","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}"#;
+    let got = send(&r.router, &ACME, "s-2", body).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(r.a.calls(), 1);
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("hit"));
+    assert_eq!(
+        header(&got, "content-type").as_deref(),
+        Some("text/event-stream")
+    );
+    let events: Vec<&str> = got
+        .text
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| e.strip_prefix("data: ").unwrap())
+        .collect();
+    assert_eq!(events.len(), 3, "{}", got.text);
+    let chunk: Value = serde_json::from_str(events[0]).unwrap();
+    assert_eq!(chunk["object"], "chat.completion.chunk");
+    assert_eq!(chunk["choices"][0]["delta"]["content"], "Clause 4 is void.");
+    assert_eq!(chunk["choices"][0]["finish_reason"], "stop");
+    let usage: Value = serde_json::from_str(events[1]).unwrap();
+    assert_eq!(usage["usage"]["total_tokens"], 1100);
+    assert_eq!(events[2], "[DONE]");
+    assert!(r.record("s-2").stream);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_and_streamed_answers_are_not_stored() {
+    let r = cached(|b| b);
+    r.a.push(10, false);
+    assert_eq!(ask_with(&r.router, &ACME, "f-1", false).await.status, 502);
+    let got = ask_with(&r.router, &ACME, "f-2", false).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("miss"));
+    assert_eq!(r.a.calls(), 2);
+
+    let r = cached(|b| b);
+    for id in ["f-3", "f-4"] {
+        r.a.push_end(10, End::Stream { frames: 3, gap: 5 });
+        let got = ask_with(&r.router, &ACME, id, true).await;
+        assert_eq!(got.status, 200);
+        assert!(got.text.contains("\"n\":2"), "{}", got.text);
+    }
+    assert_eq!(
+        r.a.calls(),
+        2,
+        "a streamed answer is passed through, not stored"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hit_spends_no_quota() {
+    let limits = Limits {
+        rpm: Some(1),
+        ..Limits::default()
+    };
+    let r = cached(|b| b.tenant_limits("acme", limits));
+    assert_eq!(ask_with(&r.router, &ACME, "q-1", false).await.status, 200);
+    for id in ["q-2", "q-3"] {
+        let got = ask_with(&r.router, &ACME, id, false).await;
+        assert_eq!(got.status, 200, "{}", got.text);
+        assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("hit"));
+    }
+    // A request the cache cannot answer still meets the quota.
+    let other = r#"{"model":"chat","messages":[{"role":"user","content":"other"}]}"#;
+    assert_eq!(send(&r.router, &ACME, "q-4", other).await.status, 429);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hit_is_served_while_every_breaker_of_the_group_is_open() {
+    let policy = BreakerPolicy {
+        min_calls: 5,
+        ..BreakerPolicy::default()
+    };
+    let r = cached(|b| b.breakers(policy));
+    assert_eq!(ask_with(&r.router, &ACME, "b-0", false).await.status, 200);
+    // Other requests fail until the breaker opens; then they are refused at once.
+    let mut opened = false;
+    for i in 1..=10 {
+        r.a.push_end(10, End::Fail);
+        let other = format!(r#"{{"model":"chat","messages":[{{"role":"user","content":"{i}"}}]}}"#);
+        match send(&r.router, &ACME, &format!("b-{i}"), &other)
+            .await
+            .status
+        {
+            503 => {
+                opened = true;
+                break;
+            }
+            status => assert_eq!(status, 502),
+        }
+    }
+    assert!(opened, "the breaker opened");
+    let calls = r.a.calls();
+    let got = ask_with(&r.router, &ACME, "b-7", false).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("hit"));
+    assert_eq!(r.a.calls(), calls);
+}
+
+// On the real clock: the SQLite pool's timeouts would fire at once in paused time.
+#[tokio::test]
+async fn the_ledger_counts_a_hit_at_no_cost_with_what_it_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(AnyStore::Sqlite(
+        SqliteStore::open(&dir.path().join("ledger.db"), Durability::Disk)
+            .await
+            .unwrap(),
+    ));
+    let (ledger, _writer) = Ledger::start(store.clone());
+    let r = cached(|b| b.ledger(ledger, store.clone()));
+    for id in ["l-1", "l-2", "l-3"] {
+        assert_eq!(ask_with(&r.router, &ACME, id, false).await.status, 200);
+    }
+    let cost = PRICE.cost(&USAGE).0;
+    let v = get_json(&r.router, "/admin/usage?group_by=tenant").await;
+    let row = &v["rows"][0];
+    assert_eq!(row["tenant"], "acme", "{v}");
+    assert_eq!(row["requests"], 3);
+    assert_eq!(row["cost_micros"], cost, "only the first call was bought");
+    assert_eq!(row["tokens"]["prompt"], 1_000);
+    assert_eq!(row["cache_hits"], 2);
+    assert_eq!(row["cache_saved_micros"], 2 * cost);
+}
