@@ -12,13 +12,15 @@
 
 pub mod replay;
 
+pub use replay::ReplayError;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, header};
 use sha2::{Digest, Sha256};
-use sluice_core::{ChatRequest, Usage};
+use sluice_core::ChatRequest;
 use tokio::time::Instant;
 
 /// Fields that say how the answer is delivered, left out of the key.
@@ -36,10 +38,6 @@ pub type Key = [u8; 32];
 pub struct Stored {
     /// The complete answer as the client got it (OpenAI JSON).
     pub body: Bytes,
-    /// The deployment that answered it.
-    pub upstream: Arc<str>,
-    /// Its usage, as reported.
-    pub usage: Option<Usage>,
     /// What it cost, in micro-units (what each hit saves).
     pub cost_micros: u64,
     /// When it was stored.
@@ -75,6 +73,18 @@ impl Directive {
             }
         }
         d
+    }
+}
+
+impl Stored {
+    /// The body to answer with: the stored JSON, or for a stream request the answer replayed
+    /// as SSE (an error when it is not a chat completion; the request is then a miss).
+    pub fn body_for(&self, stream: bool, include_usage: bool) -> Result<Bytes, ReplayError> {
+        if stream {
+            replay::frames(&self.body, include_usage)
+        } else {
+            Ok(self.body.clone())
+        }
     }
 }
 

@@ -56,7 +56,7 @@ impl Call {
         let Some(key) = self.cache_key.take() else {
             return;
         };
-        let (Some(cache), Some(upstream)) = (&self.gw.cache, self.record.upstream.clone()) else {
+        let Some(cache) = &self.gw.cache else {
             return;
         };
         let cost = billing::costs(&self.gw, &self.record).answer.unwrap_or(0);
@@ -64,8 +64,6 @@ impl Call {
             key,
             Stored {
                 body: body.clone(),
-                upstream,
-                usage: self.record.usage,
                 cost_micros: cost,
                 stored_at: now,
             },

@@ -17,7 +17,7 @@ use sluice_providers::{EventStream, StreamEvent, openai};
 use sluice_tail::admission::Permit;
 use tokio::time::{Instant, Sleep, sleep_until};
 
-use crate::cache::{Stored, replay};
+use crate::cache::Stored;
 use crate::call::Call;
 use crate::deadline;
 
@@ -147,29 +147,15 @@ pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
     resp
 }
 
-/// An answer from the answer cache, as JSON or replayed as a stream; settles the call. A
-/// stored answer that cannot be replayed as a stream (it is not a chat completion) is a
-/// 502, never a truncated stream.
-pub fn cached(mut call: Call, stored: &Stored, stream: bool, include_usage: bool) -> Response {
+/// An answer from the answer cache (`body`: `stored`'s JSON, or its SSE replay when
+/// `stream`); settles the call.
+pub fn cached(mut call: Call, stored: &Stored, body: Bytes, stream: bool) -> Response {
     let now = Instant::now();
     call.record_mut().cache_saved_micros = stored.cost_micros;
-    let (body, content_type) = if stream {
-        match replay::frames(&stored.body, include_usage) {
-            Ok(frames) => (frames, "text/event-stream"),
-            Err(e) => {
-                let e = GatewayError::new(
-                    sluice_core::ErrorKind::UpstreamProtocol,
-                    format!("cached answer cannot be streamed: {e}"),
-                );
-                let mut resp = crate::rescue::error_response(&e, &call.record().request_id, None);
-                call.finish(e.status(), Some(e.kind));
-                resp.headers_mut()
-                    .insert(X_SLUICE_CACHE, HeaderValue::from_static("hit"));
-                return resp;
-            }
-        }
+    let content_type = if stream {
+        "text/event-stream"
     } else {
-        (stored.body.clone(), "application/json")
+        "application/json"
     };
     let mut resp = Response::new(Body::from(body));
     let mut h = HeaderMap::with_capacity(8);

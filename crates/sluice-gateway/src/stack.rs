@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::response::Response;
+use bytes::Bytes;
 use http::HeaderMap;
 use sluice_core::{CacheLookup, GatewayError};
 use sluice_tail::admission::Ask;
@@ -25,9 +26,9 @@ pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> R
     match walk(&gw, &mut call, &parts.headers, body).await {
         Ok(Walked::Cached {
             stored,
+            body,
             stream,
-            include_usage,
-        }) => respond::cached(call, &stored, stream, include_usage),
+        }) => respond::cached(call, &stored, body, stream),
         Ok(Walked::Upstream(Answer::Complete {
             attempt,
             body,
@@ -53,10 +54,10 @@ enum Walked {
     /// The answer cache: no upstream was asked.
     Cached {
         stored: Arc<Stored>,
-        /// Whether to replay it as a stream.
+        /// What to answer with: the stored JSON, or its replay as SSE.
+        body: Bytes,
+        /// Whether `body` is a stream.
         stream: bool,
-        /// Whether the replayed stream ends with a usage chunk.
-        include_usage: bool,
     },
     /// An upstream.
     Upstream(Answer),
@@ -104,15 +105,23 @@ async fn walk(
     if let Some(cache) = &gw.cache {
         let directive = Directive::of(headers);
         let key = cache::key(tenant.as_deref(), &group.name, &request);
-        if directive == Directive::Use
-            && let Some(stored) = cache.get(&key, Instant::now())
-        {
-            call.record_mut().cache = Some(CacheLookup::Hit);
-            return Ok(Walked::Cached {
-                stored,
-                stream: request.stream,
-                include_usage: request.include_usage,
-            });
+        let stored = match directive {
+            Directive::Use => cache.get(&key, Instant::now()),
+            Directive::Refresh | Directive::Skip => None,
+        };
+        if let Some(stored) = stored {
+            match stored.body_for(request.stream, request.include_usage) {
+                Ok(body) => {
+                    call.record_mut().cache = Some(CacheLookup::Hit);
+                    return Ok(Walked::Cached {
+                        stored,
+                        body,
+                        stream: request.stream,
+                    });
+                }
+                // Stored, but not a chat completion to replay: asked again, as a miss.
+                Err(e) => tracing::warn!(error = %e, "cached answer not replayable"),
+            }
         }
         call.record_mut().cache = Some(match directive {
             Directive::Use => CacheLookup::Miss,

@@ -210,6 +210,23 @@ async fn a_stream_request_is_served_by_replaying_a_stored_answer() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_stored_answer_that_cannot_be_replayed_sends_a_stream_request_upstream() {
+    let r = cached(|b| b);
+    *r.a.answer.lock() = Some(Bytes::from_static(br#"{"id":"odd"}"#));
+    assert_eq!(ask_with(&r.router, &ACME, "o-1", false).await.status, 200);
+    r.a.push_end(10, End::Stream { frames: 2, gap: 5 });
+    let got = ask_with(&r.router, &ACME, "o-2", true).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("miss"));
+    assert!(got.text.contains("\"n\":1"), "{}", got.text);
+    assert_eq!(r.a.calls(), 2);
+    // The same request as JSON is still served the stored answer.
+    let got = ask_with(&r.router, &ACME, "o-3", false).await;
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("hit"));
+    assert_eq!(got.text, r#"{"id":"odd"}"#);
+}
+
+#[tokio::test(start_paused = true)]
 async fn failures_and_streamed_answers_are_not_stored() {
     let r = cached(|b| b);
     r.a.push(10, false);

@@ -58,8 +58,6 @@ fn cache_control_is_read() {
 fn stored(body: &str, at: Instant) -> Stored {
     Stored {
         body: Bytes::from(body.to_string()),
-        upstream: Arc::from("up"),
-        usage: None,
         cost_micros: 5,
         stored_at: at,
     }
