@@ -199,8 +199,8 @@ impl Attempt {
 pub enum CacheLookup {
     /// Served from the cache: no upstream was asked.
     Hit,
-    /// Not in the cache (or expired): the upstream was asked. Its answer is stored when it
-    /// is complete; a streamed one is passed through and not stored.
+    /// Not in the cache (or expired): the upstream was asked, and its answer is stored if it
+    /// ends well.
     Miss,
     /// The client asked the cache to stand aside (`Cache-Control: no-store`, or `no-cache`,
     /// which still stores the fresh answer).

@@ -4,12 +4,14 @@
 //!
 //! The key covers every top-level field of the body byte for byte, in name order (so the
 //! order the client wrote them in does not matter), except `stream` and `stream_options`,
-//! which say how an answer is delivered, not what it is: a stream request is served from an
-//! answer stored by a complete one, replayed as SSE ([`replay`]). Tenants never share an
+//! which say how an answer is delivered, not what it is: a stored answer is served to a
+//! stream request replayed as SSE ([`replay`]), and a streamed answer is stored once it has
+//! been assembled into a complete one as it passed ([`assemble`]). Tenants never share an
 //! entry. Entries are weighed by their body's bytes; the least used go first when the cache
 //! is full (moka's TinyLFU), and each expires `ttl` after it was stored, on the clock the
 //! gateway runs on (virtual in tests).
 
+pub mod assemble;
 pub mod replay;
 
 pub use replay::ReplayError;

@@ -50,6 +50,11 @@ impl Call {
         self.cache_key = Some(key);
     }
 
+    /// Whether the call's answer is to be stored in the answer cache.
+    pub fn stores_answer(&self) -> bool {
+        self.cache_key.is_some()
+    }
+
     /// Puts `body`, the complete answer just received, in the answer cache if the call is to
     /// store it, priced at what it cost (what every hit on it will save).
     pub fn store_answer(&mut self, body: &Bytes, now: Instant) {

@@ -18,6 +18,7 @@ use sluice_tail::admission::Permit;
 use tokio::time::{Instant, Sleep, sleep_until};
 
 use crate::cache::Stored;
+use crate::cache::assemble::Assembler;
 use crate::call::Call;
 use crate::deadline;
 
@@ -185,6 +186,10 @@ pub fn stream(
         .timings
         .deadline
         .map(|d| Box::pin(sleep_until(d)));
+    let mut assembly = call.stores_answer().then(Assembler::default);
+    if let Some(a) = assembly.as_mut() {
+        a.frame(&first);
+    }
     let body = ClientStream {
         first: Some(first),
         rest,
@@ -192,6 +197,7 @@ pub fn stream(
         attempt,
         permit,
         deadline,
+        assembly,
     };
     let mut resp = Response::new(Body::from_stream(body));
     let h = resp.headers_mut();
@@ -217,6 +223,8 @@ struct ClientStream {
     permit: Option<Permit>,
     /// Fires when the request's deadline runs out.
     deadline: Option<Pin<Box<Sleep>>>,
+    /// The answer assembled for the answer cache, when it is to be stored.
+    assembly: Option<Assembler>,
 }
 
 impl ClientStream {
@@ -257,8 +265,16 @@ impl Stream for ClientStream {
             }
             match this.rest.as_mut().poll_next(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Ok(StreamEvent::Frame(b)))) => return Poll::Ready(Some(Ok(b))),
+                Poll::Ready(Some(Ok(StreamEvent::Frame(b)))) => {
+                    if let Some(a) = this.assembly.as_mut() {
+                        a.frame(&b);
+                    }
+                    return Poll::Ready(Some(Ok(b)));
+                }
                 Poll::Ready(Some(Ok(StreamEvent::Usage(u)))) => {
+                    if let Some(a) = this.assembly.as_mut() {
+                        a.usage(u);
+                    }
                     if let Some(call) = this.call.as_mut() {
                         call.record_mut().usage = Some(u);
                     }
@@ -267,7 +283,11 @@ impl Stream for ClientStream {
                 Poll::Ready(None) => {
                     this.permit = None;
                     if let Some(mut call) = this.call.take() {
-                        call.end_attempt(this.attempt, AttemptOutcome::Ok, Instant::now());
+                        let now = Instant::now();
+                        call.end_attempt(this.attempt, AttemptOutcome::Ok, now);
+                        if let Some(answer) = this.assembly.take().and_then(Assembler::finish) {
+                            call.store_answer(&answer, now);
+                        }
                         call.finish(200, None);
                     }
                     return Poll::Ready(None);

@@ -101,7 +101,7 @@ async fn walk(
     // 4. The answer cache: the same request from the same tenant is answered from it, before
     //    a deployment is picked or anything is reserved, so a hit needs no upstream (not
     //    even a healthy one) and spends no credits or quota. A miss is marked for storing
-    //    when its complete answer comes back.
+    //    its answer once it has ended well.
     if let Some(cache) = &gw.cache {
         let directive = Directive::of(headers);
         let key = cache::key(tenant.as_deref(), &group.name, &request);
@@ -127,7 +127,7 @@ async fn walk(
             Directive::Use => CacheLookup::Miss,
             Directive::Refresh | Directive::Skip => CacheLookup::Bypass,
         });
-        if directive != Directive::Skip && !request.stream {
+        if directive != Directive::Skip {
             call.store_answer_under(key);
         }
     }

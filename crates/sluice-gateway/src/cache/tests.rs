@@ -144,3 +144,121 @@ mod replayed {
         assert!(frames(br#"{"id":"x"}"#, false).is_err());
     }
 }
+
+mod assembled {
+    use serde_json::{Value, json};
+    use sluice_core::Usage;
+
+    use super::super::assemble::Assembler;
+
+    fn frame(v: &Value) -> Vec<u8> {
+        format!("data: {v}\n\n").into_bytes()
+    }
+
+    fn chunk(choices: Value) -> Vec<u8> {
+        frame(
+            &json!({"id": "c9", "object": "chat.completion.chunk", "created": 3,
+            "model": "m", "choices": choices}),
+        )
+    }
+
+    const DONE: &[u8] = b"data: [DONE]\n\n";
+
+    #[test]
+    fn deltas_are_joined_into_a_completion() {
+        let mut a = Assembler::default();
+        a.frame(&chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": ""}}]),
+        ));
+        a.frame(&chunk(
+            json!([{"index": 0, "delta": {"reasoning_content": "think"}, "finish_reason": null}]),
+        ));
+        a.frame(&chunk(json!([{"index": 0, "delta": {"content": "Hel"}}])));
+        a.frame(&chunk(json!([{"index": 0, "delta": {"content": "lo"}}])));
+        a.frame(&chunk(json!([{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "t1", "type": "function", "function": {"name": "look", "arguments": "{\"q\":"}}]}}])));
+        a.frame(&chunk(json!([{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": "1}"}}]}}])));
+        a.frame(&chunk(
+            json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]),
+        ));
+        a.frame(&frame(
+            &json!({"id": "c9", "choices": [], "usage": {"prompt_tokens": 5}}),
+        ));
+        a.usage(Usage {
+            prompt_tokens: 5,
+            completion_tokens: 4,
+            cached_tokens: 2,
+            ..Usage::default()
+        });
+        a.frame(DONE);
+        let v: Value = serde_json::from_slice(&a.finish().unwrap()).unwrap();
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["id"], "c9");
+        assert_eq!(v["created"], 3);
+        let m = &v["choices"][0]["message"];
+        assert_eq!(m["role"], "assistant");
+        assert_eq!(m["content"], "Hello");
+        assert_eq!(m["reasoning_content"], "think");
+        assert_eq!(m["tool_calls"][0]["id"], "t1");
+        assert_eq!(m["tool_calls"][0]["function"]["name"], "look");
+        assert_eq!(m["tool_calls"][0]["function"]["arguments"], "{\"q\":1}");
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(v["usage"]["total_tokens"], 9);
+        assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+    }
+
+    #[test]
+    fn a_stream_that_cannot_be_rebuilt_gives_nothing() {
+        let good = || {
+            let mut a = Assembler::default();
+            a.frame(&chunk(json!([{"index": 0, "delta": {"content": "x"}}])));
+            a
+        };
+        let ending = chunk(json!([{"index": 0, "delta": {}, "finish_reason": "stop"}]));
+        // Baseline: this one is stored.
+        let mut a = good();
+        a.frame(&ending);
+        a.frame(DONE);
+        assert!(a.finish().is_some());
+
+        let spoilers = [
+            chunk(json!([{"index": 0, "delta": {"audio": {"id": "a"}}}])),
+            chunk(json!([{"index": 0, "delta": {"content": "y"}, "logprobs": {"content": []}}])),
+            chunk(json!([{"delta": {"content": "no index"}}])),
+            frame(&json!({"error": {"message": "upstream failed"}})),
+            b"data: not json\n\n".to_vec(),
+        ];
+        for s in spoilers {
+            let mut a = good();
+            a.frame(&s);
+            a.frame(&ending);
+            a.frame(DONE);
+            assert!(a.finish().is_none(), "{}", String::from_utf8_lossy(&s));
+        }
+        // No [DONE]; a choice with no finish reason; nothing at all.
+        let mut a = good();
+        a.frame(&ending);
+        assert!(a.finish().is_none());
+        let mut a = good();
+        a.frame(DONE);
+        assert!(a.finish().is_none());
+        let mut a = Assembler::default();
+        a.frame(DONE);
+        assert!(a.finish().is_none());
+    }
+
+    #[test]
+    fn an_oversized_answer_is_not_kept() {
+        let mut a = Assembler::default();
+        let big = "x".repeat(64 * 1024);
+        for _ in 0..(super::super::assemble::MAX_BYTES / big.len() + 1) {
+            a.frame(&chunk(json!([{"index": 0, "delta": {"content": big}}])));
+        }
+        a.frame(&chunk(
+            json!([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+        ));
+        a.frame(DONE);
+        assert!(a.finish().is_none());
+    }
+}

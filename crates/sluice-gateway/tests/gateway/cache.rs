@@ -1,5 +1,6 @@
 //! The answer cache over real HTTP, configured from TOML: a repeated request is answered by
-//! sluice alone, as JSON or replayed as SSE, for OpenAI and (translated) Anthropic upstreams.
+//! sluice alone, as JSON or replayed as SSE, for OpenAI and (translated) Anthropic upstreams,
+//! whether the stored answer came complete or was assembled from a stream.
 
 use crate::support::{body, sse_data, start_with};
 
@@ -47,5 +48,56 @@ async fn a_translated_answer_is_stored_as_the_client_got_it() {
     assert_eq!(text, first_text);
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["object"], "chat.completion", "{v}");
+    assert_eq!(gw.upstream.fake.bodies.lock().len(), 1);
+}
+
+#[tokio::test]
+async fn a_streamed_answer_is_assembled_and_stored() {
+    let gw = start_with(CACHE).await;
+    let first = gw.chat(body("ok", true)).await;
+    assert_eq!(first.headers()["x-sluice-cache"], "miss");
+    let events = sse_data(&first.text().await.unwrap());
+    let streamed: String = events
+        .iter()
+        .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect();
+    assert!(!streamed.is_empty());
+
+    // The same request, complete: the stream's text, joined, with its usage.
+    let again = gw.chat(body("ok", false)).await;
+    assert_eq!(again.headers()["x-sluice-cache"], "hit");
+    let v: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(v["choices"][0]["message"]["content"], streamed);
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    assert_eq!(v["usage"]["total_tokens"], 2306);
+    assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 1920);
+    assert_eq!(gw.upstream.fake.bodies.lock().len(), 1);
+}
+
+#[tokio::test]
+async fn a_translated_stream_is_assembled_too() {
+    let gw = start_with(CACHE).await;
+    let first = gw.chat(body("claude", true)).await;
+    assert_eq!(first.headers()["x-sluice-cache"], "miss");
+    let streamed: String = sse_data(&first.text().await.unwrap())
+        .iter()
+        .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect();
+    assert!(!streamed.is_empty());
+    let again = gw.chat(body("claude", false)).await;
+    assert_eq!(again.headers()["x-sluice-cache"], "hit");
+    let v: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(v["choices"][0]["message"]["content"], streamed, "{v}");
     assert_eq!(gw.upstream.fake.bodies.lock().len(), 1);
 }
