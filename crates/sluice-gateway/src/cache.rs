@@ -25,6 +25,15 @@ use sha2::{Digest, Sha256};
 use sluice_core::ChatRequest;
 use tokio::time::Instant;
 
+/// The fields a completion and each of its stream's chunks share, outside the choices.
+const HEAD_FIELDS: [&str; 5] = [
+    "id",
+    "created",
+    "model",
+    "system_fingerprint",
+    "service_tier",
+];
+
 /// Fields that say how the answer is delivered, left out of the key.
 const DELIVERY_FIELDS: [&str; 2] = ["stream", "stream_options"];
 

@@ -13,6 +13,8 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use sluice_core::Usage;
 
+use super::HEAD_FIELDS;
+
 /// The most text an assembled answer may hold.
 pub const MAX_BYTES: usize = 4 * 1024 * 1024;
 
@@ -81,13 +83,7 @@ impl Assembler {
         if chunk.contains_key("error") {
             return false;
         }
-        for name in [
-            "id",
-            "created",
-            "model",
-            "system_fingerprint",
-            "service_tier",
-        ] {
+        for name in HEAD_FIELDS {
             if let Some(v) = chunk.remove(name)
                 && !v.is_null()
             {

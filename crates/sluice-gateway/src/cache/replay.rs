@@ -5,6 +5,8 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
+use super::HEAD_FIELDS;
+
 /// Why a stored answer cannot be replayed (it is then treated as a miss).
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -27,13 +29,7 @@ pub fn frames(answer: &[u8], include_usage: bool) -> Result<Bytes, ReplayError> 
     };
     let usage = whole.remove("usage");
     let mut head = Map::new();
-    for name in [
-        "id",
-        "created",
-        "model",
-        "system_fingerprint",
-        "service_tier",
-    ] {
+    for name in HEAD_FIELDS {
         if let Some(v) = whole.get(name) {
             head.insert(name.into(), v.clone());
         }

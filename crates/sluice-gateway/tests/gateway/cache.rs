@@ -2,7 +2,7 @@
 //! sluice alone, as JSON or replayed as SSE, for OpenAI and (translated) Anthropic upstreams,
 //! whether the stored answer came complete or was assembled from a stream.
 
-use crate::support::{body, sse_data, start_with};
+use crate::support::{Running, body, sse_data, start_with};
 
 const CACHE: &str = "\n[cache]\nenabled = true\nttl = \"1m\"\nmax_bytes = 1048576\n";
 
@@ -51,13 +51,11 @@ async fn a_translated_answer_is_stored_as_the_client_got_it() {
     assert_eq!(gw.upstream.fake.bodies.lock().len(), 1);
 }
 
-#[tokio::test]
-async fn a_streamed_answer_is_assembled_and_stored() {
-    let gw = start_with(CACHE).await;
-    let first = gw.chat(body("ok", true)).await;
+/// Streams `model`'s answer to a request that misses the cache; returns its text, joined.
+async fn streamed_miss(gw: &Running, model: &str) -> String {
+    let first = gw.chat(body(model, true)).await;
     assert_eq!(first.headers()["x-sluice-cache"], "miss");
-    let events = sse_data(&first.text().await.unwrap());
-    let streamed: String = events
+    let text: String = sse_data(&first.text().await.unwrap())
         .iter()
         .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
         .filter_map(|v| {
@@ -66,38 +64,34 @@ async fn a_streamed_answer_is_assembled_and_stored() {
                 .map(String::from)
         })
         .collect();
-    assert!(!streamed.is_empty());
+    assert!(!text.is_empty());
+    text
+}
 
-    // The same request, complete: the stream's text, joined, with its usage.
-    let again = gw.chat(body("ok", false)).await;
+/// The same request, complete: a hit holding the stream's text, joined.
+async fn complete_hit(gw: &Running, model: &str, streamed: &str) -> serde_json::Value {
+    let again = gw.chat(body(model, false)).await;
     assert_eq!(again.headers()["x-sluice-cache"], "hit");
     let v: serde_json::Value = again.json().await.unwrap();
-    assert_eq!(v["object"], "chat.completion");
-    assert_eq!(v["choices"][0]["message"]["content"], streamed);
+    assert_eq!(v["object"], "chat.completion", "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], streamed, "{v}");
+    assert_eq!(gw.upstream.fake.bodies.lock().len(), 1);
+    v
+}
+
+#[tokio::test]
+async fn a_streamed_answer_is_assembled_and_stored() {
+    let gw = start_with(CACHE).await;
+    let streamed = streamed_miss(&gw, "ok").await;
+    let v = complete_hit(&gw, "ok", &streamed).await;
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
     assert_eq!(v["usage"]["total_tokens"], 2306);
     assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 1920);
-    assert_eq!(gw.upstream.fake.bodies.lock().len(), 1);
 }
 
 #[tokio::test]
 async fn a_translated_stream_is_assembled_too() {
     let gw = start_with(CACHE).await;
-    let first = gw.chat(body("claude", true)).await;
-    assert_eq!(first.headers()["x-sluice-cache"], "miss");
-    let streamed: String = sse_data(&first.text().await.unwrap())
-        .iter()
-        .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
-        .filter_map(|v| {
-            v["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(String::from)
-        })
-        .collect();
-    assert!(!streamed.is_empty());
-    let again = gw.chat(body("claude", false)).await;
-    assert_eq!(again.headers()["x-sluice-cache"], "hit");
-    let v: serde_json::Value = again.json().await.unwrap();
-    assert_eq!(v["choices"][0]["message"]["content"], streamed, "{v}");
-    assert_eq!(gw.upstream.fake.bodies.lock().len(), 1);
+    let streamed = streamed_miss(&gw, "claude").await;
+    complete_hit(&gw, "claude", &streamed).await;
 }
