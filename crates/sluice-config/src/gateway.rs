@@ -466,6 +466,34 @@ pub struct ModelGroupConfig {
     /// last byte, queueing, retries and hedges included. None when absent.
     #[serde(default, with = "crate::duration::option")]
     pub timeout: Option<Duration>,
+    /// Prefix affinity: requests whose prompts start alike go to the deployment that served
+    /// that prefix last, so its provider's prompt cache hits. Off when absent.
+    #[serde(default)]
+    pub affinity: Option<AffinityConfig>,
+}
+
+/// `[models.GROUP] affinity`: send a request to the deployment that last served the longest
+/// prefix of its `messages`, when that prefix is at least `min_share` of them and the
+/// deployment is free; otherwise route by weight.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AffinityConfig {
+    /// The least share of a request's `messages` its known prefix must cover (0 to 1): a
+    /// system prompt every request shares must not pull all traffic onto one deployment.
+    pub min_share: f64,
+    /// How long a prefix is remembered after it was last sent (providers keep prompt caches
+    /// for 5 to 60 minutes).
+    #[serde(with = "humantime_serde")]
+    pub ttl: Duration,
+}
+
+impl Default for AffinityConfig {
+    fn default() -> Self {
+        Self {
+            min_share: 0.5,
+            ttl: Duration::from_secs(300),
+        }
+    }
 }
 
 /// `hedge = { ... }` of a model group: after the primary attempt has waited longer than the
@@ -810,6 +838,14 @@ fn check_group_policies(
     let at = |section: &str, field: &str| key(&["models", group, section, field]);
     for (field, problem) in m.hedge.iter().flat_map(HedgeConfig::problems) {
         diags.push(doc.diag(&at("hedge", field), problem));
+    }
+    if let Some(a) = &m.affinity {
+        if !(0.0..=1.0).contains(&a.min_share) {
+            diags.push(doc.diag(&at("affinity", "min_share"), "must be between 0 and 1"));
+        }
+        if a.ttl.is_zero() {
+            diags.push(doc.diag(&at("affinity", "ttl"), "must be longer than zero"));
+        }
     }
     if let Some(l) = &m.limit
         && (l.min == 0 || l.min > l.max || !(l.min..=l.max).contains(&l.initial))

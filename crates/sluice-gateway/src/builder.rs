@@ -23,6 +23,7 @@ use sluice_telemetry::Telemetry;
 
 use crate::gateway::{Gateway, RecordSink};
 use crate::limiter::Limiter;
+use crate::routing::affinity::AffinityPolicy;
 use crate::routing::{Deployment, ModelGroup, Routes, ticket_hash};
 use crate::{policies, tenants_api};
 
@@ -39,6 +40,8 @@ pub struct GroupPolicies {
     pub breaker: Option<BreakerPolicy>,
     /// The deadline of a request that carries none of its own.
     pub timeout: Option<Duration>,
+    /// Routing by prompt prefix.
+    pub affinity: Option<AffinityPolicy>,
 }
 
 impl GroupPolicies {
@@ -50,6 +53,7 @@ impl GroupPolicies {
             retry: self.retry.or(defaults.retry),
             breaker: self.breaker.or(defaults.breaker),
             timeout: self.timeout.or(defaults.timeout),
+            affinity: self.affinity.or(defaults.affinity),
         }
     }
 }
@@ -259,6 +263,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// Routes by prompt prefix in every group that sets no affinity of its own.
+    pub fn affinity(mut self, policy: AffinityPolicy) -> Self {
+        self.defaults.affinity = Some(policy);
+        self
+    }
+
     /// Breaks circuits in every group that sets no breaker of its own.
     pub fn breakers(mut self, policy: BreakerPolicy) -> Self {
         self.defaults.breaker = Some(policy);
@@ -432,7 +442,8 @@ impl GatewayBuilder {
             groups.push(
                 ModelGroup::new(group, out, p.hedge)
                     .with_retries(p.retry)
-                    .with_timeout(p.timeout),
+                    .with_timeout(p.timeout)
+                    .with_affinity(p.affinity),
             );
         }
         // Keys are required by default when the configuration has any; keys kept from the

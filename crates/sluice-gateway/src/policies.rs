@@ -11,6 +11,7 @@ use sluice_tail::limit::LimitSpec;
 use sluice_tail::{BreakerPolicy, HedgePolicy, RetryPolicy};
 
 use crate::builder::GroupPolicies;
+use crate::routing::affinity::AffinityPolicy;
 
 /// The policy a `hedge = { ... }` entry describes.
 pub fn hedge(c: &HedgeConfig) -> HedgePolicy {
@@ -70,6 +71,10 @@ pub fn of_group(m: &ModelGroupConfig) -> GroupPolicies {
         retry: m.retry.as_ref().map(retry),
         breaker: m.breaker.as_ref().map(breaker),
         timeout: m.timeout,
+        affinity: m.affinity.as_ref().map(|a| AffinityPolicy {
+            min_share: a.min_share,
+            ttl: a.ttl,
+        }),
     }
 }
 

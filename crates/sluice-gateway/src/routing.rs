@@ -1,16 +1,19 @@
 //! Model groups: the names clients use, mapped to weighted upstream deployments.
 
+pub mod affinity;
+
 use hashbrown::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sluice_core::{ErrorKind, GatewayError, RequestId};
+use sluice_core::{ChatRequest, ErrorKind, GatewayError, RequestId};
 use sluice_providers::Provider;
 use sluice_tail::admission::Ask;
 use sluice_tail::{Breaker, Budget, FairBudget, HedgePolicy, RetryPolicy, Verdict};
 use tokio::time::{Duration, Instant};
 
 use crate::limiter::Limiter;
+use affinity::{AffinityPolicy, PrefixIndex, Prefixes};
 
 /// One place a group's requests can go.
 #[derive(Clone)]
@@ -120,6 +123,8 @@ pub struct ModelGroup {
     pub retrying: Option<Retrying>,
     /// The deadline of a request that carries none of its own.
     pub timeout: Option<Duration>,
+    /// Where recent prompt prefixes went, when the group routes by prefix affinity.
+    pub affinity: Option<Mutex<PrefixIndex>>,
     total_weight: u64,
 }
 
@@ -133,6 +138,7 @@ impl ModelGroup {
             hedging: hedge.map(Hedging::new),
             retrying: None,
             timeout: None,
+            affinity: None,
             total_weight,
         }
     }
@@ -141,6 +147,20 @@ impl ModelGroup {
     pub fn with_retries(mut self, retry: Option<RetryPolicy>) -> Self {
         self.retrying = retry.map(Retrying::new);
         self
+    }
+
+    /// The same group, routing by prefix affinity by `policy` if given.
+    pub fn with_affinity(mut self, policy: Option<AffinityPolicy>) -> Self {
+        self.affinity = policy.map(|p| Mutex::new(PrefixIndex::new(p)));
+        self
+    }
+
+    /// The prompt prefixes of `request`, when the group routes by them: the raw bytes of
+    /// its `messages`, as the client wrote them.
+    pub fn prefixes(&self, request: &ChatRequest) -> Option<Prefixes> {
+        let index = self.affinity.as_ref()?;
+        let (_, messages) = request.fields().find(|(name, _)| *name == "messages")?;
+        Some(index.lock().prefixes(messages))
     }
 
     /// The same group, giving requests without a deadline of their own `timeout`.
@@ -266,14 +286,26 @@ impl Routes {
     /// hedges away after a 429, or traffic would pile onto the other deployments until they
     /// too refused it. When every breaker is open, the call fails fast with 503, saying when
     /// the first one will probe again.
+    ///
+    /// With `prefixes` (the group routes by prefix affinity), the deployment that last served
+    /// the request's longest remembered prefix comes first when it covers enough of the
+    /// prompt; wherever the request goes is then remembered for its prefixes.
     pub fn pick_available<'a>(
         &self,
         group: &'a ModelGroup,
         id: &RequestId,
         ask: &Ask,
+        prefixes: Option<&Prefixes>,
     ) -> Result<&'a Deployment, GatewayError> {
-        let first = self.pick(group, id)?;
         let now = Instant::now();
+        let index = group.affinity.as_ref().zip(prefixes);
+        let preferred = index
+            .and_then(|(ix, p)| ix.lock().preferred(p, now))
+            .and_then(|i| group.deployments.get(i));
+        let first = match preferred {
+            Some(d) => d,
+            None => self.pick(group, id)?,
+        };
         let usable = |d: &Deployment| d.healthy(now) && !d.would_wait(ask);
         let chosen = if usable(first) {
             first
@@ -286,6 +318,11 @@ impl Routes {
             return Err(no_healthy_upstream(group, now));
         };
         chosen.claim(now);
+        if let Some((ix, p)) = index
+            && let Some(i) = group.deployments.iter().position(|d| d.name == chosen.name)
+        {
+            ix.lock().remember(p, i, now);
+        }
         Ok(chosen)
     }
 

@@ -132,11 +132,14 @@ async fn walk(
         }
     }
 
-    // 5. Then one deployment by weight, among those that may take it now. Before dispatch,
-    //    because everything after works on a concrete upstream.
-    let deployment = gw
-        .routes
-        .pick_available(group, &call.record().request_id, &ask)?;
+    // 5. Then one deployment, among those that may take it now: where the prompt's prefix
+    //    went last when the group routes by prefix affinity (the provider's prompt cache
+    //    likely holds it), else by weight. Before dispatch, because everything after works on
+    //    a concrete upstream.
+    let prefixes = group.prefixes(&request);
+    let deployment =
+        gw.routes
+            .pick_available(group, &call.record().request_id, &ask, prefixes.as_ref())?;
 
     // 6. Credits and quotas: the call's worst case is reserved for its tenant, on the routed
     //    deployment's price, and settled when the call ends. After routing, because the price

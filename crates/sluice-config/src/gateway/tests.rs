@@ -420,3 +420,40 @@ fn the_answer_cache_is_off_by_default_and_checked() {
         );
     }
 }
+
+#[test]
+fn prefix_affinity_is_read_and_checked() {
+    let with = |affinity: &str| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[providers.p]\nkind = \"openai\"\nbase_url = \"http://localhost\"\n[models.chat]\ndeployments = [{{ provider = \"p\", model = \"m\" }}]\n{affinity}\n"
+        )
+    };
+    let cfg = load(&with(""), &env(&[]), &[]).unwrap();
+    assert_eq!(cfg.models[0].1.affinity, None);
+    let cfg = load(&with("affinity = {}"), &env(&[]), &[]).unwrap();
+    assert_eq!(cfg.models[0].1.affinity, Some(AffinityConfig::default()));
+    let cfg = load(
+        &with("affinity = { min_share = 0.8, ttl = \"1h\" }"),
+        &env(&[]),
+        &[],
+    )
+    .unwrap();
+    let a = cfg.models[0].1.affinity.clone().unwrap();
+    assert_eq!((a.min_share, a.ttl), (0.8, Duration::from_secs(3600)));
+    let err = load(
+        &with("affinity = { min_share = 1.5, ttl = \"0s\", sticky = true }"),
+        &env(&[]),
+        &[],
+    )
+    .unwrap_err();
+    for path in [
+        "models.chat.affinity.min_share",
+        "models.chat.affinity.ttl",
+        "models.chat.affinity.sticky",
+    ] {
+        assert!(
+            err.iter().any(|d| d.path == path && d.line == Some(8)),
+            "missing {path} in:\n{err}"
+        );
+    }
+}

@@ -110,3 +110,72 @@ fn unknown_models_are_404_and_list_the_known_ones() {
     assert_eq!(e.kind, ErrorKind::ModelNotFound);
     assert!(e.message.contains("chat"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn affinity_prefers_where_a_prefix_went_and_spills_when_it_is_sick() {
+    use sluice_tail::BreakerPolicy;
+
+    let mut deps = vec![dep("a", 1), dep("b", 1), dep("c", 1)];
+    for d in &mut deps {
+        d.breaker = Some(Arc::new(Mutex::new(Breaker::new(
+            BreakerPolicy {
+                consecutive_failures: 1,
+                ..BreakerPolicy::default()
+            },
+            Instant::now(),
+        ))));
+    }
+    let routes = Routes::new(
+        vec![ModelGroup::new("chat", deps, None).with_affinity(Some(AffinityPolicy::default()))],
+        3,
+    );
+    let g = routes.group("chat").unwrap();
+    let ask = Ask {
+        lane: 0,
+        tenant: Arc::from(""),
+        tokens: 1,
+    };
+    let request = |q: u32| {
+        let doc = "d".repeat(8192);
+        ChatRequest::parse(
+            format!(r#"{{"model":"chat","messages":[{{"role":"user","content":"{doc} q{q}"}}]}}"#)
+                .as_bytes(),
+        )
+        .unwrap()
+    };
+    let id = |q: u32| RequestId::from_client_or_generate(Some(&format!("q{q}")));
+    let p0 = g.prefixes(&request(0)).unwrap();
+    let first = routes
+        .pick_available(g, &id(0), &ask, Some(&p0))
+        .unwrap()
+        .name
+        .clone();
+    for q in 1..20 {
+        let p = g.prefixes(&request(q)).unwrap();
+        let d = routes.pick_available(g, &id(q), &ask, Some(&p)).unwrap();
+        assert_eq!(d.name, first, "question {q}");
+    }
+    // Its breaker opens: the prefix goes elsewhere, and stays there.
+    let sick = g.deployments.iter().find(|d| d.name == first).unwrap();
+    let failed = Verdict {
+        ok: false,
+        took: Duration::from_millis(5),
+    };
+    sick.record_health(Instant::now(), Some(failed));
+    assert!(!sick.healthy(Instant::now()));
+    let p = g.prefixes(&request(20)).unwrap();
+    let moved = routes
+        .pick_available(g, &id(20), &ask, Some(&p))
+        .unwrap()
+        .name
+        .clone();
+    assert_ne!(moved, first);
+    let p = g.prefixes(&request(21)).unwrap();
+    assert_eq!(
+        routes
+            .pick_available(g, &id(21), &ask, Some(&p))
+            .unwrap()
+            .name,
+        moved
+    );
+}

@@ -1,0 +1,214 @@
+//! Prefix affinity: which deployment last served each prompt prefix, so that a request whose
+//! `messages` start like a recent one's goes where that prefix is likely still in the
+//! provider's prompt cache.
+//!
+//! A prompt is cut into blocks of [`BLOCK_BYTES`]; block `i`'s hash covers blocks `0..=i`,
+//! so equal hashes mean equal prefixes. The index maps those hashes to the deployment that
+//! was sent them and when they expire. The longest remembered prefix decides, but only when
+//! it covers at least `min_share` of the request: a system prompt every request shares would
+//! otherwise pull the whole group onto one deployment. The algorithm takes `now` and knows
+//! nothing of HTTP; the router asks it and tells it where each request went.
+
+use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
+
+use hashbrown::{DefaultHashBuilder, HashMap};
+use tokio::time::Instant;
+
+/// Bytes a block holds: about 256 tokens. Providers cache prompts in blocks of 64 to 128
+/// tokens from 1,024 on; finer blocks would cost more hashing for little more precision.
+pub const BLOCK_BYTES: usize = 1024;
+
+/// Prefixes remembered at most per group; past it, expired ones are dropped, then (if that
+/// was not enough) all, which only costs the next requests their affinity.
+const MAX_ENTRIES: usize = 100_000;
+
+/// How affinity decides.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AffinityPolicy {
+    /// The least share of a request's `messages` its remembered prefix must cover.
+    pub min_share: f64,
+    /// How long a prefix is remembered after it was last sent.
+    pub ttl: Duration,
+}
+
+impl Default for AffinityPolicy {
+    fn default() -> Self {
+        Self {
+            min_share: 0.5,
+            ttl: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A request's prompt, cut into chained block hashes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Prefixes {
+    hashes: Vec<u64>,
+    /// The prompt's length in bytes.
+    len: usize,
+}
+
+/// Where one prefix went.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    deployment: usize,
+    expires: Instant,
+}
+
+/// The remembered prefixes of one model group.
+#[derive(Debug)]
+pub struct PrefixIndex {
+    policy: AffinityPolicy,
+    hasher: DefaultHashBuilder,
+    seen: HashMap<u64, Seen>,
+}
+
+impl PrefixIndex {
+    /// An empty index deciding by `policy`.
+    pub fn new(policy: AffinityPolicy) -> Self {
+        Self {
+            policy,
+            hasher: DefaultHashBuilder::default(),
+            seen: HashMap::new(),
+        }
+    }
+
+    /// The prefixes of `prompt` (only whole blocks count).
+    pub fn prefixes(&self, prompt: &[u8]) -> Prefixes {
+        let mut h = self.hasher.build_hasher();
+        let hashes = prompt
+            .chunks_exact(BLOCK_BYTES)
+            .map(|block| {
+                h.write(block);
+                h.finish()
+            })
+            .collect();
+        Prefixes {
+            hashes,
+            len: prompt.len(),
+        }
+    }
+
+    /// The deployment (by index) that last served the longest remembered prefix of `p`, if
+    /// that prefix covers at least the policy's share of it and has not expired at `now`.
+    pub fn preferred(&self, p: &Prefixes, now: Instant) -> Option<usize> {
+        // Prefixes were stored together, so the remembered ones are the first few; the last
+        // of them is the longest.
+        let mut best = None;
+        for (i, h) in p.hashes.iter().enumerate() {
+            match self.seen.get(h) {
+                Some(s) if s.expires > now => best = Some((i + 1, s.deployment)),
+                _ => break,
+            }
+        }
+        let (blocks, deployment) = best?;
+        let covered = (blocks * BLOCK_BYTES) as f64;
+        (covered >= self.policy.min_share * p.len as f64).then_some(deployment)
+    }
+
+    /// Notes that `p` was sent to `deployment` at `now`.
+    pub fn remember(&mut self, p: &Prefixes, deployment: usize, now: Instant) {
+        if p.hashes.is_empty() {
+            return;
+        }
+        if self.seen.len() + p.hashes.len() > MAX_ENTRIES {
+            self.seen.retain(|_, s| s.expires > now);
+            if self.seen.len() + p.hashes.len() > MAX_ENTRIES {
+                self.seen.clear();
+            }
+        }
+        let seen = Seen {
+            deployment,
+            expires: now + self.policy.ttl,
+        };
+        for h in &p.hashes {
+            self.seen.insert(*h, seen);
+        }
+    }
+
+    /// Prefixes remembered now (expired ones included until they are dropped).
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prompt(parts: &[(u8, usize)]) -> Vec<u8> {
+        parts
+            .iter()
+            .flat_map(|(b, n)| std::iter::repeat_n(*b, *n))
+            .collect()
+    }
+
+    #[test]
+    fn a_long_shared_prefix_goes_back_where_it_went() {
+        let t0 = Instant::now();
+        let mut ix = PrefixIndex::new(AffinityPolicy::default());
+        let doc = prompt(&[(b's', 2048), (b'd', 8192), (b'q', 500)]);
+        let p = ix.prefixes(&doc);
+        assert_eq!(p.hashes.len(), 10);
+        assert_eq!(ix.preferred(&p, t0), None, "nothing seen yet");
+        ix.remember(&p, 1, t0);
+        // Another question on the same document: 10 of its ~10.6 blocks are known.
+        let again = ix.prefixes(&prompt(&[(b's', 2048), (b'd', 8192), (b'r', 700)]));
+        assert_eq!(ix.preferred(&again, t0 + Duration::from_secs(10)), Some(1));
+        // Until the prefix expires.
+        assert_eq!(ix.preferred(&again, t0 + Duration::from_secs(300)), None);
+    }
+
+    #[test]
+    fn a_shared_system_prompt_alone_does_not_decide() {
+        let t0 = Instant::now();
+        let mut ix = PrefixIndex::new(AffinityPolicy::default());
+        let one = ix.prefixes(&prompt(&[(b's', 2048), (b'a', 8192)]));
+        ix.remember(&one, 0, t0);
+        // Same 2 KiB system prompt, another document: 2 of 10 blocks known, under half.
+        let other = ix.prefixes(&prompt(&[(b's', 2048), (b'b', 8192)]));
+        assert_eq!(ix.preferred(&other, t0), None);
+        let lenient = PrefixIndex {
+            policy: AffinityPolicy {
+                min_share: 0.1,
+                ..AffinityPolicy::default()
+            },
+            ..ix
+        };
+        assert_eq!(lenient.preferred(&other, t0), Some(0));
+    }
+
+    #[test]
+    fn the_latest_deployment_wins_and_short_prompts_have_no_prefix() {
+        let t0 = Instant::now();
+        let mut ix = PrefixIndex::new(AffinityPolicy::default());
+        let p = ix.prefixes(&prompt(&[(b'x', 4096)]));
+        ix.remember(&p, 0, t0);
+        ix.remember(&p, 2, t0);
+        assert_eq!(ix.preferred(&p, t0), Some(2));
+        let short = ix.prefixes(b"hello");
+        assert!(short.hashes.is_empty());
+        ix.remember(&short, 1, t0);
+        assert_eq!(ix.preferred(&short, t0), None);
+        assert_eq!(ix.len(), 4);
+    }
+
+    #[test]
+    fn the_index_stays_bounded() {
+        let t0 = Instant::now();
+        let mut ix = PrefixIndex::new(AffinityPolicy::default());
+        for i in 0..(MAX_ENTRIES / 4 + 10) {
+            let mut text = vec![0u8; 4 * BLOCK_BYTES];
+            text[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            let p = ix.prefixes(&text);
+            ix.remember(&p, 0, t0);
+        }
+        assert!(ix.len() <= MAX_ENTRIES);
+    }
+}
