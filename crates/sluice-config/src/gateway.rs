@@ -420,6 +420,15 @@ pub struct ProviderConfig {
     /// Anthropic only: `max_tokens` sent when the client gave none (Anthropic requires one).
     #[serde(default)]
     pub default_max_tokens: Option<u32>,
+    /// Anthropic only: mark prompt-cache breakpoints for clients that mark none (the end of
+    /// the system prompt and of the conversation so far). On unless `false`.
+    #[serde(default)]
+    pub cache_breakpoints: Option<bool>,
+    /// Anthropic only: the shortest prefix, in tokens, worth a breakpoint (the model's
+    /// minimum cacheable length: 1,024 for Sonnet, up to 4,096 for some models). Default
+    /// 1,024.
+    #[serde(default)]
+    pub cache_min_tokens: Option<u64>,
 }
 
 mod defaults {
@@ -1015,6 +1024,8 @@ fn check_provider(
         for (field, set) in [
             ("anthropic_version", p.anthropic_version.is_some()),
             ("default_max_tokens", p.default_max_tokens.is_some()),
+            ("cache_breakpoints", p.cache_breakpoints.is_some()),
+            ("cache_min_tokens", p.cache_min_tokens.is_some()),
         ] {
             if set {
                 diags.push(doc.diag(&at(field), "only applies to kind = \"anthropic\""));

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use sluice_config::gateway::{Env, ProviderConfig, ProviderKind};
 use sluice_core::GatewayError;
-use sluice_providers::anthropic::{DEFAULT_MAX_TOKENS, DEFAULT_VERSION};
+use sluice_providers::anthropic::{DEFAULT_CACHE_MIN_TOKENS, DEFAULT_MAX_TOKENS, DEFAULT_VERSION};
 use sluice_providers::{
     Anthropic, AnthropicSettings, HttpSettings, OpenAiCompat, OpenAiSettings, Provider,
 };
@@ -48,6 +48,8 @@ pub fn from_config(
                     .clone()
                     .unwrap_or_else(|| DEFAULT_VERSION.into()),
                 default_max_tokens: cfg.default_max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+                cache_breakpoints: (cfg.cache_breakpoints != Some(false))
+                    .then(|| cfg.cache_min_tokens.unwrap_or(DEFAULT_CACHE_MIN_TOKENS)),
                 headers,
                 http,
             },

@@ -457,3 +457,28 @@ fn prefix_affinity_is_read_and_checked() {
         );
     }
 }
+
+#[test]
+fn cache_breakpoint_settings_are_anthropic_only() {
+    let with = |kind: &str| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[providers.p]\nkind = \"{kind}\"\nbase_url = \"http://localhost\"\ncache_breakpoints = false\ncache_min_tokens = 2048\n"
+        )
+    };
+    let cfg = load(&with("anthropic"), &env(&[]), &[]).unwrap();
+    let p = &cfg.providers[0].1;
+    assert_eq!(
+        (p.cache_breakpoints, p.cache_min_tokens),
+        (Some(false), Some(2048))
+    );
+    let err = load(&with("openai"), &env(&[]), &[]).unwrap_err();
+    for (path, line) in [
+        ("providers.p.cache_breakpoints", 6),
+        ("providers.p.cache_min_tokens", 7),
+    ] {
+        assert!(
+            err.iter().any(|d| d.path == path && d.line == Some(line)),
+            "missing {path} at line {line} in:\n{err}"
+        );
+    }
+}

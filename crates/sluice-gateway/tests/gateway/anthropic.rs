@@ -86,3 +86,46 @@ async fn anthropic_errors_keep_their_status_in_openai_shape() {
             .contains("rate limit")
     );
 }
+
+#[tokio::test]
+async fn prompt_cache_breakpoints_are_marked_for_clients_that_mark_none() {
+    let gw = start().await;
+    let rules = "Rule: every clause names its parties. ".repeat(200);
+    let conversation = |model: &str| {
+        json!({
+            "model": model,
+            "messages": [
+                {"role": "system", "content": rules},
+                {"role": "user", "content": "Review clause 1."},
+                {"role": "assistant", "content": "Clause 1 is fine."},
+                {"role": "user", "content": "And clause 2?"}
+            ]
+        })
+    };
+    assert_eq!(gw.chat(conversation("claude")).await.status(), 200);
+    let sent = gw.upstream.fake.bodies.lock()[0].clone();
+    assert_eq!(
+        sent["system"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+    // The conversation so far (up to the last answer) is marked; the new question is not.
+    assert_eq!(
+        sent["messages"][1]["content"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+    assert!(
+        sent["messages"][2]["content"][0]
+            .get("cache_control")
+            .is_none()
+    );
+    assert!(
+        sent["messages"][0]["content"][0]
+            .get("cache_control")
+            .is_none()
+    );
+
+    // A provider configured with `cache_breakpoints = false` sends the prompt unmarked.
+    assert_eq!(gw.chat(conversation("claude-unmarked")).await.status(), 200);
+    let sent = gw.upstream.fake.bodies.lock()[1].clone();
+    assert!(!sent.to_string().contains("cache_control"), "{sent}");
+}

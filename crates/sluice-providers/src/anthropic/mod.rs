@@ -1,6 +1,7 @@
 //! The Anthropic Messages adapter: chat-completions requests are translated to Messages,
 //! answers and streams back to chat completions, usage (cache reads and writes) included.
 
+mod breakpoints;
 mod request;
 mod response;
 mod stream;
@@ -23,6 +24,9 @@ pub use stream::StreamTranslator;
 pub const DEFAULT_VERSION: &str = "2023-06-01";
 /// The `max_tokens` sent when the client gave none (Anthropic requires it).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+/// The shortest prefix given a prompt-cache breakpoint by default, in tokens (Sonnet's
+/// minimum cacheable length).
+pub const DEFAULT_CACHE_MIN_TOKENS: u64 = 1024;
 
 /// Where the Anthropic API lives and how to authenticate.
 #[derive(Clone, Debug)]
@@ -35,6 +39,9 @@ pub struct AnthropicSettings {
     pub version: String,
     /// `max_tokens` when the client gave none.
     pub default_max_tokens: u32,
+    /// Prompt-cache breakpoints placed for clients that mark none, on prefixes of at least
+    /// this many tokens; `None`: never.
+    pub cache_breakpoints: Option<u64>,
     /// Extra headers for every request.
     pub headers: Vec<(String, String)>,
     /// Connection and timeout settings.
@@ -48,6 +55,7 @@ impl Default for AnthropicSettings {
             api_key: None,
             version: DEFAULT_VERSION.into(),
             default_max_tokens: DEFAULT_MAX_TOKENS,
+            cache_breakpoints: Some(DEFAULT_CACHE_MIN_TOKENS),
             headers: Vec::new(),
             http: HttpSettings::default(),
         }
@@ -90,6 +98,12 @@ impl Provider for Anthropic {
         call: UpstreamCall,
     ) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
         let body = translate_request(&call.request, &call.model, self.settings.default_max_tokens)
+            .map(|mut v| {
+                if let Some(min_tokens) = self.settings.cache_breakpoints {
+                    breakpoints::place(&mut v, min_tokens);
+                }
+                v
+            })
             .and_then(|v| {
                 serde_json::to_vec(&v).map_err(|e| {
                     GatewayError::new(ErrorKind::Internal, format!("encoding request: {e}"))

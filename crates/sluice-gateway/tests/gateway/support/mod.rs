@@ -275,6 +275,15 @@ default_max_tokens = 777
 [models.claude]
 deployments = [{{ provider = "claude", model = "claude-sonnet" }}]
 
+[providers.claude-unmarked]
+kind = "anthropic"
+base_url = "http://{upstream}/v1"
+api_key_env = "FAKE_KEY"
+cache_breakpoints = false
+
+[models.claude-unmarked]
+deployments = [{{ provider = "claude-unmarked", model = "claude-sonnet" }}]
+
 [models.claude-limited]
 deployments = [{{ provider = "claude", model = "claude-limited" }}]
 "#
