@@ -13,7 +13,7 @@ use sluice_tail::{Breaker, Budget, FairBudget, HedgePolicy, RetryPolicy, Verdict
 use tokio::time::{Duration, Instant};
 
 use crate::limiter::Limiter;
-use affinity::{AffinityPolicy, PrefixIndex, Prefixes};
+use affinity::{Affinity, AffinityPolicy, Prefixes};
 
 /// One place a group's requests can go.
 #[derive(Clone)]
@@ -124,7 +124,7 @@ pub struct ModelGroup {
     /// The deadline of a request that carries none of its own.
     pub timeout: Option<Duration>,
     /// Where recent prompt prefixes went, when the group routes by prefix affinity.
-    pub affinity: Option<Mutex<PrefixIndex>>,
+    pub affinity: Option<Affinity>,
     total_weight: u64,
 }
 
@@ -151,16 +151,16 @@ impl ModelGroup {
 
     /// The same group, routing by prefix affinity by `policy` if given.
     pub fn with_affinity(mut self, policy: Option<AffinityPolicy>) -> Self {
-        self.affinity = policy.map(|p| Mutex::new(PrefixIndex::new(p)));
+        self.affinity = policy.map(Affinity::new);
         self
     }
 
     /// The prompt prefixes of `request`, when the group routes by them: the raw bytes of
     /// its `messages`, as the client wrote them.
     pub fn prefixes(&self, request: &ChatRequest) -> Option<Prefixes> {
-        let index = self.affinity.as_ref()?;
+        let affinity = self.affinity.as_ref()?;
         let (_, messages) = request.fields().find(|(name, _)| *name == "messages")?;
-        Some(index.lock().prefixes(messages))
+        Some(affinity.prefixes(messages))
     }
 
     /// The same group, giving requests without a deadline of their own `timeout`.
@@ -298,9 +298,9 @@ impl Routes {
         prefixes: Option<&Prefixes>,
     ) -> Result<&'a Deployment, GatewayError> {
         let now = Instant::now();
-        let index = group.affinity.as_ref().zip(prefixes);
-        let preferred = index
-            .and_then(|(ix, p)| ix.lock().preferred(p, now))
+        let affinity = group.affinity.as_ref().zip(prefixes);
+        let preferred = affinity
+            .and_then(|(a, p)| a.preferred(p, now))
             .and_then(|i| group.deployments.get(i));
         let first = match preferred {
             Some(d) => d,
@@ -318,10 +318,10 @@ impl Routes {
             return Err(no_healthy_upstream(group, now));
         };
         chosen.claim(now);
-        if let Some((ix, p)) = index
+        if let Some((a, p)) = affinity
             && let Some(i) = group.deployments.iter().position(|d| d.name == chosen.name)
         {
-            ix.lock().remember(p, i, now);
+            a.remember(p, i, now);
         }
         Ok(chosen)
     }

@@ -13,6 +13,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use hashbrown::{DefaultHashBuilder, HashMap};
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 /// Bytes a block holds: about 256 tokens. Providers cache prompts in blocks of 64 to 128
@@ -56,21 +57,20 @@ struct Seen {
     expires: Instant,
 }
 
-/// The remembered prefixes of one model group.
+/// A model group's affinity: the hasher its prompts are cut with (no lock needed) and the
+/// index of where their prefixes went.
 #[derive(Debug)]
-pub struct PrefixIndex {
-    policy: AffinityPolicy,
+pub struct Affinity {
     hasher: DefaultHashBuilder,
-    seen: HashMap<u64, Seen>,
+    index: Mutex<PrefixIndex>,
 }
 
-impl PrefixIndex {
-    /// An empty index deciding by `policy`.
+impl Affinity {
+    /// Affinity by `policy`, remembering nothing yet.
     pub fn new(policy: AffinityPolicy) -> Self {
         Self {
-            policy,
             hasher: DefaultHashBuilder::default(),
-            seen: HashMap::new(),
+            index: Mutex::new(PrefixIndex::new(policy)),
         }
     }
 
@@ -87,6 +87,33 @@ impl PrefixIndex {
         Prefixes {
             hashes,
             len: prompt.len(),
+        }
+    }
+
+    /// See [`PrefixIndex::preferred`].
+    pub fn preferred(&self, p: &Prefixes, now: Instant) -> Option<usize> {
+        self.index.lock().preferred(p, now)
+    }
+
+    /// See [`PrefixIndex::remember`].
+    pub fn remember(&self, p: &Prefixes, deployment: usize, now: Instant) {
+        self.index.lock().remember(p, deployment, now);
+    }
+}
+
+/// The remembered prefixes of one model group.
+#[derive(Debug)]
+pub struct PrefixIndex {
+    policy: AffinityPolicy,
+    seen: HashMap<u64, Seen>,
+}
+
+impl PrefixIndex {
+    /// An empty index deciding by `policy`.
+    pub fn new(policy: AffinityPolicy) -> Self {
+        Self {
+            policy,
+            seen: HashMap::new(),
         }
     }
 
@@ -152,63 +179,61 @@ mod tests {
     #[test]
     fn a_long_shared_prefix_goes_back_where_it_went() {
         let t0 = Instant::now();
-        let mut ix = PrefixIndex::new(AffinityPolicy::default());
+        let a = Affinity::new(AffinityPolicy::default());
         let doc = prompt(&[(b's', 2048), (b'd', 8192), (b'q', 500)]);
-        let p = ix.prefixes(&doc);
+        let p = a.prefixes(&doc);
         assert_eq!(p.hashes.len(), 10);
-        assert_eq!(ix.preferred(&p, t0), None, "nothing seen yet");
-        ix.remember(&p, 1, t0);
-        // Another question on the same document: 10 of its ~10.6 blocks are known.
-        let again = ix.prefixes(&prompt(&[(b's', 2048), (b'd', 8192), (b'r', 700)]));
-        assert_eq!(ix.preferred(&again, t0 + Duration::from_secs(10)), Some(1));
+        assert_eq!(a.preferred(&p, t0), None, "nothing seen yet");
+        a.remember(&p, 1, t0);
+        // Another question on the same document: 10 of its ~10.7 blocks are known.
+        let again = a.prefixes(&prompt(&[(b's', 2048), (b'd', 8192), (b'r', 700)]));
+        assert_eq!(a.preferred(&again, t0 + Duration::from_secs(10)), Some(1));
         // Until the prefix expires.
-        assert_eq!(ix.preferred(&again, t0 + Duration::from_secs(300)), None);
+        assert_eq!(a.preferred(&again, t0 + Duration::from_secs(300)), None);
     }
 
     #[test]
     fn a_shared_system_prompt_alone_does_not_decide() {
         let t0 = Instant::now();
-        let mut ix = PrefixIndex::new(AffinityPolicy::default());
-        let one = ix.prefixes(&prompt(&[(b's', 2048), (b'a', 8192)]));
-        ix.remember(&one, 0, t0);
+        let one = prompt(&[(b's', 2048), (b'a', 8192)]);
         // Same 2 KiB system prompt, another document: 2 of 10 blocks known, under half.
-        let other = ix.prefixes(&prompt(&[(b's', 2048), (b'b', 8192)]));
-        assert_eq!(ix.preferred(&other, t0), None);
-        let lenient = PrefixIndex {
-            policy: AffinityPolicy {
-                min_share: 0.1,
-                ..AffinityPolicy::default()
-            },
-            ..ix
-        };
-        assert_eq!(lenient.preferred(&other, t0), Some(0));
+        let other = prompt(&[(b's', 2048), (b'b', 8192)]);
+        let a = Affinity::new(AffinityPolicy::default());
+        a.remember(&a.prefixes(&one), 0, t0);
+        assert_eq!(a.preferred(&a.prefixes(&other), t0), None);
+        let lenient = Affinity::new(AffinityPolicy {
+            min_share: 0.1,
+            ..AffinityPolicy::default()
+        });
+        lenient.remember(&lenient.prefixes(&one), 0, t0);
+        assert_eq!(lenient.preferred(&lenient.prefixes(&other), t0), Some(0));
     }
 
     #[test]
     fn the_latest_deployment_wins_and_short_prompts_have_no_prefix() {
         let t0 = Instant::now();
-        let mut ix = PrefixIndex::new(AffinityPolicy::default());
-        let p = ix.prefixes(&prompt(&[(b'x', 4096)]));
-        ix.remember(&p, 0, t0);
-        ix.remember(&p, 2, t0);
-        assert_eq!(ix.preferred(&p, t0), Some(2));
-        let short = ix.prefixes(b"hello");
+        let a = Affinity::new(AffinityPolicy::default());
+        let p = a.prefixes(&prompt(&[(b'x', 4096)]));
+        a.remember(&p, 0, t0);
+        a.remember(&p, 2, t0);
+        assert_eq!(a.preferred(&p, t0), Some(2));
+        let short = a.prefixes(b"hello");
         assert!(short.hashes.is_empty());
-        ix.remember(&short, 1, t0);
-        assert_eq!(ix.preferred(&short, t0), None);
-        assert_eq!(ix.len(), 4);
+        a.remember(&short, 1, t0);
+        assert_eq!(a.preferred(&short, t0), None);
+        assert_eq!(a.index.lock().len(), 4);
     }
 
     #[test]
     fn the_index_stays_bounded() {
         let t0 = Instant::now();
-        let mut ix = PrefixIndex::new(AffinityPolicy::default());
+        let a = Affinity::new(AffinityPolicy::default());
         for i in 0..(MAX_ENTRIES / 4 + 10) {
             let mut text = vec![0u8; 4 * BLOCK_BYTES];
             text[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            let p = ix.prefixes(&text);
-            ix.remember(&p, 0, t0);
+            a.remember(&a.prefixes(&text), 0, t0);
         }
-        assert!(ix.len() <= MAX_ENTRIES);
+        assert!(a.index.lock().len() <= MAX_ENTRIES);
+        assert!(!a.index.lock().is_empty());
     }
 }
