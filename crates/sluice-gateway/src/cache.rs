@@ -37,7 +37,7 @@ const HEAD_FIELDS: [&str; 5] = [
 /// Fields that say how the answer is delivered, left out of the key.
 const DELIVERY_FIELDS: [&str; 2] = ["stream", "stream_options"];
 
-/// What an entry costs beyond its body, in the cache's weighing: the key, the record fields
+/// What an entry costs beyond its body, in the cache's weighing: the key, its cost and time,
 /// and moka's own bookkeeping.
 const ENTRY_OVERHEAD: usize = 256;
 
