@@ -132,6 +132,7 @@ pub fn key(tenant: Option<&str>, group: &str, request: &ChatRequest) -> Key {
 pub struct AnswerCache {
     entries: moka::sync::Cache<Key, Arc<Stored>>,
     ttl: Duration,
+    max_bytes: u64,
 }
 
 impl std::fmt::Debug for AnswerCache {
@@ -155,7 +156,11 @@ impl AnswerCache {
             // gateway's clock.
             .time_to_live(ttl)
             .build();
-        Self { entries, ttl }
+        Self {
+            entries,
+            ttl,
+            max_bytes,
+        }
     }
 
     /// The answer stored under `key`, if it is still fresh at `now`.
@@ -176,6 +181,25 @@ impl AnswerCache {
     /// How long answers live.
     pub fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    /// The most the answers may weigh together.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// Answers held now and what they weigh (pending evictions applied first).
+    pub fn size(&self) -> (u64, u64) {
+        self.entries.run_pending_tasks();
+        (self.entries.entry_count(), self.entries.weighted_size())
+    }
+
+    /// Drops every answer; returns how many there were.
+    pub fn purge(&self) -> u64 {
+        let (n, _) = self.size();
+        self.entries.invalidate_all();
+        self.entries.run_pending_tasks();
+        n
     }
 }
 

@@ -47,14 +47,15 @@ pub(crate) fn store_failed(e: &sluice_ledger::LedgerError) -> GatewayError {
     )
 }
 
-/// The key routes are off unless an admin token protects them.
+/// The admin routes that change something (keys, tenants, the answer cache) are off unless
+/// an admin token protects them.
 pub(crate) fn managing(gw: &Gateway) -> Result<(), GatewayError> {
     if gw.admin_token.is_some() {
         Ok(())
     } else {
         Err(GatewayError::new(
             ErrorKind::PermissionDenied,
-            "managing keys needs an admin token: set [server] admin_token_env",
+            "changing keys, tenants or the cache needs an admin token: set [server] admin_token_env",
         ))
     }
 }

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod billing;
 pub mod builder;
 pub mod cache;
+pub mod cache_api;
 pub mod call;
 pub mod deadline;
 pub mod dispatch;

@@ -11,7 +11,7 @@ use axum::{Router, middleware};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Gateway, admin, keys_api, stack, status, tenants_api, usage_api};
+use crate::{Gateway, admin, cache_api, keys_api, stack, status, tenants_api, usage_api};
 
 /// The routes of a gateway.
 pub fn router(gw: Arc<Gateway>) -> Router {
@@ -26,6 +26,10 @@ pub fn router(gw: Arc<Gateway>) -> Router {
             put(tenants_api::put).delete(tenants_api::delete),
         )
         .route("/admin/usage", get(usage_api::usage))
+        .route(
+            "/admin/cache",
+            get(cache_api::show).delete(cache_api::purge),
+        )
         .route_layer(middleware::from_fn_with_state(gw.clone(), keys_api::guard));
     Router::new()
         .route("/v1/chat/completions", post(stack::chat_completions))

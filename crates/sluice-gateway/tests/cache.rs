@@ -21,7 +21,7 @@ use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore};
 use sluice_tail::BreakerPolicy;
 use tokio::time::sleep;
 
-use crate::scripted::{End, Got, PRICE, Rig, ask_with, get_json, rig, scrape, send};
+use crate::scripted::{End, Got, PRICE, Rig, admin, ask_with, get_json, rig, scrape, send};
 
 const USAGE: Usage = Usage {
     prompt_tokens: 1_000,
@@ -320,4 +320,59 @@ async fn the_ledger_counts_a_hit_at_no_cost_with_what_it_saved() {
     assert_eq!(row["tokens"]["prompt"], 1_000);
     assert_eq!(row["cache_hits"], 2);
     assert_eq!(row["cache_saved_micros"], 2 * cost);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_admin_api_shows_the_cache_and_empties_it() {
+    let r = cached(|b| b.admin_token("admin-secret"));
+    assert_eq!(ask_with(&r.router, &ACME, "a-1", false).await.status, 200);
+    let (status, v) = admin(
+        &r.router,
+        "GET",
+        "/admin/cache",
+        Some("admin-secret"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(v["enabled"], true);
+    assert_eq!(v["entries"], 1);
+    assert_eq!(v["max_bytes"], 1 << 20);
+    assert_eq!(v["ttl_seconds"], 60.0);
+    assert!(v["bytes"].as_u64().unwrap() > ANSWER.len() as u64, "{v}");
+
+    let (status, _) = admin(&r.router, "DELETE", "/admin/cache", None, Value::Null).await;
+    assert_eq!(status, 401, "the admin token is required");
+    let (status, v) = admin(
+        &r.router,
+        "DELETE",
+        "/admin/cache",
+        Some("admin-secret"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!((status, v["purged"].as_u64()), (200, Some(1)));
+    let got = ask_with(&r.router, &ACME, "a-2", false).await;
+    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("miss"));
+    assert_eq!(r.a.calls(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn emptying_the_cache_needs_an_admin_token_configured_and_a_cache() {
+    let r = cached(|b| b);
+    let (status, v) = admin(&r.router, "DELETE", "/admin/cache", None, Value::Null).await;
+    assert_eq!(status, 403);
+    assert_eq!(v["error"]["type"], "permission_error");
+    let r = rig(false, |b| b.admin_token("t"));
+    let (status, v) = admin(&r.router, "GET", "/admin/cache", Some("t"), Value::Null).await;
+    assert_eq!((status, v["enabled"].as_bool()), (200, Some(false)));
+    let (status, v) = admin(&r.router, "DELETE", "/admin/cache", Some("t"), Value::Null).await;
+    assert_eq!(status, 404);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("[cache] enabled"),
+        "{v}"
+    );
 }

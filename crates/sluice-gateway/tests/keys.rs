@@ -7,14 +7,11 @@ mod scripted;
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use sluice_economy::KeySpec;
 use sluice_economy::keys::hash_hex;
-use tower::ServiceExt;
 
-use crate::scripted::{ask_with, rig};
+use crate::scripted::{admin, ask_with, rig};
 
 const SECRET: &str = "sk-sluice-test-key-for-acme";
 const ADMIN: &str = "admin-token-for-tests";
@@ -26,35 +23,6 @@ fn acme(lane: Option<&str>, models: &[&str]) -> KeySpec {
         lane: lane.map(str::to_string),
         models: models.iter().map(|m| m.to_string()).collect(),
     }
-}
-
-async fn admin(
-    router: &axum::Router,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Value,
-) -> (u16, Value) {
-    let mut req = http::Request::builder().method(method).uri(path);
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let body = if body.is_null() {
-        Body::empty()
-    } else {
-        Body::from(body.to_string())
-    };
-    let resp = router
-        .clone()
-        .oneshot(req.body(body).unwrap())
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
 }
 
 #[tokio::test(start_paused = true)]
