@@ -199,6 +199,9 @@ impl Attempt {
 pub enum CacheLookup {
     /// Served from the cache: no upstream was asked.
     Hit,
+    /// Served the answer of an identical request that was out when this one arrived, which
+    /// it waited for: no upstream was asked for it.
+    Coalesced,
     /// Not in the cache (or expired): the upstream was asked, and its answer is stored if it
     /// ends well.
     Miss,
@@ -208,10 +211,16 @@ pub enum CacheLookup {
 }
 
 impl CacheLookup {
+    /// Whether the answer came from the cache rather than an upstream.
+    pub fn served(self) -> bool {
+        matches!(self, Self::Hit | Self::Coalesced)
+    }
+
     /// A short label for metrics and headers.
     pub fn label(self) -> &'static str {
         match self {
             Self::Hit => "hit",
+            Self::Coalesced => "coalesced",
             Self::Miss => "miss",
             Self::Bypass => "bypass",
         }

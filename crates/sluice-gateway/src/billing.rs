@@ -92,7 +92,7 @@ pub(crate) fn costs(gw: &Gateway, record: &CallRecord) -> Costs {
 pub(crate) fn entry(gw: &Gateway, record: &CallRecord) -> Entry {
     let usage = record.usage.unwrap_or_default();
     let upstream = record.upstream.as_deref();
-    let hit = record.cache == Some(CacheLookup::Hit);
+    let hit = record.cache.is_some_and(CacheLookup::served);
     let saved = if hit {
         i64::try_from(record.cache_saved_micros).ok()
     } else {

@@ -20,9 +20,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use hashbrown::HashMap;
 use http::{HeaderMap, header};
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use sluice_core::ChatRequest;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// The fields a completion and each of its stream's chunks share, outside the choices.
@@ -133,6 +136,20 @@ pub struct AnswerCache {
     entries: moka::sync::Cache<Key, Arc<Stored>>,
     ttl: Duration,
     max_bytes: u64,
+    /// Requests out to an upstream whose answers will be stored, by key: an identical
+    /// request that arrives meanwhile waits for that answer rather than buy it again. The
+    /// receiver is closed when the first request settles.
+    in_flight: Mutex<HashMap<Key, watch::Receiver<()>>>,
+}
+
+/// What a request that missed does about an identical one already out.
+#[derive(Debug)]
+pub enum Turn {
+    /// None is out: this one goes, and settles the flight when it ends (dropping the
+    /// sender wakes those waiting).
+    Lead(watch::Sender<()>),
+    /// One is out: its end closes this receiver.
+    Follow(watch::Receiver<()>),
 }
 
 impl std::fmt::Debug for AnswerCache {
@@ -160,6 +177,7 @@ impl AnswerCache {
             entries,
             ttl,
             max_bytes,
+            in_flight: Mutex::new(HashMap::new()),
         }
     }
 
@@ -176,6 +194,23 @@ impl AnswerCache {
     /// Stores `answer` under `key`.
     pub fn put(&self, key: Key, answer: Stored) {
         self.entries.insert(key, Arc::new(answer));
+    }
+
+    /// Whether the request for `key` goes to the upstream itself or waits for an identical
+    /// one already out.
+    pub fn turn(&self, key: &Key) -> Turn {
+        let mut flights = self.in_flight.lock();
+        if let Some(rx) = flights.get(key) {
+            return Turn::Follow(rx.clone());
+        }
+        let (tx, rx) = watch::channel(());
+        flights.insert(*key, rx);
+        Turn::Lead(tx)
+    }
+
+    /// Ends the flight for `key` (its answer stored, or not to be).
+    pub fn land(&self, key: &Key) {
+        self.in_flight.lock().remove(key);
     }
 
     /// How long answers live.

@@ -9,6 +9,7 @@ use sluice_core::record::CLIENT_CLOSED;
 use sluice_core::{Attempt, AttemptKind, AttemptOutcome, CallRecord, ErrorKind, RequestId};
 use sluice_economy::{Micros, Reservation};
 use sluice_telemetry::InflightGuard;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::cache::{self, Stored};
@@ -22,6 +23,8 @@ pub struct Call {
     reservation: Option<Reservation>,
     /// Where its complete answer goes in the answer cache, when it is to be stored.
     cache_key: Option<cache::Key>,
+    /// The flight it leads (identical requests wait for its answer), ended when it settles.
+    flight: Option<(cache::Key, watch::Sender<()>)>,
     settled: bool,
     _inflight: InflightGuard,
 }
@@ -35,6 +38,7 @@ impl Call {
             record: CallRecord::new(id, now),
             reservation: None,
             cache_key: None,
+            flight: None,
             settled: false,
             _inflight: inflight,
         }
@@ -48,6 +52,13 @@ impl Call {
     /// Stores the call's complete answer under `key` in the answer cache when it succeeds.
     pub fn store_answer_under(&mut self, key: cache::Key) {
         self.cache_key = Some(key);
+    }
+
+    /// Stores the call's answer under `key`, and has identical requests that arrive before
+    /// it settles wait for it (`tx` is dropped when it does).
+    pub fn lead(&mut self, key: cache::Key, tx: watch::Sender<()>) {
+        self.cache_key = Some(key);
+        self.flight = Some((key, tx));
     }
 
     /// Whether the call's answer is to be stored in the answer cache.
@@ -125,6 +136,13 @@ impl Call {
             return;
         }
         self.settled = true;
+        // Whatever its answer was stored as (or not), those waiting for it may look now.
+        if let Some((key, tx)) = self.flight.take() {
+            if let Some(cache) = &self.gw.cache {
+                cache.land(&key);
+            }
+            drop(tx);
+        }
         let now = Instant::now();
         let r = &mut self.record;
         r.status = status;

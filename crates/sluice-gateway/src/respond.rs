@@ -12,7 +12,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures::Stream;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
-use sluice_core::{AttemptOutcome, CacheLookup, CallRecord, GatewayError, RequestId};
+use sluice_core::{AttemptOutcome, CallRecord, GatewayError, RequestId};
 use sluice_providers::{EventStream, StreamEvent, openai};
 use sluice_tail::admission::Permit;
 use tokio::time::{Instant, Sleep, sleep_until};
@@ -59,6 +59,7 @@ fn part(out: &mut String, text: &str) {
 
 /// `Server-Timing` (durations in milliseconds): `queue`, `upstream_ttfb`, one `attempt` per
 /// attempt (`desc` = why it went, where, how it ended; `dur` = to its first byte or its end),
+/// `cache;desc="hit"` or `"coalesced"` for an answer from the answer cache,
 /// `hedge;desc="denied"` and `retry;desc="denied"` when a budget or the deadline stopped one,
 /// `deadline` with the time left of the request's budget, and `total`.
 ///
@@ -95,8 +96,10 @@ pub fn server_timing(r: &CallRecord, now: Instant, stream: bool) -> String {
         out.push_str("\";dur=");
         ms(&mut out, until.saturating_duration_since(a.started));
     }
-    if r.cache == Some(CacheLookup::Hit) {
-        part(&mut out, "cache;desc=\"hit\"");
+    if let Some(c) = r.cache.filter(|c| c.served()) {
+        part(&mut out, "cache;desc=\"");
+        out.push_str(c.label());
+        out.push('"');
     }
     if r.hedge_denied {
         part(&mut out, "hedge;desc=\"denied\"");

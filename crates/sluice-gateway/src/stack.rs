@@ -12,7 +12,7 @@ use sluice_core::{CacheLookup, GatewayError};
 use sluice_tail::admission::Ask;
 use tokio::time::{Instant, timeout_at};
 
-use crate::cache::{self, Directive, Stored};
+use crate::cache::{self, Directive, Stored, Turn};
 use crate::call::Call;
 use crate::dispatch::{self, Answer};
 use crate::{Gateway, auth, deadline, ingress, metering, rescue, respond};
@@ -98,10 +98,19 @@ async fn walk(
     call.record_mut().model_group = Some(group.name.clone());
     caller.may_use(&group.name)?;
 
-    // 4. The answer cache: the same request from the same tenant is answered from it, before
+    // 4. Deadline: the client's budget, else the group's default, counted from arrival. It
+    //    bounds everything below (waiting for an identical request's answer, queueing, every
+    //    attempt, backoffs) and, for a stream, the stream itself (see `respond`).
+    let budget = asked.or(group.timeout);
+    let deadline = budget.map(|b| call.record().timings.received + b);
+    call.record_mut().timings.deadline = deadline;
+
+    // 5. The answer cache: the same request from the same tenant is answered from it, before
     //    a deployment is picked or anything is reserved, so a hit needs no upstream (not
     //    even a healthy one) and spends no credits or quota. A miss is marked for storing
-    //    its answer once it has ended well.
+    //    its answer once it has ended well; while it is out, an identical request waits for
+    //    that answer instead of buying it again (not a stream: it would wait for the whole
+    //    answer before its first byte).
     if let Some(cache) = &gw.cache {
         let directive = Directive::of(headers);
         let key = cache::key(tenant.as_deref(), &group.name, &request);
@@ -127,12 +136,40 @@ async fn walk(
             Directive::Use => CacheLookup::Miss,
             Directive::Refresh | Directive::Skip => CacheLookup::Bypass,
         });
-        if directive != Directive::Skip {
-            call.store_answer_under(key);
+        match (directive, cache.turn(&key)) {
+            (Directive::Skip, _) => {}
+            (_, Turn::Lead(tx)) => call.lead(key, tx),
+            (Directive::Use, Turn::Follow(mut out)) if !request.stream => {
+                // Closed when the first request settles; it never sends.
+                let landed = out.changed();
+                if let Some(d) = deadline {
+                    timeout_at(d, landed)
+                        .await
+                        .map_err(|_| deadline::exceeded(call))?
+                        .ok();
+                } else {
+                    landed.await.ok();
+                }
+                let answer = cache.get(&key, Instant::now()).and_then(|stored| {
+                    let body = stored.body_for(false, false).ok()?;
+                    Some((stored, body))
+                });
+                if let Some((stored, body)) = answer {
+                    call.record_mut().cache = Some(CacheLookup::Coalesced);
+                    return Ok(Walked::Cached {
+                        stored,
+                        body,
+                        stream: false,
+                    });
+                }
+                // The first one stored nothing (it failed, or was cut): ask the upstream.
+                call.store_answer_under(key);
+            }
+            (_, Turn::Follow(_)) => call.store_answer_under(key),
         }
     }
 
-    // 5. Then one deployment, among those that may take it now: where the prompt's prefix
+    // 6. Then one deployment, among those that may take it now: where the prompt's prefix
     //    went last when the group routes by prefix affinity (the provider's prompt cache
     //    likely holds it), else by weight. Before dispatch, because everything after works on
     //    a concrete upstream.
@@ -141,18 +178,11 @@ async fn walk(
         gw.routes
             .pick_available(group, &call.record().request_id, &ask, prefixes.as_ref())?;
 
-    // 6. Credits and quotas: the call's worst case is reserved for its tenant, on the routed
+    // 7. Credits and quotas: the call's worst case is reserved for its tenant, on the routed
     //    deployment's price, and settled when the call ends. After routing, because the price
     //    is the model's; before dispatch, because nothing may be spent that is not covered.
     let held = metering::reserve(gw, tenant.as_ref(), deployment, &request)?;
     call.hold(held);
-
-    // 7. Deadline: the client's budget, else the group's default, counted from arrival. It
-    //    bounds everything below (queueing, every attempt, backoffs) and, for a stream, the
-    //    stream itself (see `respond`).
-    let budget = asked.or(group.timeout);
-    let deadline = budget.map(|b| call.record().timings.received + b);
-    call.record_mut().timings.deadline = deadline;
 
     // 8. Dispatch: admission (a slot under the deployment's concurrency limit, waiting in the
     //    lane's queue), then attempts up to the first byte so an early failure still gets a

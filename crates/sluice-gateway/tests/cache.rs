@@ -376,3 +376,119 @@ async fn emptying_the_cache_needs_an_admin_token_configured_and_a_cache() {
         "{v}"
     );
 }
+
+/// Sends `n` identical requests at once (`stream` or not, with `headers`); their answers in
+/// request order.
+async fn together(
+    r: &Rig,
+    n: usize,
+    prefix: &str,
+    headers: &[(&str, &str)],
+    stream: bool,
+) -> Vec<Got> {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let router = r.router.clone();
+            let headers: Vec<(String, String)> = headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let id = format!("{prefix}-{i}");
+            tokio::spawn(async move {
+                let h: Vec<(&str, &str)> = headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                ask_with(&router, &h, &id, stream).await
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn identical_requests_in_flight_wait_for_the_first_ones_answer() {
+    let r = cached(|b| b);
+    r.a.push(1_000, true);
+    let got = together(&r, 5, "w", &ACME, false).await;
+    assert_eq!(
+        r.a.calls(),
+        1,
+        "one upstream call for five identical requests"
+    );
+    for g in &got {
+        assert_eq!(g.status, 200);
+        assert_eq!(g.text, got[0].text);
+    }
+    let outcomes: Vec<_> = (0..5)
+        .map(|i| r.record(&format!("w-{i}")).cache.unwrap())
+        .collect();
+    assert_eq!(
+        outcomes.iter().filter(|c| **c == CacheLookup::Miss).count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|c| **c == CacheLookup::Coalesced)
+            .count(),
+        4
+    );
+    let waited = got
+        .iter()
+        .find(|g| header(g, "x-sluice-cache").as_deref() == Some("coalesced"))
+        .unwrap();
+    assert!(
+        waited.timing().contains("cache;desc=\"coalesced\""),
+        "{}",
+        waited.timing()
+    );
+    let follower = (0..5)
+        .map(|i| r.record(&format!("w-{i}")))
+        .find(|rec| rec.cache == Some(CacheLookup::Coalesced))
+        .unwrap();
+    assert_eq!(follower.cost_micros, None);
+    assert_eq!(follower.cache_saved_micros, PRICE.cost(&USAGE).0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_the_first_fails_those_waiting_ask_the_upstream() {
+    let r = cached(|b| b);
+    r.a.push(1_000, false);
+    let got = together(&r, 3, "x", &ACME, false).await;
+    let mut statuses: Vec<u16> = got.iter().map(|g| g.status).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 200, 502]);
+    assert_eq!(r.a.calls(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn streams_do_not_wait_and_a_deadline_bounds_the_wait() {
+    let r = cached(|b| b);
+    for _ in 0..2 {
+        r.a.push_end(1_000, End::Stream { frames: 2, gap: 5 });
+    }
+    let got = together(&r, 2, "s", &ACME, true).await;
+    assert!(got.iter().all(|g| g.status == 200));
+    assert_eq!(r.a.calls(), 2, "a stream goes upstream rather than wait");
+
+    let r = cached(|b| b);
+    r.a.push(1_000, true);
+    let leader = {
+        let router = r.router.clone();
+        tokio::spawn(async move { ask_with(&router, &ACME, "d-0", false).await })
+    };
+    tokio::task::yield_now().await;
+    sleep(Duration::from_millis(10)).await;
+    let hurried = [ACME[0], ("x-sluice-timeout-ms", "200")];
+    let late = ask_with(&r.router, &hurried, "d-1", false).await;
+    assert_eq!(late.status, 504, "{}", late.text);
+    assert_eq!(late.body["error"]["code"], "deadline_exceeded");
+    assert_eq!(leader.await.unwrap().status, 200);
+    assert_eq!(r.a.calls(), 1);
+}

@@ -139,7 +139,7 @@ pub struct DeadlineLabels {
 pub struct CacheLabels {
     /// Model group.
     pub group: Arc<str>,
-    /// `hit`, `miss` or `bypass`.
+    /// `hit`, `coalesced`, `miss` or `bypass`.
     pub result: &'static str,
 }
 
@@ -325,7 +325,7 @@ impl Metrics {
         );
         r.register(
             "answer_cache_requests",
-            "Requests by what the exact answer cache did: hit, miss, bypass",
+            "Requests by what the exact answer cache did: hit, coalesced, miss, bypass",
             m.cache.clone(),
         );
         r.register(
