@@ -275,6 +275,9 @@ pub struct CallRecord {
     pub retry_after: Option<std::time::Duration>,
     /// What the answer cache did, when one is kept.
     pub cache: Option<CacheLookup>,
+    /// Whether prefix affinity chose the deployment (`Some(false)`: the group routes by
+    /// prefix, but no remembered prefix decided), when the group routes by prefix.
+    pub by_prefix: Option<bool>,
     /// For an answer served from the cache: what it cost when it was first bought, in
     /// micro-units (what serving it again saved).
     pub cache_saved_micros: u64,
@@ -307,6 +310,7 @@ impl CallRecord {
             deadline_stage: None,
             retry_after: None,
             cache: None,
+            by_prefix: None,
             cache_saved_micros: 0,
         }
     }

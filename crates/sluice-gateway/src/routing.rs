@@ -289,14 +289,15 @@ impl Routes {
     ///
     /// With `prefixes` (the group routes by prefix affinity), the deployment that last served
     /// the request's longest remembered prefix comes first when it covers enough of the
-    /// prompt; wherever the request goes is then remembered for its prefixes.
+    /// prompt; wherever the request goes is then remembered for its prefixes. The second
+    /// value says whether that remembered prefix decided.
     pub fn pick_available<'a>(
         &self,
         group: &'a ModelGroup,
         id: &RequestId,
         ask: &Ask,
         prefixes: Option<&Prefixes>,
-    ) -> Result<&'a Deployment, GatewayError> {
+    ) -> Result<(&'a Deployment, bool), GatewayError> {
         let now = Instant::now();
         let affinity = group.affinity.as_ref().zip(prefixes);
         let preferred = affinity
@@ -323,7 +324,8 @@ impl Routes {
         {
             a.remember(p, i, now);
         }
-        Ok(chosen)
+        let by_prefix = preferred.is_some_and(|d| d.name == chosen.name);
+        Ok((chosen, by_prefix))
     }
 
     /// A number in `[0, 1)` for request `id` and `salt`: the seeded randomness of jitter.

@@ -174,9 +174,12 @@ async fn walk(
     //    likely holds it), else by weight. Before dispatch, because everything after works on
     //    a concrete upstream.
     let prefixes = group.prefixes(&request);
-    let deployment =
+    let (deployment, by_prefix) =
         gw.routes
             .pick_available(group, &call.record().request_id, &ask, prefixes.as_ref())?;
+    if prefixes.is_some() {
+        call.record_mut().by_prefix = Some(by_prefix);
+    }
 
     // 7. Credits and quotas: the call's worst case is reserved for its tenant, on the routed
     //    deployment's price, and settled when the call ends. After routing, because the price

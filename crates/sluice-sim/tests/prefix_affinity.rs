@@ -34,6 +34,10 @@ const UPSTREAMS: [&str; 3] = ["east", "west", "north"];
 struct Outcome {
     cached_share: f64,
     by_document: BTreeMap<usize, BTreeSet<String>>,
+    /// Requests a remembered prefix routed, from the records.
+    by_prefix: usize,
+    /// The `/metrics` page after the run.
+    metrics: String,
 }
 
 fn spec() -> UpstreamSpec {
@@ -72,6 +76,7 @@ async fn run(affinity: Option<AffinityPolicy>) -> Outcome {
     if let Some(p) = affinity {
         b = b.affinity(p);
     }
+    let affine = affinity.is_some();
     let router = sluice_gateway::server::router(b.build().unwrap());
 
     let system = "You review contracts against the rule book. ".repeat(50);
@@ -105,8 +110,16 @@ async fn run(affinity: Option<AffinityPolicy>) -> Outcome {
         }
     }
 
+    let metrics = {
+        let req = http::Request::get("/metrics").body(Body::empty()).unwrap();
+        let resp = router.clone().oneshot(req).await.unwrap();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    };
     let records = records.lock();
     assert_eq!(records.len(), DOCUMENTS * QUESTIONS);
+    assert!(records.iter().all(|r| r.by_prefix.is_some() == affine));
+    let by_prefix = records.iter().filter(|r| r.by_prefix == Some(true)).count();
     let (mut cached, mut prompt) = (0, 0);
     let mut by_document: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
     for r in records.iter() {
@@ -123,6 +136,8 @@ async fn run(affinity: Option<AffinityPolicy>) -> Outcome {
     Outcome {
         cached_share: cached as f64 / prompt as f64,
         by_document,
+        by_prefix,
+        metrics,
     }
 }
 
@@ -140,6 +155,25 @@ async fn affinity_keeps_each_document_on_one_upstream_and_its_prompt_cached() {
     assert!(affine.by_document.values().all(|u| u.len() == 1));
     let used: BTreeSet<&String> = affine.by_document.values().flatten().collect();
     assert_eq!(used.len(), UPSTREAMS.len());
+    // Every question after a document's first was routed by its prefix, and the metrics say
+    // so.
+    let followed = DOCUMENTS * (QUESTIONS - 1);
+    assert_eq!(affine.by_prefix, followed);
+    for (routed, n) in [("prefix", followed), ("weight", DOCUMENTS)] {
+        let line = format!(
+            "sluice_prefix_affinity_requests_total{{group=\"review\",routed=\"{routed}\"}} {n}"
+        );
+        assert!(
+            affine.metrics.contains(&line),
+            "{line} in\n{}",
+            affine.metrics
+        );
+    }
+    assert!(
+        !spread
+            .metrics
+            .contains("sluice_prefix_affinity_requests_total{")
+    );
 
     // Four of five questions per document hit the cache with affinity (the first writes it);
     // by weight, well under that.

@@ -9,9 +9,9 @@ use sluice_tail::{BreakerSnapshot, WindowConfig, WindowError};
 use tokio::time::Instant;
 
 use crate::metrics::{
-    AttemptLabels, BreakerLabels, CacheLabels, CostLabels, DeadlineLabels, GroupLabels,
-    HedgeLabels, LaneLabels, LimitLabels, Metrics, PairLabels, QuantileLabels, RequestLabels,
-    RetryLabels, TokenLabels, TransitionLabels,
+    AffinityLabels, AttemptLabels, BreakerLabels, CacheLabels, CostLabels, DeadlineLabels,
+    GroupLabels, HedgeLabels, LaneLabels, LimitLabels, Metrics, PairLabels, QuantileLabels,
+    RequestLabels, RetryLabels, TokenLabels, TransitionLabels,
 };
 use crate::series::{Series, SeriesCache};
 use crate::windows::{LatencyReport, WindowKey, Windows};
@@ -124,6 +124,13 @@ impl Telemetry {
                     .get_or_create(&g())
                     .inc_by(rec.cache_saved_micros);
             }
+        }
+        if let Some(by_prefix) = rec.by_prefix {
+            let labels = AffinityLabels {
+                group: group.clone(),
+                routed: if by_prefix { "prefix" } else { "weight" },
+            };
+            m.affinity.get_or_create(&labels).inc();
         }
         if let Some(stage) = rec.deadline_stage {
             let labels = DeadlineLabels {

@@ -143,6 +143,15 @@ pub struct CacheLabels {
     pub result: &'static str,
 }
 
+/// Labels of the prefix-affinity counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AffinityLabels {
+    /// Model group.
+    pub group: Arc<str>,
+    /// `prefix` (a remembered prefix chose the deployment) or `weight`.
+    pub routed: &'static str,
+}
+
 /// Labels of the retry counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RetryLabels {
@@ -213,6 +222,8 @@ pub struct Metrics {
     pub deadlines: Family<DeadlineLabels, Counter>,
     /// Answer-cache lookups by result.
     pub cache: Family<CacheLabels, Counter>,
+    /// Requests of groups with prefix affinity, by what routed them.
+    pub affinity: Family<AffinityLabels, Counter>,
     /// What answers served from the cache cost when first bought, in micro-units.
     pub cache_saved_micros: Family<GroupLabels, Counter>,
     /// Percentiles of the rotating windows, refreshed at each scrape.
@@ -249,6 +260,7 @@ impl Metrics {
             breaker_transitions: Family::default(),
             deadlines: Family::default(),
             cache: Family::default(),
+            affinity: Family::default(),
             cache_saved_micros: Family::default(),
             window_quantiles: Family::default(),
             inflight: Gauge::default(),
@@ -327,6 +339,11 @@ impl Metrics {
             "answer_cache_requests",
             "Requests by what the exact answer cache did: hit, coalesced, miss, bypass",
             m.cache.clone(),
+        );
+        r.register(
+            "prefix_affinity_requests",
+            "Requests of groups with prefix affinity, by what chose the deployment: prefix, weight",
+            m.affinity.clone(),
         );
         r.register(
             "answer_cache_saved_micros",

@@ -145,15 +145,14 @@ async fn affinity_prefers_where_a_prefix_went_and_spills_when_it_is_sick() {
     };
     let id = |q: u32| RequestId::from_client_or_generate(Some(&format!("q{q}")));
     let p0 = g.prefixes(&request(0)).unwrap();
-    let first = routes
-        .pick_available(g, &id(0), &ask, Some(&p0))
-        .unwrap()
-        .name
-        .clone();
+    let (first, by_prefix) = routes.pick_available(g, &id(0), &ask, Some(&p0)).unwrap();
+    assert!(!by_prefix, "nothing remembered yet: by weight");
+    let first = first.name.clone();
     for q in 1..20 {
         let p = g.prefixes(&request(q)).unwrap();
-        let d = routes.pick_available(g, &id(q), &ask, Some(&p)).unwrap();
+        let (d, by_prefix) = routes.pick_available(g, &id(q), &ask, Some(&p)).unwrap();
         assert_eq!(d.name, first, "question {q}");
+        assert!(by_prefix);
     }
     // Its breaker opens: the prefix goes elsewhere, and stays there.
     let sick = g.deployments.iter().find(|d| d.name == first).unwrap();
@@ -164,18 +163,13 @@ async fn affinity_prefers_where_a_prefix_went_and_spills_when_it_is_sick() {
     sick.record_health(Instant::now(), Some(failed));
     assert!(!sick.healthy(Instant::now()));
     let p = g.prefixes(&request(20)).unwrap();
-    let moved = routes
-        .pick_available(g, &id(20), &ask, Some(&p))
-        .unwrap()
-        .name
-        .clone();
-    assert_ne!(moved, first);
-    let p = g.prefixes(&request(21)).unwrap();
-    assert_eq!(
-        routes
-            .pick_available(g, &id(21), &ask, Some(&p))
-            .unwrap()
-            .name,
-        moved
+    let (moved, by_prefix) = routes.pick_available(g, &id(20), &ask, Some(&p)).unwrap();
+    assert_ne!(moved.name, first);
+    assert!(
+        !by_prefix,
+        "the remembered deployment is sick: it did not decide"
     );
+    let p = g.prefixes(&request(21)).unwrap();
+    let (again, by_prefix) = routes.pick_available(g, &id(21), &ask, Some(&p)).unwrap();
+    assert_eq!((&again.name, by_prefix), (&moved.name, true));
 }
