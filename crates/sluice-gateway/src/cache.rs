@@ -12,6 +12,7 @@
 //! gateway runs on (virtual in tests).
 
 pub mod assemble;
+pub mod consult;
 pub mod replay;
 
 pub use replay::ReplayError;

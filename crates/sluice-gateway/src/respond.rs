@@ -17,8 +17,8 @@ use sluice_providers::{EventStream, StreamEvent, openai};
 use sluice_tail::admission::Permit;
 use tokio::time::{Instant, Sleep, sleep_until};
 
-use crate::cache::Stored;
 use crate::cache::assemble::Assembler;
+use crate::cache::consult::Served;
 use crate::call::Call;
 use crate::deadline;
 
@@ -151,9 +151,13 @@ pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
     resp
 }
 
-/// An answer from the answer cache (`body`: `stored`'s JSON, or its SSE replay when
-/// `stream`); settles the call.
-pub fn cached(mut call: Call, stored: &Stored, body: Bytes, stream: bool) -> Response {
+/// An answer from the answer cache (its JSON, or its SSE replay); settles the call.
+pub fn cached(mut call: Call, served: Served) -> Response {
+    let Served {
+        stored,
+        body,
+        stream,
+    } = served;
     let now = Instant::now();
     call.record_mut().cache_saved_micros = stored.cost_micros;
     let content_type = if stream {

@@ -6,13 +6,12 @@ use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::response::Response;
-use bytes::Bytes;
 use http::HeaderMap;
-use sluice_core::{CacheLookup, GatewayError};
+use sluice_core::GatewayError;
 use sluice_tail::admission::Ask;
 use tokio::time::{Instant, timeout_at};
 
-use crate::cache::{self, Directive, Stored, Turn};
+use crate::cache::consult::{self, Served};
 use crate::call::Call;
 use crate::dispatch::{self, Answer};
 use crate::{Gateway, auth, deadline, ingress, metering, rescue, respond};
@@ -24,11 +23,7 @@ pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> R
     // The record opens first so that every request, even one rejected in ingress, is counted.
     let mut call = Call::open(gw.clone(), ingress::request_id(&parts.headers), now);
     match walk(&gw, &mut call, &parts.headers, body).await {
-        Ok(Walked::Cached {
-            stored,
-            body,
-            stream,
-        }) => respond::cached(call, &stored, body, stream),
+        Ok(Walked::Cached(served)) => respond::cached(call, served),
         Ok(Walked::Upstream(Answer::Complete {
             attempt,
             body,
@@ -52,13 +47,7 @@ pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> R
 /// Where a request's answer came from.
 enum Walked {
     /// The answer cache: no upstream was asked.
-    Cached {
-        stored: Arc<Stored>,
-        /// What to answer with: the stored JSON, or its replay as SSE.
-        body: Bytes,
-        /// Whether `body` is a stream.
-        stream: bool,
-    },
+    Cached(Served),
     /// An upstream.
     Upstream(Answer),
 }
@@ -111,62 +100,19 @@ async fn walk(
     //    its answer once it has ended well; while it is out, an identical request waits for
     //    that answer instead of buying it again (not a stream: it would wait for the whole
     //    answer before its first byte).
-    if let Some(cache) = &gw.cache {
-        let directive = Directive::of(headers);
-        let key = cache::key(tenant.as_deref(), &group.name, &request);
-        let stored = match directive {
-            Directive::Use => cache.get(&key, Instant::now()),
-            Directive::Refresh | Directive::Skip => None,
-        };
-        if let Some(stored) = stored {
-            match stored.body_for(request.stream, request.include_usage) {
-                Ok(body) => {
-                    call.record_mut().cache = Some(CacheLookup::Hit);
-                    return Ok(Walked::Cached {
-                        stored,
-                        body,
-                        stream: request.stream,
-                    });
-                }
-                // Stored, but not a chat completion to replay: asked again, as a miss.
-                Err(e) => tracing::warn!(error = %e, "cached answer not replayable"),
-            }
-        }
-        call.record_mut().cache = Some(match directive {
-            Directive::Use => CacheLookup::Miss,
-            Directive::Refresh | Directive::Skip => CacheLookup::Bypass,
-        });
-        match (directive, cache.turn(&key)) {
-            (Directive::Skip, _) => {}
-            (_, Turn::Lead(tx)) => call.lead(key, tx),
-            (Directive::Use, Turn::Follow(mut out)) if !request.stream => {
-                // Closed when the first request settles; it never sends.
-                let landed = out.changed();
-                if let Some(d) = deadline {
-                    timeout_at(d, landed)
-                        .await
-                        .map_err(|_| deadline::exceeded(call))?
-                        .ok();
-                } else {
-                    landed.await.ok();
-                }
-                let answer = cache.get(&key, Instant::now()).and_then(|stored| {
-                    let body = stored.body_for(false, false).ok()?;
-                    Some((stored, body))
-                });
-                if let Some((stored, body)) = answer {
-                    call.record_mut().cache = Some(CacheLookup::Coalesced);
-                    return Ok(Walked::Cached {
-                        stored,
-                        body,
-                        stream: false,
-                    });
-                }
-                // The first one stored nothing (it failed, or was cut): ask the upstream.
-                call.store_answer_under(key);
-            }
-            (_, Turn::Follow(_)) => call.store_answer_under(key),
-        }
+    if let Some(cache) = &gw.cache
+        && let Some(served) = consult::consult(
+            cache,
+            call,
+            headers,
+            tenant.as_deref(),
+            &group.name,
+            &request,
+            deadline,
+        )
+        .await?
+    {
+        return Ok(Walked::Cached(served));
     }
 
     // 6. Then one deployment, among those that may take it now: where the prompt's prefix
