@@ -44,7 +44,8 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
         };
         let gw = builder.build()?;
         let restored =
-            sluice_gateway::metering::restore_accounts(&gw, std::time::SystemTime::now()).await?;
+            sluice_gateway::walk::metering::restore_accounts(&gw, std::time::SystemTime::now())
+                .await?;
         if restored > 0 {
             tracing::info!(tenants = restored, "accounts restored from the ledger");
         }

@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::document::{Document, Seg};
+use crate::money::Money;
 
 /// Default body limit: 10 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * 1024;
@@ -20,6 +21,7 @@ const SECTIONS: &[&str] = &[
     "telemetry",
     "ledger",
     "cache",
+    "billing",
     "lanes",
     "tenants",
     "keys",
@@ -208,19 +210,40 @@ pub struct KeyConfig {
     pub models: Vec<String>,
 }
 
-/// `[prices.MODEL]`: what a million tokens of the upstream model `MODEL` cost, in whole
-/// currency units (read once into integer micro-units).
+/// What a call to a model with no price gets (`[billing] unpriced`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum UnpricedPolicy {
+    /// Refused for a tenant who pays by credits or a spend quota.
+    #[default]
+    Refuse,
+    /// Served at no charge (counted in `sluice_unpriced_calls_total`).
+    Free,
+}
+
+/// `[billing]`: how calls are charged.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default)]
+pub struct BillingConfig {
+    /// What a call to a model with no price gets.
+    pub unpriced: UnpricedPolicy,
+}
+
+/// `[prices.MODEL]`: what a million tokens of the upstream model `MODEL` cost, in whole
+/// currency units (read once into integer micro-units).
+/// `input` and `output` are required: a price that leaves one out is refused, never zero.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct PriceConfig {
     /// Input tokens at full price.
-    pub input: f64,
+    pub input: Money,
     /// Input tokens read from the prompt cache (default: `input`).
-    pub cached_input: Option<f64>,
+    #[serde(default)]
+    pub cached_input: Option<Money>,
     /// Input tokens written to the prompt cache (default: `input`).
-    pub cache_write: Option<f64>,
+    #[serde(default)]
+    pub cache_write: Option<Money>,
     /// Output tokens.
-    pub output: f64,
+    pub output: Money,
 }
 
 impl Default for LaneConfig {
@@ -612,6 +635,8 @@ pub struct GatewayConfig {
     pub ledger: LedgerConfig,
     /// `[cache]`.
     pub cache: CacheConfig,
+    /// `[billing]`.
+    pub billing: BillingConfig,
     /// `[lanes.*]`, in priority order (the defaults when none are given).
     pub lanes: Vec<(String, LaneConfig)>,
     /// `[tenants.*]`, in file order.
@@ -670,6 +695,7 @@ pub fn load(
     if let Some(c) = &cache {
         check_cache(&doc, c, &mut diags);
     }
+    let billing: Option<BillingConfig> = doc.section("billing", &mut diags);
     let mut lanes: Vec<(String, LaneConfig)> = doc.map_section("lanes", &mut diags);
     check_lanes(&doc, &lanes, &mut diags);
     if lanes.is_empty() {
@@ -681,7 +707,7 @@ pub fn load(
             ("credits", t.credits),
             ("spend_per_month", t.spend_per_month),
         ] {
-            if v.is_some_and(|c| !(c.is_finite() && (0.0..=1.0e12).contains(&c))) {
+            if v.is_some_and(|c| Money::from_units(c).is_none()) {
                 diags.push(doc.diag(&key(&["tenants", name, field]), "must be 0 or more"));
             }
         }
@@ -710,20 +736,6 @@ pub fn load(
     }
     let keys: Vec<(String, KeyConfig)> = doc.map_section("keys", &mut diags);
     let prices: Vec<(String, PriceConfig)> = doc.map_section("prices", &mut diags);
-    for (name, p) in &prices {
-        let at = |field: &str| key(&["prices", name, field]);
-        let amounts = [
-            ("input", Some(p.input)),
-            ("cached_input", p.cached_input),
-            ("cache_write", p.cache_write),
-            ("output", Some(p.output)),
-        ];
-        for (field, v) in amounts {
-            if v.is_some_and(|v| !(v.is_finite() && (0.0..=1.0e9).contains(&v))) {
-                diags.push(doc.diag(&at(field), "must be a price of 0 or more"));
-            }
-        }
-    }
     let providers: Vec<(String, ProviderConfig)> = doc.map_section("providers", &mut diags);
     let models: Vec<(String, ModelGroupConfig)> = doc.map_section("models", &mut diags);
 
@@ -749,8 +761,8 @@ pub fn load(
         ));
     }
 
-    match (server, telemetry, ledger, cache, listen) {
-        (Some(server), Some(telemetry), Some(ledger), Some(cache), Some(listen))
+    match (server, telemetry, ledger, cache, billing, listen) {
+        (Some(server), Some(telemetry), Some(ledger), Some(cache), Some(billing), Some(listen))
             if diags.is_empty() =>
         {
             Ok(GatewayConfig {
@@ -759,6 +771,7 @@ pub fn load(
                 telemetry,
                 ledger,
                 cache,
+                billing,
                 lanes,
                 tenants,
                 keys,

@@ -9,6 +9,7 @@
 pub mod diagnostic;
 pub mod document;
 pub mod gateway;
+pub mod money;
 
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use document::Document;

@@ -6,6 +6,7 @@ pub mod calendar;
 pub mod chat;
 pub mod error;
 pub mod ids;
+pub mod prefix;
 pub mod ratelimit;
 pub mod record;
 pub mod usage;

@@ -281,6 +281,12 @@ pub struct CallRecord {
     /// For an answer served from the cache: what it cost when it was first bought, in
     /// micro-units (what serving it again saved).
     pub cache_saved_micros: u64,
+    /// The answer reported no usage: it was settled from the estimate (the prompt's
+    /// estimated tokens and the output the call reserved), never at zero.
+    pub usage_estimated: bool,
+    /// The answering deployment's model has no price: the call cost nothing, by the
+    /// configuration's explicit `unpriced = "free"`.
+    pub unpriced: bool,
 }
 
 /// Status recorded when the client disconnected before the answer ended (nginx's convention).
@@ -312,6 +318,8 @@ impl CallRecord {
             cache: None,
             by_prefix: None,
             cache_saved_micros: 0,
+            usage_estimated: false,
+            unpriced: false,
         }
     }
 
@@ -343,8 +351,8 @@ impl CallRecord {
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
-    async fn timings_derive_the_phases() {
+    #[test]
+    fn timings_derive_the_phases() {
         let t0 = Instant::now();
         let mut t = Timings::start(t0);
         assert_eq!(t.queue(), None);
@@ -357,8 +365,8 @@ mod tests {
         assert_eq!(t.total(), Some(Duration::from_millis(1002)));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn the_stage_follows_the_attempts() {
+    #[test]
+    fn the_stage_follows_the_attempts() {
         let now = Instant::now();
         let mut r = CallRecord::new(RequestId::from_client_or_generate(Some("s")), now);
         assert_eq!(r.stage(), Stage::Queue);

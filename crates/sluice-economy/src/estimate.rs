@@ -1,6 +1,7 @@
 //! How many tokens a request's prompt holds, counted with the cl100k tokenizer (embedded in
-//! the binary; loaded once, on first use). Only requests whose tenant has credits or quotas
-//! are counted: the count costs about a millisecond per 4 KB of prompt.
+//! the binary; loaded once, by [`load`] when the gateway starts with tenants to count for,
+//! else on first use). Only requests whose tenant has credits or quotas are counted: the
+//! count costs about a millisecond per 4 KB of prompt.
 
 use std::sync::LazyLock;
 
@@ -8,6 +9,16 @@ use sluice_core::ChatRequest;
 use tiktoken_rs::CoreBPE;
 
 static CL100K: LazyLock<Option<CoreBPE>> = LazyLock::new(|| tiktoken_rs::cl100k_base().ok());
+
+/// The tokenizer could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("the cl100k tokenizer could not be loaded; prompts could not be counted")]
+pub struct TokenizerError;
+
+/// Loads the tokenizer now (a start-up step, so no request pays for it), or says it failed.
+pub fn load() -> Result<(), TokenizerError> {
+    CL100K.as_ref().map(|_| ()).ok_or(TokenizerError)
+}
 
 /// Tokens each message adds beyond its text (role and separators, as OpenAI counts them).
 const PER_MESSAGE: u64 = 4;
@@ -19,7 +30,12 @@ pub fn prompt_tokens(request: &ChatRequest) -> u64 {
     let messages = request.message_count() as u64;
     let counted = match &*CL100K {
         Some(bpe) => bpe.encode_ordinary(&text).len() as u64,
-        None => (text.len() as u64).div_ceil(4),
+        None => {
+            // Start-up refused to go without it when tenants were configured; a tenant made
+            // later meets this: logged on every count, never silent.
+            tracing::error!("tokenizer unavailable: prompt counted as bytes / 4");
+            (text.len() as u64).div_ceil(4)
+        }
     };
     counted + PER_MESSAGE * messages
 }

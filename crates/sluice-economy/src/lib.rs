@@ -11,4 +11,4 @@ pub mod prices;
 pub use accounts::{Accounts, Limits, Refusal, Reservation};
 pub use keys::{ApiKey, KeyError, KeyRing, KeySpec};
 pub use money::Micros;
-pub use prices::{Catalog, Price};
+pub use prices::{Catalog, Price, Unpriced};

@@ -48,20 +48,43 @@ impl Price {
     }
 }
 
+/// What a call to a model with no price gets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Unpriced {
+    /// Refused for a tenant who pays by credits or a spend quota (served, and counted, for
+    /// everyone else).
+    #[default]
+    Refuse,
+    /// Served at no charge, and counted.
+    Free,
+}
+
 /// US dollars per million tokens, as the providers published them; override in
 /// `[prices.MODEL]`. Models priced in other currencies (GLM, Kimi, MiniMax, Hunyuan) ship no
-/// default: their calls are metered in tokens and cost nothing until priced.
-const DEFAULTS: &[(&str, f64, f64, f64, f64)] = &[
-    // model, input, cached input, cache write, output
-    ("gpt-4.1", 2.0, 0.5, 2.0, 8.0),
-    ("gpt-4.1-mini", 0.4, 0.1, 0.4, 1.6),
-    ("gpt-4o", 2.5, 1.25, 2.5, 10.0),
-    ("gpt-4o-mini", 0.15, 0.075, 0.15, 0.6),
-    ("claude-opus-4-1", 15.0, 1.5, 18.75, 75.0),
-    ("claude-sonnet-4-5", 3.0, 0.3, 3.75, 15.0),
-    ("claude-haiku-4-5", 1.0, 0.1, 1.25, 5.0),
-    ("deepseek-chat", 0.27, 0.07, 0.27, 1.1),
-    ("deepseek-reasoner", 0.55, 0.14, 0.55, 2.19),
+/// default: they are priced in `[prices.MODEL]`, or follow `[billing] unpriced`.
+const DEFAULTS: &[(&str, u64, u64, u64, u64)] = &[
+    // model, input, cached input, cache write, output: micro-units per million tokens
+    ("gpt-4.1", 2_000_000, 500_000, 2_000_000, 8_000_000),
+    ("gpt-4.1-mini", 400_000, 100_000, 400_000, 1_600_000),
+    ("gpt-4o", 2_500_000, 1_250_000, 2_500_000, 10_000_000),
+    ("gpt-4o-mini", 150_000, 75_000, 150_000, 600_000),
+    (
+        "claude-opus-4-1",
+        15_000_000,
+        1_500_000,
+        18_750_000,
+        75_000_000,
+    ),
+    (
+        "claude-sonnet-4-5",
+        3_000_000,
+        300_000,
+        3_750_000,
+        15_000_000,
+    ),
+    ("claude-haiku-4-5", 1_000_000, 100_000, 1_250_000, 5_000_000),
+    ("deepseek-chat", 270_000, 70_000, 270_000, 1_100_000),
+    ("deepseek-reasoner", 550_000, 140_000, 550_000, 2_190_000),
 ];
 
 /// Prices by model name.
@@ -76,14 +99,13 @@ impl Catalog {
     pub fn with_defaults() -> Self {
         let mut c = Self::default();
         for (model, input, cached, write, output) in DEFAULTS {
-            let m = |units: &f64| Micros::from_units(*units).unwrap_or_default();
             c.set(
                 model,
                 Price {
-                    input: m(input),
-                    cached_input: m(cached),
-                    cache_write: m(write),
-                    output: m(output),
+                    input: Micros(*input),
+                    cached_input: Micros(*cached),
+                    cache_write: Micros(*write),
+                    output: Micros(*output),
                 },
             );
         }

@@ -7,18 +7,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use sluice_core::{CallRecord, GatewayError};
-use sluice_economy::{Accounts, Catalog, KeyRing};
+use sluice_economy::{Accounts, KeyRing, Unpriced};
 use sluice_ledger::{AnyStore, Ledger, StoredTenant};
-use sluice_tail::Cooldowns;
 use sluice_tail::admission::LaneSpec;
+use sluice_tail::pace::{Cooldowns, after_429};
 use sluice_telemetry::Telemetry;
-use tokio::time::{Duration, Instant};
+use tokio::time::Instant;
 
-use crate::billing;
-use crate::cache::AnswerCache;
-use crate::routing::{Deployment, Routes};
+use sluice_cache::AnswerCache;
+use sluice_routing::{Deployment, Routes};
 
-pub use crate::builder::{BuildError, GatewayBuilder, GroupPolicies};
+pub use crate::assemble::{BuildError, GatewayBuilder, GroupPolicies};
 
 /// A function told about every finished call (the demo and tests collect records with it).
 pub type RecordSink = Arc<dyn Fn(&CallRecord) + Send + Sync>;
@@ -45,8 +44,8 @@ pub struct Gateway {
     pub(crate) require_keys: bool,
     /// The token `/admin/*` requires, if any.
     pub(crate) admin_token: Option<String>,
-    /// Prices of upstream models.
-    pub(crate) catalog: Catalog,
+    /// What a call to a model with no price gets.
+    pub(crate) unpriced: Unpriced,
     pub(crate) telemetry: Arc<Telemetry>,
     pub(crate) max_body_bytes: usize,
     pub(crate) draining: AtomicBool,
@@ -58,14 +57,6 @@ pub struct Gateway {
     /// The exact answer cache, when answers are cached.
     pub(crate) cache: Option<AnswerCache>,
 }
-
-/// How long hedges keep away from a deployment that answered 429: at least this long, or its
-/// `retry-after` if longer. An upstream that just refused us has no quota to spare, and a
-/// hedge that spends it is paid for by the upstream's next ordinary request.
-const HEDGE_QUIET_AFTER_429: Duration = Duration::from_secs(10);
-
-/// The wait a 429 without `retry-after` is taken to ask for.
-pub(crate) const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -114,18 +105,13 @@ impl Gateway {
         if !e.is_rate_limited() {
             return;
         }
-        let asked = e
-            .upstream
-            .as_deref()
-            .and_then(|r| r.retry_after())
-            .unwrap_or(DEFAULT_RETRY_AFTER);
+        let pushback = after_429(now, e.upstream.as_deref().and_then(|r| r.retry_after()));
         if let Some(limiter) = &deployment.limiter {
-            limiter.pause_until(now + asked);
+            limiter.pause_until(pushback.pause_until);
         }
-        let quiet = asked.max(HEDGE_QUIET_AFTER_429);
         self.cooling
             .lock()
-            .start(deployment.name.clone(), now, quiet);
+            .start(deployment.name.clone(), now, pushback.quiet_for);
     }
 
     /// Whether `deployment` answered 429 recently enough that no hedge should go there.
@@ -153,14 +139,15 @@ impl Gateway {
         self.ledger.as_ref().map(|(_, s)| s)
     }
 
-    /// Hands a finished call to telemetry, every sink and the ledger.
-    pub(crate) fn settle(&self, record: &CallRecord) {
+    /// Hands a finished call to telemetry, every sink and the ledger (its row, made when a
+    /// ledger is kept).
+    pub(crate) fn settle(&self, record: &CallRecord, entry: Option<sluice_ledger::Entry>) {
         self.telemetry.observe(record);
         for sink in &self.sinks {
             sink(record);
         }
-        if let Some((ledger, _)) = &self.ledger {
-            ledger.record(billing::entry(self, record));
+        if let (Some((ledger, _)), Some(entry)) = (&self.ledger, entry) {
+            ledger.record(entry);
         }
     }
 }

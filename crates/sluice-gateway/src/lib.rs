@@ -1,33 +1,19 @@
-//! The gateway: an OpenAI-compatible HTTP front (axum), the request stack, the admin API and
+//! The gateway: an OpenAI-compatible HTTP front (axum), the request's walk, the admin API and
 //! graceful shutdown.
 //!
-//! [`stack`] holds the order of the layers a request walks through, written once, top to
-//! bottom. Every other module is one step of that walk or the glue around it.
+//! - [`walk`]: the walk of a chat-completions request, its order written once in
+//!   `walk/mod.rs`, each step a module of that folder (dispatch carries out the decisions of
+//!   `sluice-tail`'s policies; routing is `sluice-routing`, the answer cache `sluice-cache`).
+//! - [`admin`]: `/admin/*` and its guard. [`public`]: models, health, readiness, metrics.
+//! - [`assemble`]: the gateway built from configuration (policies, providers).
+//! - [`gateway`]: the state every request shares; [`server`]: the router, serving, draining.
 
 pub mod admin;
-pub mod auth;
-pub mod billing;
-pub mod builder;
-pub mod cache;
-pub mod cache_api;
-pub mod call;
-pub mod deadline;
-pub mod dispatch;
+pub mod assemble;
 pub mod gateway;
-pub mod ingress;
-pub mod keys_api;
-pub mod limiter;
-pub mod metering;
-pub mod policies;
-pub mod providers;
-pub mod rescue;
-pub mod respond;
-pub mod routing;
+pub mod public;
 pub mod server;
-pub mod stack;
-pub mod status;
-pub mod tenants_api;
-pub mod usage_api;
+pub mod walk;
 
 pub use gateway::{Gateway, GatewayBuilder};
 pub use server::{Server, ShutdownHandle};

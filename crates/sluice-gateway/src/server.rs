@@ -11,13 +11,17 @@ use axum::{Router, middleware};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Gateway, admin, cache_api, keys_api, stack, status, tenants_api, usage_api};
+use crate::admin::{
+    self, cache as cache_api, keys as keys_api, tenants as tenants_api, upstreams,
+    usage as usage_api,
+};
+use crate::{Gateway, public, walk};
 
 /// The routes of a gateway.
 pub fn router(gw: Arc<Gateway>) -> Router {
     let admin_routes = Router::new()
         .route("/admin/latency", get(admin::latency))
-        .route("/admin/upstreams", get(status::upstreams))
+        .route("/admin/upstreams", get(upstreams::upstreams))
         .route("/admin/keys", get(keys_api::list).post(keys_api::create))
         .route("/admin/keys/{name}", delete(keys_api::revoke))
         .route("/admin/tenants", get(tenants_api::list))
@@ -30,16 +34,16 @@ pub fn router(gw: Arc<Gateway>) -> Router {
             "/admin/cache",
             get(cache_api::show).delete(cache_api::purge),
         )
-        .route_layer(middleware::from_fn_with_state(gw.clone(), keys_api::guard));
+        .route_layer(middleware::from_fn_with_state(gw.clone(), admin::guard));
     Router::new()
-        .route("/v1/chat/completions", post(stack::chat_completions))
-        .route("/v1/models", get(admin::models))
-        .route("/healthz", get(admin::healthz))
-        .route("/readyz", get(admin::readyz))
-        .route("/metrics", get(admin::metrics))
+        .route("/v1/chat/completions", post(walk::chat_completions))
+        .route("/v1/models", get(public::models))
+        .route("/healthz", get(public::healthz))
+        .route("/readyz", get(public::readyz))
+        .route("/metrics", get(public::metrics))
         .merge(admin_routes)
-        .fallback(admin::not_found)
-        .method_not_allowed_fallback(admin::method_not_allowed)
+        .fallback(public::not_found)
+        .method_not_allowed_fallback(public::method_not_allowed)
         .with_state(gw)
 }
 

@@ -94,15 +94,73 @@ async fn credits_cover_the_worst_case_of_calls_in_flight_and_come_back_when_they
     }
     statuses.sort();
     assert_eq!(statuses, [200, 200, 402]);
-    // The scripted upstream reports no usage: the answers cost nothing, the reservations
-    // came back, and the next call fits again.
+    // The scripted upstream reports no usage: each answer is settled from the estimate (its
+    // prompt's tokens and a token for every four bytes of answer), never at zero; the
+    // reservations came back, and the next call fits again.
     let b = r.gw.accounts().balance("acme").unwrap();
-    assert_eq!((b.spent, b.reserved), (Micros::ZERO, Micros::ZERO));
+    assert_eq!(b.reserved, Micros::ZERO);
+    assert!(b.spent > Micros::ZERO && b.spent < Micros(100), "{b:?}");
     assert_eq!(ask_with(&r.router, &ACME, "c-3", false).await.status, 200);
     let v = get_json(&r.router, "/admin/tenants").await;
     let acme = &v["tenants"][0];
     assert_eq!(acme["tenant"], "acme");
     assert_eq!(acme["account"]["credits_micros"], 600);
-    assert_eq!(acme["account"]["spent_micros"], 0);
+    let spent = r.gw.accounts().balance("acme").unwrap().spent;
+    assert!(
+        spent > b.spent,
+        "the fourth call was settled from its estimate too"
+    );
+    assert_eq!(acme["account"]["spent_micros"], spent.0);
     assert_eq!(acme["account"]["reserved_micros"], 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_model_with_no_price_is_refused_to_a_tenant_who_pays_unless_it_is_declared_free() {
+    // The scripted deployment's model `m` has no price.
+    let credits = Limits {
+        credits: Some(Micros(1_000_000)),
+        ..Limits::default()
+    };
+    let r = rig(false, |b| b.tenant_limits("acme", credits));
+    r.a.push(1_000, true);
+    let refused = ask_with(&r.router, &ACME, "u-0", false).await;
+    assert_eq!(refused.status, 403);
+    let msg = refused.body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("has no price") && msg.contains("[prices."),
+        "{msg}"
+    );
+    assert_eq!(r.a.calls(), 0, "nothing was sent upstream");
+    // A tenant counted only in tokens is served, and the call is counted as unpriced.
+    let tokens = Limits {
+        rpm: Some(100),
+        ..Limits::default()
+    };
+    let r = rig(false, |b| b.tenant_limits("acme", tokens));
+    r.a.push(1_000, true);
+    assert_eq!(ask_with(&r.router, &ACME, "u-1", false).await.status, 200);
+    let metrics = scripted::scrape(&r.router).await;
+    assert!(
+        metrics.contains(r#"sluice_unpriced_calls_total{group="chat",upstream="a"} 1"#),
+        "{metrics}"
+    );
+    // Declared free, the paying tenant is served at no charge, and it is counted.
+    let r = rig(false, |b| {
+        b.tenant_limits("acme", credits)
+            .unpriced(sluice_economy::Unpriced::Free)
+    });
+    r.a.push(1_000, true);
+    assert_eq!(ask_with(&r.router, &ACME, "u-2", false).await.status, 200);
+    let b = r.gw.accounts().balance("acme").unwrap();
+    assert_eq!((b.spent, b.reserved), (Micros::ZERO, Micros::ZERO));
+    let metrics = scripted::scrape(&r.router).await;
+    assert!(metrics.contains(r#"sluice_unpriced_calls_total{group="chat",upstream="a"} 1"#));
+    // The scripted upstream reports no usage: the answer was settled from the estimate.
+    assert!(
+        metrics.contains(r#"sluice_usage_estimated_calls_total{group="chat",upstream="a"} 1"#),
+        "{metrics}"
+    );
+    let record = r.records.lock().last().cloned().unwrap();
+    assert!(record.usage_estimated && record.unpriced);
+    assert!(record.usage.unwrap().completion_tokens > 0);
 }

@@ -261,7 +261,7 @@ async fn a_restart_gives_no_one_their_credits_back() {
         });
         *r.a.usage.lock() = Some(USAGE);
         let restored =
-            sluice_gateway::metering::restore_accounts(&r.gw, std::time::SystemTime::now())
+            sluice_gateway::walk::metering::restore_accounts(&r.gw, std::time::SystemTime::now())
                 .await
                 .unwrap();
         (r, restored)
@@ -376,7 +376,7 @@ async fn tenants_set_through_the_admin_api_apply_at_once_and_outlive_a_restart()
             .ledger(ledger, store.clone())
     });
     *second.a.usage.lock() = Some(USAGE);
-    sluice_gateway::metering::restore_accounts(&second.gw, std::time::SystemTime::now())
+    sluice_gateway::walk::metering::restore_accounts(&second.gw, std::time::SystemTime::now())
         .await
         .unwrap();
     assert_eq!(

@@ -2,13 +2,13 @@
 //! tokens and shortens the time to first token, as provider prefix caches do.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hasher};
+use std::hash::DefaultHasher;
 use std::time::Duration;
 
+use sluice_core::prefix::block_hashes;
 use tokio::time::Instant;
 
-/// Bytes per cache block: about 256 tokens at 4 bytes a token (providers cache in blocks).
-pub const BLOCK_BYTES: usize = 1024;
+pub use sluice_core::prefix::BLOCK_BYTES;
 /// Entries kept at most; the oldest expire first.
 const MAX_ENTRIES: usize = 200_000;
 
@@ -19,14 +19,7 @@ pub fn tokens_of(bytes: usize) -> u64 {
 
 /// Hashes of every whole-block prefix of `text`, shortest first.
 pub fn prefix_hashes(text: &[u8]) -> Vec<u64> {
-    let mut h = DefaultHasher::new();
-    text.chunks(BLOCK_BYTES)
-        .filter(|c| c.len() == BLOCK_BYTES)
-        .map(|c| {
-            h.write(c);
-            h.finish()
-        })
-        .collect()
+    block_hashes(DefaultHasher::new(), text)
 }
 
 /// One upstream's cache.
@@ -73,8 +66,8 @@ impl PromptCache {
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
-    async fn a_repeated_prefix_hits_until_it_expires() {
+    #[test]
+    fn a_repeated_prefix_hits_until_it_expires() {
         let now = Instant::now();
         let mut c = PromptCache::new(Duration::from_secs(300), 1024);
         let shared = vec![b'a'; 8 * BLOCK_BYTES];
@@ -96,8 +89,8 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn short_prefixes_are_not_cached() {
+    #[test]
+    fn short_prefixes_are_not_cached() {
         let now = Instant::now();
         let mut c = PromptCache::new(Duration::from_secs(300), 1024);
         let p = vec![b'x'; 2 * BLOCK_BYTES];
@@ -109,8 +102,8 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_changed_first_block_misses_everything() {
+    #[test]
+    fn a_changed_first_block_misses_everything() {
         let now = Instant::now();
         let mut c = PromptCache::new(Duration::from_secs(300), 0);
         let a = vec![b'a'; 6 * BLOCK_BYTES];

@@ -9,7 +9,8 @@ use sluice_config::document::Seg;
 use sluice_config::gateway::{HedgeConfig, LimitConfig, ModelGroupConfig, RetryConfig};
 use sluice_config::{Diagnostics, Document};
 
-use sluice_gateway::{GatewayBuilder, policies};
+use sluice_gateway::GatewayBuilder;
+use sluice_gateway::assemble::policies;
 
 use crate::load::{Burst, Traffic, Workload};
 use crate::spec::UpstreamSpec;

@@ -344,7 +344,13 @@ pub async fn serve_on(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(sluice_gateway::server::nodelay(listener), server.router())
+    // TCP_NODELAY on every connection, as the gateway sets it: small chunks go out at once.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("no TCP_NODELAY: {e}");
+        }
+    });
+    axum::serve(listener, server.router())
         .with_graceful_shutdown(shutdown)
         .await
 }

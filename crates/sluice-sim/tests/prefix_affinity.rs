@@ -18,7 +18,7 @@ use serde_json::json;
 use sluice_config::gateway::DeploymentConfig;
 use sluice_core::CallRecord;
 use sluice_gateway::GatewayBuilder;
-use sluice_gateway::routing::affinity::AffinityPolicy;
+use sluice_routing::affinity::AffinityPolicy;
 use sluice_sim::UpstreamSpec;
 use sluice_sim::provider::SimProvider;
 use sluice_sim::upstream::SimUpstream;

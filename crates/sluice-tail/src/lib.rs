@@ -2,13 +2,18 @@
 //! budgets, concurrency limits, lanes with fair queues, rate pacing and breakers.
 //!
 //! Every algorithm here takes `now` as an argument, so it runs the same on tokio's paused clock.
+//! Each policy's whole decision lives in its own folder, as state plus a function of `now`
+//! and the facts: `hedge/` (when and where to hedge, its budget), `retry/` (whether, where
+//! and when to retry), `breaker/` (when an upstream is out), `admission/` (who gets a slot,
+//! in which order; its `glue` alone reads the clock and hands permits over channels),
+//! `pace/` (holding calls back under rate limits, and what a 429 decides). `deadline` says
+//! whether a late attempt still fits.
 
 pub mod admission;
 pub mod breaker;
 pub mod bucket;
 pub mod budget;
-pub mod cooldown;
-pub mod fair_budget;
+pub mod deadline;
 pub mod hedge;
 pub mod limit;
 pub mod pace;
@@ -18,9 +23,7 @@ pub mod window;
 pub use breaker::{Breaker, BreakerPolicy, BreakerSnapshot, BreakerState, Verdict};
 pub use bucket::MinuteBucket;
 pub use budget::Budget;
-pub use cooldown::Cooldowns;
-pub use fair_budget::FairBudget;
-pub use hedge::HedgePolicy;
-pub use pace::{PaceSpec, Pacer};
-pub use retry::RetryPolicy;
+pub use hedge::{FairBudget, HedgePolicy, Hedging};
+pub use pace::{Cooldowns, PaceSpec, Pacer};
+pub use retry::{RetryPolicy, Retrying};
 pub use window::{LatencyWindow, Percentiles, WindowConfig, WindowError};

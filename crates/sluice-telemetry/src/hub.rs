@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::metrics::{
     AffinityLabels, AttemptLabels, BreakerLabels, CacheLabels, CostLabels, DeadlineLabels,
     GroupLabels, HedgeLabels, LaneLabels, LimitLabels, Metrics, PairLabels, QuantileLabels,
-    RequestLabels, RetryLabels, TokenLabels, TransitionLabels,
+    RequestLabels, RetryLabels, TokenLabels, TransitionLabels, UpstreamLabels,
 };
 use crate::series::{Series, SeriesCache};
 use crate::windows::{LatencyReport, WindowKey, Windows};
@@ -123,6 +123,18 @@ impl Telemetry {
                 m.cache_saved_micros
                     .get_or_create(&g())
                     .inc_by(rec.cache_saved_micros);
+            }
+        }
+        if rec.usage_estimated || rec.unpriced {
+            let labels = UpstreamLabels {
+                group: group.clone(),
+                upstream: rec.upstream.clone().unwrap_or_else(|| Arc::from("none")),
+            };
+            if rec.usage_estimated {
+                m.usage_estimated.get_or_create(&labels).inc();
+            }
+            if rec.unpriced {
+                m.unpriced.get_or_create(&labels).inc();
             }
         }
         if let Some(by_prefix) = rec.by_prefix {

@@ -162,6 +162,15 @@ pub struct RetryLabels {
     pub outcome: &'static str,
 }
 
+/// Labels of counters per (model group, upstream).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamLabels {
+    /// Model group.
+    pub group: Arc<str>,
+    /// Upstream.
+    pub upstream: Arc<str>,
+}
+
 /// Labels of the window-quantile gauges.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QuantileLabels {
@@ -226,6 +235,10 @@ pub struct Metrics {
     pub affinity: Family<AffinityLabels, Counter>,
     /// What answers served from the cache cost when first bought, in micro-units.
     pub cache_saved_micros: Family<GroupLabels, Counter>,
+    /// Answers that reported no usage, settled from the estimate.
+    pub usage_estimated: Family<UpstreamLabels, Counter>,
+    /// Calls answered by a model with no price (served free by `unpriced = "free"`).
+    pub unpriced: Family<UpstreamLabels, Counter>,
     /// Percentiles of the rotating windows, refreshed at each scrape.
     pub window_quantiles: Family<QuantileLabels, Gauge<f64, AtomicU64>>,
     /// Requests being served now.
@@ -262,6 +275,8 @@ impl Metrics {
             cache: Family::default(),
             affinity: Family::default(),
             cache_saved_micros: Family::default(),
+            usage_estimated: Family::default(),
+            unpriced: Family::default(),
             window_quantiles: Family::default(),
             inflight: Gauge::default(),
             ledger_committed: Counter::default(),
@@ -349,6 +364,16 @@ impl Metrics {
             "answer_cache_saved_micros",
             "What answers served from the cache cost when first bought, in micro-units",
             m.cache_saved_micros.clone(),
+        );
+        r.register(
+            "usage_estimated_calls",
+            "Answers that reported no usage, settled from the estimate (prompt and answer bytes)",
+            m.usage_estimated.clone(),
+        );
+        r.register(
+            "unpriced_calls",
+            "Calls answered by a model with no price, served free by unpriced = \"free\"",
+            m.unpriced.clone(),
         );
         r.register(
             "hedges",

@@ -482,3 +482,32 @@ fn cache_breakpoint_settings_are_anthropic_only() {
         );
     }
 }
+
+#[test]
+fn a_price_without_output_is_refused_and_the_unpriced_policy_is_read() {
+    let base = r#"
+[providers.p]
+kind = "openai"
+base_url = "http://localhost:1/v1"
+[models.a]
+deployments = [{ provider = "p", model = "x" }]
+"#;
+    let text = format!("{base}[prices.x]\ninput = 1.0\n");
+    let err = load(&text, &env(&[]), &[]).unwrap_err();
+    let all = err.to_string();
+    assert!(all.contains("prices.x") && all.contains("output"), "{all}");
+    let text = format!("{base}[prices.x]\ninput = 1.0\noutput = -2\n");
+    let err = load(&text, &env(&[]), &[]).unwrap_err();
+    assert!(err.to_string().contains("0 or more"), "{err}");
+    let cfg = load(base, &env(&[]), &[]).unwrap();
+    assert_eq!(cfg.billing.unpriced, UnpricedPolicy::Refuse, "the default");
+    let text = format!("{base}[billing]\nunpriced = \"free\"\n");
+    let cfg = load(&text, &env(&[]), &[]).unwrap();
+    assert_eq!(cfg.billing.unpriced, UnpricedPolicy::Free);
+    let text = format!("{base}[prices.x]\ninput = 0.5\noutput = 2\n");
+    let cfg = load(&text, &env(&[]), &[]).unwrap();
+    assert_eq!(
+        cfg.prices[0].1.output.0, 2_000_000,
+        "micro-units, converted once"
+    );
+}

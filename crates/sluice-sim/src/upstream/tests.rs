@@ -13,8 +13,8 @@ fn req(id: &str) -> Incoming {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn rate_limits_answer_429_at_the_configured_rpm() {
+#[test]
+fn rate_limits_answer_429_at_the_configured_rpm() {
     let now = Instant::now();
     let spec = UpstreamSpec {
         rpm: 60,
@@ -50,8 +50,8 @@ async fn rate_limits_answer_429_at_the_configured_rpm() {
     assert_eq!(up.stats().rate_limited, 120 - ok + 60);
 }
 
-#[tokio::test(start_paused = true)]
-async fn fault_rates_match_the_configuration() {
+#[test]
+fn fault_rates_match_the_configuration() {
     let now = Instant::now();
     let spec = UpstreamSpec {
         faults: Faults {
@@ -73,8 +73,8 @@ async fn fault_rates_match_the_configuration() {
     assert_eq!(s.answered + s.error_500 + s.error_503 + s.resets, 10_000);
 }
 
-#[tokio::test(start_paused = true)]
-async fn degradations_apply_only_in_their_window() {
+#[test]
+fn degradations_apply_only_in_their_window() {
     let now = Instant::now();
     let spec = UpstreamSpec {
         ttft_sigma: 0.0,
@@ -107,8 +107,8 @@ async fn degradations_apply_only_in_their_window() {
     assert_eq!(ttft(300), Some(Duration::from_millis(500)));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_warm_prefix_reports_cached_tokens_and_starts_sooner() {
+#[test]
+fn a_warm_prefix_reports_cached_tokens_and_starts_sooner() {
     let now = Instant::now();
     let spec = UpstreamSpec {
         ttft_sigma: 0.0,
@@ -138,8 +138,8 @@ async fn a_warm_prefix_reports_cached_tokens_and_starts_sooner() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn duplicate_request_ids_are_counted() {
+#[test]
+fn duplicate_request_ids_are_counted() {
     let now = Instant::now();
     let up = SimUpstream::new("u", UpstreamSpec::default(), 1, now);
     up.plan(&req("x"), now);
@@ -219,8 +219,8 @@ async fn an_incident_can_halve_capacity_and_give_it_back() {
     assert_eq!(most(20..30), 10, "{peak:?}");
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_same_seed_plans_the_same_answers() {
+#[test]
+fn the_same_seed_plans_the_same_answers() {
     let now = Instant::now();
     let spec = UpstreamSpec {
         stall_probability: 0.1,

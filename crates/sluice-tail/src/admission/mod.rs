@@ -3,9 +3,14 @@
 //! the upstream's rate limits. Work waits rather than fails; when a lane's queue is full or
 //! its wait too long, the caller is told when to come back, from the measured rate at which
 //! the queue drains.
+//!
+//! The queue's whole decision is in [`state`] (pure, taking `now`); this file is the glue:
+//! it reads the clock, hands permits to waiters through oneshot channels, and wakes a task
+//! when a pause or the pacer lets the next waiter go.
 
 mod fair;
 mod scheduler;
+mod state;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +23,7 @@ pub use fair::FairQueue;
 pub use scheduler::{LaneLoad, guaranteed, next_lane};
 
 use crate::pace::{Dimension, DimensionState, PaceSpec, Pacer};
+use state::{Next, State, Waiting};
 
 /// What a request asks admission for: a slot in `lane`, on behalf of `tenant`, for a call of
 /// about `tokens` (what the upstream's tokens-per-minute limit will count).
@@ -86,143 +92,25 @@ impl Rejected {
     }
 }
 
-/// Events counted over the last ten seconds (requests finished, calls granted).
-#[derive(Debug)]
-struct Recent {
-    buckets: [u32; 10],
-    head_second: u64,
-    origin: Instant,
-}
-
-impl Recent {
-    fn new(now: Instant) -> Self {
-        Self {
-            buckets: [0; 10],
-            head_second: 0,
-            origin: now,
-        }
-    }
-
-    fn advance(&mut self, now: Instant) -> u64 {
-        let second = now.saturating_duration_since(self.origin).as_secs();
-        let gap = second.saturating_sub(self.head_second);
-        for k in 1..=gap.min(10) {
-            self.buckets[((self.head_second + k) % 10) as usize] = 0;
-        }
-        self.head_second = self.head_second.max(second);
-        second
-    }
-
-    fn count(&mut self, now: Instant) {
-        let s = self.advance(now);
-        self.buckets[(s % 10) as usize] += 1;
-    }
-
-    fn total(&mut self, now: Instant) -> u32 {
-        self.advance(now);
-        self.buckets.iter().sum()
-    }
-
-    fn per_second(&mut self, now: Instant) -> f64 {
-        f64::from(self.total(now)) / 10.0
-    }
-}
-
-/// A request in a queue.
+/// A request in a queue: its permit is sent to it when its turn comes.
 #[derive(Debug)]
 struct Waiter {
     tx: oneshot::Sender<Permit>,
     tokens: u64,
 }
 
-struct Lane {
-    spec: LaneSpec,
-    inflight: usize,
-    waiting: FairQueue<Waiter>,
-    /// Calls granted lately.
-    granted: Recent,
-}
-
-impl Lane {
-    /// The waiter whose turn it is, dropping those in front of it who gave up (a deadline,
-    /// a client gone): pruned as they come up, not by a scan of the whole queue per grant.
-    fn next_waiter(&mut self) -> Option<&Waiter> {
-        while self.waiting.peek().is_some_and(|w| w.tx.is_closed()) {
-            self.waiting.pop();
-        }
-        self.waiting.peek()
-    }
-}
-
-struct State {
-    limit: usize,
-    inflight: usize,
-    lanes: Vec<Lane>,
-    drained: Recent,
-    /// No slot is granted before this (the upstream asked us to wait).
-    paused_until: Option<Instant>,
-    /// Holds calls back until the upstream's rate limits can take them.
-    pacer: Pacer,
-    /// When a task will next wake to grant slots (a pause or the pacer ends then).
-    wake_at: Option<Instant>,
-}
-
-impl State {
-    fn open(&self, now: Instant) -> bool {
-        self.paused_until.is_none_or(|p| now >= p) && self.inflight < self.limit
+impl Waiting for Waiter {
+    fn tokens(&self) -> u64 {
+        self.tokens
     }
 
-    /// When a call of `tokens` could go, if the slot is there: `now`, or later when paused or
-    /// paced.
-    fn ready_at(&mut self, now: Instant, tokens: u64) -> Instant {
-        let paced = self.pacer.ready_at(now, tokens);
-        self.paused_until.map_or(paced, |p| paced.max(p))
-    }
-
-    fn waiting(&self) -> usize {
-        self.lanes.iter().map(|l| l.waiting.len()).sum()
-    }
-
-    /// Whether `ask` would get a slot at `now` without waiting: one is free, the pacer lets
-    /// a call of its cost out, nobody of its lane waits, and its lane would be chosen over
-    /// the lanes whose requests do.
-    fn admits_now(&mut self, ask: &Ask, now: Instant) -> bool {
-        if !self.open(now) || self.ready_at(now, ask.tokens) > now {
-            return false;
-        }
-        let mut loads = self.loads(now);
-        match loads.get_mut(ask.lane) {
-            Some(own) if own.waiting == 0 => {
-                own.waiting = 1;
-                next_lane(self.limit, &loads) == Some(ask.lane)
-            }
-            _ => false,
-        }
-    }
-
-    /// What the scheduler weighs, per lane.
-    fn loads(&mut self, now: Instant) -> Vec<LaneLoad> {
-        let granted: Vec<u32> = self
-            .lanes
-            .iter_mut()
-            .map(|l| l.granted.total(now))
-            .collect();
-        let all = f64::from(granted.iter().sum::<u32>().max(1));
-        self.lanes
-            .iter()
-            .zip(granted)
-            .map(|(l, g)| LaneLoad {
-                share: l.spec.share,
-                inflight: l.inflight,
-                waiting: l.waiting.len(),
-                recent: f64::from(g) / all,
-            })
-            .collect()
+    fn gone(&self) -> bool {
+        self.tx.is_closed()
     }
 }
 
 struct Inner {
-    state: Mutex<State>,
+    state: Mutex<State<Waiter>>,
 }
 
 /// The admission of one upstream. Cheap to clone.
@@ -256,14 +144,7 @@ impl std::fmt::Debug for Inner {
 impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(inner) = self.admission.take() {
-            {
-                let mut st = inner.state.lock();
-                st.inflight = st.inflight.saturating_sub(1);
-                if let Some(l) = st.lanes.get_mut(self.lane) {
-                    l.inflight = l.inflight.saturating_sub(1);
-                }
-                st.drained.count(Instant::now());
-            }
+            inner.state.lock().release(self.lane, Instant::now());
             grant_and_wake(&inner);
         }
     }
@@ -288,36 +169,27 @@ pub struct AdmissionStats {
     pub paused_until: Option<Instant>,
 }
 
-/// Hands free slots to waiters, best lane first, each lane's tenants in turn, as far as the
-/// pacer allows; returns the permits nobody took, and when to try again if the pacer or a
-/// pause held the next waiter back.
-fn grant(inner: &Arc<Inner>, st: &mut State) -> (Vec<Permit>, Option<Instant>) {
+/// Hands free slots to waiters as the state decides; returns the permits nobody took, and
+/// when to try again if the pacer or a pause held the next waiter back.
+fn grant(inner: &Arc<Inner>, st: &mut State<Waiter>) -> (Vec<Permit>, Option<Instant>) {
     let mut spilled = Vec::new();
     let now = Instant::now();
-    while st.inflight < st.limit {
-        let Some(i) = next_lane(st.limit, &st.loads(now)) else {
-            break;
-        };
-        let Some(lane) = st.lanes.get_mut(i) else {
-            break;
-        };
-        let Some(tokens) = lane.next_waiter().map(|w| w.tokens) else {
-            // The lane held only requests that had gone: weigh the lanes again.
-            continue;
-        };
-        let ready = st.ready_at(now, tokens);
-        if ready > now {
-            return (spilled, Some(ready));
-        }
-        let Some(w) = st.lanes.get_mut(i).and_then(|l| l.waiting.pop()) else {
-            break;
-        };
-        let permit = take(inner, st, i, now, w.tokens);
-        if let Err(unwanted) = w.tx.send(permit) {
-            spilled.push(unwanted);
+    loop {
+        match st.next(now) {
+            Next::Grant {
+                lane,
+                waiter,
+                inflight,
+            } => {
+                let permit = permit(inner, lane, inflight);
+                if let Err(unwanted) = waiter.tx.send(permit) {
+                    spilled.push(unwanted);
+                }
+            }
+            Next::HeldUntil(at) => return (spilled, Some(at)),
+            Next::Idle => return (spilled, None),
         }
     }
-    (spilled, None)
 }
 
 /// Grants what can be granted now and, if the next waiter is held back until some instant,
@@ -326,7 +198,8 @@ fn grant_and_wake(inner: &Arc<Inner>) {
     let (spilled, wake) = {
         let mut st = inner.state.lock();
         let (spilled, wake) = grant(inner, &mut st);
-        let wake = wake.filter(|at| st.wake_at.is_none_or(|w| w > *at || w <= Instant::now()));
+        let now = Instant::now();
+        let wake = wake.filter(|at| st.should_wake(*at, now));
         if let Some(at) = wake {
             st.wake_at = Some(at);
         }
@@ -349,18 +222,12 @@ fn grant_and_wake(inner: &Arc<Inner>) {
     }
 }
 
-/// Counts a slot taken by lane `i` at `now` for a call of `tokens`, and makes its permit.
-fn take(inner: &Arc<Inner>, st: &mut State, i: usize, now: Instant, tokens: u64) -> Permit {
-    st.pacer.take(now, tokens);
-    st.inflight += 1;
-    if let Some(l) = st.lanes.get_mut(i) {
-        l.inflight += 1;
-        l.granted.count(now);
-    }
+/// The permit of a slot the state has counted for lane `lane`.
+fn permit(inner: &Arc<Inner>, lane: usize, inflight: usize) -> Permit {
     Permit {
         admission: Some(inner.clone()),
-        lane: i,
-        inflight: st.inflight,
+        lane,
+        inflight,
     }
 }
 
@@ -376,25 +243,8 @@ impl Admission {
 
     /// An admission of `limit` slots over `lanes`, holding calls back as `pacer` says.
     pub fn paced(limit: usize, lanes: Vec<LaneSpec>, pacer: Pacer) -> Self {
-        let lanes = lanes
-            .into_iter()
-            .map(|spec| Lane {
-                spec,
-                inflight: 0,
-                waiting: FairQueue::default(),
-                granted: Recent::new(Instant::now()),
-            })
-            .collect();
         Self(Arc::new(Inner {
-            state: Mutex::new(State {
-                limit: limit.max(1),
-                inflight: 0,
-                lanes,
-                drained: Recent::new(Instant::now()),
-                paused_until: None,
-                pacer,
-                wake_at: None,
-            }),
+            state: Mutex::new(State::new(limit, lanes, pacer, Instant::now())),
         }))
     }
 
@@ -418,15 +268,9 @@ impl Admission {
     /// Requests keep queueing meanwhile; at `until` the queue resumes. The pacer hears that
     /// nothing is left.
     pub fn pause_until(&self, until: Instant) {
-        {
-            let mut st = self.0.state.lock();
-            st.pacer.exhausted(Instant::now());
-            if st.paused_until.is_some_and(|p| p >= until) {
-                return;
-            }
-            st.paused_until = Some(until);
+        if self.0.state.lock().pause_until(Instant::now(), until) {
+            grant_and_wake(&self.0);
         }
-        grant_and_wake(&self.0);
     }
 
     /// What an answer reported of the upstream's rate limit in `dim`.
@@ -451,8 +295,10 @@ impl Admission {
         let ask = ask.into();
         let mut st = self.0.state.lock();
         let now = Instant::now();
-        st.admits_now(&ask, now)
-            .then(|| take(&self.0, &mut st, ask.lane, now, ask.tokens))
+        st.admits_now(&ask, now).then(|| {
+            let inflight = st.take(ask.lane, now, ask.tokens);
+            permit(&self.0, ask.lane, inflight)
+        })
     }
 
     /// Whether `ask` would have to wait if it asked now (routing prefers a deployment where
@@ -466,31 +312,19 @@ impl Admission {
         let ask = ask.into();
         let (rx, max_wait, lane) = {
             let mut st = self.0.state.lock();
-            let lane = ask.lane.min(st.lanes.len().saturating_sub(1));
             let now = Instant::now();
-            if st.open(now) && st.waiting() == 0 && st.ready_at(now, ask.tokens) <= now {
-                return Ok(take(&self.0, &mut st, lane, now, ask.tokens));
-            }
-            let retry_after = retry_after(&mut st, now);
-            let Some(l) = st.lanes.get_mut(lane) else {
-                return Err(Rejected::QueueFull { lane, retry_after });
-            };
-            if l.waiting.len() >= l.spec.max_queue {
-                // Full, perhaps of requests that have gone: count only those still waiting.
-                l.waiting.retain(|w| !w.tx.is_closed());
-            }
-            if l.waiting.len() >= l.spec.max_queue {
-                return Err(Rejected::QueueFull { lane, retry_after });
+            if st.goes_at_once(now, ask.tokens) {
+                let lane = st.lane_of(&ask);
+                let inflight = st.take(lane, now, ask.tokens);
+                return Ok(permit(&self.0, lane, inflight));
             }
             let (tx, rx) = oneshot::channel();
-            l.waiting.push(
-                &ask.tenant,
-                Waiter {
-                    tx,
-                    tokens: ask.tokens,
-                },
-            );
-            (rx, l.spec.max_wait, lane)
+            let waiter = Waiter {
+                tx,
+                tokens: ask.tokens,
+            };
+            let (lane, max_wait) = st.enqueue(&ask, waiter, now)?;
+            (rx, max_wait, lane)
         };
         // The newcomer may be first in line behind a pacer or a pause that has no task
         // waiting on it yet.
@@ -498,7 +332,7 @@ impl Admission {
         match timeout_at(Instant::now() + max_wait, rx).await {
             Ok(Ok(permit)) => Ok(permit),
             _ => {
-                let retry_after = retry_after(&mut self.0.state.lock(), Instant::now());
+                let retry_after = self.0.state.lock().retry_after(Instant::now());
                 Err(Rejected::TimedOut { lane, retry_after })
             }
         }
@@ -508,39 +342,17 @@ impl Admission {
     pub fn stats(&self) -> AdmissionStats {
         let mut st = self.0.state.lock();
         let now = Instant::now();
-        let (requests_pace, tokens_pace) = st.pacer.state(now);
+        let (requests_pace, tokens_pace) = st.pace(now);
         AdmissionStats {
             requests_pace,
             tokens_pace,
             tenants_waiting: st.lanes.iter().map(|l| l.waiting.tenants()).collect(),
             limit: st.limit,
             inflight: st.inflight,
-            lanes: st
-                .lanes
-                .iter()
-                .map(|l| {
-                    (
-                        l.spec.name.clone(),
-                        l.inflight,
-                        l.waiting.iter().filter(|w| !w.tx.is_closed()).count(),
-                    )
-                })
-                .collect(),
+            lanes: st.lane_stats(),
             paused_until: st.paused_until.filter(|p| *p > now),
         }
     }
-}
-
-/// When the queue will have drained what waits now: waiting ÷ drain rate, 1 s to 5 min.
-fn retry_after(st: &mut State, now: Instant) -> Duration {
-    let waiting = st.waiting();
-    let rate = st.drained.per_second(now);
-    let secs = if rate > 0.0 {
-        (waiting as f64 + 1.0) / rate
-    } else {
-        1.0
-    };
-    Duration::from_secs_f64(secs.clamp(1.0, 300.0).ceil())
 }
 
 #[cfg(test)]

@@ -26,8 +26,8 @@ fn fail_n(b: &mut Breaker, t: Instant, n: u32) {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn it_opens_at_the_failure_rate_once_the_window_has_enough_calls() {
+#[test]
+fn it_opens_at_the_failure_rate_once_the_window_has_enough_calls() {
     let t = Instant::now();
     let mut b = Breaker::new(policy(), t);
     fail_n(&mut b, t, 19);
@@ -42,8 +42,8 @@ async fn it_opens_at_the_failure_rate_once_the_window_has_enough_calls() {
     assert_eq!(b.reopens_at(t), Some(t + Duration::from_secs(15)));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_healthy_mix_stays_closed() {
+#[test]
+fn a_healthy_mix_stays_closed() {
     let t = Instant::now();
     let mut b = Breaker::new(policy(), t);
     for i in 0..1000 {
@@ -56,8 +56,8 @@ async fn a_healthy_mix_stays_closed() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn old_failures_leave_the_window() {
+#[test]
+fn old_failures_leave_the_window() {
     let t = Instant::now();
     let mut b = Breaker::new(policy(), t);
     fail_n(&mut b, t, 15);
@@ -72,8 +72,8 @@ async fn old_failures_leave_the_window() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn half_open_probes_once_per_interval_and_closes_after_enough_successes() {
+#[test]
+fn half_open_probes_once_per_interval_and_closes_after_enough_successes() {
     let t = Instant::now();
     let mut b = Breaker::new(policy(), t);
     fail_n(&mut b, t, 20);
@@ -90,8 +90,8 @@ async fn half_open_probes_once_per_interval_and_closes_after_enough_successes() 
     assert!(b.allow(t1 + ms(2_101)));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_failed_probe_reopens_for_twice_as_long() {
+#[test]
+fn a_failed_probe_reopens_for_twice_as_long() {
     let t = Instant::now();
     let mut b = Breaker::new(policy(), t);
     fail_n(&mut b, t, 20);
@@ -105,8 +105,8 @@ async fn a_failed_probe_reopens_for_twice_as_long() {
     assert_eq!(b.reopens_at(t2), Some(t2 + Duration::from_secs(60)));
 }
 
-#[tokio::test(start_paused = true)]
-async fn openings_never_exceed_the_maximum() {
+#[test]
+fn openings_never_exceed_the_maximum() {
     let t = Instant::now();
     let mut b = Breaker::new(policy(), t);
     fail_n(&mut b, t, 20);
@@ -119,8 +119,8 @@ async fn openings_never_exceed_the_maximum() {
     assert_eq!(b.reopens_at(now), Some(now + Duration::from_secs(300)));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_streak_of_failures_opens_it_before_the_window_fills() {
+#[test]
+fn a_streak_of_failures_opens_it_before_the_window_fills() {
     let t = Instant::now();
     let mut b = Breaker::new(BreakerPolicy::default(), t);
     fail_n(&mut b, t, 4);
@@ -137,8 +137,8 @@ async fn a_streak_of_failures_opens_it_before_the_window_fills() {
     assert_eq!((s.calls, s.failures, s.streak, s.opened), (10, 9, 5, 1));
 }
 
-#[tokio::test(start_paused = true)]
-async fn slow_calls_open_it_at_the_slow_call_rate() {
+#[test]
+fn slow_calls_open_it_at_the_slow_call_rate() {
     let t = Instant::now();
     let p = BreakerPolicy {
         slow_call: Duration::from_secs(10),
@@ -171,8 +171,8 @@ async fn slow_calls_open_it_at_the_slow_call_rate() {
     assert!(matches!(b.state(t1), BreakerState::Open { .. }));
 }
 
-#[tokio::test(start_paused = true)]
-async fn closing_is_counted() {
+#[test]
+fn closing_is_counted() {
     let t = Instant::now();
     let mut b = Breaker::new(policy(), t);
     fail_n(&mut b, t, 20);

@@ -94,8 +94,8 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_shift_in_the_mix_of_answers_is_not_congestion() {
+    #[test]
+    fn a_shift_in_the_mix_of_answers_is_not_congestion() {
         let mut t = Instant::now();
         // Streams at 800 ms to first byte, then a batch of complete answers at 8 s joins in
         // (two in three), the upstream no slower than before.
@@ -123,8 +123,8 @@ mod tests {
         assert!(norm.limit() >= before, "{} after {before}", norm.limit());
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn real_inflation_still_cuts_the_limit_as_much_as_raw_latencies_do() {
+    #[test]
+    fn real_inflation_still_cuts_the_limit_as_much_as_raw_latencies_do() {
         let cut = |normalize: bool| {
             let mut t = Instant::now();
             let inner = Windowed::new(Gradient2::new(64, 1, 256));

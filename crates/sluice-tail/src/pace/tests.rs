@@ -17,8 +17,8 @@ fn drain(p: &mut Pacer, t0: Instant, secs: u64, tokens: u64) -> u64 {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_configured_rpm_goes_out_evenly_one_seconds_worth_at_a_time() {
+#[test]
+fn a_configured_rpm_goes_out_evenly_one_seconds_worth_at_a_time() {
     let t0 = Instant::now();
     let mut p = Pacer::new(
         PaceSpec {
@@ -44,8 +44,8 @@ async fn a_configured_rpm_goes_out_evenly_one_seconds_worth_at_a_time() {
     assert!((120..=122).contains(&sent), "{sent} in a minute");
 }
 
-#[tokio::test(start_paused = true)]
-async fn tokens_pace_by_cost_and_a_call_above_the_burst_waits_for_a_full_bucket() {
+#[test]
+fn tokens_pace_by_cost_and_a_call_above_the_burst_waits_for_a_full_bucket() {
     let t0 = Instant::now();
     let spec = PaceSpec {
         rpm: None,
@@ -61,8 +61,8 @@ async fn tokens_pace_by_cost_and_a_call_above_the_burst_waits_for_a_full_bucket(
     assert!((120..=122).contains(&sent), "{sent}");
 }
 
-#[tokio::test(start_paused = true)]
-async fn with_nothing_configured_it_paces_nothing_until_an_answer_reports_a_limit() {
+#[test]
+fn with_nothing_configured_it_paces_nothing_until_an_answer_reports_a_limit() {
     let t0 = Instant::now();
     let mut p = Pacer::new(PaceSpec::default(), t0);
     for _ in 0..1_000 {
@@ -85,8 +85,8 @@ async fn with_nothing_configured_it_paces_nothing_until_an_answer_reports_a_limi
     assert!((59..=60).contains(&sent), "{sent}");
 }
 
-#[tokio::test(start_paused = true)]
-async fn reports_lower_the_rate_below_the_configured_one_but_never_raise_it() {
+#[test]
+fn reports_lower_the_rate_below_the_configured_one_but_never_raise_it() {
     let t0 = Instant::now();
     let spec = PaceSpec {
         rpm: Some(600),
@@ -105,8 +105,8 @@ async fn reports_lower_the_rate_below_the_configured_one_but_never_raise_it() {
     assert_eq!(p.state(t0).0.unwrap().per_minute, 600);
 }
 
-#[tokio::test(start_paused = true)]
-async fn what_the_provider_says_is_left_caps_what_sluice_thinks_is_left() {
+#[test]
+fn what_the_provider_says_is_left_caps_what_sluice_thinks_is_left() {
     let t0 = Instant::now();
     let mut p = Pacer::new(
         PaceSpec {

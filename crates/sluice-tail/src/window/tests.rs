@@ -10,8 +10,8 @@ fn window() -> (LatencyWindow, Instant) {
     (w, now)
 }
 
-#[tokio::test(start_paused = true)]
-async fn percentiles_of_a_known_distribution() {
+#[test]
+fn percentiles_of_a_known_distribution() {
     let (mut w, now) = window();
     for i in 1..=1000 {
         w.record(now, ms(i));
@@ -28,8 +28,8 @@ async fn percentiles_of_a_known_distribution() {
     assert!(close(p.max, 1000), "{p:?}");
 }
 
-#[tokio::test(start_paused = true)]
-async fn old_samples_leave_the_window() {
+#[test]
+fn old_samples_leave_the_window() {
     let (mut w, now) = window();
     w.record(now, ms(5_000));
     assert_eq!(w.percentiles(now + Duration::from_secs(59)).count, 1);
@@ -37,8 +37,8 @@ async fn old_samples_leave_the_window() {
     assert_eq!(w.percentiles(now + Duration::from_secs(60)).count, 0);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_long_idle_gap_clears_everything() {
+#[test]
+fn a_long_idle_gap_clears_everything() {
     let (mut w, now) = window();
     for _ in 0..10 {
         w.record(now, ms(100));
@@ -51,8 +51,8 @@ async fn a_long_idle_gap_clears_everything() {
     assert_eq!(p.max, Duration::from_micros(7_000).max(p.max));
 }
 
-#[tokio::test(start_paused = true)]
-async fn quantile_needs_enough_samples() {
+#[test]
+fn quantile_needs_enough_samples() {
     let (mut w, now) = window();
     for _ in 0..9 {
         w.record(now, ms(10));
@@ -63,8 +63,8 @@ async fn quantile_needs_enough_samples() {
     assert!(q >= ms(10) && q <= ms(11));
 }
 
-#[tokio::test(start_paused = true)]
-async fn extreme_values_are_clamped_not_lost() {
+#[test]
+fn extreme_values_are_clamped_not_lost() {
     let (mut w, now) = window();
     w.record(now, Duration::ZERO);
     w.record(now, Duration::from_secs(10 * 3600));
@@ -73,8 +73,8 @@ async fn extreme_values_are_clamped_not_lost() {
     assert!(p.max >= Duration::from_secs(3599));
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_running_total_equals_the_merge_of_the_slices() {
+#[test]
+fn the_running_total_equals_the_merge_of_the_slices() {
     let (mut w, now) = window();
     for s in 0..200u64 {
         let t = now + Duration::from_millis(s * 700);

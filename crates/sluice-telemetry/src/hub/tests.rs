@@ -28,8 +28,8 @@ fn record(now: Instant, ttfb_ms: u64, total_ms: u64) -> CallRecord {
     rec
 }
 
-#[tokio::test(start_paused = true)]
-async fn records_feed_windows_and_metrics() {
+#[test]
+fn records_feed_windows_and_metrics() {
     let t = Arc::new(Telemetry::new(WindowConfig::default()).unwrap());
     let now = Instant::now();
     for i in 1..=100 {
@@ -56,8 +56,8 @@ async fn records_feed_windows_and_metrics() {
     assert!(page.contains("sluice_upstream_ttfb_seconds_bucket"));
 }
 
-#[tokio::test(start_paused = true)]
-async fn timeouts_count_in_the_tail() {
+#[test]
+fn timeouts_count_in_the_tail() {
     let t = Telemetry::new(WindowConfig::default()).unwrap();
     let now = Instant::now();
     let mut rec = CallRecord::new(RequestId::generate(), now);
@@ -74,8 +74,8 @@ async fn timeouts_count_in_the_tail() {
     assert!(r.upstreams[0].ttfb.max >= Duration::from_secs(59));
 }
 
-#[tokio::test(start_paused = true)]
-async fn inflight_follows_guards() {
+#[test]
+fn inflight_follows_guards() {
     let t = Arc::new(Telemetry::new(WindowConfig::default()).unwrap());
     let g1 = t.inflight();
     let g2 = t.inflight();
@@ -91,8 +91,8 @@ async fn inflight_follows_guards() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn streamed_and_complete_answers_keep_separate_windows() {
+#[test]
+fn streamed_and_complete_answers_keep_separate_windows() {
     let t = Telemetry::new(WindowConfig::default()).unwrap();
     let now = Instant::now();
     let mut streamed = record(now, 300, 5_000);

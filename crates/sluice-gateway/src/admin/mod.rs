@@ -1,0 +1,71 @@
+//! The admin API (`/admin/*`): the guard every route of it passes (the admin token, when one
+//! is configured), what the tail policies think (`upstreams`), latency percentiles, and the
+//! APIs that change keys, tenants and the answer cache, or read usage. `/v1/models`,
+//! `/healthz`, `/readyz` and `/metrics` are not admin: see `public`.
+
+pub mod cache;
+pub mod keys;
+pub mod tenants;
+pub mod upstreams;
+pub mod usage;
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use sluice_core::{ErrorKind, GatewayError, RequestId};
+use sluice_economy::keys as key_hash;
+
+use tokio::time::Instant;
+
+use crate::Gateway;
+use crate::walk::{auth, rescue};
+
+pub(crate) fn refuse(e: &GatewayError) -> Response {
+    rescue::error_response(e, &RequestId::generate(), None)
+}
+
+/// Lets an `/admin/*` request through when no admin token is configured, or when it carries
+/// it as `Authorization: Bearer`; 401 otherwise.
+pub async fn guard(State(gw): State<Arc<Gateway>>, req: Request, next: Next) -> Response {
+    if let Some(token) = &gw.admin_token {
+        // Compared as hashes, so the time taken says nothing about the token.
+        let sent = auth::bearer(req.headers()).map(key_hash::hash);
+        if sent != Some(key_hash::hash(token)) {
+            let e = GatewayError::new(
+                ErrorKind::Unauthorized,
+                "the admin API needs the admin token: send `Authorization: Bearer <token>`",
+            );
+            return refuse(&e);
+        }
+    }
+    next.run(req).await
+}
+
+pub(crate) fn store_failed(e: &sluice_ledger::LedgerError) -> GatewayError {
+    tracing::error!(error = %e, "saving a key failed");
+    GatewayError::new(
+        ErrorKind::Internal,
+        format!("the key store could not be written: {e}"),
+    )
+}
+
+/// The admin routes that change something (keys, tenants, the answer cache) are off unless
+/// an admin token protects them.
+pub(crate) fn managing(gw: &Gateway) -> Result<(), GatewayError> {
+    if gw.admin_token.is_some() {
+        Ok(())
+    } else {
+        Err(GatewayError::new(
+            ErrorKind::PermissionDenied,
+            "changing keys, tenants or the cache needs an admin token: set [server] admin_token_env",
+        ))
+    }
+}
+
+/// `GET /admin/latency`: P50/P90/P95/P99/P999/max per (model group, upstream).
+pub async fn latency(State(gw): State<Arc<Gateway>>) -> Json<sluice_telemetry::LatencyReport> {
+    Json(gw.telemetry().latency_report(Instant::now()))
+}

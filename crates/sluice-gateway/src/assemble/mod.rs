@@ -1,0 +1,563 @@
+//! Assembles a [`Gateway`] from configuration and code: providers, model groups with their
+//! policies (hedging, concurrency limits, pacing, retries, breakers), lanes and tenants'
+//! default lanes, telemetry.
+
+pub mod policies;
+pub mod providers;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use sluice_config::gateway::{DeploymentConfig, Env, GatewayConfig, UnpricedPolicy};
+use sluice_core::GatewayError;
+use sluice_economy::{
+    Accounts, Catalog, KeyError, KeyRing, KeySpec, Limits, Micros, Price, Unpriced,
+};
+use sluice_ledger::{AnyStore, Ledger, StoredKey, StoredTenant};
+use sluice_providers::Provider;
+use sluice_tail::admission::LaneSpec;
+use sluice_tail::limit::LimitSpec;
+use sluice_tail::pace::PaceSpec;
+use sluice_tail::{
+    Breaker, BreakerPolicy, Cooldowns, HedgePolicy, RetryPolicy, WindowConfig, WindowError,
+};
+use sluice_telemetry::Telemetry;
+
+use crate::admin::tenants as tenants_api;
+use crate::gateway::{Gateway, RecordSink};
+use sluice_routing::affinity::AffinityPolicy;
+use sluice_routing::limiter::Limiter;
+use sluice_routing::{Deployment, ModelGroup, Routes, ticket_hash};
+
+/// The policies of one model group; `None` takes the builder's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GroupPolicies {
+    /// Hedging of slow requests.
+    pub hedge: Option<HedgePolicy>,
+    /// Concurrency limit per deployment.
+    pub limit: Option<LimitSpec>,
+    /// Retries of failed attempts.
+    pub retry: Option<RetryPolicy>,
+    /// A circuit breaker per deployment.
+    pub breaker: Option<BreakerPolicy>,
+    /// The deadline of a request that carries none of its own.
+    pub timeout: Option<Duration>,
+    /// Routing by prompt prefix.
+    pub affinity: Option<AffinityPolicy>,
+}
+
+impl GroupPolicies {
+    /// Each policy of `self`, or of `defaults` where `self` has none.
+    fn or(self, defaults: GroupPolicies) -> Self {
+        Self {
+            hedge: self.hedge.or(defaults.hedge),
+            limit: self.limit.or(defaults.limit),
+            retry: self.retry.or(defaults.retry),
+            breaker: self.breaker.or(defaults.breaker),
+            timeout: self.timeout.or(defaults.timeout),
+            affinity: self.affinity.or(defaults.affinity),
+        }
+    }
+}
+
+/// Why a gateway could not be assembled.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A deployment names a provider nobody supplied.
+    #[error("model `{group}`: no provider named `{provider}`")]
+    UnknownProvider {
+        /// The group.
+        group: String,
+        /// The missing provider.
+        provider: String,
+    },
+    /// A provider adapter could not be built.
+    #[error("provider `{name}`: {source}")]
+    Provider {
+        /// The provider.
+        name: String,
+        /// Why.
+        source: GatewayError,
+    },
+    /// An API key could not be added.
+    #[error("key: {0}")]
+    Key(#[from] KeyError),
+    /// A tenant's default lane is not a lane.
+    #[error("tenant `{tenant}`: no lane named `{lane}`")]
+    UnknownLane {
+        /// The tenant.
+        tenant: String,
+        /// The missing lane.
+        lane: String,
+    },
+    /// Tenants are counted in tokens, and the tokenizer would not load.
+    #[error("{0}")]
+    Tokenizer(#[from] sluice_economy::estimate::TokenizerError),
+    /// The latency window shape is unusable.
+    #[error("latency window: {0}")]
+    Window(#[from] WindowError),
+}
+
+/// The concurrency limit of a deployment that is paced but not limited: room enough never
+/// to be the constraint.
+const UNLIMITED: usize = 100_000;
+
+/// Assembles a [`Gateway`].
+pub struct GatewayBuilder {
+    providers: HashMap<String, Arc<dyn Provider>>,
+    models: Vec<(String, Vec<DeploymentConfig>, GroupPolicies)>,
+    defaults: GroupPolicies,
+    lanes: Vec<LaneSpec>,
+    tenant_lanes: Vec<(String, String)>,
+    keys: Vec<(KeySpec, String)>,
+    /// Keys made at run time, kept in the ledger's store.
+    stored: Vec<(KeySpec, String)>,
+    /// Tenants set at run time, kept in the ledger's store.
+    stored_tenants: Vec<StoredTenant>,
+    limits: Vec<(String, Limits)>,
+    require_keys: Option<bool>,
+    admin_token: Option<String>,
+    catalog: Catalog,
+    unpriced: Unpriced,
+    window: WindowConfig,
+    max_body_bytes: usize,
+    seed: Option<u64>,
+    sinks: Vec<RecordSink>,
+    ledger: Option<(Ledger, Arc<AnyStore>)>,
+    /// The answer cache's time to live and size in bytes, when answers are cached.
+    cache: Option<(Duration, u64)>,
+}
+
+impl Default for GatewayBuilder {
+    fn default() -> Self {
+        Self {
+            providers: HashMap::new(),
+            models: Vec::new(),
+            defaults: GroupPolicies::default(),
+            lanes: policies::lane_specs(&sluice_config::gateway::default_lanes()),
+            tenant_lanes: Vec::new(),
+            keys: Vec::new(),
+            stored: Vec::new(),
+            stored_tenants: Vec::new(),
+            limits: Vec::new(),
+            require_keys: None,
+            admin_token: None,
+            catalog: Catalog::with_defaults(),
+            unpriced: Unpriced::Refuse,
+            window: WindowConfig::default(),
+            max_body_bytes: usize::try_from(sluice_config::gateway::DEFAULT_MAX_BODY_BYTES)
+                .unwrap_or(usize::MAX),
+            seed: None,
+            sinks: Vec::new(),
+            ledger: None,
+            cache: None,
+        }
+    }
+}
+
+impl GatewayBuilder {
+    /// An empty builder with default limits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A builder holding everything `cfg` describes, HTTP providers included.
+    pub fn from_config(cfg: &GatewayConfig, env: &dyn Env) -> Result<Self, BuildError> {
+        let mut b = Self::new()
+            .max_body_bytes(usize::try_from(cfg.server.max_body_bytes).unwrap_or(usize::MAX))
+            .window(WindowConfig {
+                length: cfg.telemetry.latency_window,
+                slices: cfg.telemetry.latency_window_slices,
+            })
+            .lanes(policies::lane_specs(&cfg.lanes));
+        if cfg.cache.enabled {
+            b = b.answer_cache(cfg.cache.ttl, cfg.cache.max_bytes);
+        }
+        for (name, p) in &cfg.providers {
+            let provider =
+                crate::assemble::providers::from_config(name, p, env).map_err(|source| {
+                    BuildError::Provider {
+                        name: name.clone(),
+                        source,
+                    }
+                })?;
+            b = b.provider(name, provider);
+        }
+        if let Some(var) = &cfg.server.admin_token_env
+            && let Some(token) = env.get(var)
+        {
+            b = b.admin_token(&token);
+        }
+        if let Some(required) = cfg.server.require_keys {
+            b = b.require_keys(required);
+        }
+        for (name, k) in &cfg.keys {
+            let spec = KeySpec {
+                name: name.clone(),
+                tenant: Arc::from(k.tenant.as_str()),
+                lane: k.lane.clone(),
+                models: k.models.clone(),
+            };
+            b = b.key(spec, &k.sha256);
+        }
+        for (model, p) in &cfg.prices {
+            let price = Price {
+                input: Micros(p.input.0),
+                cached_input: Micros(p.cached_input.unwrap_or(p.input).0),
+                cache_write: Micros(p.cache_write.unwrap_or(p.input).0),
+                output: Micros(p.output.0),
+            };
+            b = b.price(model, price);
+        }
+        b = b.unpriced(match cfg.billing.unpriced {
+            UnpricedPolicy::Refuse => Unpriced::Refuse,
+            UnpricedPolicy::Free => Unpriced::Free,
+        });
+        for (tenant, t) in &cfg.tenants {
+            if let Some(lane) = &t.lane {
+                b = b.tenant_lane(tenant, lane);
+            }
+            let limits = Limits {
+                credits: t.credits.and_then(Micros::from_units),
+                rpm: t.rpm,
+                tpm: t.tpm,
+                tokens_per_day: t.tokens_per_day,
+                spend_per_month: t.spend_per_month.and_then(Micros::from_units),
+            };
+            if limits.any() {
+                b = b.tenant_limits(tenant, limits);
+            }
+        }
+        for (group, m) in &cfg.models {
+            b = b.model_with(group, m.deployments.clone(), policies::of_group(m));
+        }
+        Ok(b)
+    }
+
+    /// Adds (or replaces) a provider, e.g. an in-process simulator.
+    pub fn provider(mut self, name: &str, provider: Arc<dyn Provider>) -> Self {
+        self.providers.insert(name.to_string(), provider);
+        self
+    }
+
+    /// Adds a model group with the default policies.
+    pub fn model(self, group: &str, deployments: Vec<DeploymentConfig>) -> Self {
+        self.model_with(group, deployments, GroupPolicies::default())
+    }
+
+    /// Adds a model group with its own policies (the defaults fill what it leaves `None`).
+    pub fn model_with(
+        mut self,
+        group: &str,
+        deployments: Vec<DeploymentConfig>,
+        p: GroupPolicies,
+    ) -> Self {
+        self.models.push((group.to_string(), deployments, p));
+        self
+    }
+
+    /// Hedges every group that sets no hedging of its own.
+    pub fn hedging(mut self, policy: HedgePolicy) -> Self {
+        self.defaults.hedge = Some(policy);
+        self
+    }
+
+    /// Limits the concurrency of every deployment whose group sets no limit of its own.
+    pub fn limits(mut self, spec: LimitSpec) -> Self {
+        self.defaults.limit = Some(spec);
+        self
+    }
+
+    /// Retries in every group that sets no retries of its own.
+    pub fn retries(mut self, policy: RetryPolicy) -> Self {
+        self.defaults.retry = Some(policy);
+        self
+    }
+
+    /// Routes by prompt prefix in every group that sets no affinity of its own.
+    pub fn affinity(mut self, policy: AffinityPolicy) -> Self {
+        self.defaults.affinity = Some(policy);
+        self
+    }
+
+    /// Breaks circuits in every group that sets no breaker of its own.
+    pub fn breakers(mut self, policy: BreakerPolicy) -> Self {
+        self.defaults.breaker = Some(policy);
+        self
+    }
+
+    /// Gives every group that sets no timeout of its own a deadline for requests that carry
+    /// none (`x-sluice-timeout-ms`).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.defaults.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the lanes, in priority order (the first is the default lane).
+    pub fn lanes(mut self, lanes: Vec<LaneSpec>) -> Self {
+        if !lanes.is_empty() {
+            self.lanes = lanes;
+        }
+        self
+    }
+
+    /// Sends `tenant`'s requests that name no lane to `lane` (a lane's name).
+    pub fn tenant_lane(mut self, tenant: &str, lane: &str) -> Self {
+        self.tenant_lanes
+            .push((tenant.to_string(), lane.to_string()));
+        self
+    }
+
+    /// Adds an API key known by its SHA-256 (hex).
+    pub fn key(mut self, spec: KeySpec, sha256_hex: &str) -> Self {
+        self.keys.push((spec, sha256_hex.to_string()));
+        self
+    }
+
+    /// Adds keys made at run time and kept in the ledger's store; a configured key of the
+    /// same name wins.
+    pub fn stored_keys(mut self, stored: &[StoredKey]) -> Self {
+        for k in stored {
+            if self.keys.iter().any(|(spec, _)| spec.name == k.name) {
+                tracing::warn!(key = %k.name, "a stored key has a configured key's name; the configured one is used");
+                continue;
+            }
+            let spec = KeySpec {
+                name: k.name.clone(),
+                tenant: Arc::from(k.tenant.as_str()),
+                lane: k.lane.clone(),
+                models: k.models.clone(),
+            };
+            self.stored.push((spec, k.sha256.clone()));
+        }
+        self
+    }
+
+    /// Adds tenants set at run time and kept in the ledger's store; a tenant the
+    /// configuration sets wins.
+    pub fn stored_tenants(mut self, stored: &[StoredTenant]) -> Self {
+        self.stored_tenants.extend_from_slice(stored);
+        self
+    }
+
+    /// Gives `tenant` credits and quotas.
+    pub fn tenant_limits(mut self, tenant: &str, limits: Limits) -> Self {
+        self.limits.push((tenant.to_string(), limits));
+        self
+    }
+
+    /// Whether requests need an API key (by default: when any key is configured).
+    pub fn require_keys(mut self, required: bool) -> Self {
+        self.require_keys = Some(required);
+        self
+    }
+
+    /// What happens to a call whose deployment's model has no price: refused for tenants
+    /// who pay by credits or a spend quota (the default), or served free; counted either way.
+    pub fn unpriced(mut self, policy: Unpriced) -> Self {
+        self.unpriced = policy;
+        self
+    }
+
+    /// Requires `token` on `/admin/*` and turns the key routes on.
+    pub fn admin_token(mut self, token: &str) -> Self {
+        self.admin_token = Some(token.to_string());
+        self
+    }
+
+    /// Prices upstream model `model` (over the shipped default, if any).
+    pub fn price(mut self, model: &str, price: Price) -> Self {
+        self.catalog.set(model, price);
+        self
+    }
+
+    /// Sets the body limit.
+    pub fn max_body_bytes(mut self, n: usize) -> Self {
+        self.max_body_bytes = n;
+        self
+    }
+
+    /// Sets the latency window shape.
+    pub fn window(mut self, w: WindowConfig) -> Self {
+        self.window = w;
+        self
+    }
+
+    /// Seeds routing (and the limits' jitter), for runs that must repeat.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Caches complete answers for `ttl`, holding at most `max_bytes` of them (see
+    /// [`sluice_cache`]).
+    pub fn answer_cache(mut self, ttl: Duration, max_bytes: u64) -> Self {
+        self.cache = Some((ttl, max_bytes));
+        self
+    }
+
+    /// Keeps a usage ledger: every finished call's row goes to `ledger`, which writes into
+    /// `store`; `/admin/usage` reads `store`.
+    pub fn ledger(mut self, ledger: Ledger, store: Arc<AnyStore>) -> Self {
+        self.ledger = Some((ledger, store));
+        self
+    }
+
+    /// Adds a sink told about every finished call.
+    pub fn on_record(mut self, sink: RecordSink) -> Self {
+        self.sinks.push(sink);
+        self
+    }
+
+    /// Resolves provider references and builds the gateway.
+    pub fn build(self) -> Result<Arc<Gateway>, BuildError> {
+        let seed = self.seed.unwrap_or_else(time_seed);
+        let mut groups = Vec::with_capacity(self.models.len());
+        for (group, deps, own) in &self.models {
+            let p = own.or(self.defaults);
+            let mut out = Vec::with_capacity(deps.len());
+            for d in deps {
+                let provider =
+                    self.providers
+                        .get(&d.provider)
+                        .ok_or_else(|| BuildError::UnknownProvider {
+                            group: group.clone(),
+                            provider: d.provider.clone(),
+                        })?;
+                let name = d.display_name();
+                // Pacing needs the queue, so a deployment with a configured rate limit gets a
+                // limiter even where its group limits no concurrency (a fixed, roomy one).
+                let pace = PaceSpec {
+                    rpm: d.rpm,
+                    tpm: d.tpm,
+                };
+                let spec = p.limit.or_else(|| {
+                    (pace != PaceSpec::default()).then_some(LimitSpec::Fixed(UNLIMITED))
+                });
+                let limiter = spec.map(|spec| {
+                    Arc::new(Limiter::new(
+                        &spec,
+                        &self.lanes,
+                        ticket_hash(seed, 2, &name),
+                        pace,
+                    ))
+                });
+                let breaker = p.breaker.map(|policy| {
+                    Arc::new(Mutex::new(Breaker::new(
+                        policy,
+                        tokio::time::Instant::now(),
+                    )))
+                });
+                out.push(Deployment {
+                    name: Arc::from(name),
+                    provider: provider.clone(),
+                    model: Arc::from(d.model.as_str()),
+                    weight: d.weight,
+                    price: self.catalog.price(&d.model).copied(),
+                    limiter,
+                    breaker,
+                });
+            }
+            groups.push(
+                ModelGroup::new(group, out, p.hedge)
+                    .with_retries(p.retry)
+                    .with_timeout(p.timeout)
+                    .with_affinity(p.affinity),
+            );
+        }
+        // Keys are required by default when the configuration has any; keys kept from the
+        // admin API do not change that across a restart.
+        let require_keys = self.require_keys.unwrap_or(!self.keys.is_empty());
+        let keys = KeyRing::default();
+        for (spec, hash) in self.keys.into_iter().chain(self.stored) {
+            keys.insert_hashed(spec, &hash)?;
+        }
+        let accounts = Accounts::default();
+        if !self.limits.is_empty() || !self.stored_tenants.is_empty() {
+            // Tenants' prompts are counted: load the tokenizer now, so no request pays for it,
+            // and refuse to start without it.
+            sluice_economy::estimate::load()?;
+        }
+        for (tenant, limits) in &self.limits {
+            accounts.set_limits(tenant, *limits, tokio::time::Instant::now());
+        }
+        let configured_tenants: HashSet<Arc<str>> = self
+            .tenant_lanes
+            .iter()
+            .map(|(t, _)| t)
+            .chain(self.limits.iter().map(|(t, _)| t))
+            .map(|t| Arc::from(t.as_str()))
+            .collect();
+        let mut api_tenants = BTreeMap::new();
+        let mut api_lanes = Vec::new();
+        for t in self.stored_tenants {
+            if configured_tenants.contains(t.name.as_str()) {
+                tracing::warn!(tenant = %t.name, "a stored tenant has a configured tenant's name; the configured one is used");
+                continue;
+            }
+            accounts.set_limits(
+                &t.name,
+                tenants_api::limits_of(&t),
+                tokio::time::Instant::now(),
+            );
+            match t
+                .lane
+                .as_deref()
+                .map(|l| self.lanes.iter().position(|x| &*x.name == l))
+            {
+                Some(Some(i)) => api_lanes.push((Arc::from(t.name.as_str()), i)),
+                Some(None) => {
+                    tracing::warn!(tenant = %t.name, "a stored tenant's lane is gone; its requests use the first lane")
+                }
+                None => {}
+            }
+            api_tenants.insert(Arc::from(t.name.as_str()), t);
+        }
+        let mut tenant_lanes = HashMap::new();
+        for (tenant, lane) in &self.tenant_lanes {
+            let i = self
+                .lanes
+                .iter()
+                .position(|l| &*l.name == lane.as_str())
+                .ok_or_else(|| BuildError::UnknownLane {
+                    tenant: tenant.clone(),
+                    lane: lane.clone(),
+                })?;
+            tenant_lanes.insert(Arc::from(tenant.as_str()), i);
+        }
+        tenant_lanes.extend(api_lanes);
+        Ok(Arc::new(Gateway {
+            routes: Routes::new(groups, seed),
+            lanes: self.lanes,
+            tenant_lanes: RwLock::new(tenant_lanes),
+            configured_tenants,
+            api_tenants: Mutex::new(api_tenants),
+            admin_writes: tokio::sync::Mutex::new(()),
+            keys,
+            accounts,
+            require_keys,
+            admin_token: self.admin_token,
+            unpriced: self.unpriced,
+            telemetry: Arc::new(Telemetry::new(self.window)?),
+            max_body_bytes: self.max_body_bytes,
+            draining: AtomicBool::new(false),
+            sinks: self.sinks,
+            ledger: self.ledger,
+            cooling: Mutex::new(Cooldowns::new()),
+            cache: self
+                .cache
+                .map(|(ttl, bytes)| sluice_cache::AnswerCache::new(ttl, bytes)),
+        }))
+    }
+}
+
+/// A seed from the wall clock, for runs that need not repeat.
+fn time_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0x5eed)
+}

@@ -1,0 +1,106 @@
+//! Configuration sections turned into the policies of `sluice-tail`.
+
+use std::sync::Arc;
+
+use sluice_config::gateway::{
+    BreakerConfig, HedgeConfig, LaneConfig, LimitAlgorithm, LimitConfig, ModelGroupConfig,
+    RetryConfig,
+};
+use sluice_tail::admission::LaneSpec;
+use sluice_tail::limit::LimitSpec;
+use sluice_tail::{BreakerPolicy, HedgePolicy, RetryPolicy};
+
+use crate::assemble::GroupPolicies;
+use sluice_routing::affinity::AffinityPolicy;
+
+/// The policy a `hedge = { ... }` entry describes.
+pub fn hedge(c: &HedgeConfig) -> HedgePolicy {
+    HedgePolicy {
+        quantile: c.quantile,
+        min_samples: c.min_samples,
+        min_delay: c.min_delay,
+        budget: c.budget,
+        burst: c.burst,
+        min_per_second: c.min_per_second,
+    }
+}
+
+/// The limit a `limit = { ... }` entry describes.
+pub fn limit(c: &LimitConfig) -> LimitSpec {
+    let (initial, min, max) = (c.initial, c.min, c.max);
+    match c.algorithm {
+        LimitAlgorithm::Aimd => LimitSpec::Aimd { initial, min, max },
+        LimitAlgorithm::Gradient2 => LimitSpec::Gradient2 { initial, min, max },
+        LimitAlgorithm::Vegas => LimitSpec::Vegas { initial, max },
+        LimitAlgorithm::Fixed => LimitSpec::Fixed(initial),
+    }
+}
+
+/// The retries a `retry = { ... }` entry describes.
+pub fn retry(c: &RetryConfig) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: c.max_attempts,
+        budget: c.budget,
+        burst: c.burst,
+        min_per_second: c.min_per_second,
+        ..RetryPolicy::default()
+    }
+}
+
+/// The breaker a `breaker = { ... }` entry describes.
+pub fn breaker(c: &BreakerConfig) -> BreakerPolicy {
+    BreakerPolicy {
+        failure_rate: c.failure_rate,
+        min_calls: c.min_calls,
+        window: c.window,
+        open_for: c.open_for,
+        max_open_for: c.max_open_for,
+        probe_every: c.probe_every,
+        close_after: c.close_after,
+        slow_call: c.slow_call,
+        slow_call_rate: c.slow_call_rate,
+        consecutive_failures: c.consecutive_failures,
+    }
+}
+
+/// The policies of a `[models.GROUP]` entry.
+pub fn of_group(m: &ModelGroupConfig) -> GroupPolicies {
+    GroupPolicies {
+        hedge: m.hedge.as_ref().map(hedge),
+        limit: m.limit.as_ref().map(limit),
+        retry: m.retry.as_ref().map(retry),
+        breaker: m.breaker.as_ref().map(breaker),
+        timeout: m.timeout,
+        affinity: m.affinity.as_ref().map(|a| AffinityPolicy {
+            min_share: a.min_share,
+            ttl: a.ttl,
+        }),
+    }
+}
+
+/// The lanes of `[lanes.*]`.
+pub fn lane_specs(lanes: &[(String, LaneConfig)]) -> Vec<LaneSpec> {
+    lanes
+        .iter()
+        .map(|(name, l)| LaneSpec {
+            name: Arc::from(name.as_str()),
+            share: l.share,
+            max_queue: l.max_queue,
+            max_wait: l.max_wait,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The config's defaults and the policies' defaults are written in two crates; this keeps
+    /// them from drifting apart.
+    #[test]
+    fn config_defaults_are_the_policy_defaults() {
+        assert_eq!(hedge(&HedgeConfig::default()), HedgePolicy::default());
+        assert_eq!(retry(&RetryConfig::default()), RetryPolicy::default());
+        assert_eq!(breaker(&BreakerConfig::default()), BreakerPolicy::default());
+    }
+}

@@ -1,0 +1,96 @@
+//! Read-only endpoints: models, health, readiness, metrics and the latency report; plus the
+//! OpenAI-shaped answers for unknown routes and methods.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use serde_json::json;
+use sluice_core::{ErrorKind, GatewayError, RequestId};
+use tokio::time::Instant;
+
+use crate::Gateway;
+use crate::walk::rescue;
+
+/// `GET /v1/models`: the configured model groups, in OpenAI's list shape.
+pub async fn models(State(gw): State<Arc<Gateway>>) -> Json<serde_json::Value> {
+    let data: Vec<_> = gw
+        .routes()
+        .names()
+        .iter()
+        .map(|name| json!({"id": &**name, "object": "model", "created": 0, "owned_by": "sluice"}))
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}
+
+/// `GET /healthz`: the process is up.
+pub async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// `GET /readyz`: 200 while taking work, 503 once draining for shutdown.
+pub async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
+    if gw.is_draining() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "draining"})),
+        )
+            .into_response()
+    } else {
+        Json(json!({"status": "ready"})).into_response()
+    }
+}
+
+/// `GET /metrics`: Prometheus text format, admission and breaker gauges read at the moment
+/// of the scrape.
+pub async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
+    if let Some(ledger) = gw.ledger() {
+        let s = ledger.stats();
+        gw.telemetry()
+            .set_ledger(s.committed, s.pending(), s.failures);
+    }
+    for name in gw.routes().names() {
+        let Ok(group) = gw.routes().group(name) else {
+            continue;
+        };
+        for d in &group.deployments {
+            if let Some(b) = &d.breaker {
+                let snapshot = b.lock().snapshot(Instant::now());
+                gw.telemetry().set_breaker(&group.name, &d.name, &snapshot);
+            }
+            if let Some(limiter) = &d.limiter {
+                let stats = limiter.stats();
+                let lanes: Vec<(&str, usize, usize)> =
+                    stats.lanes.iter().map(|(l, i, q)| (&**l, *i, *q)).collect();
+                gw.telemetry()
+                    .set_admission(&group.name, &d.name, stats.limit, &lanes);
+            }
+        }
+    }
+    let mut resp = gw.telemetry().render(Instant::now()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
+}
+
+/// Any other path.
+pub async fn not_found(uri: http::Uri) -> Response {
+    let e = GatewayError::new(
+        ErrorKind::RouteNotFound,
+        format!("no route for {}", uri.path()),
+    );
+    rescue::error_response(&e, &RequestId::generate(), None)
+}
+
+/// A known path with the wrong method.
+pub async fn method_not_allowed(method: http::Method, uri: http::Uri) -> Response {
+    let e = GatewayError::new(
+        ErrorKind::MethodNotAllowed,
+        format!("{} does not accept {method}", uri.path()),
+    );
+    rescue::error_response(&e, &RequestId::generate(), None)
+}

@@ -1,0 +1,118 @@
+//! Who a request is for: its API key's tenant when keys are required (401 without a valid
+//! one), else the tenant it names in `x-sluice-tenant`; and whether its key may use the model
+//! group it asks for.
+
+use std::sync::Arc;
+
+use http::HeaderMap;
+use sluice_core::{ErrorKind, GatewayError};
+use sluice_economy::ApiKey;
+
+use super::ingress;
+use crate::Gateway;
+
+/// A request's caller.
+#[derive(Debug, Default)]
+pub struct Caller {
+    /// Its tenant, if known.
+    pub tenant: Option<Arc<str>>,
+    /// Its key, if it sent a valid one.
+    pub key: Option<Arc<ApiKey>>,
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+fn unauthorized(message: &str) -> GatewayError {
+    GatewayError::new(ErrorKind::Unauthorized, message.to_string())
+}
+
+/// Identifies the caller of a request with `headers`. The key itself never appears in an
+/// error or a log.
+pub fn identify(gw: &Gateway, headers: &HeaderMap) -> Result<Caller, GatewayError> {
+    let key = bearer(headers).and_then(|token| gw.keys.authenticate(token));
+    if gw.require_keys {
+        let Some(key) = key else {
+            return Err(if bearer(headers).is_some() {
+                unauthorized("the API key is not valid")
+            } else {
+                unauthorized("an API key is required: send `Authorization: Bearer <key>`")
+            });
+        };
+        return Ok(Caller {
+            tenant: Some(key.spec.tenant.clone()),
+            key: Some(key),
+        });
+    }
+    match key {
+        Some(key) => Ok(Caller {
+            tenant: Some(key.spec.tenant.clone()),
+            key: Some(key),
+        }),
+        None => Ok(Caller {
+            tenant: ingress::tenant(headers)?,
+            key: None,
+        }),
+    }
+}
+
+impl Caller {
+    /// The lane of requests that name none: the key's, else the tenant's, else the first.
+    pub fn default_lane(&self, gw: &Gateway) -> usize {
+        let by_key = self
+            .key
+            .as_ref()
+            .and_then(|k| k.spec.lane.as_deref())
+            .and_then(|lane| gw.lanes.iter().position(|l| &*l.name == lane));
+        by_key.unwrap_or_else(|| self.tenant.as_ref().map_or(0, |t| gw.tenant_lane(t)))
+    }
+
+    /// A 403 naming `model` when the key may not use that group.
+    pub fn may_use(&self, group: &str) -> Result<(), GatewayError> {
+        match &self.key {
+            Some(k) if !k.spec.allows(group) => Err(GatewayError::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "API key `{}` may not use model `{group}`; it may use: {}",
+                    k.spec.name,
+                    k.spec.models.join(", ")
+                ),
+            )
+            .with_param("model")),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_read_whatever_the_scheme_case() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer(&h), None);
+        for (value, want) in [
+            ("Bearer sk-1", Some("sk-1")),
+            ("bearer  sk-2 ", Some("sk-2")),
+            ("Basic abc", None),
+            ("Bearer", None),
+            ("Bearer  ", None),
+        ] {
+            h.insert(
+                http::header::AUTHORIZATION,
+                HeaderValue::from_str(value).unwrap(),
+            );
+            assert_eq!(bearer(&h), want, "{value}");
+        }
+    }
+}

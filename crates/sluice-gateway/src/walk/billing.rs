@@ -1,0 +1,151 @@
+//! What a finished call cost, and the ledger row it leaves.
+//!
+//! A call's cost is its answer's usage at its model's price, plus every other attempt the
+//! upstream worked on: a hedge or primary that lost the race, an attempt cancelled when the
+//! client left, one that timed out. Providers bill such an attempt for the prompt they read,
+//! so each is priced as the call's prompt (estimated) at its own model's input price. An
+//! attempt the upstream refused (429, 5xx, no connection, its own 4xx) costs nothing.
+
+use std::time::UNIX_EPOCH;
+
+use std::sync::Arc;
+
+use sluice_core::{AttemptOutcome, CacheLookup, CallRecord, ErrorKind, Usage};
+use sluice_economy::Price;
+use sluice_ledger::{CacheOutcome, Entry, Tokens};
+
+/// What an attempt's deployment charges, as the walk held it when the attempt began.
+#[derive(Clone, Debug)]
+pub struct Priced {
+    /// The model the upstream knows.
+    pub model: Arc<str>,
+    /// Its price, when it has one.
+    pub price: Option<Price>,
+}
+
+/// The call's costs in micro-units: its answer's (when priced and reported) and the extra
+/// its other attempts ran up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Costs {
+    pub answer: Option<u64>,
+    pub extra: u64,
+}
+
+impl Costs {
+    /// Everything, when anything is priced.
+    pub fn total(&self) -> Option<u64> {
+        match (self.answer, self.extra) {
+            (None, 0) => None,
+            (a, e) => Some(a.unwrap_or(0) + e),
+        }
+    }
+}
+
+/// Whether the upstream worked on (and bills for) an attempt that ended so.
+fn upstream_worked(outcome: AttemptOutcome) -> bool {
+    match outcome {
+        AttemptOutcome::Lost | AttemptOutcome::Cancelled => true,
+        AttemptOutcome::Failed(kind) => matches!(
+            kind,
+            ErrorKind::UpstreamTimeout | ErrorKind::DeadlineExceeded | ErrorKind::UpstreamProtocol
+        ),
+        AttemptOutcome::Pending | AttemptOutcome::Ok => false,
+    }
+}
+
+/// The costs of a finished `record`. The attempt that answered is priced by its usage;
+/// every other attempt the upstream worked on by the prompt alone, as extra, except that a
+/// call nothing answered owns its first attempt's cost (the hedges and retries after it are
+/// the extra).
+/// `priced` holds each attempt's price, `answered` the attempt whose answer the client got
+/// (without one, the first attempt stands for the call).
+pub(crate) fn costs(record: &CallRecord, priced: &[Priced], answered: Option<usize>) -> Costs {
+    let price = |i: usize| priced.get(i).and_then(|p| p.price.as_ref());
+    let mut answer = record.usage.as_ref().and_then(|u| {
+        record.upstream.as_ref()?;
+        price(answered.unwrap_or(0)).map(|p| p.cost(u).0)
+    });
+    let answered = record
+        .attempts
+        .iter()
+        .position(|a| a.outcome == AttemptOutcome::Ok);
+    let prompt_only = Usage {
+        prompt_tokens: record.prompt_estimate,
+        ..Usage::default()
+    };
+    let mut extra = 0;
+    for (i, a) in record.attempts.iter().enumerate() {
+        if Some(i) == answered || !upstream_worked(a.outcome) {
+            continue;
+        }
+        let Some(cost) = price(i).map(|p| p.cost(&prompt_only).0) else {
+            continue;
+        };
+        if i == 0 && answered.is_none() && answer.is_none() {
+            answer = Some(cost);
+        } else {
+            extra += cost;
+        }
+    }
+    Costs { answer, extra }
+}
+
+/// The ledger row of a finished `record`, whose answering deployment charged `answered`.
+pub(crate) fn entry(record: &CallRecord, answered: Option<&Priced>) -> Entry {
+    let usage = record.usage.unwrap_or_default();
+    let answered = answered.filter(|_| record.upstream.is_some());
+    let hit = record.cache.is_some_and(CacheLookup::served);
+    let saved = if hit {
+        i64::try_from(record.cache_saved_micros).ok()
+    } else {
+        record.usage.as_ref().and_then(|u| {
+            let p = answered?.price.as_ref()?;
+            i64::try_from(p.cache_saving(u)).ok()
+        })
+    };
+    let t = &record.timings;
+    let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let count = |kind| {
+        let n = record.attempts.iter().filter(|a| a.kind == kind).count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    };
+    Entry {
+        request_id: record.request_id.shared(),
+        at_ms: t
+            .received_wall
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        tenant: record.tenant.clone(),
+        api_key: record.api_key.clone(),
+        model_group: record.model_group.clone(),
+        upstream: record.upstream.clone(),
+        model: answered.map(|p| p.model.clone()),
+        status: record.status,
+        error: record.error.map(|e| e.code().into()),
+        stream: record.stream,
+        tokens: Tokens {
+            prompt: usage.prompt_tokens,
+            cached: usage.cached_tokens,
+            cache_write: usage.cache_write_tokens,
+            completion: usage.completion_tokens,
+            reasoning: usage.reasoning_tokens,
+        },
+        cost_micros: record.cost_micros.unwrap_or(0),
+        saved_micros: saved.unwrap_or(0),
+        extra_micros: record.extra_cost_micros,
+        cache: if hit {
+            CacheOutcome::Exact
+        } else if usage.cached_tokens > 0 {
+            CacheOutcome::Provider
+        } else {
+            CacheOutcome::Miss
+        },
+        ttfb_ms: t
+            .first_byte
+            .map(|f| ms(f.saturating_duration_since(t.received))),
+        total_ms: t.total().map_or(0, ms),
+        attempts: u32::try_from(record.attempts.len()).unwrap_or(u32::MAX),
+        hedges: count(sluice_core::AttemptKind::Hedge),
+        retries: count(sluice_core::AttemptKind::Retry),
+    }
+}

@@ -1,0 +1,225 @@
+//! The life of one call record: opened when a request arrives, settled exactly once when the
+//! answer ends, fails, or the client goes away.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use sluice_cache::{Key, Stored};
+use sluice_core::record::CLIENT_CLOSED;
+use sluice_core::{Attempt, AttemptKind, AttemptOutcome, CallRecord, ErrorKind, RequestId, Usage};
+use sluice_economy::{Micros, Reservation};
+use sluice_routing::Deployment;
+use sluice_telemetry::InflightGuard;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::billing::{self, Priced};
+use crate::Gateway;
+
+/// An open call. Dropping it without [`Call::finish`] settles it as abandoned by the client.
+pub struct Call {
+    gw: Arc<Gateway>,
+    record: CallRecord,
+    /// What the call holds of its tenant's credits and quotas until it settles.
+    reservation: Option<Reservation>,
+    /// What each attempt's deployment charges (its model and price), as the walk held them;
+    /// in the order of the record's attempts.
+    priced: Vec<Priced>,
+    /// The attempt whose answer the client got, once one had a first byte.
+    answered: Option<usize>,
+    /// Bytes of answer sent to the client: what an answer that reports no usage is settled
+    /// by (a token for every four bytes, its JSON included: an estimate on the high side).
+    sent_bytes: u64,
+    /// Where its complete answer goes in the answer cache, when it is to be stored.
+    cache_key: Option<Key>,
+    /// The flight it leads (identical requests wait for its answer), ended when it settles.
+    flight: Option<(Key, watch::Sender<()>)>,
+    settled: bool,
+    _inflight: InflightGuard,
+}
+
+impl Call {
+    /// Opens the record of a request that arrived `now`.
+    pub fn open(gw: Arc<Gateway>, id: RequestId, now: Instant) -> Self {
+        let inflight = gw.telemetry.inflight();
+        Self {
+            gw,
+            record: CallRecord::new(id, now),
+            reservation: None,
+            priced: Vec::new(),
+            answered: None,
+            sent_bytes: 0,
+            cache_key: None,
+            flight: None,
+            settled: false,
+            _inflight: inflight,
+        }
+    }
+
+    /// Counts `bytes` of answer sent to the client.
+    pub fn sent(&mut self, bytes: usize) {
+        self.sent_bytes += bytes as u64;
+    }
+
+    /// Holds `reservation` until the call settles.
+    pub fn hold(&mut self, reservation: Option<Reservation>) {
+        self.reservation = reservation;
+    }
+
+    /// Stores the call's complete answer under `key` in the answer cache when it succeeds.
+    pub fn store_answer_under(&mut self, key: Key) {
+        self.cache_key = Some(key);
+    }
+
+    /// Stores the call's answer under `key`, and has identical requests that arrive before
+    /// it settles wait for it (`tx` is dropped when it does).
+    pub fn lead(&mut self, key: Key, tx: watch::Sender<()>) {
+        self.cache_key = Some(key);
+        self.flight = Some((key, tx));
+    }
+
+    /// Whether the call's answer is to be stored in the answer cache.
+    pub fn stores_answer(&self) -> bool {
+        self.cache_key.is_some()
+    }
+
+    /// Puts `body`, the complete answer just received, in the answer cache if the call is to
+    /// store it, priced at what it cost (what every hit on it will save).
+    pub fn store_answer(&mut self, body: &Bytes, now: Instant) {
+        let Some(key) = self.cache_key.take() else {
+            return;
+        };
+        let Some(cache) = &self.gw.cache else {
+            return;
+        };
+        let cost = billing::costs(&self.record, &self.priced, self.answered)
+            .answer
+            .unwrap_or(0);
+        cache.put(
+            key,
+            Stored {
+                body: body.clone(),
+                cost_micros: cost,
+                stored_at: now,
+            },
+        );
+    }
+
+    /// The record so far.
+    pub fn record(&self) -> &CallRecord {
+        &self.record
+    }
+
+    /// The record, to fill in.
+    pub fn record_mut(&mut self) -> &mut CallRecord {
+        &mut self.record
+    }
+
+    /// Starts an attempt at deployment `d`; returns its index.
+    pub fn begin_attempt(&mut self, d: &Deployment, now: Instant, kind: AttemptKind) -> usize {
+        let upstream = d.name.clone();
+        self.priced.push(Priced {
+            model: d.model.clone(),
+            price: d.price,
+        });
+        if self.record.timings.dispatched.is_none() {
+            self.record.timings.dispatched = Some(now);
+        }
+        // The chosen upstream until one answers; the winner replaces it at its first byte.
+        self.record.upstream.get_or_insert_with(|| upstream.clone());
+        let mut attempt = Attempt::start(upstream, now);
+        attempt.kind = kind;
+        self.record.attempts.push(attempt);
+        self.record.attempts.len() - 1
+    }
+
+    /// Notes the first byte of attempt `i`, and of the call when it is the winner.
+    pub fn first_byte(&mut self, i: usize, at: Instant) {
+        if let Some(a) = self.record.attempts.get_mut(i) {
+            a.first_byte.get_or_insert(at);
+            self.record.upstream = Some(a.upstream.clone());
+            self.answered = Some(i);
+        }
+        self.record.timings.first_byte.get_or_insert(at);
+    }
+
+    /// Ends attempt `i` with `outcome`.
+    pub fn end_attempt(&mut self, i: usize, outcome: AttemptOutcome, at: Instant) {
+        if let Some(a) = self.record.attempts.get_mut(i) {
+            a.ended = Some(at);
+            a.outcome = outcome;
+        }
+    }
+
+    /// Settles the call with the status the client got.
+    pub fn finish(mut self, status: u16, error: Option<ErrorKind>) {
+        self.settle(status, error);
+    }
+
+    fn settle(&mut self, status: u16, error: Option<ErrorKind>) {
+        if self.settled {
+            return;
+        }
+        self.settled = true;
+        // Whatever its answer was stored as (or not), those waiting for it may look now.
+        if let Some((key, tx)) = self.flight.take() {
+            if let Some(cache) = &self.gw.cache {
+                cache.land(&key);
+            }
+            drop(tx);
+        }
+        let now = Instant::now();
+        let r = &mut self.record;
+        r.status = status;
+        r.error = error;
+        r.timings.done = Some(now);
+        for a in &mut r.attempts {
+            if a.outcome == AttemptOutcome::Pending {
+                a.outcome = if status == CLIENT_CLOSED {
+                    AttemptOutcome::Cancelled
+                } else {
+                    error.map_or(AttemptOutcome::Ok, AttemptOutcome::Failed)
+                };
+                a.ended = Some(now);
+            }
+        }
+        if status < 400 && self.answered.is_some() && self.record.usage.is_none() {
+            // The upstream answered but reported no usage: settled from the estimate (the
+            // prompt's, and the answer's bytes), and counted, never at zero.
+            self.record.usage = Some(Usage {
+                prompt_tokens: self.record.prompt_estimate,
+                completion_tokens: self.sent_bytes.div_ceil(4),
+                ..Usage::default()
+            });
+            self.record.usage_estimated = true;
+        }
+        let answered = self.answered.or((!self.priced.is_empty()).then_some(0));
+        let priced = answered.and_then(|i| self.priced.get(i));
+        self.record.unpriced =
+            self.record.usage.is_some() && priced.is_some_and(|p| p.price.is_none());
+        let costs = billing::costs(&self.record, &self.priced, self.answered);
+        self.record.cost_micros = costs.total();
+        self.record.extra_cost_micros = costs.extra;
+        if let Some(held) = self.reservation.take() {
+            let tokens = self.record.usage.map_or(0, |u| u.total_tokens());
+            let cost = Micros(self.record.cost_micros.unwrap_or(0));
+            self.gw
+                .accounts
+                .settle(held, now, std::time::SystemTime::now(), tokens, cost);
+        }
+        let entry = self
+            .gw
+            .ledger
+            .is_some()
+            .then(|| billing::entry(&self.record, priced));
+        self.gw.settle(&self.record, entry);
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        // Not finished: the client left (its connection closed and axum dropped us).
+        self.settle(CLIENT_CLOSED, None);
+    }
+}

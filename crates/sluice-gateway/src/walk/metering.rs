@@ -1,0 +1,145 @@
+//! Credits and quotas at the door: a call's worst case (its prompt's tokens, counted, plus
+//! `max_tokens`, at the routed model's full price) is reserved for its tenant before it is
+//! sent, and settled from what it really used once it ends (see `Call`). At start, accounts
+//! are restored from the ledger, so a restart gives no one their credits back.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use sluice_core::calendar;
+use sluice_core::{ChatRequest, DEFAULT_OUTPUT_ESTIMATE, ErrorKind, GatewayError, Usage};
+use sluice_economy::{Micros, Refusal, Reservation, Unpriced, estimate};
+use sluice_ledger::{GroupBy, LedgerError, Store, UsageQuery, UsageRow};
+use tokio::time::Instant;
+
+use crate::Gateway;
+use sluice_routing::Deployment;
+
+/// Reserves `request`'s worst case for `tenant` on deployment `d`; `None` when the tenant
+/// has no credits or quotas. A refusal is 402 (credits) or 429 with `Retry-After` and the
+/// IETF `RateLimit` / `RateLimit-Policy` fields (quotas).
+pub fn reserve(
+    gw: &Gateway,
+    tenant: Option<&Arc<str>>,
+    d: &Deployment,
+    request: &ChatRequest,
+) -> Result<Option<Reservation>, GatewayError> {
+    let Some(tenant) = tenant else {
+        return Ok(None);
+    };
+    let Some(limits) = gw.accounts.limits(tenant) else {
+        return Ok(None);
+    };
+    let prompt = estimate::prompt_tokens(request);
+    let output = request.max_tokens().unwrap_or(DEFAULT_OUTPUT_ESTIMATE);
+    let worst = Usage {
+        prompt_tokens: prompt,
+        completion_tokens: output,
+        ..Usage::default()
+    };
+    let pays_money = limits.credits.is_some() || limits.spend_per_month.is_some();
+    let cost = match (&d.price, gw.unpriced) {
+        (Some(price), _) => price.cost(&worst),
+        (None, _) if !pays_money => Micros::ZERO,
+        (None, Unpriced::Free) => Micros::ZERO,
+        (None, Unpriced::Refuse) => return Err(unpriced(tenant, d)),
+    };
+    gw.accounts
+        .reserve(
+            tenant,
+            Instant::now(),
+            SystemTime::now(),
+            prompt + output,
+            cost,
+        )
+        .map_err(|r| refusal(&r))
+}
+
+/// After a restart, gives every tenant with credits or quotas back what the ledger says it
+/// spent: in all (against its credits), this UTC month (its spend quota) and today (its
+/// tokens quota). Returns how many tenants were restored.
+pub async fn restore_accounts(gw: &Gateway, wall: SystemTime) -> Result<usize, LedgerError> {
+    let Some(store) = gw.usage_store() else {
+        return Ok(0);
+    };
+    // With no tenant holding credits or quotas there is nothing to restore, and no reason to
+    // read the whole ledger at start.
+    let tenants = gw.accounts.tenants();
+    if tenants.is_empty() {
+        return Ok(0);
+    }
+    let ((y, m), _) = calendar::month_of(wall);
+    let month_start = calendar::days_from_civil(y, m, 1) * 86_400_000;
+    let day_start = calendar::day_of(wall).0 * 86_400_000;
+    let by_tenant = |from_ms: Option<i64>| UsageQuery {
+        from_ms,
+        group_by: vec![GroupBy::Tenant],
+        ..UsageQuery::default()
+    };
+    let all = store.usage(&by_tenant(None)).await?;
+    let month = store.usage(&by_tenant(Some(month_start))).await?;
+    let today = store.usage(&by_tenant(Some(day_start))).await?;
+    let find = |rows: &[UsageRow], tenant: &str| {
+        rows.iter()
+            .find(|r| r.keys.first().and_then(|k| k.as_deref()) == Some(tenant))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut restored = 0;
+    for tenant in tenants {
+        let (a, mo, d) = (
+            find(&all, &tenant),
+            find(&month, &tenant),
+            find(&today, &tenant),
+        );
+        gw.accounts.restore(
+            &tenant,
+            wall,
+            Micros(a.cost_micros),
+            Micros(mo.cost_micros),
+            d.prompt_tokens + d.completion_tokens,
+        );
+        restored += 1;
+    }
+    Ok(restored)
+}
+
+/// The refusal of a call that would spend a tenant's money on a model with no price.
+fn unpriced(tenant: &str, d: &Deployment) -> GatewayError {
+    tracing::warn!(tenant, deployment = %d.name, model = %d.model, "refused: the model has no price");
+    GatewayError::new(
+        ErrorKind::PermissionDenied,
+        format!(
+            "model `{}` of deployment `{}` has no price, and tenant `{tenant}` pays by credits or a spend quota; \
+             price it in [prices.\"{}\"] (or set [billing] unpriced = \"free\")",
+            d.model, d.name, d.model
+        ),
+    )
+}
+
+fn refusal(r: &Refusal) -> GatewayError {
+    match r {
+        Refusal::OutOfCredits { .. } => {
+            GatewayError::new(ErrorKind::InsufficientCredits, r.to_string())
+        }
+        Refusal::OverQuota {
+            policy,
+            limit,
+            window_secs,
+            retry_after,
+            ..
+        } => {
+            let secs = retry_after.as_secs_f64().ceil().max(1.0);
+            GatewayError::new(
+                ErrorKind::QuotaExceeded,
+                format!("{r}; retry after {secs} s"),
+            )
+            .with_retry_after(*retry_after)
+            .with_header(
+                "ratelimit-policy",
+                format!("\"{policy}\";q={limit};w={window_secs}"),
+            )
+            .with_header("ratelimit", format!("\"{policy}\";r=0;t={secs}"))
+        }
+    }
+}

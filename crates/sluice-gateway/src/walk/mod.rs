@@ -1,0 +1,169 @@
+//! The walk of a chat-completions request, written once, top to bottom.
+//!
+//! Each step is one module of this folder; this file only orders them and says why each sits
+//! where it does.
+
+pub mod auth;
+pub mod billing;
+pub mod cache;
+pub mod call;
+pub mod deadline;
+pub mod dispatch;
+pub mod ingress;
+pub mod metering;
+pub mod rescue;
+pub mod respond;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::response::Response;
+use http::HeaderMap;
+use sluice_core::GatewayError;
+use sluice_tail::admission::Ask;
+use tokio::time::{Instant, timeout_at};
+
+use crate::Gateway;
+use crate::walk::call::Call;
+use dispatch::Answer;
+
+/// `POST /v1/chat/completions`.
+pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
+    let now = Instant::now();
+    let (parts, body) = req.into_parts();
+    // The record opens first so that every request, even one rejected in ingress, is counted.
+    let mut call = Call::open(gw.clone(), ingress::request_id(&parts.headers), now);
+    match walk(&gw, &mut call, &parts.headers, body).await {
+        Ok(Answer::Cached(served)) => respond::cached(call, served),
+        Ok(Answer::Complete {
+            attempt,
+            body,
+            permit,
+            ..
+        }) => {
+            let resp = respond::complete(call, attempt, body);
+            // The slot is free once the answer is written out.
+            drop(permit);
+            resp
+        }
+        Ok(Answer::Stream {
+            attempt,
+            first,
+            rest,
+            permit,
+            ..
+        }) => respond::stream(call, attempt, first, rest, permit),
+        Err(e) => fail(call, &e),
+    }
+}
+
+async fn walk(
+    gw: &Gateway,
+    call: &mut Call,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<Answer, GatewayError> {
+    // 1. Ingress: read the body under its limit and parse it. First, because every later step
+    //    needs a valid request, and a bad one must cost nothing upstream.
+    let bytes = ingress::read_body(headers, body, gw.max_body_bytes).await?;
+    let request = Arc::new(ingress::parse(bytes)?);
+    call.record_mut().stream = request.stream;
+
+    // 2. Caller, lane and time budget: read before routing so bad headers cost nothing. The
+    //    caller is its API key's tenant (401 without a valid key when keys are required);
+    //    admission uses the lane (the key's or tenant's default when the request names none)
+    //    and takes the lane's tenants in turn; everything after uses the deadline.
+    let caller = auth::identify(gw, headers)?;
+    let tenant = caller.tenant.clone();
+    call.record_mut().api_key = caller.key.as_ref().map(|k| Arc::from(k.spec.name.as_str()));
+    let lane = ingress::lane(headers, &gw.lanes, caller.default_lane(gw))?;
+    call.record_mut().lane = gw.lanes.get(lane).map(|l| l.name.clone());
+    let asked = ingress::timeout(headers)?;
+    let ask = Ask {
+        lane,
+        tenant: tenant.clone().unwrap_or_else(|| Arc::from("")),
+        tokens: request.token_estimate(),
+    };
+    call.record_mut().tenant = tenant.clone();
+    call.record_mut().prompt_estimate = request.prompt_estimate();
+
+    // 3. Route: the model group the client named, which its key must allow.
+    let group = gw.routes.group(&request.model)?;
+    call.record_mut().model_group = Some(group.name.clone());
+    caller.may_use(&group.name)?;
+
+    // 4. Deadline: the client's budget, else the group's default, counted from arrival. It
+    //    bounds everything below (waiting for an identical request's answer, queueing, every
+    //    attempt, backoffs) and, for a stream, the stream itself (see `respond`).
+    let budget = asked.or(group.timeout);
+    let deadline = budget.map(|b| call.record().timings.received + b);
+    call.record_mut().timings.deadline = deadline;
+
+    // 5. The answer cache: the same request from the same tenant is answered from it, before
+    //    a deployment is picked or anything is reserved, so a hit needs no upstream (not
+    //    even a healthy one) and spends no credits or quota. A miss is marked for storing
+    //    its answer once it has ended well; while it is out, an identical request waits for
+    //    that answer instead of buying it again (not a stream: it would wait for the whole
+    //    answer before its first byte).
+    if let Some(cache) = &gw.cache
+        && let Some(served) = cache::consult(
+            cache,
+            call,
+            headers,
+            tenant.as_deref(),
+            &group.name,
+            &request,
+            deadline,
+        )
+        .await?
+    {
+        return Ok(Answer::Cached(served));
+    }
+
+    // 6. Then one deployment, among those that may take it now: where the prompt's prefix
+    //    went last when the group routes by prefix affinity (the provider's prompt cache
+    //    likely holds it), else by weight. Before dispatch, because everything after works on
+    //    a concrete upstream.
+    let prefixes = group.prefixes(&request);
+    let (deployment, by_prefix) =
+        gw.routes
+            .pick_available(group, &call.record().request_id, &ask, prefixes.as_ref())?;
+    if prefixes.is_some() {
+        call.record_mut().by_prefix = Some(by_prefix);
+    }
+
+    // 7. Credits and quotas: the call's worst case is reserved for its tenant, on the routed
+    //    deployment's price, and settled when the call ends. After routing, because the price
+    //    is the model's; before dispatch, because nothing may be spent that is not covered.
+    let held = metering::reserve(gw, tenant.as_ref(), deployment, &request)?;
+    call.hold(held);
+
+    // 8. Dispatch: admission (a slot under the deployment's concurrency limit, waiting in the
+    //    lane's queue), then attempts up to the first byte so an early failure still gets a
+    //    proper status; a slow attempt is hedged, a failed one retried, when the group says so
+    //    and the deadline leaves time. Last, because all of it works on the routed deployment
+    //    and its latency window.
+    let sent = dispatch::dispatch(gw, call, group, deployment, request, ask);
+    match deadline {
+        Some(deadline) => match timeout_at(deadline, sent).await {
+            Ok(answer) => answer,
+            Err(_) => Err(deadline::exceeded(call)),
+        },
+        None => sent.await,
+    }
+}
+
+/// Answers with the error (with the call's `Server-Timing`) and settles the call.
+fn fail(mut call: Call, e: &GatewayError) -> Response {
+    let mut resp = {
+        let r = call.record();
+        rescue::error_response(e, &r.request_id, r.upstream.as_deref())
+    };
+    let timing = respond::server_timing(call.record(), Instant::now(), false);
+    if let Ok(v) = http::HeaderValue::from_str(&timing) {
+        resp.headers_mut().insert("server-timing", v);
+    }
+    call.record_mut().retry_after = e.retry_after;
+    call.finish(e.status(), Some(e.kind));
+    resp
+}

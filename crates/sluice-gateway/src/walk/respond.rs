@@ -1,0 +1,331 @@
+//! Writing answers: complete JSON, or an SSE stream passed through frame by frame, with the
+//! call's timings in `Server-Timing` and the call settled when the answer ends.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use futures::Stream;
+use http::{HeaderMap, HeaderName, HeaderValue, header};
+use sluice_core::{AttemptOutcome, CallRecord, GatewayError, RequestId};
+use sluice_providers::{EventStream, StreamEvent, openai};
+use sluice_tail::admission::Permit;
+use tokio::time::{Instant, Sleep, sleep_until};
+
+use crate::walk::cache::Served;
+use crate::walk::call::Call;
+use crate::walk::deadline;
+use sluice_cache::assemble::Assembler;
+
+const X_SLUICE_UPSTREAM: HeaderName = HeaderName::from_static("x-sluice-upstream");
+const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
+const X_SLUICE_CACHE: HeaderName = HeaderName::from_static("x-sluice-cache");
+
+/// Adds `x-request-id` and, when known, `x-sluice-upstream`.
+pub fn tag(h: &mut HeaderMap, id: &RequestId, upstream: Option<&str>) {
+    if let Ok(v) = HeaderValue::from_str(id.as_str()) {
+        h.insert(sluice_providers::REQUEST_ID_HEADER, v);
+    }
+    if let Some(v) = upstream.and_then(|u| HeaderValue::from_str(u).ok()) {
+        h.insert(X_SLUICE_UPSTREAM, v);
+    }
+}
+
+/// Writes `d` in milliseconds with three decimals, rounded to the microsecond (integers
+/// only: float formatting showed in profiles).
+fn ms(out: &mut String, d: Duration) {
+    // Integers written with itoa: this runs a few times a request, and `write!` of a u128
+    // cost more than the rest of the header.
+    let micros = u64::try_from((d.as_nanos() + 500) / 1000).unwrap_or(u64::MAX);
+    let mut buf = itoa::Buffer::new();
+    out.push_str(buf.format(micros / 1000));
+    out.push('.');
+    let frac = buf.format(1000 + micros % 1000);
+    out.push_str(frac.get(1..).unwrap_or("000"));
+}
+
+/// Starts the next `Server-Timing` entry with `text`.
+fn part(out: &mut String, text: &str) {
+    if !out.is_empty() {
+        out.push_str(", ");
+    }
+    out.push_str(text);
+}
+
+/// `Server-Timing` (durations in milliseconds): `queue`, `upstream_ttfb`, one `attempt` per
+/// attempt (`desc` = why it went, where, how it ended; `dur` = to its first byte or its end),
+/// `cache;desc="hit"` or `"coalesced"` for an answer from the answer cache,
+/// `hedge;desc="denied"` and `retry;desc="denied"` when a budget or the deadline stopped one,
+/// `deadline` with the time left of the request's budget, and `total`.
+///
+/// For a stream the headers leave at the first byte, so `total` is the time to that byte
+/// (marked with a description) and the winning attempt reads `first_byte`; the full
+/// duration is in the call record and metrics.
+pub fn server_timing(r: &CallRecord, now: Instant, stream: bool) -> String {
+    let t = &r.timings;
+    let mut out = String::with_capacity(96 + 64 * r.attempts.len());
+    if let Some(q) = t.queue() {
+        part(&mut out, "queue;dur=");
+        ms(&mut out, q);
+    }
+    if let Some(u) = t.upstream_ttfb() {
+        part(&mut out, "upstream_ttfb;dur=");
+        ms(&mut out, u);
+    }
+    for a in &r.attempts {
+        let until = a.first_byte.or(a.ended).unwrap_or(now);
+        let outcome = match a.outcome {
+            AttemptOutcome::Pending if a.first_byte.is_some() => "first_byte",
+            o => o.label(),
+        };
+        part(&mut out, "attempt;desc=\"");
+        out.push_str(a.kind.label());
+        out.push(' ');
+        if a.upstream.contains(['"', '\\']) {
+            out.push_str(&a.upstream.replace(['"', '\\'], "_"));
+        } else {
+            out.push_str(&a.upstream);
+        }
+        out.push(' ');
+        out.push_str(outcome);
+        out.push_str("\";dur=");
+        ms(&mut out, until.saturating_duration_since(a.started));
+    }
+    if let Some(c) = r.cache.filter(|c| c.served()) {
+        part(&mut out, "cache;desc=\"");
+        out.push_str(c.label());
+        out.push('"');
+    }
+    if r.hedge_denied {
+        part(&mut out, "hedge;desc=\"denied\"");
+    }
+    if r.retry_denied {
+        part(&mut out, "retry;desc=\"denied\"");
+    }
+    if let Some(d) = t.deadline {
+        part(&mut out, "deadline;desc=\"left\";dur=");
+        ms(&mut out, d.saturating_duration_since(now));
+    }
+    let total = now.saturating_duration_since(t.received);
+    if stream {
+        part(&mut out, "total;desc=\"to first byte\";dur=");
+    } else {
+        part(&mut out, "total;dur=");
+    }
+    ms(&mut out, total);
+    out
+}
+
+fn headers_for(call: &Call, now: Instant, stream: bool, h: &mut HeaderMap) {
+    let r = call.record();
+    tag(h, &r.request_id, r.upstream.as_deref());
+    if let Ok(v) = HeaderValue::from_str(&server_timing(r, now, stream)) {
+        h.insert(SERVER_TIMING, v);
+    }
+    if let Some(c) = r.cache {
+        h.insert(X_SLUICE_CACHE, HeaderValue::from_static(c.label()));
+    }
+}
+
+/// A complete JSON answer; settles the call.
+pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
+    let now = Instant::now();
+    call.end_attempt(attempt, AttemptOutcome::Ok, now);
+    call.store_answer(&body, now);
+    call.sent(body.len());
+    let mut resp = Response::new(Body::from(body));
+    // Sized once for the headers written here and the content length added on the way out,
+    // rather than grown (and reallocated) as inserts fill it.
+    let mut h = HeaderMap::with_capacity(8);
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers_for(&call, now, false, &mut h);
+    *resp.headers_mut() = h;
+    call.finish(200, None);
+    resp
+}
+
+/// An answer from the answer cache (its JSON, or its SSE replay); settles the call.
+pub fn cached(mut call: Call, served: Served) -> Response {
+    let Served {
+        stored,
+        body,
+        stream,
+    } = served;
+    let now = Instant::now();
+    call.record_mut().cache_saved_micros = stored.cost_micros;
+    let content_type = if stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    let mut resp = Response::new(Body::from(body));
+    let mut h = HeaderMap::with_capacity(8);
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers_for(&call, now, false, &mut h);
+    let age = now.saturating_duration_since(stored.stored_at).as_secs();
+    h.insert(header::AGE, HeaderValue::from(age));
+    *resp.headers_mut() = h;
+    call.finish(200, None);
+    resp
+}
+
+/// An SSE answer that starts with `first` and forwards the rest of `rest` as it arrives,
+/// holding its admission slot (`permit`) until the stream ends.
+pub fn stream(
+    mut call: Call,
+    attempt: usize,
+    first: Bytes,
+    rest: EventStream,
+    permit: Option<Permit>,
+) -> Response {
+    let now = Instant::now();
+    let mut head = HeaderMap::new();
+    headers_for(&call, now, true, &mut head);
+    let deadline = call
+        .record()
+        .timings
+        .deadline
+        .map(|d| Box::pin(sleep_until(d)));
+    let mut assembly = call.stores_answer().then(Assembler::default);
+    if let Some(a) = assembly.as_mut() {
+        a.frame(&first);
+    }
+    call.sent(first.len());
+    let body = ClientStream {
+        first: Some(first),
+        rest,
+        call: Some(call),
+        attempt,
+        permit,
+        deadline,
+        assembly,
+    };
+    let mut resp = Response::new(Body::from_stream(body));
+    let h = resp.headers_mut();
+    h.extend(head);
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+/// The body of a streamed answer. Frames go out as they come; usage is kept for the record;
+/// an upstream failure mid-stream, or the request's deadline running out, is sent as an
+/// error event (never a silent truncation). If the client leaves, dropping this settles the
+/// call as abandoned.
+struct ClientStream {
+    first: Option<Bytes>,
+    rest: EventStream,
+    call: Option<Call>,
+    attempt: usize,
+    /// Released when the stream ends (or the client leaves and this is dropped).
+    permit: Option<Permit>,
+    /// Fires when the request's deadline runs out.
+    deadline: Option<Pin<Box<Sleep>>>,
+    /// The answer assembled for the answer cache, when it is to be stored.
+    assembly: Option<Assembler>,
+}
+
+impl ClientStream {
+    /// Ends the answer with `e`: the slot freed, the attempt and the call settled, and the
+    /// error event to send last.
+    fn end_with(&mut self, e: &GatewayError) -> Bytes {
+        self.permit = None;
+        if let Some(mut call) = self.call.take() {
+            call.end_attempt(self.attempt, AttemptOutcome::Failed(e.kind), Instant::now());
+            call.finish(200, Some(e.kind));
+        }
+        openai::error_frame(e)
+    }
+}
+
+impl Stream for ClientStream {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(first) = this.first.take() {
+            return Poll::Ready(Some(Ok(first)));
+        }
+        loop {
+            if this.call.is_none() {
+                return Poll::Ready(None);
+            }
+            // The deadline first: an answer that is still streaming when it runs out is cut
+            // there, even if more frames are ready.
+            if let Some(d) = this.deadline.as_mut()
+                && d.as_mut().poll(cx).is_ready()
+            {
+                let e = match this.call.as_mut() {
+                    Some(call) => deadline::exceeded(call),
+                    None => return Poll::Ready(None),
+                };
+                return Poll::Ready(Some(Ok(this.end_with(&e))));
+            }
+            match this.rest.as_mut().poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(StreamEvent::Frame(b)))) => {
+                    if let Some(a) = this.assembly.as_mut() {
+                        a.frame(&b);
+                    }
+                    if let Some(call) = this.call.as_mut() {
+                        call.sent(b.len());
+                    }
+                    return Poll::Ready(Some(Ok(b)));
+                }
+                Poll::Ready(Some(Ok(StreamEvent::Usage(u)))) => {
+                    if let Some(a) = this.assembly.as_mut() {
+                        a.usage(u);
+                    }
+                    if let Some(call) = this.call.as_mut() {
+                        call.record_mut().usage = Some(u);
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Ok(this.end_with(&e)))),
+                Poll::Ready(None) => {
+                    this.permit = None;
+                    if let Some(mut call) = this.call.take() {
+                        let now = Instant::now();
+                        call.end_attempt(this.attempt, AttemptOutcome::Ok, now);
+                        if let Some(answer) = this.assembly.take().and_then(Assembler::finish) {
+                            call.store_answer(&answer, now);
+                        }
+                        call.finish(200, None);
+                    }
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(d: Duration) -> String {
+        let mut s = String::new();
+        ms(&mut s, d);
+        s
+    }
+
+    #[test]
+    fn durations_read_in_milliseconds_rounded_to_the_microsecond() {
+        assert_eq!(shown(Duration::ZERO), "0.000");
+        assert_eq!(shown(Duration::from_nanos(1_234_567)), "1.235");
+        assert_eq!(shown(Duration::from_nanos(1_234_499)), "1.234");
+        assert_eq!(shown(Duration::from_nanos(999_999_600)), "1000.000");
+        assert_eq!(shown(Duration::from_secs(12)), "12000.000");
+        assert_eq!(shown(Duration::from_micros(7)), "0.007");
+    }
+}

@@ -1,0 +1,473 @@
+//! The admission queue's whole decision, as state and functions of `now`: whether a request
+//! goes at once, which lane's waiter is next when a slot frees, when a paused or paced queue
+//! can grant again, and when a refused caller should come back. No clock, no channels: the
+//! waiters are anything that knows its cost and whether its caller is still there.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::fair::FairQueue;
+use super::scheduler::{LaneLoad, next_lane};
+use super::{Ask, LaneSpec, Rejected};
+use crate::pace::{DimensionState, Pacer};
+
+/// A request waiting in a lane.
+pub(crate) trait Waiting {
+    /// Tokens its call is expected to count against the upstream's limit.
+    fn tokens(&self) -> u64;
+    /// Whether its caller has gone (a deadline, a client that left).
+    fn gone(&self) -> bool;
+}
+
+/// Events counted over the last ten seconds (requests finished, calls granted).
+#[derive(Debug)]
+pub(crate) struct Recent {
+    buckets: [u32; 10],
+    head_second: u64,
+    origin: Instant,
+}
+
+impl Recent {
+    pub(crate) fn new(now: Instant) -> Self {
+        Self {
+            buckets: [0; 10],
+            head_second: 0,
+            origin: now,
+        }
+    }
+
+    fn advance(&mut self, now: Instant) -> u64 {
+        let second = now.saturating_duration_since(self.origin).as_secs();
+        let gap = second.saturating_sub(self.head_second);
+        for k in 1..=gap.min(10) {
+            self.buckets[((self.head_second + k) % 10) as usize] = 0;
+        }
+        self.head_second = self.head_second.max(second);
+        second
+    }
+
+    pub(crate) fn count(&mut self, now: Instant) {
+        let s = self.advance(now);
+        self.buckets[(s % 10) as usize] += 1;
+    }
+
+    fn total(&mut self, now: Instant) -> u32 {
+        self.advance(now);
+        self.buckets.iter().sum()
+    }
+
+    fn per_second(&mut self, now: Instant) -> f64 {
+        f64::from(self.total(now)) / 10.0
+    }
+}
+
+pub(crate) struct Lane<W> {
+    pub(crate) spec: LaneSpec,
+    pub(crate) inflight: usize,
+    pub(crate) waiting: FairQueue<W>,
+    /// Calls granted lately.
+    granted: Recent,
+}
+
+impl<W: Waiting> Lane<W> {
+    /// The waiter whose turn it is, dropping those in front of it who gave up (a deadline,
+    /// a client gone): pruned as they come up, not by a scan of the whole queue per grant.
+    fn next_waiter(&mut self) -> Option<&W> {
+        while self.waiting.peek().is_some_and(Waiting::gone) {
+            self.waiting.pop();
+        }
+        self.waiting.peek()
+    }
+}
+
+/// What the queue does next when it may grant.
+#[derive(Debug)]
+pub(crate) enum Next<W> {
+    /// This lane's waiter has the slot (already counted); `inflight` includes it.
+    Grant {
+        lane: usize,
+        waiter: W,
+        inflight: usize,
+    },
+    /// The next waiter is held back (paused or paced) until then.
+    HeldUntil(Instant),
+    /// Nothing to grant: no free slot, or nobody waits.
+    Idle,
+}
+
+pub(crate) struct State<W> {
+    pub(crate) limit: usize,
+    pub(crate) inflight: usize,
+    pub(crate) lanes: Vec<Lane<W>>,
+    drained: Recent,
+    /// No slot is granted before this (the upstream asked us to wait).
+    pub(crate) paused_until: Option<Instant>,
+    /// Holds calls back until the upstream's rate limits can take them.
+    pub(crate) pacer: Pacer,
+    /// When a task will next wake to grant slots (a pause or the pacer ends then).
+    pub(crate) wake_at: Option<Instant>,
+}
+
+impl<W: Waiting> State<W> {
+    /// `limit` slots over `lanes`, paced by `pacer`, counting from `now`.
+    pub(crate) fn new(limit: usize, lanes: Vec<LaneSpec>, pacer: Pacer, now: Instant) -> Self {
+        Self {
+            limit: limit.max(1),
+            inflight: 0,
+            lanes: lanes
+                .into_iter()
+                .map(|spec| Lane {
+                    spec,
+                    inflight: 0,
+                    waiting: FairQueue::default(),
+                    granted: Recent::new(now),
+                })
+                .collect(),
+            drained: Recent::new(now),
+            paused_until: None,
+            pacer,
+            wake_at: None,
+        }
+    }
+
+    pub(crate) fn open(&self, now: Instant) -> bool {
+        self.paused_until.is_none_or(|p| now >= p) && self.inflight < self.limit
+    }
+
+    /// When a call of `tokens` could go, if the slot is there: `now`, or later when paused or
+    /// paced.
+    pub(crate) fn ready_at(&mut self, now: Instant, tokens: u64) -> Instant {
+        let paced = self.pacer.ready_at(now, tokens);
+        self.paused_until.map_or(paced, |p| paced.max(p))
+    }
+
+    pub(crate) fn waiting(&self) -> usize {
+        self.lanes.iter().map(|l| l.waiting.len()).sum()
+    }
+
+    /// Whether a request of `tokens` goes straight through at `now`: a slot is free, the
+    /// pacer lets it out, and nobody waits ahead of it.
+    pub(crate) fn goes_at_once(&mut self, now: Instant, tokens: u64) -> bool {
+        self.open(now) && self.waiting() == 0 && self.ready_at(now, tokens) <= now
+    }
+
+    /// Whether `ask` would get a slot at `now` without waiting: one is free, the pacer lets
+    /// a call of its cost out, nobody of its lane waits, and its lane would be chosen over
+    /// the lanes whose requests do.
+    pub(crate) fn admits_now(&mut self, ask: &Ask, now: Instant) -> bool {
+        if !self.open(now) || self.ready_at(now, ask.tokens) > now {
+            return false;
+        }
+        let mut loads = self.loads(now);
+        match loads.get_mut(ask.lane) {
+            Some(own) if own.waiting == 0 => {
+                own.waiting = 1;
+                next_lane(self.limit, &loads) == Some(ask.lane)
+            }
+            _ => false,
+        }
+    }
+
+    /// What the scheduler weighs, per lane.
+    fn loads(&mut self, now: Instant) -> Vec<LaneLoad> {
+        let granted: Vec<u32> = self
+            .lanes
+            .iter_mut()
+            .map(|l| l.granted.total(now))
+            .collect();
+        let all = f64::from(granted.iter().sum::<u32>().max(1));
+        self.lanes
+            .iter()
+            .zip(granted)
+            .map(|(l, g)| LaneLoad {
+                share: l.spec.share,
+                inflight: l.inflight,
+                waiting: l.waiting.len(),
+                recent: f64::from(g) / all,
+            })
+            .collect()
+    }
+
+    /// The next grant at `now`: best lane first, each lane's tenants in turn, as far as the
+    /// pacer allows. A granted slot is counted before it is returned.
+    pub(crate) fn next(&mut self, now: Instant) -> Next<W> {
+        while self.inflight < self.limit {
+            let Some(i) = next_lane(self.limit, &self.loads(now)) else {
+                break;
+            };
+            let Some(lane) = self.lanes.get_mut(i) else {
+                break;
+            };
+            let Some(tokens) = lane.next_waiter().map(Waiting::tokens) else {
+                // The lane held only requests that had gone: weigh the lanes again.
+                continue;
+            };
+            let ready = self.ready_at(now, tokens);
+            if ready > now {
+                return Next::HeldUntil(ready);
+            }
+            let Some(waiter) = self.lanes.get_mut(i).and_then(|l| l.waiting.pop()) else {
+                break;
+            };
+            let inflight = self.take(i, now, tokens);
+            return Next::Grant {
+                lane: i,
+                waiter,
+                inflight,
+            };
+        }
+        Next::Idle
+    }
+
+    /// Counts a slot taken by lane `i` at `now` for a call of `tokens`; returns the calls in
+    /// flight, this one included.
+    pub(crate) fn take(&mut self, i: usize, now: Instant, tokens: u64) -> usize {
+        self.pacer.take(now, tokens);
+        self.inflight += 1;
+        if let Some(l) = self.lanes.get_mut(i) {
+            l.inflight += 1;
+            l.granted.count(now);
+        }
+        self.inflight
+    }
+
+    /// Frees a slot of lane `i` at `now`.
+    pub(crate) fn release(&mut self, i: usize, now: Instant) {
+        self.inflight = self.inflight.saturating_sub(1);
+        if let Some(l) = self.lanes.get_mut(i) {
+            l.inflight = l.inflight.saturating_sub(1);
+        }
+        self.drained.count(now);
+    }
+
+    /// Queues `waiter` for `ask` in its lane (the last lane for an unknown one), or says why
+    /// not and when to come back. Returns the lane and how long it may wait.
+    pub(crate) fn enqueue(
+        &mut self,
+        ask: &Ask,
+        waiter: W,
+        now: Instant,
+    ) -> Result<(usize, Duration), Rejected> {
+        let lane = self.lane_of(ask);
+        let retry_after = self.retry_after(now);
+        let Some(l) = self.lanes.get_mut(lane) else {
+            return Err(Rejected::QueueFull { lane, retry_after });
+        };
+        if l.waiting.len() >= l.spec.max_queue {
+            // Full, perhaps of requests that have gone: count only those still waiting.
+            l.waiting.retain(|w| !w.gone());
+        }
+        if l.waiting.len() >= l.spec.max_queue {
+            return Err(Rejected::QueueFull { lane, retry_after });
+        }
+        l.waiting.push(&ask.tenant, waiter);
+        Ok((lane, l.spec.max_wait))
+    }
+
+    /// The lane `ask` is counted in (an unknown one in the last).
+    pub(crate) fn lane_of(&self, ask: &Ask) -> usize {
+        ask.lane.min(self.lanes.len().saturating_sub(1))
+    }
+
+    /// Grants no slot before `until` (a later pause wins); the pacer hears that nothing is
+    /// left. Whether the pause changed.
+    pub(crate) fn pause_until(&mut self, now: Instant, until: Instant) -> bool {
+        self.pacer.exhausted(now);
+        if self.paused_until.is_some_and(|p| p >= until) {
+            return false;
+        }
+        self.paused_until = Some(until);
+        true
+    }
+
+    /// Whether a task should wake at `at` to grant again: none is due sooner (one due at or
+    /// before `now` has already run).
+    pub(crate) fn should_wake(&self, at: Instant, now: Instant) -> bool {
+        self.wake_at.is_none_or(|w| w > at || w <= now)
+    }
+
+    /// When the queue will have drained what waits now: waiting ÷ drain rate, 1 s to 5 min.
+    pub(crate) fn retry_after(&mut self, now: Instant) -> Duration {
+        let waiting = self.waiting();
+        let rate = self.drained.per_second(now);
+        let secs = if rate > 0.0 {
+            (waiting as f64 + 1.0) / rate
+        } else {
+            1.0
+        };
+        Duration::from_secs_f64(secs.clamp(1.0, 300.0).ceil())
+    }
+
+    /// What the pacer holds of each dimension at `now`.
+    pub(crate) fn pace(
+        &mut self,
+        now: Instant,
+    ) -> (Option<DimensionState>, Option<DimensionState>) {
+        self.pacer.state(now)
+    }
+
+    /// (lane, in flight, still waiting) per lane.
+    pub(crate) fn lane_stats(&self) -> Vec<(Arc<str>, usize, usize)> {
+        self.lanes
+            .iter()
+            .map(|l| {
+                (
+                    l.spec.name.clone(),
+                    l.inflight,
+                    l.waiting.iter().filter(|w| !w.gone()).count(),
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pace::PaceSpec;
+
+    /// A waiter that is only its cost and whether it left.
+    #[derive(Debug)]
+    struct W(u64, bool);
+
+    impl Waiting for W {
+        fn tokens(&self) -> u64 {
+            self.0
+        }
+        fn gone(&self) -> bool {
+            self.1
+        }
+    }
+
+    fn lanes() -> Vec<LaneSpec> {
+        let lane = |name: &str, share, max_queue| LaneSpec {
+            name: Arc::from(name),
+            share,
+            max_queue,
+            max_wait: Duration::from_secs(30),
+        };
+        vec![lane("interactive", 0.8, 2), lane("batch", 0.2, 10)]
+    }
+
+    fn state(limit: usize, now: Instant) -> State<W> {
+        State::new(limit, lanes(), Pacer::new(PaceSpec::default(), now), now)
+    }
+
+    fn ask(lane: usize, tenant: &str) -> Ask {
+        Ask {
+            lane,
+            tenant: Arc::from(tenant),
+            tokens: 0,
+        }
+    }
+
+    #[test]
+    fn a_free_slot_is_granted_at_once_and_a_full_queue_refuses() {
+        let t = Instant::now();
+        let mut st = state(1, t);
+        assert!(st.goes_at_once(t, 0));
+        st.take(0, t, 0);
+        assert!(!st.goes_at_once(t, 0), "the only slot is taken");
+        assert!(st.enqueue(&ask(0, "a"), W(0, false), t).is_ok());
+        assert!(st.enqueue(&ask(0, "a"), W(0, false), t).is_ok());
+        let full = st.enqueue(&ask(0, "a"), W(0, false), t);
+        assert!(matches!(full, Err(Rejected::QueueFull { lane: 0, .. })));
+    }
+
+    #[test]
+    fn a_full_queue_of_callers_who_left_takes_a_newcomer() {
+        let t = Instant::now();
+        let mut st = state(1, t);
+        st.take(0, t, 0);
+        for _ in 0..2 {
+            assert!(st.enqueue(&ask(0, "a"), W(0, true), t).is_ok());
+        }
+        assert!(st.enqueue(&ask(0, "a"), W(0, false), t).is_ok());
+        assert_eq!(st.waiting(), 1);
+    }
+
+    #[test]
+    fn a_freed_slot_goes_to_the_next_waiter_passing_over_those_who_left() {
+        let t = Instant::now();
+        let mut st = state(1, t);
+        st.take(0, t, 0);
+        st.enqueue(&ask(0, "a"), W(1, true), t).ok();
+        st.enqueue(&ask(0, "b"), W(2, false), t).ok();
+        assert!(matches!(st.next(t), Next::Idle), "no slot free");
+        st.release(0, t);
+        match st.next(t) {
+            Next::Grant {
+                lane,
+                waiter,
+                inflight,
+            } => {
+                assert_eq!((lane, waiter.0, inflight), (0, 2, 1));
+            }
+            other => panic!("expected a grant, got {other:?}"),
+        }
+        assert!(matches!(st.next(t), Next::Idle));
+    }
+
+    #[test]
+    fn a_pause_holds_the_next_waiter_until_it_ends() {
+        let t = Instant::now();
+        let until = t + Duration::from_secs(2);
+        let mut st = state(2, t);
+        assert!(st.pause_until(t, until));
+        assert!(
+            !st.pause_until(t, t + Duration::from_secs(1)),
+            "an earlier end loses"
+        );
+        assert!(!st.goes_at_once(t, 0));
+        st.enqueue(&ask(1, "a"), W(0, false), t).ok();
+        assert!(matches!(st.next(t), Next::HeldUntil(at) if at == until));
+        assert!(matches!(st.next(until), Next::Grant { lane: 1, .. }));
+    }
+
+    #[test]
+    fn a_hedge_is_admitted_only_when_it_would_be_next_in_line() {
+        let t = Instant::now();
+        let mut st = state(2, t);
+        assert!(st.admits_now(&ask(1, "a"), t));
+        st.take(0, t, 0);
+        st.take(0, t, 0);
+        assert!(!st.admits_now(&ask(1, "a"), t), "no slot free");
+        st.release(0, t);
+        st.enqueue(&ask(1, "b"), W(0, false), t).ok();
+        assert!(!st.admits_now(&ask(1, "a"), t), "someone of its lane waits");
+    }
+
+    #[test]
+    fn come_back_when_the_queue_has_drained_at_its_measured_rate() {
+        let t = Instant::now();
+        let mut st = state(1, t);
+        assert_eq!(st.retry_after(t), Duration::from_secs(1), "no rate yet");
+        for _ in 0..10 {
+            st.take(0, t, 0);
+            st.release(0, t);
+        }
+        // 10 drained in ten seconds: 1/s; 4 waiting and the newcomer: 5 s.
+        st.take(0, t, 0);
+        for _ in 0..2 {
+            st.enqueue(&ask(0, "a"), W(0, false), t).ok();
+        }
+        for _ in 0..2 {
+            st.enqueue(&ask(1, "a"), W(0, false), t).ok();
+        }
+        assert_eq!(st.retry_after(t), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_wake_is_set_only_when_none_is_due_sooner() {
+        let t = Instant::now();
+        let mut st = state(1, t);
+        let s = Duration::from_secs;
+        assert!(st.should_wake(t + s(2), t));
+        st.wake_at = Some(t + s(1));
+        assert!(!st.should_wake(t + s(2), t), "one is due sooner");
+        assert!(st.should_wake(t + s(2), t + s(1)), "that one has run");
+        assert!(st.should_wake(t + Duration::from_millis(500), t));
+    }
+}

@@ -1,0 +1,110 @@
+//! Cool-downs: what a 429 decides, and the keys (upstreams) that asked us to back off, until
+//! when.
+//!
+//! An upstream that answers 429 says, in `retry-after`, when to come back. Until then its
+//! admission grants no slot (queued work waits in sluice rather than meet the same wall),
+//! and for a while longer sluice sends it no optional work (hedges), because every extra
+//! request spends the quota that its other requests need.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The wait a 429 without `retry-after` is taken to ask for.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// How long hedges keep away from a deployment that answered 429: at least this long, or its
+/// `retry-after` if longer. An upstream that just refused us has no quota to spare, and a
+/// hedge that spends it is paid for by the upstream's next ordinary request.
+pub const HEDGE_QUIET_AFTER_429: Duration = Duration::from_secs(10);
+
+/// What a 429 at `now` decides for its deployment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pushback {
+    /// Its admission grants no slot before this.
+    pub pause_until: Instant,
+    /// No hedge goes to it for this long.
+    pub quiet_for: Duration,
+}
+
+/// What a 429 that asked for `retry_after` (if it said) decides at `now`.
+pub fn after_429(now: Instant, retry_after: Option<Duration>) -> Pushback {
+    let asked = retry_after.unwrap_or(DEFAULT_RETRY_AFTER);
+    Pushback {
+        pause_until: now + asked,
+        quiet_for: asked.max(HEDGE_QUIET_AFTER_429),
+    }
+}
+
+/// Keys cooling down, and until when.
+#[derive(Debug)]
+pub struct Cooldowns<K> {
+    until: HashMap<K, Instant>,
+}
+
+impl<K> Default for Cooldowns<K> {
+    fn default() -> Self {
+        Self {
+            until: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Hash + Eq> Cooldowns<K> {
+    /// No key cooling.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `key` cools for `d` from `now` (a later end wins over an earlier one).
+    pub fn start(&mut self, key: K, now: Instant, d: Duration) {
+        let end = now + d;
+        let slot = self.until.entry(key).or_insert(end);
+        if *slot < end {
+            *slot = end;
+        }
+    }
+
+    /// Whether `key` is still cooling at `now`.
+    pub fn active(&self, key: &K, now: Instant) -> bool {
+        self.until.get(key).is_some_and(|end| *end > now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_429_pauses_for_what_it_asked_and_keeps_hedges_away_longer() {
+        let t = Instant::now();
+        let p = after_429(t, Some(Duration::from_secs(3)));
+        assert_eq!(p.pause_until, t + Duration::from_secs(3));
+        assert_eq!(p.quiet_for, HEDGE_QUIET_AFTER_429);
+        let p = after_429(t, None);
+        assert_eq!(p.pause_until, t + DEFAULT_RETRY_AFTER);
+        let p = after_429(t, Some(Duration::from_secs(30)));
+        assert_eq!(p.quiet_for, Duration::from_secs(30), "a longer ask wins");
+    }
+
+    #[test]
+    fn a_key_cools_until_its_end() {
+        let now = Instant::now();
+        let mut c = Cooldowns::new();
+        c.start("glm", now, Duration::from_secs(2));
+        assert!(c.active(&"glm", now + Duration::from_millis(1999)));
+        assert!(!c.active(&"glm", now + Duration::from_secs(2)));
+        assert!(!c.active(&"deepseek", now));
+    }
+
+    #[test]
+    fn a_shorter_cooldown_does_not_cut_a_longer_one() {
+        let now = Instant::now();
+        let mut c = Cooldowns::new();
+        c.start("glm", now, Duration::from_secs(10));
+        c.start("glm", now, Duration::from_secs(1));
+        assert!(c.active(&"glm", now + Duration::from_secs(5)));
+    }
+}
