@@ -5,7 +5,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::support::{body, sse_data, start, start_with};
+use crate::support::{body, serve_toml, sse_data, start, start_with};
 
 async fn error_of(resp: reqwest::Response) -> (u16, Value) {
     let status = resp.status().as_u16();
@@ -123,18 +123,7 @@ async fn a_refused_connection_is_502() {
     let text = format!(
         "[providers.dead]\nkind = \"openai\"\nbase_url = \"http://{dead}/v1\"\n[models.m]\ndeployments = [{{ provider = \"dead\", model = \"x\" }}]\n"
     );
-    let env = std::collections::BTreeMap::new();
-    let cfg = sluice_config::gateway::load(&text, &env, &[]).unwrap();
-    let gw = sluice_gateway::GatewayBuilder::from_config(&cfg, &env)
-        .unwrap()
-        .build()
-        .unwrap();
-    let server =
-        sluice_gateway::Server::bind(gw, "127.0.0.1:0".parse().unwrap(), Duration::from_secs(1))
-            .await
-            .unwrap();
-    let url = format!("http://{}", server.local_addr().unwrap());
-    tokio::spawn(server.run(std::future::pending()));
+    let url = serve_toml(&text).await;
     let resp = reqwest::Client::new()
         .post(format!("{url}/v1/chat/completions"))
         .json(&body("m", false))
@@ -218,18 +207,7 @@ async fn connect_timeout_is_504() {
     let text = format!(
         "[providers.slow]\nkind = \"openai\"\nbase_url = \"http://{addr}/v1\"\nconnect_timeout = \"300ms\"\n[models.m]\ndeployments = [{{ provider = \"slow\", model = \"x\" }}]\n"
     );
-    let env = std::collections::BTreeMap::new();
-    let cfg = sluice_config::gateway::load(&text, &env, &[]).unwrap();
-    let gw = sluice_gateway::GatewayBuilder::from_config(&cfg, &env)
-        .unwrap()
-        .build()
-        .unwrap();
-    let server =
-        sluice_gateway::Server::bind(gw, "127.0.0.1:0".parse().unwrap(), Duration::from_secs(1))
-            .await
-            .unwrap();
-    let url = format!("http://{}", server.local_addr().unwrap());
-    tokio::spawn(server.run(std::future::pending()));
+    let url = serve_toml(&text).await;
     let resp = reqwest::Client::new()
         .post(format!("{url}/v1/chat/completions"))
         .json(&body("m", false))

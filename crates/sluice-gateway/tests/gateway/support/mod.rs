@@ -308,6 +308,24 @@ pub struct Running {
     pub client: reqwest::Client,
 }
 
+/// Serves a gateway configured by `text` (no environment) on a free port until the test
+/// ends; returns its URL.
+pub async fn serve_toml(text: &str) -> String {
+    let env = BTreeMap::new();
+    let cfg = sluice_config::gateway::load(text, &env, &[]).unwrap();
+    let gw = GatewayBuilder::from_config(&cfg, &env)
+        .unwrap()
+        .build()
+        .unwrap();
+    let listen = "127.0.0.1:0".parse().unwrap();
+    let server = Server::bind(gw, listen, std::time::Duration::from_secs(1))
+        .await
+        .unwrap();
+    let url = format!("http://{}", server.local_addr().unwrap());
+    tokio::spawn(server.run(std::future::pending()));
+    url
+}
+
 pub async fn start() -> Running {
     start_with("").await
 }
