@@ -4,14 +4,24 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use sluice_config::gateway::{self, ProcessEnv};
+use sluice_config::gateway::{self, ProcessEnv, Secrets};
 
-/// Checks `file`; prints every error, or a one-line summary.
-pub fn check(file: &Path) -> anyhow::Result<ExitCode> {
+/// Checks `file`; prints every error and warning, then a one-line summary. Unset secret
+/// variables are warnings unless `strict`.
+pub fn check(file: &Path, strict: bool) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    match gateway::load(&text, &ProcessEnv, &[]) {
-        Ok(cfg) => {
+    let secrets = if strict {
+        Secrets::Required
+    } else {
+        Secrets::Warn
+    };
+    let checked = gateway::check(&text, &ProcessEnv, &[], secrets);
+    if !checked.warnings.is_empty() {
+        println!("{}: {}", file.display(), warnings(&checked.warnings));
+    }
+    match checked.config {
+        Some(cfg) => {
             println!(
                 "{}: ok ({} providers, {} model groups, listening on {})",
                 file.display(),
@@ -21,11 +31,25 @@ pub fn check(file: &Path) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Err(diags) => {
-            println!("{}: {diags}", file.display());
+        None => {
+            println!("{}: {}", file.display(), checked.errors);
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// Warnings, written like errors but named as what they are.
+pub fn warnings(w: &sluice_config::Diagnostics) -> String {
+    let mut out = if w.len() == 1 {
+        "1 warning:".to_string()
+    } else {
+        format!("{} warnings:", w.len())
+    };
+    for d in w.iter() {
+        out.push_str("\n  ");
+        out.push_str(&d.to_string());
+    }
+    out
 }
 
 /// Prints a fresh API key and the configuration entry that holds its hash.

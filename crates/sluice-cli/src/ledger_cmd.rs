@@ -50,8 +50,16 @@ pub async fn open(cfg: &LedgerConfig, config_dir: &Path) -> anyhow::Result<Optio
             Some(AnyStore::Sqlite(store))
         }
         LedgerStoreKind::Postgres => {
-            let var = cfg.url_env.as_deref().unwrap_or_default();
-            let url = std::env::var(var).with_context(|| format!("reading ${var}"))?;
+            let var = cfg
+                .url_env
+                .as_deref()
+                .context("a `postgres` ledger needs `[ledger] url_env`")?;
+            let url = std::env::var(var)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .with_context(|| {
+                    format!("the ledger's URL: environment variable `{var}` is not set")
+                })?;
             let store = PgStore::connect(&url)
                 .await
                 .context("connecting to the PostgreSQL ledger")?;
@@ -80,8 +88,11 @@ pub fn usage(a: &UsageArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("--format {}: use table, json or csv", a.format))?;
     let text = std::fs::read_to_string(&a.config)
         .with_context(|| format!("reading {}", a.config.display()))?;
-    let cfg = gateway::load(&text, &ProcessEnv, &[])
-        .map_err(|d| anyhow::anyhow!("{}: {d}", a.config.display()))?;
+    // Reading the ledger needs neither the admin token nor any provider's key.
+    let checked = gateway::check(&text, &ProcessEnv, &[], gateway::Secrets::Warn);
+    let cfg = checked
+        .config
+        .ok_or_else(|| anyhow::anyhow!("{}: {}", a.config.display(), checked.errors))?;
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
     let rows = runtime.block_on(async {
         let Some(store) = open(&cfg.ledger, &config_dir(&a.config)).await? else {

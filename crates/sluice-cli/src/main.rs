@@ -124,10 +124,14 @@ enum ScenarioCommand {
 
 #[derive(Subcommand)]
 enum ConfigCommand {
-    /// Check a file and print every error with its key path and line.
+    /// Check a file and print every error and warning with its key path and line.
     Check {
         /// The file to check.
         file: PathBuf,
+        /// Treat unset secret variables (provider keys, the admin token, the ledger's URL) as
+        /// errors, as `serve` does; by default they are warnings.
+        #[arg(long)]
+        strict: bool,
     },
 }
 
@@ -168,8 +172,8 @@ fn main() -> ExitCode {
                 },
         } => scenario_cmd::run(&scenario, seed, json.as_deref()),
         Command::Config {
-            command: ConfigCommand::Check { file },
-        } => config_cmd::check(&file),
+            command: ConfigCommand::Check { file, strict },
+        } => config_cmd::check(&file, strict),
         Command::Keys {
             command: KeysCommand::New { name, tenant, lane },
         } => {

@@ -25,8 +25,13 @@ pub fn runtime(worker_threads: Option<usize>) -> anyhow::Result<tokio::runtime::
 pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
-    let cfg = gateway::load(&text, &ProcessEnv, &[])
-        .map_err(|d| anyhow::anyhow!("{}: {d}", config.display()))?;
+    let checked = gateway::check(&text, &ProcessEnv, &[], gateway::Secrets::Required);
+    for w in checked.warnings.iter() {
+        tracing::warn!(config = %config.display(), "{w}");
+    }
+    let cfg = checked
+        .config
+        .ok_or_else(|| anyhow::anyhow!("{}: {}", config.display(), checked.errors))?;
     let runtime = runtime(cfg.server.worker_threads)?;
     runtime.block_on(async {
         let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?;

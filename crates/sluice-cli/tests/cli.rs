@@ -250,4 +250,59 @@ fn usage_reads_the_ledger_a_config_names_as_a_table_csv_or_json() {
         text.contains("group_by: unknown column \"colour\""),
         "{text}"
     );
+
+    // Reading the ledger needs neither the admin token nor a provider's key.
+    let serving = dir.path().join("serving.toml");
+    std::fs::write(
+        &serving,
+        "[server]\nadmin_token_env = \"SLUICE_TEST_UNSET_ADMIN\"\n[ledger]\npath = \"ledger.db\"\n\
+         [providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         api_key_env = \"SLUICE_TEST_UNSET_KEY\"\n\
+         [models.m]\ndeployments = [{ provider = \"p\", model = \"x\" }]\n",
+    )
+    .unwrap();
+    let (ok, text) = sluice(&["usage", "--config", serving.to_str().unwrap()]);
+    assert!(ok, "{text}");
+    assert!(text.contains("TOTAL") && text.contains(" 120 "), "{text}");
+}
+
+#[test]
+fn config_check_warns_of_unset_secrets_and_strict_makes_them_errors() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../sluice.example.toml");
+    let run = |strict: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.args(["config", "check", example]);
+        if strict {
+            cmd.arg("--strict");
+        }
+        for k in [
+            "OPENAI_API_KEY",
+            "DEEPSEEK_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "MOONSHOT_API_KEY",
+            "ZHIPU_API_KEY",
+            "MINIMAX_API_KEY",
+            "HUNYUAN_API_KEY",
+        ] {
+            cmd.env_remove(k);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, text) = run(false);
+    assert!(ok, "{text}");
+    assert!(text.contains("7 warnings:"), "{text}");
+    assert!(
+        text.contains(
+            "providers.openai.api_key_env: environment variable `OPENAI_API_KEY` is not set"
+        ),
+        "{text}"
+    );
+    assert!(text.contains(": ok ("), "{text}");
+    let (ok, text) = run(true);
+    assert!(!ok, "{text}");
+    assert!(text.contains("7 configuration errors"), "{text}");
 }

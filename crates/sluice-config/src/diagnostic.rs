@@ -50,6 +50,14 @@ impl Diagnostics {
         self.0.iter()
     }
 
+    /// Keeps only the first error at each key path: a value read past its error (with a
+    /// stand-in in its place) must not be blamed a second time by the checks that follow.
+    pub fn first_per_path(&mut self) {
+        let mut seen = std::collections::HashSet::new();
+        self.0
+            .retain(|d| d.path.is_empty() || seen.insert(d.path.clone()));
+    }
+
     /// Sorts by line so the report reads top to bottom.
     pub fn sort(&mut self) {
         self.0

@@ -8,6 +8,8 @@ use toml::de::{DeTable, DeValue};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, line_col};
 
+mod words;
+
 /// One step of a key path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Seg {
@@ -81,7 +83,10 @@ impl<'a> Document<'a> {
         }
     }
 
-    /// Deserialises the top-level table `key` into `T`; `T::default()` when absent.
+    /// Deserialises the top-level table `key` into `T`; `T::default()` when absent. Every
+    /// error is reported; a table read past its errors still comes back (with stand-ins where
+    /// its values were wrong) so later checks can run, and the caller refuses the document
+    /// because the diagnostics are not empty.
     pub fn section<T>(&self, key: &str, diags: &mut Vec<Diagnostic>) -> Option<T>
     where
         T: DeserializeOwned + Default,
@@ -93,7 +98,8 @@ impl<'a> Document<'a> {
     }
 
     /// Deserialises each entry of the top-level table `key` into a `T`, in document order.
-    /// An entry that fails is reported and skipped; the others are still read.
+    /// An entry with errors is reported (and kept when it could be read past them, as
+    /// [`Document::section`] does); the others are still read.
     pub fn map_section<T>(&self, key: &str, diags: &mut Vec<Diagnostic>) -> Vec<(String, T)>
     where
         T: DeserializeOwned,
@@ -125,7 +131,7 @@ impl<'a> Document<'a> {
     }
 
     /// Deserialises each element of the top-level array `key` (`[[key]]` tables) into a `T`.
-    /// An element that fails is reported and skipped.
+    /// An element with errors is reported, and kept when it could be read past them.
     pub fn list_section<T>(&self, key: &str, diags: &mut Vec<Diagnostic>) -> Vec<T>
     where
         T: DeserializeOwned,
@@ -162,18 +168,67 @@ impl<'a> Document<'a> {
         }
     }
 
+    /// Deserialises `value` into a `T`, reporting every error in it, not only the first: after
+    /// each error the offending value is set aside (removed, or replaced by a stand-in of the
+    /// right shape when the field is required) and the table is read again, so one bad key
+    /// never hides the next. A value read past its errors is still returned, so the checks
+    /// that follow report theirs too; its diagnostics make the whole document fail. `None`
+    /// when reading could not get past an error.
     fn item<T: DeserializeOwned>(
         &self,
         path: &[Seg],
         value: &Spanned<DeValue<'a>>,
         diags: &mut Vec<Diagnostic>,
     ) -> Option<T> {
-        let mut unknown: Vec<Vec<Seg>> = Vec::new();
-        let de = value.clone().into_deserializer();
-        let mut on_unknown = |p: serde_ignored::Path<'_>| unknown.push(segments_of(&p));
-        let ignored = serde_ignored::Deserializer::new(de, &mut on_unknown);
-        let result: Result<T, serde_path_to_error::Error<toml::de::Error>> =
-            serde_path_to_error::deserialize(ignored);
+        let mut value = value.clone();
+        let mut reported: Vec<Vec<Seg>> = Vec::new();
+        for _ in 0..MAX_REPAIRS {
+            let (result, unknown) = attempt::<T>(&value);
+            let err = match result {
+                Ok(t) => {
+                    self.report_unknown(path, unknown, diags);
+                    return Some(t);
+                }
+                Err(err) => err,
+            };
+            let rel: Vec<Seg> = err
+                .path()
+                .iter()
+                .filter_map(|s| match s {
+                    serde_path_to_error::Segment::Map { key } => Some(Seg::Key(key.clone())),
+                    serde_path_to_error::Segment::Seq { index } => Some(Seg::Index(*index)),
+                    _ => None,
+                })
+                .collect();
+            let inner = err.inner();
+            let problem = words::Problem::read(&first_line(inner.message()));
+            let at = problem.at(&rel);
+            if reported.contains(&at) {
+                // The stand-in did not take; what is left cannot be read past.
+                break;
+            }
+            let mut full = path.to_vec();
+            full.extend(at.iter().cloned());
+            let span = inner
+                .span()
+                .filter(|_| !problem.is_missing())
+                .or_else(|| self.lookup(&full).map(|(k, _)| k))
+                .or_else(|| {
+                    self.lookup(&full[..full.len().saturating_sub(1)])
+                        .map(|(k, _)| k)
+                })
+                .unwrap_or_else(|| value.span());
+            diags.push(self.diag_span(render_path(&full), span, problem.explain()));
+            reported.push(at.clone());
+            if !repair::<T>(&mut value, &at, &problem) {
+                self.report_unknown(path, unknown, diags);
+                break;
+            }
+        }
+        None
+    }
+
+    fn report_unknown(&self, path: &[Seg], unknown: Vec<Vec<Seg>>, diags: &mut Vec<Diagnostic>) {
         for rel in unknown {
             let mut full = path.to_vec();
             full.extend(rel);
@@ -182,24 +237,6 @@ impl<'a> Document<'a> {
                 _ => render_path(&full),
             };
             diags.push(self.diag(&full, format!("unknown key `{name}`")));
-        }
-        match result {
-            Ok(t) => Some(t),
-            Err(err) => {
-                let mut full = path.to_vec();
-                full.extend(err.path().iter().filter_map(|s| match s {
-                    serde_path_to_error::Segment::Map { key } => Some(Seg::Key(key.clone())),
-                    serde_path_to_error::Segment::Seq { index } => Some(Seg::Index(*index)),
-                    _ => None,
-                }));
-                let inner = err.inner();
-                let span = inner
-                    .span()
-                    .or_else(|| self.lookup(&full).map(|(k, _)| k))
-                    .unwrap_or_else(|| value.span());
-                diags.push(self.diag_span(render_path(&full), span, first_line(inner.message())));
-                None
-            }
         }
     }
 
@@ -234,6 +271,116 @@ impl<'a> Document<'a> {
             }
         }
         Some((key_span, current.span()))
+    }
+}
+
+/// How many errors one table may report before reading it stops.
+const MAX_REPAIRS: usize = 64;
+
+type Attempt<T> = (
+    Result<T, serde_path_to_error::Error<toml::de::Error>>,
+    Vec<Vec<Seg>>,
+);
+
+/// One try at reading `value`: the result, and the keys no field took.
+fn attempt<T: DeserializeOwned>(value: &Spanned<DeValue<'_>>) -> Attempt<T> {
+    let mut unknown: Vec<Vec<Seg>> = Vec::new();
+    let de = value.clone().into_deserializer();
+    let mut on_unknown = |p: serde_ignored::Path<'_>| unknown.push(segments_of(&p));
+    let ignored = serde_ignored::Deserializer::new(de, &mut on_unknown);
+    let result = serde_path_to_error::deserialize(ignored);
+    (result, unknown)
+}
+
+/// Sets the value at `at` aside so the rest of the table can be read: an unknown key is
+/// dropped; a bad or missing value takes the first stand-in after which reading gets past
+/// it (the closest allowed word, then a value of each shape); failing all, it is dropped.
+/// Whether reading can go on.
+fn repair<T: DeserializeOwned>(
+    value: &mut Spanned<DeValue<'_>>,
+    at: &[Seg],
+    problem: &words::Problem,
+) -> bool {
+    if problem.is_unknown_key() {
+        return remove(value, at);
+    }
+    for stand_in in problem.stand_ins() {
+        let mut tried = value.clone();
+        if !put(&mut tried, at, stand_in) {
+            continue;
+        }
+        let past = match attempt::<T>(&tried).0 {
+            Ok(_) => true,
+            Err(e) => {
+                let rel: Vec<Seg> = e
+                    .path()
+                    .iter()
+                    .filter_map(|s| match s {
+                        serde_path_to_error::Segment::Map { key } => Some(Seg::Key(key.clone())),
+                        serde_path_to_error::Segment::Seq { index } => Some(Seg::Index(*index)),
+                        _ => None,
+                    })
+                    .collect();
+                words::Problem::read(&first_line(e.inner().message())).at(&rel) != at
+            }
+        };
+        if past {
+            *value = tried;
+            return true;
+        }
+    }
+    !problem.is_missing() && remove(value, at)
+}
+
+/// The table holding `at`'s last key, and that key.
+fn parent_of<'v, 'a>(
+    value: &'v mut Spanned<DeValue<'a>>,
+    at: &[Seg],
+) -> Option<(&'v mut Spanned<DeValue<'a>>, Seg)> {
+    let (last, init) = at.split_last()?;
+    let mut cur = value;
+    for seg in init {
+        cur = match (seg, cur.get_mut()) {
+            (Seg::Key(k), DeValue::Table(t)) => t.get_mut(k.as_str())?,
+            (Seg::Index(i), DeValue::Array(a)) => a.get_mut(*i)?,
+            _ => return None,
+        };
+    }
+    Some((cur, last.clone()))
+}
+
+fn remove(value: &mut Spanned<DeValue<'_>>, at: &[Seg]) -> bool {
+    match parent_of(value, at) {
+        Some((parent, Seg::Key(k))) => match parent.get_mut() {
+            DeValue::Table(t) => t.remove(k.as_str()).is_some(),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+fn put<'a>(value: &mut Spanned<DeValue<'a>>, at: &[Seg], stand_in: DeValue<'a>) -> bool {
+    let Some((parent, last)) = parent_of(value, at) else {
+        return false;
+    };
+    let span = parent.span();
+    match (last, parent.get_mut()) {
+        (Seg::Key(k), DeValue::Table(t)) => {
+            let span = t.get(k.as_str()).map_or(span, Spanned::span);
+            t.insert(
+                Spanned::new(span.clone(), std::borrow::Cow::Owned(k)),
+                Spanned::new(span, stand_in),
+            );
+            true
+        }
+        (Seg::Index(i), DeValue::Array(a)) => match a.get_mut(i) {
+            Some(slot) => {
+                *slot = Spanned::new(slot.span(), stand_in);
+                true
+            }
+            None => false,
+        },
+        _ => false,
     }
 }
 

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use parking_lot::RwLock;
@@ -98,6 +99,8 @@ pub fn generate() -> String {
 #[derive(Debug, Default)]
 pub struct KeyRing {
     keys: RwLock<HashMap<[u8; 32], Arc<ApiKey>>>,
+    /// Set by the first key and never cleared: revoking every key must not open the door.
+    ever_held: AtomicBool,
 }
 
 impl KeyRing {
@@ -125,6 +128,7 @@ impl KeyRing {
             created: SystemTime::now(),
         };
         keys.insert(h, Arc::new(key));
+        self.ever_held.store(true, Ordering::Relaxed);
         Ok(())
     }
 
@@ -151,6 +155,12 @@ impl KeyRing {
     /// Whether there are no keys.
     pub fn is_empty(&self) -> bool {
         self.keys.read().is_empty()
+    }
+
+    /// Whether any key has ever been held (from configuration, the store or the admin API),
+    /// even if every one has since been revoked.
+    pub fn ever_held(&self) -> bool {
+        self.ever_held.load(Ordering::Relaxed)
     }
 }
 
@@ -202,6 +212,9 @@ mod tests {
         assert!(!ring.revoke("ops"));
         assert!(ring.authenticate(secret).is_none());
         assert!(ring.is_empty());
+        // Revoking every key does not forget that keys were in use.
+        assert!(ring.ever_held());
+        assert!(!KeyRing::default().ever_held());
     }
 
     #[test]

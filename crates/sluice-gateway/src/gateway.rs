@@ -40,8 +40,8 @@ pub struct Gateway {
     pub(crate) keys: KeyRing,
     /// Tenants' credits and quotas.
     pub(crate) accounts: Accounts,
-    /// Whether requests need a key.
-    pub(crate) require_keys: bool,
+    /// When requests need a key.
+    pub(crate) key_check: crate::walk::auth::KeyCheck,
     /// The token `/admin/*` requires, if any.
     pub(crate) admin_token: Option<String>,
     /// What a call to a model with no price gets.

@@ -5,92 +5,39 @@
 #[path = "scripted/mod.rs"]
 mod scripted;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use http_body_util::BodyExt;
-use parking_lot::Mutex;
-use sluice_config::gateway::DeploymentConfig;
 use sluice_core::{AttemptKind, AttemptOutcome, CallRecord, ErrorKind};
-use sluice_gateway::GatewayBuilder;
 use sluice_tail::{HedgePolicy, WindowConfig};
 use tokio::time::{Instant, sleep};
-use tower::ServiceExt;
 
-use crate::scripted::Scripted;
-
-struct Rig {
-    gw: Arc<sluice_gateway::Gateway>,
-    router: axum::Router,
-    a: Scripted,
-    b: Scripted,
-    records: Arc<Mutex<Vec<CallRecord>>>,
-}
-
-fn dep(provider: &str) -> DeploymentConfig {
-    DeploymentConfig {
-        provider: provider.into(),
-        model: "m".into(),
-        weight: 1,
-        name: Some(provider.into()),
-        rpm: None,
-        tpm: None,
-    }
-}
+use crate::scripted::Rig;
 
 /// A group over `a` (weight so high it is always the primary) and `b`, hedging by `policy`.
 fn rig(policy: HedgePolicy) -> Rig {
-    let (a, b) = (Scripted::default(), Scripted::default());
-    let records = Arc::new(Mutex::new(Vec::new()));
-    let sink = records.clone();
-    let mut primary = dep("a");
-    primary.weight = 1_000_000;
-    let gw = GatewayBuilder::new()
-        .seed(1)
-        .provider("a", Arc::new(a.clone()))
-        .provider("b", Arc::new(b.clone()))
-        .model("chat", vec![primary, dep("b")])
-        .hedging(policy)
-        // A long window, so a long warm-up stays in it.
-        .window(WindowConfig {
-            length: Duration::from_secs(3600),
-            slices: 6,
-        })
-        .on_record(Arc::new(move |r: &CallRecord| sink.lock().push(r.clone())))
-        .build()
-        .unwrap();
-    Rig {
-        router: sluice_gateway::server::router(gw.clone()),
-        gw,
-        a,
-        b,
-        records,
-    }
+    scripted::rig(true, |b| {
+        b.hedging(policy)
+            // A long window, so a long warm-up stays in it.
+            .window(WindowConfig {
+                length: Duration::from_secs(3600),
+                slices: 6,
+            })
+    })
 }
 
-impl Rig {
-    async fn ask(&self) -> (u16, CallRecord) {
-        let req = http::Request::post("/v1/chat/completions")
-            .header("content-type", "application/json")
-            .body(Body::from(
-                r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#,
-            ))
-            .unwrap();
-        let resp = self.router.clone().oneshot(req).await.unwrap();
-        let status = resp.status().as_u16();
-        let _ = resp.into_body().collect().await.unwrap();
-        (status, self.records.lock().last().cloned().unwrap())
-    }
+/// Asks once; the status and the call's record.
+async fn ask(rig: &Rig) -> (u16, CallRecord) {
+    let got = scripted::ask(&rig.router, None, "h").await;
+    (got.status, rig.records.lock().last().cloned().unwrap())
+}
 
-    /// Fills a's latency window with `n` answers of 100 ms.
-    async fn warm(&self, n: u32) {
-        for _ in 0..n {
-            self.a.push(100, true);
-            let (status, rec) = self.ask().await;
-            assert_eq!(status, 200);
-            assert_eq!(rec.attempts.len(), 1);
-        }
+/// Fills a's latency window with `n` answers of 100 ms.
+async fn warm(rig: &Rig, n: u32) {
+    for _ in 0..n {
+        rig.a.push(100, true);
+        let (status, rec) = ask(rig).await;
+        assert_eq!(status, 200);
+        assert_eq!(rec.attempts.len(), 1);
     }
 }
 
@@ -104,11 +51,11 @@ fn policy() -> HedgePolicy {
 #[tokio::test(start_paused = true)]
 async fn a_stalled_request_is_hedged_to_the_other_upstream_and_the_hedge_wins() {
     let r = rig(policy());
-    r.warm(20).await;
+    warm(&r, 20).await;
     r.a.push(8_000, true);
     r.b.push(100, true);
     let start = Instant::now();
-    let (status, rec) = r.ask().await;
+    let (status, rec) = ask(&r).await;
     assert_eq!(status, 200);
     // P95 of a's window is ~100 ms: the hedge leaves then and answers 100 ms later.
     let took = Instant::now() - start;
@@ -137,9 +84,9 @@ async fn a_stalled_request_is_hedged_to_the_other_upstream_and_the_hedge_wins() 
 #[tokio::test(start_paused = true)]
 async fn nothing_is_hedged_before_the_window_has_enough_samples() {
     let r = rig(policy());
-    r.warm(19).await;
+    warm(&r, 19).await;
     r.a.push(8_000, true);
-    let (status, rec) = r.ask().await;
+    let (status, rec) = ask(&r).await;
     assert_eq!(status, 200);
     assert_eq!(rec.attempts.len(), 1);
     assert_eq!(r.b.calls(), 0);
@@ -148,9 +95,9 @@ async fn nothing_is_hedged_before_the_window_has_enough_samples() {
 #[tokio::test(start_paused = true)]
 async fn a_fast_answer_sends_no_hedge() {
     let r = rig(policy());
-    r.warm(20).await;
+    warm(&r, 20).await;
     r.a.push(90, true);
-    let (_, rec) = r.ask().await;
+    let (_, rec) = ask(&r).await;
     assert_eq!(rec.attempts.len(), 1);
     assert_eq!(r.b.calls(), 0);
 }
@@ -158,11 +105,11 @@ async fn a_fast_answer_sends_no_hedge() {
 #[tokio::test(start_paused = true)]
 async fn the_first_good_answer_wins_even_after_a_failure() {
     let r = rig(policy());
-    r.warm(20).await;
+    warm(&r, 20).await;
     // The primary fails after the hedge left; the hedge's later answer is used.
     r.a.push(150, false);
     r.b.push(300, true);
-    let (status, rec) = r.ask().await;
+    let (status, rec) = ask(&r).await;
     assert_eq!(status, 200);
     assert_eq!(
         rec.attempts[0].outcome,
@@ -175,10 +122,10 @@ async fn the_first_good_answer_wins_even_after_a_failure() {
 #[tokio::test(start_paused = true)]
 async fn when_both_fail_the_first_attempts_error_is_answered() {
     let r = rig(policy());
-    r.warm(20).await;
+    warm(&r, 20).await;
     r.a.push(400, false);
     r.b.push(10, false);
-    let (status, rec) = r.ask().await;
+    let (status, rec) = ask(&r).await;
     assert_eq!(status, 502);
     assert_eq!(rec.error, Some(ErrorKind::UpstreamServerError));
     assert!(
@@ -199,13 +146,13 @@ async fn slow_storm(min_per_second: f64) -> (u32, u32, Duration) {
         min_per_second,
         ..HedgePolicy::default()
     });
-    r.warm(2_000).await;
+    warm(&r, 2_000).await;
     let started = Instant::now();
     let (mut hedged, mut denied) = (0, 0);
     for _ in 0..100 {
         r.a.push(5_000, true);
         r.b.push(5_000, true);
-        let (_, rec) = r.ask().await;
+        let (_, rec) = ask(&r).await;
         if rec.attempts.len() == 2 {
             hedged += 1;
         }
@@ -250,12 +197,12 @@ async fn the_time_floor_adds_hedges_at_its_rate_and_no_faster() {
 async fn no_hedge_goes_to_an_upstream_that_asked_to_back_off() {
     let r = rig(policy());
     // Enough fast history that a handful of slow answers leaves the P95 fast.
-    r.warm(200).await;
+    warm(&r, 200).await;
     // A stalled primary is hedged to b, which answers 429 "retry after 30 s"; the primary's
     // own answer still wins the call.
     r.a.push(2_000, true);
     r.b.push_limited(10, 30);
-    let (status, rec) = r.ask().await;
+    let (status, rec) = ask(&r).await;
     assert_eq!(status, 200);
     assert_eq!(
         rec.attempts[1].outcome,
@@ -267,7 +214,7 @@ async fn no_hedge_goes_to_an_upstream_that_asked_to_back_off() {
     for _ in 0..5 {
         r.a.push(2_000, true);
         r.a.push(100, true);
-        let (_, rec) = r.ask().await;
+        let (_, rec) = ask(&r).await;
         assert_eq!(rec.attempts.len(), 2);
         assert_eq!(&*rec.attempts[1].upstream, "a");
         assert_eq!(rec.attempts[1].outcome, AttemptOutcome::Ok);
@@ -277,7 +224,7 @@ async fn no_hedge_goes_to_an_upstream_that_asked_to_back_off() {
     sleep(Duration::from_secs(30)).await;
     r.a.push(8_000, true);
     r.b.push(100, true);
-    let (_, rec) = r.ask().await;
+    let (_, rec) = ask(&r).await;
     assert_eq!(rec.attempts.len(), 2);
     assert_eq!(rec.upstream.as_deref(), Some("b"));
 }

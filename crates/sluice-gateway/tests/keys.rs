@@ -167,3 +167,51 @@ async fn the_admin_api_makes_a_key_shown_once_that_works_until_revoked() {
     .await;
     assert_eq!(status, 404);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_key_made_through_the_admin_api_switches_key_checks_on() {
+    // No `[keys]` in the configuration and `require_keys` left out.
+    let r = rig(false, |b| b.admin_token(ADMIN));
+    let bogus = [("authorization", "Bearer sk-bogus")];
+    assert_eq!(ask_with(&r.router, &bogus, "s-0", false).await.status, 200);
+    let body = json!({"name": "ci", "tenant": "acme"});
+    let (status, made) = admin(&r.router, "POST", "/admin/keys", Some(ADMIN), body).await;
+    assert_eq!(status, 201, "{made}");
+    let calls = r.a.calls();
+    // From now on a request needs a valid key.
+    let refused = ask_with(&r.router, &bogus, "s-1", false).await;
+    assert_eq!(refused.status, 401, "{}", refused.text);
+    assert_eq!(ask_with(&r.router, &[], "s-2", false).await.status, 401);
+    assert_eq!(r.a.calls(), calls, "nothing refused reached the upstream");
+    let bearer = format!("Bearer {}", made["key"].as_str().unwrap());
+    let ok = ask_with(&r.router, &[("authorization", &bearer)], "s-3", false).await;
+    assert_eq!(ok.status, 200);
+    // Revoking every key does not open the gateway again.
+    let (status, _) = admin(
+        &r.router,
+        "DELETE",
+        "/admin/keys/ci",
+        Some(ADMIN),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(ask_with(&r.router, &[], "s-4", false).await.status, 401);
+}
+
+#[tokio::test(start_paused = true)]
+async fn require_keys_false_serves_requests_without_a_key_even_when_keys_exist() {
+    let r = rig(false, |b| {
+        b.key(acme(None, &[]), &hash_hex(SECRET))
+            .require_keys(false)
+    });
+    let bogus = [("authorization", "Bearer sk-bogus")];
+    assert_eq!(ask_with(&r.router, &bogus, "f-0", false).await.status, 200);
+    let good = format!("Bearer {SECRET}");
+    ask_with(&r.router, &[("authorization", &good)], "f-1", false).await;
+    assert_eq!(
+        r.record("f-1").tenant.as_deref(),
+        Some("acme"),
+        "a key sent is honoured"
+    );
+}

@@ -13,7 +13,6 @@ use sqlx::{
 use crate::LedgerError;
 use crate::entry::{CacheOutcome, Entry, Tokens, utc_day};
 use crate::query::{UsageQuery, UsageRow};
-use crate::store::{StoredKey, StoredTenant};
 
 /// The ledger table.
 pub(crate) const TABLE: &str = "sluice_ledger";
@@ -116,6 +115,15 @@ fn schema(row_id: &str) -> Vec<String> {
 }
 
 /// A count as the database's signed integer (counts past 2^63 do not occur; they saturate).
+/// A stored integer read back into the narrower type it was written from; a value that
+/// does not fit (a row written by something else) is a decode error, never a silent 0.
+pub(crate) fn narrow<T: TryFrom<i64>>(v: i64, column: usize) -> Result<T, sqlx::Error> {
+    T::try_from(v).map_err(|_| sqlx::Error::ColumnDecode {
+        index: column.to_string(),
+        source: format!("{v} is out of range for this column").into(),
+    })
+}
+
 fn int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -395,7 +403,7 @@ where
     rows.iter()
         .map(|row| {
             let u = |i: usize| -> Result<u64, sqlx::Error> {
-                Ok(u64::try_from(row.try_get::<i64, usize>(n + i)?).unwrap_or(0))
+                narrow(row.try_get::<i64, usize>(n + i)?, n + i)
             };
             Ok(UsageRow {
                 keys: (0..n)
@@ -447,8 +455,7 @@ where
                     .map(|v| v.map(Arc::from))
             };
             let i = |i: usize| r.try_get::<i64, usize>(i);
-            let u =
-                |k: usize| -> Result<u64, sqlx::Error> { Ok(u64::try_from(i(k)?).unwrap_or(0)) };
+            let u = |k: usize| -> Result<u64, sqlx::Error> { narrow(i(k)?, k) };
             Ok(Entry {
                 request_id: r.try_get::<String, usize>(0)?.into(),
                 at_ms: i(1)?,
@@ -457,7 +464,7 @@ where
                 model_group: s(5)?,
                 upstream: s(6)?,
                 model: s(7)?,
-                status: u16::try_from(i(8)?).unwrap_or(0),
+                status: narrow(i(8)?, 8)?,
                 error: s(9)?,
                 stream: i(10)? != 0,
                 tokens: Tokens {
@@ -473,270 +480,20 @@ where
                 cache: CacheOutcome::parse(&r.try_get::<String, usize>(19)?),
                 ttfb_ms: r
                     .try_get::<Option<i64>, usize>(20)?
-                    .map(|v| u64::try_from(v).unwrap_or(0)),
+                    .map(|v| narrow(v, 20))
+                    .transpose()?,
                 total_ms: u(21)?,
-                attempts: u32::try_from(i(22)?).unwrap_or(0),
-                hedges: u32::try_from(i(23)?).unwrap_or(0),
-                retries: u32::try_from(i(24)?).unwrap_or(0),
+                attempts: narrow(i(22)?, 22)?,
+                hedges: narrow(i(23)?, 23)?,
+                retries: narrow(i(24)?, 24)?,
             })
         })
         .collect::<Result<_, sqlx::Error>>()
         .map_err(LedgerError::from)
 }
 
-/// Saves `k`, replacing a key of the same name.
-pub(crate) async fn save_key<DB>(pool: &Pool<DB>, k: &StoredKey) -> Result<(), LedgerError>
-where
-    DB: Database,
-    DB::Arguments: Default + IntoArguments<DB>,
-    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
-    String: for<'q> Encode<'q, DB> + Type<DB>,
-    Option<String>: for<'q> Encode<'q, DB> + Type<DB>,
-{
-    let mut b = QueryBuilder::<DB>::new(format!(
-        "INSERT INTO {KEYS} (name, tenant, sha256, lane, models) VALUES ("
-    ));
-    b.push_bind(k.name.clone())
-        .push(", ")
-        .push_bind(k.tenant.clone())
-        .push(", ")
-        .push_bind(k.sha256.clone())
-        .push(", ")
-        .push_bind(k.lane.clone())
-        .push(", ")
-        .push_bind(k.models.join("\n"))
-        .push(
-            ") ON CONFLICT (name) DO UPDATE SET tenant = excluded.tenant, \
-             sha256 = excluded.sha256, lane = excluded.lane, models = excluded.models",
-        );
-    b.build().execute(pool).await?;
-    Ok(())
-}
-
-/// Every saved key, by name.
-pub(crate) async fn keys<DB>(pool: &Pool<DB>) -> Result<Vec<StoredKey>, LedgerError>
-where
-    DB: Database,
-    DB::Arguments: Default + IntoArguments<DB>,
-    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
-    String: for<'r> Decode<'r, DB> + Type<DB>,
-    Option<String>: for<'r> Decode<'r, DB> + Type<DB>,
-    usize: ColumnIndex<DB::Row>,
-{
-    let mut b = QueryBuilder::<DB>::new(format!(
-        "SELECT name, tenant, sha256, lane, models FROM {KEYS} ORDER BY name"
-    ));
-    let rows = b.build().fetch_all(pool).await?;
-    rows.iter()
-        .map(|r| {
-            let models: String = r.try_get(4usize)?;
-            Ok(StoredKey {
-                name: r.try_get(0usize)?,
-                tenant: r.try_get(1usize)?,
-                sha256: r.try_get(2usize)?,
-                lane: r.try_get(3usize)?,
-                models: models
-                    .split('\n')
-                    .filter(|m| !m.is_empty())
-                    .map(str::to_string)
-                    .collect(),
-            })
-        })
-        .collect::<Result<_, sqlx::Error>>()
-        .map_err(LedgerError::from)
-}
-
-/// Saves `t`, replacing a tenant of the same name.
-pub(crate) async fn save_tenant<DB>(pool: &Pool<DB>, t: &StoredTenant) -> Result<(), LedgerError>
-where
-    DB: Database,
-    DB::Arguments: Default + IntoArguments<DB>,
-    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
-    String: for<'q> Encode<'q, DB> + Type<DB>,
-    Option<String>: for<'q> Encode<'q, DB> + Type<DB>,
-    Option<i64>: for<'q> Encode<'q, DB> + Type<DB>,
-{
-    let mut b = QueryBuilder::<DB>::new(format!(
-        "INSERT INTO {TENANTS} (name, lane, credits_micros, rpm, tpm, tokens_per_day, \
-         spend_per_month_micros) "
-    ));
-    b.push_values([t], |mut v, t| {
-        v.push_bind(t.name.clone())
-            .push_bind(t.lane.clone())
-            .push_bind(t.credits_micros.map(int))
-            .push_bind(t.rpm.map(int))
-            .push_bind(t.tpm.map(int))
-            .push_bind(t.tokens_per_day.map(int))
-            .push_bind(t.spend_per_month_micros.map(int));
-    });
-    b.push(
-        " ON CONFLICT (name) DO UPDATE SET lane = excluded.lane, \
-         credits_micros = excluded.credits_micros, rpm = excluded.rpm, tpm = excluded.tpm, \
-         tokens_per_day = excluded.tokens_per_day, \
-         spend_per_month_micros = excluded.spend_per_month_micros",
-    );
-    b.build().execute(pool).await?;
-    Ok(())
-}
-
-/// Removes the row `name` of `table`; whether there was one.
-pub(crate) async fn remove_named<DB>(
-    pool: &Pool<DB>,
-    table: &str,
-    name: &str,
-) -> Result<bool, LedgerError>
-where
-    DB: Database,
-    DB::Arguments: Default + IntoArguments<DB>,
-    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
-    String: for<'q> Encode<'q, DB> + Type<DB>,
-{
-    let mut b = QueryBuilder::<DB>::new(format!("DELETE FROM {table} WHERE name = "));
-    b.push_bind(name.to_string()).push(" RETURNING name");
-    Ok(!b.build().fetch_all(pool).await?.is_empty())
-}
-
-/// Every saved tenant, by name.
-pub(crate) async fn tenants<DB>(pool: &Pool<DB>) -> Result<Vec<StoredTenant>, LedgerError>
-where
-    DB: Database,
-    DB::Arguments: Default + IntoArguments<DB>,
-    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
-    String: for<'r> Decode<'r, DB> + Type<DB>,
-    Option<String>: for<'r> Decode<'r, DB> + Type<DB>,
-    Option<i64>: for<'r> Decode<'r, DB> + Type<DB>,
-    usize: ColumnIndex<DB::Row>,
-{
-    let mut b = QueryBuilder::<DB>::new(format!(
-        "SELECT name, lane, credits_micros, rpm, tpm, tokens_per_day, spend_per_month_micros \
-         FROM {TENANTS} ORDER BY name"
-    ));
-    let rows = b.build().fetch_all(pool).await?;
-    rows.iter()
-        .map(|r| {
-            let n = |i: usize| -> Result<Option<u64>, sqlx::Error> {
-                Ok(r.try_get::<Option<i64>, usize>(i)?
-                    .map(|v| u64::try_from(v).unwrap_or(0)))
-            };
-            Ok(StoredTenant {
-                name: r.try_get(0usize)?,
-                lane: r.try_get(1usize)?,
-                credits_micros: n(2)?,
-                rpm: n(3)?,
-                tpm: n(4)?,
-                tokens_per_day: n(5)?,
-                spend_per_month_micros: n(6)?,
-            })
-        })
-        .collect::<Result<_, sqlx::Error>>()
-        .map_err(LedgerError::from)
-}
+mod stored;
+pub(crate) use stored::{keys, remove_named, save_key, save_tenant, tenants};
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn insert_texts_number_their_placeholders_and_drop_null_rows() {
-        let pg = InsertSql::new::<sqlx::Postgres>().unwrap();
-        let (one, rows) = pg.for_rows(1);
-        assert_eq!(rows, 1);
-        assert!(one.starts_with(
-            "INSERT INTO sluice_ledger (request_id, at_ms, day, tenant, api_key, model_group,"
-        ));
-        assert!(one.ends_with("SELECT * FROM (VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)) AS v WHERE column1 IS NOT NULL"));
-        let (four, rows) = pg.for_rows(3);
-        assert_eq!(rows, 4);
-        assert_eq!(four.matches('$').count(), 100);
-        assert!(four.ends_with("$99, $100)) AS v WHERE column1 IS NOT NULL"));
-        let (all, rows) = pg.for_rows(ROWS_PER_INSERT);
-        assert_eq!(rows, ROWS_PER_INSERT);
-        assert!(all.ends_with(&format!(
-            "${})) AS v WHERE column1 IS NOT NULL",
-            ROWS_PER_INSERT * COLUMNS.len()
-        )));
-
-        let lite = InsertSql::new::<sqlx::Sqlite>().unwrap();
-        let (two, rows) = lite.for_rows(2);
-        assert_eq!(rows, 2);
-        assert_eq!(two.matches('?').count(), 50);
-        assert!(two.ends_with(
-            "?), (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)) AS v WHERE column1 IS NOT NULL"
-        ));
-        // Out of range asks are held to the range.
-        assert_eq!(lite.for_rows(0), lite.for_rows(1));
-        assert_eq!(
-            lite.for_rows(ROWS_PER_INSERT + 1),
-            lite.for_rows(ROWS_PER_INSERT)
-        );
-    }
-
-    #[test]
-    fn a_batch_takes_the_smallest_statement_that_holds_it() {
-        let lite = InsertSql::new::<sqlx::Sqlite>().unwrap();
-        let sizes: Vec<usize> = [1, 2, 3, 5, 40, 64, 65, 129, 256]
-            .iter()
-            .map(|&n| lite.for_rows(n).1)
-            .collect();
-        assert_eq!(sizes, [1, 2, 4, 8, 64, 64, 128, 256, 256]);
-        // Nine statements in all, whatever the batch sizes.
-        let texts: std::collections::HashSet<&str> =
-            (1..=ROWS_PER_INSERT).map(|n| lite.for_rows(n).0).collect();
-        assert_eq!(texts.len(), STATEMENT_ROWS.len());
-        for n in 1..=ROWS_PER_INSERT {
-            let (text, rows) = lite.for_rows(n);
-            assert!(
-                rows >= n && rows < 2 * n,
-                "{n} rows in a statement of {rows}"
-            );
-            assert_eq!(text.matches('?').count(), rows * COLUMNS.len());
-        }
-    }
-
-    #[test]
-    fn a_day_is_written_once_for_its_rows() {
-        let mut days = Days::default();
-        let noon = 1_796_040_000_000; // 2026-11-30T12:00:00Z
-        let first = days.of(noon);
-        assert_eq!(&*first, "2026-11-30");
-        assert!(Arc::ptr_eq(&first, &days.of(noon + 3_600_000)));
-        let next = days.of(noon + 43_200_000);
-        assert_eq!(&*next, "2026-12-01");
-        assert_eq!(&*days.of(noon - 43_200_001), "2026-11-29");
-        for c in [
-            CacheOutcome::Miss,
-            CacheOutcome::Provider,
-            CacheOutcome::Exact,
-        ] {
-            assert_eq!(&*cache_text(c), c.as_str());
-        }
-    }
-
-    #[test]
-    fn text_columns_are_columns() {
-        let text: Vec<&str> = COLUMNS
-            .iter()
-            .filter(|(_, ty)| is_text(ty))
-            .map(|(name, _)| *name)
-            .collect();
-        assert_eq!(
-            text,
-            [
-                "request_id",
-                "day",
-                "tenant",
-                "api_key",
-                "model_group",
-                "upstream",
-                "model",
-                "error",
-                "cache"
-            ]
-        );
-        assert_eq!(
-            COLUMNS[0],
-            ("request_id", "TEXT NOT NULL"),
-            "the padding filter reads column1"
-        );
-    }
-}
+mod tests;

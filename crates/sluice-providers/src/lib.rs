@@ -9,6 +9,7 @@
 pub mod anthropic;
 pub mod http;
 pub mod openai;
+mod pump;
 pub mod ratelimit;
 pub mod sse;
 pub mod timeout;

@@ -1,16 +1,18 @@
 //! The OpenAI-compatible adapter: OpenAI, DeepSeek, GLM, Kimi, MiniMax, Hunyuan, vLLM, SGLang,
 //! Ollama. Bodies pass through; sluice only swaps the model name and asks streams for usage.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::FutureExt;
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
 use serde_json::{Map, Value};
 use sluice_core::{ChatRequest, ErrorKind, GatewayError};
 
 use crate::http::{self, Accepted, HttpSettings};
-use crate::sse::{self, SseEvent, SseParser};
+use crate::pump::{self, Translate};
+use crate::sse::{self, SseEvent};
 use crate::usage;
 use crate::{Completion, EventStream, Provider, StreamEvent, UpstreamCall, UpstreamResponse};
 
@@ -166,94 +168,31 @@ async fn complete(accepted: &mut Accepted, name: &str) -> Result<Completion, Gat
 
 /// Turns the upstream's SSE into frames, reading usage on the way.
 fn stream(accepted: Accepted, name: Arc<str>, client_wants_usage: bool) -> EventStream {
-    let state = StreamState {
-        body: accepted.body,
-        parser: SseParser::new(),
-        pending: std::collections::VecDeque::new(),
-        name,
+    let frames = Frames {
         client_wants_usage,
         saw_done: false,
         saw_finish: false,
-        error: None,
-        ended: false,
     };
-    futures::stream::unfold(state, |mut s| async move {
-        let item = s.next().await?;
-        Some((item, s))
-    })
-    .boxed()
+    pump::pump(accepted.body, frames, name)
 }
 
-struct StreamState {
-    body: http::TimedBody,
-    parser: SseParser,
-    pending: std::collections::VecDeque<StreamEvent>,
-    name: Arc<str>,
+/// What an OpenAI-compatible stream's events become: the same frames, usage read on the way.
+struct Frames {
     client_wants_usage: bool,
     saw_done: bool,
     saw_finish: bool,
-    /// An error to report once the frames before it are out.
-    error: Option<GatewayError>,
-    ended: bool,
 }
 
-impl StreamState {
-    async fn next(&mut self) -> Option<Result<StreamEvent, GatewayError>> {
-        loop {
-            if let Some(ev) = self.pending.pop_front() {
-                return Some(Ok(ev));
-            }
-            if let Some(e) = self.error.take() {
-                self.ended = true;
-                return Some(Err(e));
-            }
-            if self.ended || self.saw_done {
-                return None;
-            }
-            match self.body.next().await {
-                Err(e) => self.error = Some(e),
-                Ok(None) if self.saw_finish => {
-                    // Some servers end without [DONE] after a finish_reason; close politely.
-                    self.ended = true;
-                    self.pending
-                        .push_back(StreamEvent::Frame(sse::frame(sse::DONE)));
-                }
-                Ok(None) => {
-                    self.error = Some(GatewayError::new(
-                        ErrorKind::UpstreamConnect,
-                        format!(
-                            "upstream {} closed the stream before it finished",
-                            self.name
-                        ),
-                    ));
-                }
-                Ok(Some(chunk)) => {
-                    let mut events = Vec::new();
-                    let pushed = self.parser.push(&chunk, &mut events);
-                    for ev in events {
-                        self.event(ev);
-                    }
-                    if let Err(e) = pushed {
-                        self.error = Some(GatewayError::new(
-                            ErrorKind::UpstreamProtocol,
-                            e.to_string(),
-                        ));
-                    }
-                }
-            }
-        }
-    }
-
-    fn event(&mut self, ev: SseEvent) {
+impl Translate for Frames {
+    fn event(&mut self, ev: SseEvent, out: &mut VecDeque<StreamEvent>) -> Result<(), GatewayError> {
         if self.saw_done {
-            return;
+            return Ok(());
         }
         let data = ev.data;
         if data.as_ref() == sse::DONE {
             self.saw_done = true;
-            self.pending
-                .push_back(StreamEvent::Frame(sse::frame(sse::DONE)));
-            return;
+            out.push_back(StreamEvent::Frame(sse::frame(sse::DONE)));
+            return Ok(());
         }
         if has_finish_reason(&data) {
             self.saw_finish = true;
@@ -263,18 +202,30 @@ impl StreamState {
         if let Some(v) = parsed
             && let Some(u) = v.get("usage").and_then(usage::from_openai)
         {
-            self.pending.push_back(StreamEvent::Usage(u));
+            out.push_back(StreamEvent::Usage(u));
             let usage_only = v
                 .get("choices")
                 .and_then(Value::as_array)
                 .is_some_and(Vec::is_empty);
             if usage_only && !self.client_wants_usage {
                 // sluice asked for this chunk; the client did not.
-                return;
+                return Ok(());
             }
         }
-        self.pending
-            .push_back(StreamEvent::Frame(sse::frame(&data)));
+        out.push_back(StreamEvent::Frame(sse::frame(&data)));
+        Ok(())
+    }
+
+    fn finished(&self) -> bool {
+        self.saw_done
+    }
+
+    fn closed(&mut self, out: &mut VecDeque<StreamEvent>) -> bool {
+        if self.saw_finish {
+            // Some servers end without [DONE] after a finish_reason; close politely.
+            out.push_back(StreamEvent::Frame(sse::frame(sse::DONE)));
+        }
+        self.saw_finish
     }
 }
 

@@ -1,4 +1,7 @@
+use std::time::Duration;
+
 use super::*;
+use crate::money::Money;
 
 fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
@@ -328,7 +331,11 @@ deployments = [{ provider = "p", model = "x", rpm = 500, tpm = 200000 }, { provi
     let g = &cfg.tenants[1].1;
     assert_eq!(
         (g.credits, g.tokens_per_day, g.spend_per_month),
-        (Some(5.0), Some(100_000), Some(20.0))
+        (
+            Some(Money(5_000_000)),
+            Some(100_000),
+            Some(Money(20_000_000))
+        )
     );
     let d = &cfg.models[0].1.deployments;
     assert_eq!((d[0].rpm, d[0].tpm), (Some(500), Some(200_000)));
@@ -509,5 +516,113 @@ deployments = [{ provider = "p", model = "x" }]
     assert_eq!(
         cfg.prices[0].1.output.0, 2_000_000,
         "micro-units, converted once"
+    );
+}
+
+#[test]
+fn one_error_never_hides_the_next_in_the_same_table() {
+    // Each pair: fixing the first used to reveal the second.
+    let text = r#"
+[cache]
+enabled = "yes"
+ttl = "1 fortnight"
+[tenants.acme]
+rpm = -5
+lane = "fast"
+[providers.p]
+kind = "opnai"
+base_url = "api.example.com/v1"
+[models.chat]
+deployments = [{ provider = "p", model = "x" }]
+limit = { algorithm = "gradiant" }
+hedge = { quantile = 1.5, min_sample = 3 }
+retry = { max_attempts = 0 }
+"#;
+    let err = load(text, &env(&[]), &[]).unwrap_err();
+    let shown = err.to_string();
+    let said = |path: &str, words: &str| {
+        let d = err
+            .iter()
+            .find(|d| d.path == path)
+            .unwrap_or_else(|| panic!("nothing at {path} in:\n{shown}"));
+        assert!(
+            d.message.contains(words),
+            "{path}: {} (want {words})",
+            d.message
+        );
+    };
+    said("cache.enabled", "expected true or false, found \"yes\"");
+    said("cache.ttl", "a duration such as 30s or 2m");
+    said("tenants.acme.rpm", "a whole number >= 0, found -5");
+    said("tenants.acme.lane", "`fast` is not a lane");
+    said("providers.p.kind", "did you mean `openai`?");
+    said("providers.p.base_url", "is not an http(s) URL");
+    said("models.chat.limit.algorithm", "did you mean `gradient2`?");
+    said("models.chat.hedge.quantile", "between 0 and 1");
+    said(
+        "models.chat.hedge.min_sample",
+        "did you mean `min_samples`?",
+    );
+    said("models.chat.retry.max_attempts", "between 1 and 10");
+    assert_eq!(err.len(), 10, "{shown}");
+}
+
+#[test]
+fn unset_secrets_are_errors_to_serve_and_warnings_to_check() {
+    let text = r#"
+[server]
+admin_token_env = "NO_SUCH_ADMIN_TOKEN"
+[providers.p]
+kind = "openai"
+base_url = "http://localhost:1/v1"
+api_key_env = "NO_SUCH_KEY"
+[models.chat]
+deployments = [{ provider = "p", model = "x" }]
+"#;
+    let err = load(text, &env(&[]), &[]).unwrap_err();
+    let paths: Vec<&str> = err.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(paths, ["server.admin_token_env", "providers.p.api_key_env"]);
+    let checked = check(text, &env(&[]), &[], Secrets::Warn);
+    assert!(checked.errors.is_empty(), "{}", checked.errors);
+    assert!(checked.config.is_some());
+    let warned: Vec<&str> = checked.warnings.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(
+        warned,
+        ["server.admin_token_env", "providers.p.api_key_env"]
+    );
+    let set = env(&[("NO_SUCH_ADMIN_TOKEN", "t"), ("NO_SUCH_KEY", "k")]);
+    assert!(
+        check(text, &set, &[], Secrets::Required)
+            .warnings
+            .is_empty()
+    );
+}
+
+#[test]
+fn serving_without_keys_while_keys_exist_is_warned_about() {
+    let hash = "a".repeat(64);
+    let base = "[models.chat]\ndeployments = [{ provider = \"sim\", model = \"x\" }]\n";
+    let with_keys = format!(
+        "[server]\nrequire_keys = false\n[keys.k]\ntenant = \"t\"\nsha256 = \"{hash}\"\n{base}"
+    );
+    let c = check(&with_keys, &env(&[]), &["sim"], Secrets::Required);
+    assert!(c.config.is_some(), "{}", c.errors);
+    assert_eq!(c.warnings.len(), 1);
+    let w = &c.warnings.0[0];
+    assert_eq!(w.path, "server.require_keys");
+    assert!(w.message.contains("[keys]"), "{}", w.message);
+    let api_keys = format!("[server]\nrequire_keys = false\nadmin_token_env = \"T\"\n{base}");
+    let c = check(&api_keys, &env(&[("T", "x")]), &["sim"], Secrets::Required);
+    assert!(
+        c.warnings.0[0].message.contains("/admin/keys"),
+        "{}",
+        c.warnings
+    );
+    // Left out, or with no way for keys to exist, there is nothing to warn about.
+    let quiet = format!("[server]\nrequire_keys = false\n{base}");
+    assert!(
+        check(&quiet, &env(&[]), &["sim"], Secrets::Required)
+            .warnings
+            .is_empty()
     );
 }

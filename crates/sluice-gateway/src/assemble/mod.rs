@@ -28,6 +28,7 @@ use sluice_telemetry::Telemetry;
 
 use crate::admin::tenants as tenants_api;
 use crate::gateway::{Gateway, RecordSink};
+use crate::walk::auth::KeyCheck;
 use sluice_routing::affinity::AffinityPolicy;
 use sluice_routing::limiter::Limiter;
 use sluice_routing::{Deployment, ModelGroup, Routes, ticket_hash};
@@ -221,11 +222,11 @@ impl GatewayBuilder {
                 b = b.tenant_lane(tenant, lane);
             }
             let limits = Limits {
-                credits: t.credits.and_then(Micros::from_units),
+                credits: t.credits.map(|m| Micros(m.0)),
                 rpm: t.rpm,
                 tpm: t.tpm,
                 tokens_per_day: t.tokens_per_day,
-                spend_per_month: t.spend_per_month.and_then(Micros::from_units),
+                spend_per_month: t.spend_per_month.map(|m| Micros(m.0)),
             };
             if limits.any() {
                 b = b.tenant_limits(tenant, limits);
@@ -468,9 +469,9 @@ impl GatewayBuilder {
                     .with_affinity(p.affinity),
             );
         }
-        // Keys are required by default when the configuration has any; keys kept from the
-        // admin API do not change that across a restart.
-        let require_keys = self.require_keys.unwrap_or(!self.keys.is_empty());
+        // Keys are required, unless turned off, once any key exists: from the configuration,
+        // the store, or made later through the admin API.
+        let key_check = KeyCheck::from_setting(self.require_keys);
         let keys = KeyRing::default();
         for (spec, hash) in self.keys.into_iter().chain(self.stored) {
             keys.insert_hashed(spec, &hash)?;
@@ -538,7 +539,7 @@ impl GatewayBuilder {
             admin_writes: tokio::sync::Mutex::new(()),
             keys,
             accounts,
-            require_keys,
+            key_check,
             admin_token: self.admin_token,
             unpriced: self.unpriced,
             telemetry: Arc::new(Telemetry::new(self.window)?),

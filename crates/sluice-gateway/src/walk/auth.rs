@@ -1,15 +1,48 @@
 //! Who a request is for: its API key's tenant when keys are required (401 without a valid
 //! one), else the tenant it names in `x-sluice-tenant`; and whether its key may use the model
-//! group it asks for.
+//! group it asks for. Keys are required once any key exists, from the configuration, the
+//! store or the admin API, unless the configuration turns the check off explicitly.
 
 use std::sync::Arc;
 
 use http::HeaderMap;
 use sluice_core::{ErrorKind, GatewayError};
-use sluice_economy::ApiKey;
+use sluice_economy::{ApiKey, KeyRing};
 
 use super::ingress;
 use crate::Gateway;
+
+/// When requests must carry a valid key (`[server] require_keys`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyCheck {
+    /// `require_keys = true`: always, even before any key exists.
+    Always,
+    /// `require_keys = false`: never; a key sent is still honoured.
+    Never,
+    /// Left out: from the moment any key exists, and from then on (revoking every key does
+    /// not open the gateway again).
+    OnceAnyKey,
+}
+
+impl KeyCheck {
+    /// The check `require_keys` asks for.
+    pub fn from_setting(require_keys: Option<bool>) -> Self {
+        match require_keys {
+            Some(true) => Self::Always,
+            Some(false) => Self::Never,
+            None => Self::OnceAnyKey,
+        }
+    }
+
+    /// Whether a request without a valid key is refused, given the keys there are.
+    pub fn required(self, keys: &KeyRing) -> bool {
+        match self {
+            Self::Always => true,
+            Self::Never => false,
+            Self::OnceAnyKey => keys.ever_held(),
+        }
+    }
+}
 
 /// A request's caller.
 #[derive(Debug, Default)]
@@ -38,7 +71,7 @@ fn unauthorized(message: &str) -> GatewayError {
 /// error or a log.
 pub fn identify(gw: &Gateway, headers: &HeaderMap) -> Result<Caller, GatewayError> {
     let key = bearer(headers).and_then(|token| gw.keys.authenticate(token));
-    if gw.require_keys {
+    if gw.key_check.required(&gw.keys) {
         let Some(key) = key else {
             return Err(if bearer(headers).is_some() {
                 unauthorized("the API key is not valid")
@@ -94,8 +127,31 @@ impl Caller {
 #[cfg(test)]
 mod tests {
     use http::HeaderValue;
+    use sluice_economy::KeySpec;
 
     use super::*;
+
+    #[test]
+    fn keys_are_required_once_any_exists_unless_turned_off() {
+        let ring = KeyRing::default();
+        assert!(KeyCheck::Always.required(&ring));
+        assert!(!KeyCheck::Never.required(&ring));
+        assert!(!KeyCheck::OnceAnyKey.required(&ring));
+        let spec = KeySpec {
+            name: "k".into(),
+            tenant: "t".into(),
+            lane: None,
+            models: vec![],
+        };
+        ring.create(spec).unwrap();
+        assert!(KeyCheck::OnceAnyKey.required(&ring));
+        assert!(!KeyCheck::Never.required(&ring));
+        ring.revoke("k");
+        assert!(
+            KeyCheck::OnceAnyKey.required(&ring),
+            "revoking all keys must not open it"
+        );
+    }
 
     #[test]
     fn bearer_tokens_are_read_whatever_the_scheme_case() {

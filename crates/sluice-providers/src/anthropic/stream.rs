@@ -6,13 +6,13 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 use sluice_core::{ErrorKind, GatewayError};
 
 use super::response::{finish_reason, unix_now};
 use crate::http::TimedBody;
-use crate::sse::{self, SseEvent, SseParser};
+use crate::pump::{self, Translate};
+use crate::sse::{self, SseEvent};
 use crate::usage::{AnthropicUsage, to_openai_json};
 use crate::{EventStream, StreamEvent};
 
@@ -191,58 +191,17 @@ impl StreamTranslator {
     }
 }
 
-struct State {
-    body: TimedBody,
-    parser: SseParser,
-    translator: StreamTranslator,
-    pending: VecDeque<StreamEvent>,
-    name: Arc<str>,
-    /// An error to report once the frames before it are out.
-    error: Option<GatewayError>,
-    ended: bool,
-}
+impl Translate for StreamTranslator {
+    fn event(&mut self, ev: SseEvent, out: &mut VecDeque<StreamEvent>) -> Result<(), GatewayError> {
+        StreamTranslator::event(self, &ev, out)
+    }
 
-impl State {
-    async fn next(&mut self) -> Option<Result<StreamEvent, GatewayError>> {
-        loop {
-            if let Some(ev) = self.pending.pop_front() {
-                return Some(Ok(ev));
-            }
-            if let Some(e) = self.error.take() {
-                self.ended = true;
-                return Some(Err(e));
-            }
-            if self.ended || self.translator.finished() {
-                return None;
-            }
-            match self.body.next().await {
-                Err(e) => self.error = Some(e),
-                Ok(None) => {
-                    self.error = Some(GatewayError::new(
-                        ErrorKind::UpstreamConnect,
-                        format!(
-                            "upstream {} closed the stream before it finished",
-                            self.name
-                        ),
-                    ));
-                }
-                Ok(Some(chunk)) => {
-                    let mut events = Vec::new();
-                    if let Err(e) = self.parser.push(&chunk, &mut events) {
-                        self.error = Some(GatewayError::new(
-                            ErrorKind::UpstreamProtocol,
-                            e.to_string(),
-                        ));
-                    }
-                    for ev in &events {
-                        if let Err(e) = self.translator.event(ev, &mut self.pending) {
-                            self.error = Some(e);
-                            break;
-                        }
-                    }
-                }
-            }
-        }
+    fn finished(&self) -> bool {
+        self.finished
+    }
+
+    fn closed(&mut self, _out: &mut VecDeque<StreamEvent>) -> bool {
+        false
     }
 }
 
@@ -252,18 +211,5 @@ pub(crate) fn translate(
     translator: StreamTranslator,
     name: Arc<str>,
 ) -> EventStream {
-    let state = State {
-        body,
-        parser: SseParser::new(),
-        translator,
-        pending: VecDeque::new(),
-        name,
-        error: None,
-        ended: false,
-    };
-    futures::stream::unfold(state, |mut s| async move {
-        let item = s.next().await?;
-        Some((item, s))
-    })
-    .boxed()
+    pump::pump(body, translator, name)
 }

@@ -1,0 +1,397 @@
+//! What types cannot check: values against each other, references between sections, URLs,
+//! and the environment variables that hold secrets.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::diagnostic::Diagnostic;
+use crate::document::{Document, Seg};
+
+use super::*;
+
+pub(super) fn keys(
+    doc: &Document<'_>,
+    keys: &[(String, KeyConfig)],
+    lanes: &[(String, LaneConfig)],
+    models: &[(String, ModelGroupConfig)],
+    diags: &mut Vec<Diagnostic>,
+) {
+    for (name, k) in keys {
+        let at = |field: &str| key(&["keys", name, field]);
+        if k.tenant.trim().is_empty() {
+            diags.push(doc.diag(&at("tenant"), "is required"));
+        }
+        let hex = k.sha256.len() == 64 && k.sha256.bytes().all(|b| b.is_ascii_hexdigit());
+        if !hex {
+            diags.push(doc.diag(
+                &at("sha256"),
+                "must be the key's SHA-256, 64 hex digits (`sluice keys new` prints it)",
+            ));
+        }
+        if let Some(lane) = &k.lane
+            && !lanes.iter().any(|(l, _)| l == lane)
+        {
+            diags.push(doc.diag(&at("lane"), format!("`{lane}` is not a lane")));
+        }
+        for m in &k.models {
+            if !models.iter().any(|(g, _)| g == m) {
+                diags.push(doc.diag(&at("models"), format!("`{m}` is not a model group")));
+            }
+        }
+    }
+}
+
+pub(super) fn cache(doc: &Document<'_>, c: &CacheConfig, diags: &mut Vec<Diagnostic>) {
+    if c.ttl.is_zero() {
+        diags.push(doc.diag(&key(&["cache", "ttl"]), "must be longer than zero"));
+    }
+    if c.max_bytes < 1024 {
+        diags.push(doc.diag(&key(&["cache", "max_bytes"]), "must be at least 1024"));
+    }
+}
+
+pub(super) fn lanes(
+    doc: &Document<'_>,
+    lanes: &[(String, LaneConfig)],
+    diags: &mut Vec<Diagnostic>,
+) {
+    let mut total = 0.0;
+    for (name, l) in lanes {
+        if !(0.0..=1.0).contains(&l.share) {
+            diags.push(doc.diag(&key(&["lanes", name, "share"]), "must be between 0 and 1"));
+        }
+        if l.max_wait.is_zero() {
+            diags.push(doc.diag(
+                &key(&["lanes", name, "max_wait"]),
+                "must be longer than zero",
+            ));
+        }
+        total += l.share;
+    }
+    if total > 1.0 + 1e-9 {
+        diags.push(doc.diag(
+            &key(&["lanes"]),
+            format!("shares add up to {total}, more than 1"),
+        ));
+    }
+}
+
+fn group_policies(
+    doc: &Document<'_>,
+    group: &str,
+    m: &ModelGroupConfig,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let at = |section: &str, field: &str| key(&["models", group, section, field]);
+    for (field, problem) in m.hedge.iter().flat_map(HedgeConfig::problems) {
+        diags.push(doc.diag(&at("hedge", field), problem));
+    }
+    if let Some(a) = &m.affinity {
+        if !(0.0..=1.0).contains(&a.min_share) {
+            diags.push(doc.diag(&at("affinity", "min_share"), "must be between 0 and 1"));
+        }
+        if a.ttl.is_zero() {
+            diags.push(doc.diag(&at("affinity", "ttl"), "must be longer than zero"));
+        }
+    }
+    if let Some(l) = &m.limit
+        && (l.min == 0 || l.min > l.max || !(l.min..=l.max).contains(&l.initial))
+    {
+        diags.push(doc.diag(
+            &key(&["models", group, "limit"]),
+            format!(
+                "needs 1 <= min <= initial <= max (got min {}, initial {}, max {})",
+                l.min, l.initial, l.max
+            ),
+        ));
+    }
+    if let Some(b) = &m.breaker {
+        if !(b.failure_rate > 0.0 && b.failure_rate <= 1.0) {
+            diags.push(doc.diag(
+                &at("breaker", "failure_rate"),
+                "must be above 0 and at most 1",
+            ));
+        }
+        if b.min_calls == 0 {
+            diags.push(doc.diag(&at("breaker", "min_calls"), "must be at least 1"));
+        }
+        if b.window < Duration::from_secs(1) {
+            diags.push(doc.diag(&at("breaker", "window"), "must be at least 1s"));
+        }
+        if b.close_after == 0 {
+            diags.push(doc.diag(&at("breaker", "close_after"), "must be at least 1"));
+        }
+        if !(b.slow_call_rate > 0.0 && b.slow_call_rate <= 1.0) {
+            diags.push(doc.diag(
+                &at("breaker", "slow_call_rate"),
+                "must be above 0 and at most 1",
+            ));
+        }
+        if b.slow_call.is_zero() {
+            diags.push(doc.diag(&at("breaker", "slow_call"), "must be longer than zero"));
+        }
+    }
+    if m.timeout.is_some_and(|t| t < Duration::from_millis(1)) {
+        diags.push(doc.diag(&key(&["models", group, "timeout"]), "must be at least 1ms"));
+    }
+    if let Some(r) = &m.retry {
+        if !(1..=10).contains(&r.max_attempts) {
+            diags.push(doc.diag(&at("retry", "max_attempts"), "must be between 1 and 10"));
+        }
+        if !(0.0..=1.0).contains(&r.budget) {
+            diags.push(doc.diag(&at("retry", "budget"), "must be between 0 and 1"));
+        }
+        if !(r.min_per_second >= 0.0 && r.min_per_second <= 1000.0) {
+            diags.push(doc.diag(&at("retry", "min_per_second"), "must be between 0 and 1000"));
+        }
+    }
+}
+
+/// `[tenants.*]`: counts of at least 1, lanes that exist.
+pub(super) fn tenants(
+    doc: &Document<'_>,
+    tenants: &[(String, TenantConfig)],
+    lanes: &[(String, LaneConfig)],
+    diags: &mut Vec<Diagnostic>,
+) {
+    for (name, t) in tenants {
+        let counts = [
+            ("rpm", t.rpm),
+            ("tpm", t.tpm),
+            ("tokens_per_day", t.tokens_per_day),
+        ];
+        for (field, v) in counts {
+            if v == Some(0) {
+                diags.push(doc.diag(
+                    &key(&["tenants", name, field]),
+                    "must be at least 1 (leave it out for none)",
+                ));
+            }
+        }
+        if let Some(lane) = &t.lane
+            && !lanes.iter().any(|(l, _)| l == lane)
+        {
+            let known: Vec<&str> = lanes.iter().map(|(l, _)| l.as_str()).collect();
+            diags.push(doc.diag(
+                &key(&["tenants", name, "lane"]),
+                format!("`{lane}` is not a lane; lanes: {}", known.join(", ")),
+            ));
+        }
+    }
+}
+
+fn key(parts: &[&str]) -> Vec<Seg> {
+    parts.iter().map(|p| Seg::Key((*p).to_string())).collect()
+}
+
+/// `[server]`; `has_keys` is whether `[keys]` holds any. Returns the listen address.
+pub(super) fn server(
+    doc: &Document<'_>,
+    s: &ServerConfig,
+    has_keys: bool,
+    env: &dyn Env,
+    diags: &mut Vec<Diagnostic>,
+    unset: &mut Vec<Diagnostic>,
+    warnings: &mut Vec<Diagnostic>,
+) -> Option<SocketAddr> {
+    if let Some(var) = s.admin_token_env.as_deref()
+        && env.get(var).is_none()
+    {
+        unset.push(doc.diag(
+            &key(&["server", "admin_token_env"]),
+            format!("environment variable `{var}` is not set"),
+        ));
+    }
+    if s.require_keys == Some(false) && (has_keys || s.admin_token_env.is_some()) {
+        let keys_from = if has_keys {
+            "`[keys]` are configured"
+        } else {
+            "keys can be made through `POST /admin/keys`"
+        };
+        warnings.push(doc.diag(
+            &key(&["server", "require_keys"]),
+            format!(
+                "is false while {keys_from}: requests without a valid key are still served; \
+                 leave it out to refuse them once any key exists"
+            ),
+        ));
+    }
+    if s.max_body_bytes == 0 {
+        diags.push(doc.diag(&key(&["server", "max_body_bytes"]), "must be at least 1"));
+    }
+    if s.worker_threads
+        .is_some_and(|n| !(1..=MAX_WORKER_THREADS).contains(&n))
+    {
+        diags.push(doc.diag(
+            &key(&["server", "worker_threads"]),
+            format!("must be between 1 and {MAX_WORKER_THREADS}"),
+        ));
+    }
+    match s.listen.parse() {
+        Ok(addr) => Some(addr),
+        Err(_) => {
+            diags.push(doc.diag(
+                &key(&["server", "listen"]),
+                format!("`{}` is not an address like 127.0.0.1:8080", s.listen),
+            ));
+            None
+        }
+    }
+}
+
+/// `[ledger]`; an unset URL variable goes to `unset`.
+pub(super) fn ledger(
+    doc: &Document<'_>,
+    l: &LedgerConfig,
+    env: &dyn Env,
+    diags: &mut Vec<Diagnostic>,
+    unset: &mut Vec<Diagnostic>,
+) {
+    let at = |field: &str| key(&["ledger", field]);
+    match (l.store, &l.url_env) {
+        (LedgerStoreKind::Postgres, None) => diags.push(doc.diag(
+            &at("store"),
+            "`postgres` needs `url_env`: the environment variable holding the database URL",
+        )),
+        (LedgerStoreKind::Postgres, Some(var)) if env.get(var).is_none() => unset.push(doc.diag(
+            &at("url_env"),
+            format!("environment variable `{var}` is not set"),
+        )),
+        (LedgerStoreKind::Sqlite | LedgerStoreKind::Off, Some(_)) => {
+            diags.push(doc.diag(&at("url_env"), "only a `postgres` ledger reads a URL"))
+        }
+        _ => {}
+    }
+    if l.store == LedgerStoreKind::Sqlite && l.path.as_os_str().is_empty() {
+        diags.push(doc.diag(&at("path"), "must name a file"));
+    }
+}
+
+pub(super) fn telemetry(doc: &Document<'_>, t: &TelemetryConfig, diags: &mut Vec<Diagnostic>) {
+    if t.latency_window_slices == 0 {
+        diags.push(doc.diag(
+            &key(&["telemetry", "latency_window_slices"]),
+            "must be at least 1",
+        ));
+    } else if t.latency_window / t.latency_window_slices < Duration::from_millis(1) {
+        diags.push(doc.diag(
+            &key(&["telemetry", "latency_window"]),
+            "each slice of the window must last at least 1 ms",
+        ));
+    }
+}
+
+pub(super) fn provider(
+    doc: &Document<'_>,
+    name: &str,
+    p: &ProviderConfig,
+    env: &dyn Env,
+    diags: &mut Vec<Diagnostic>,
+    unset: &mut Vec<Diagnostic>,
+) {
+    let at = |field: &str| key(&["providers", name, field]);
+    match url::Url::parse(&p.base_url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+        _ => diags.push(doc.diag(
+            &at("base_url"),
+            format!("`{}` is not an http(s) URL", p.base_url),
+        )),
+    }
+    if let Some(var) = &p.api_key_env
+        && env.get(var).is_none()
+    {
+        unset.push(doc.diag(
+            &at("api_key_env"),
+            format!("environment variable `{var}` is not set"),
+        ));
+    }
+    for (header, value) in &p.headers {
+        let name_ok = http_token(header);
+        let value_ok = value
+            .bytes()
+            .all(|b| b == b'\t' || (0x20..0x7f).contains(&b));
+        if !name_ok || !value_ok {
+            diags.push(doc.diag(
+                &key(&["providers", name, "headers", header]),
+                "not a valid HTTP header",
+            ));
+        }
+    }
+    for (field, d) in [
+        ("connect_timeout", p.connect_timeout),
+        ("first_byte_timeout", p.first_byte_timeout),
+        ("idle_timeout", p.idle_timeout),
+    ] {
+        if d.is_zero() {
+            diags.push(doc.diag(&at(field), "must be longer than zero"));
+        }
+    }
+    if p.kind == ProviderKind::Openai {
+        for (field, set) in [
+            ("anthropic_version", p.anthropic_version.is_some()),
+            ("default_max_tokens", p.default_max_tokens.is_some()),
+            ("cache_breakpoints", p.cache_breakpoints.is_some()),
+            ("cache_min_tokens", p.cache_min_tokens.is_some()),
+        ] {
+            if set {
+                diags.push(doc.diag(&at(field), "only applies to kind = \"anthropic\""));
+            }
+        }
+    }
+}
+
+fn http_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+pub(super) fn models(
+    doc: &Document<'_>,
+    models: &[(String, ModelGroupConfig)],
+    providers: &HashSet<&str>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    for (group, m) in models {
+        group_policies(doc, group, m, diags);
+        if m.deployments.is_empty() {
+            diags.push(doc.diag(
+                &key(&["models", group, "deployments"]),
+                "needs at least one deployment",
+            ));
+        }
+        let mut names = HashSet::new();
+        for (i, d) in m.deployments.iter().enumerate() {
+            let at = |field: &str| {
+                let mut p = key(&["models", group, "deployments"]);
+                p.push(Seg::Index(i));
+                p.push(Seg::Key(field.to_string()));
+                p
+            };
+            if !providers.contains(d.provider.as_str()) {
+                diags.push(doc.diag(
+                    &at("provider"),
+                    format!("no provider named `{}` in [providers]", d.provider),
+                ));
+            }
+            if d.weight == 0 {
+                diags.push(doc.diag(&at("weight"), "must be at least 1"));
+            }
+            for (field, v) in [("rpm", d.rpm), ("tpm", d.tpm)] {
+                if v == Some(0) {
+                    diags.push(doc.diag(&at(field), "must be at least 1 (leave it out for none)"));
+                }
+            }
+            if !names.insert(d.display_name()) {
+                diags.push(doc.diag(
+                    &at("name"),
+                    format!(
+                        "deployment name `{}` is used twice in this group",
+                        d.display_name()
+                    ),
+                ));
+            }
+        }
+    }
+}

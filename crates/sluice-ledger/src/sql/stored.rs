@@ -1,0 +1,157 @@
+//! The SQL of what the admin API saves: keys and tenants, by name.
+
+use sqlx::query_builder::QueryBuilder;
+use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
+
+use super::{KEYS, TENANTS, int, narrow};
+use crate::LedgerError;
+use crate::store::{StoredKey, StoredTenant};
+
+/// Saves `k`, replacing a key of the same name.
+pub(crate) async fn save_key<DB>(pool: &Pool<DB>, k: &StoredKey) -> Result<(), LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<String>: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!(
+        "INSERT INTO {KEYS} (name, tenant, sha256, lane, models) VALUES ("
+    ));
+    b.push_bind(k.name.clone())
+        .push(", ")
+        .push_bind(k.tenant.clone())
+        .push(", ")
+        .push_bind(k.sha256.clone())
+        .push(", ")
+        .push_bind(k.lane.clone())
+        .push(", ")
+        .push_bind(k.models.join("\n"))
+        .push(
+            ") ON CONFLICT (name) DO UPDATE SET tenant = excluded.tenant, \
+             sha256 = excluded.sha256, lane = excluded.lane, models = excluded.models",
+        );
+    b.build().execute(pool).await?;
+    Ok(())
+}
+
+/// Every saved key, by name.
+pub(crate) async fn keys<DB>(pool: &Pool<DB>) -> Result<Vec<StoredKey>, LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    String: for<'r> Decode<'r, DB> + Type<DB>,
+    Option<String>: for<'r> Decode<'r, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!(
+        "SELECT name, tenant, sha256, lane, models FROM {KEYS} ORDER BY name"
+    ));
+    let rows = b.build().fetch_all(pool).await?;
+    rows.iter()
+        .map(|r| {
+            let models: String = r.try_get(4usize)?;
+            Ok(StoredKey {
+                name: r.try_get(0usize)?,
+                tenant: r.try_get(1usize)?,
+                sha256: r.try_get(2usize)?,
+                lane: r.try_get(3usize)?,
+                models: models
+                    .split('\n')
+                    .filter(|m| !m.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(LedgerError::from)
+}
+
+/// Saves `t`, replacing a tenant of the same name.
+pub(crate) async fn save_tenant<DB>(pool: &Pool<DB>, t: &StoredTenant) -> Result<(), LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<String>: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<i64>: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!(
+        "INSERT INTO {TENANTS} (name, lane, credits_micros, rpm, tpm, tokens_per_day, \
+         spend_per_month_micros) "
+    ));
+    b.push_values([t], |mut v, t| {
+        v.push_bind(t.name.clone())
+            .push_bind(t.lane.clone())
+            .push_bind(t.credits_micros.map(int))
+            .push_bind(t.rpm.map(int))
+            .push_bind(t.tpm.map(int))
+            .push_bind(t.tokens_per_day.map(int))
+            .push_bind(t.spend_per_month_micros.map(int));
+    });
+    b.push(
+        " ON CONFLICT (name) DO UPDATE SET lane = excluded.lane, \
+         credits_micros = excluded.credits_micros, rpm = excluded.rpm, tpm = excluded.tpm, \
+         tokens_per_day = excluded.tokens_per_day, \
+         spend_per_month_micros = excluded.spend_per_month_micros",
+    );
+    b.build().execute(pool).await?;
+    Ok(())
+}
+
+/// Removes the row `name` of `table`; whether there was one.
+pub(crate) async fn remove_named<DB>(
+    pool: &Pool<DB>,
+    table: &str,
+    name: &str,
+) -> Result<bool, LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!("DELETE FROM {table} WHERE name = "));
+    b.push_bind(name.to_string()).push(" RETURNING name");
+    Ok(!b.build().fetch_all(pool).await?.is_empty())
+}
+
+/// Every saved tenant, by name.
+pub(crate) async fn tenants<DB>(pool: &Pool<DB>) -> Result<Vec<StoredTenant>, LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    String: for<'r> Decode<'r, DB> + Type<DB>,
+    Option<String>: for<'r> Decode<'r, DB> + Type<DB>,
+    Option<i64>: for<'r> Decode<'r, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!(
+        "SELECT name, lane, credits_micros, rpm, tpm, tokens_per_day, spend_per_month_micros \
+         FROM {TENANTS} ORDER BY name"
+    ));
+    let rows = b.build().fetch_all(pool).await?;
+    rows.iter()
+        .map(|r| {
+            let n = |i: usize| -> Result<Option<u64>, sqlx::Error> {
+                r.try_get::<Option<i64>, usize>(i)?
+                    .map(|v| narrow(v, i))
+                    .transpose()
+            };
+            Ok(StoredTenant {
+                name: r.try_get(0usize)?,
+                lane: r.try_get(1usize)?,
+                credits_micros: n(2)?,
+                rpm: n(3)?,
+                tpm: n(4)?,
+                tokens_per_day: n(5)?,
+                spend_per_month_micros: n(6)?,
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(LedgerError::from)
+}
