@@ -56,7 +56,8 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
         }
         let server = Server::bind(gw, cfg.listen, cfg.server.shutdown_grace)
             .await
-            .with_context(|| format!("binding {}", cfg.listen))?;
+            .with_context(|| format!("binding {}", cfg.listen))?
+            .notice(cfg.server.shutdown_notice);
         tracing::info!(addr = %server.local_addr()?, "sluice listening");
         match server.run(server::signal()).await? {
             Stopped::Drained => tracing::info!("drained; bye"),

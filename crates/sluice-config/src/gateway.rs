@@ -22,8 +22,10 @@ const SECTIONS: &[&str] = &[
 ];
 
 mod checks;
+mod groups;
 mod sections;
 
+pub use groups::*;
 pub use sections::*;
 
 /// A validated gateway configuration.

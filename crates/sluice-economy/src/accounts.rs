@@ -67,6 +67,9 @@ pub enum Refusal {
         limit: u64,
         /// The window's length in seconds (a month's is this month's).
         window_secs: u64,
+        /// What is left of the quota now, reservations in flight deducted (the same units as
+        /// `limit`): the request needs more than this.
+        remaining: u64,
         /// When enough will have refilled.
         retry_after: Duration,
     },
@@ -191,6 +194,7 @@ impl Accounts {
                 policy: "tokens_per_day",
                 limit,
                 window_secs: 86_400,
+                remaining: limit.saturating_sub(a.day_tokens + a.day_reserved),
                 retry_after: calendar::day_of(wall).1,
             });
         }
@@ -209,6 +213,7 @@ impl Accounts {
                 policy: "spend_per_month",
                 limit: limit.0,
                 window_secs: u64::try_from(next - first).unwrap_or(31) * 86_400,
+                remaining: limit.0.saturating_sub((a.month_spent + a.reserved).0),
                 retry_after: left,
             });
         }
@@ -228,6 +233,7 @@ impl Accounts {
             policy,
             limit: b.limit(),
             window_secs: 60,
+            remaining: b.remaining(now),
             retry_after: b.wait_for(now, n),
         };
         if let Some(b) = a.rpm.as_mut()

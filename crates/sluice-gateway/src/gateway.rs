@@ -40,6 +40,8 @@ pub struct Gateway {
     pub(crate) keys: KeyRing,
     /// Tenants' credits and quotas.
     pub(crate) accounts: Accounts,
+    /// Counts the prompts of tenants with credits or quotas; loaded before the gateway is.
+    pub(crate) tokenizer: sluice_economy::estimate::Tokenizer,
     /// When requests need a key.
     pub(crate) key_check: crate::walk::auth::KeyCheck,
     /// The token `/admin/*` requires, if any.

@@ -82,7 +82,11 @@ pub struct Server {
     listener: TcpListener,
     gw: Arc<Gateway>,
     grace: Duration,
+    notice: Duration,
 }
+
+/// How often a draining server looks whether its last call has ended.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
 
 impl Server {
     /// Binds `addr` (port 0 picks a free port).
@@ -91,7 +95,15 @@ impl Server {
             listener: TcpListener::bind(addr).await?,
             gw,
             grace,
+            notice: Duration::ZERO,
         })
+    }
+
+    /// Keeps answering for at least `notice` after shutdown begins, even with nothing in
+    /// flight, so that a load balancer probing `/readyz` sees the 503 before the port closes.
+    pub fn notice(mut self, notice: Duration) -> Self {
+        self.notice = notice;
+        self
     }
 
     /// The address actually bound.
@@ -99,27 +111,42 @@ impl Server {
         self.listener.local_addr()
     }
 
-    /// Serves until `shutdown` resolves; then stops accepting, answers `/readyz` with 503,
-    /// and waits for in-flight requests for at most the grace period.
+    /// Serves until `shutdown` resolves; then drains: connections are still accepted,
+    /// `/readyz` answers 503 and new chat requests 503 `shutting_down` with `Retry-After`,
+    /// while the calls in flight finish. Once none is left (and the notice has passed) the
+    /// listener closes; calls still running when the grace period ends are cut.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> io::Result<Stopped> {
-        let token = CancellationToken::new();
-        let gw = self.gw.clone();
-        let trigger = token.clone();
+        let signalled = CancellationToken::new();
+        let close = CancellationToken::new();
+        let (gw, notice, grace) = (self.gw.clone(), self.notice, self.grace);
+        let (began, closing) = (signalled.clone(), close.clone());
         tokio::spawn(async move {
             shutdown.await;
             gw.start_draining();
-            tracing::info!("shutting down: no new connections, draining in-flight requests");
-            trigger.cancel();
+            began.cancel();
+            tracing::info!(
+                in_flight = gw.telemetry().in_flight(),
+                "shutting down: answering 503 to new requests, draining the calls in flight"
+            );
+            let start = tokio::time::Instant::now();
+            let mut poll = tokio::time::interval(DRAIN_POLL);
+            loop {
+                poll.tick().await;
+                let waited = start.elapsed();
+                if (waited >= notice && gw.telemetry().in_flight() == 0) || waited >= grace {
+                    break;
+                }
+            }
+            closing.cancel();
         });
         let serve = axum::serve(nodelay(self.listener), router(self.gw))
-            .with_graceful_shutdown(token.clone().cancelled_owned())
+            .with_graceful_shutdown(close.cancelled_owned())
             .into_future();
-        let grace = self.grace;
         let expired = async move {
-            token.cancelled().await;
+            signalled.cancelled().await;
             tokio::time::sleep(grace).await;
         };
         tokio::select! {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use sluice_economy::{Limits, Micros, Price};
 use tokio::time::sleep;
 
-use crate::scripted::{ask_with, get_json, rig};
+use crate::scripted::{ask_with, get_json, rig, send};
 
 const ACME: [(&str, &str); 1] = [("x-sluice-tenant", "acme")];
 
@@ -39,6 +39,7 @@ async fn over_a_per_minute_quota_a_request_gets_429_with_the_ietf_ratelimit_fiel
     assert_eq!(h("retry-after"), "30");
     assert_eq!(h("ratelimit-policy"), "\"rpm\";q=2;w=60");
     assert_eq!(h("ratelimit"), "\"rpm\";r=0;t=30");
+    assert_eq!(h("x-sluice-upstream"), "none");
     assert_eq!(
         r.a.calls(),
         2,
@@ -74,14 +75,19 @@ async fn credits_cover_the_worst_case_of_calls_in_flight_and_come_back_when_they
             let router = r.router.clone();
             tokio::spawn(async move {
                 let got = ask_with(&router, &ACME, &format!("c-{i}"), false).await;
-                (got.status, got.body)
+                let upstream = got.headers["x-sluice-upstream"]
+                    .to_str()
+                    .unwrap()
+                    .to_string();
+                (got.status, got.body, upstream)
             })
         })
         .collect();
     let mut statuses = Vec::new();
     for c in calls {
-        let (status, body) = c.await.unwrap();
+        let (status, body, upstream) = c.await.unwrap();
         if status == 402 {
+            assert_eq!(upstream, "none");
             assert_eq!(body["error"]["code"], "insufficient_credits");
             assert!(
                 body["error"]["message"]
@@ -163,4 +169,32 @@ async fn a_model_with_no_price_is_refused_to_a_tenant_who_pays_unless_it_is_decl
     let record = r.records.lock().last().cloned().unwrap();
     assert!(record.usage_estimated && record.unpriced);
     assert!(record.usage.unwrap().completion_tokens > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_token_quota_refusal_says_what_is_left_and_when_in_utc() {
+    let limits = Limits {
+        tpm: Some(300),
+        ..Limits::default()
+    };
+    let r = rig(false, |b| b.tenant_limits("acme", limits));
+    let body = r#"{"model":"chat","messages":[{"role":"user","content":"hi"}],"max_tokens":290}"#;
+    assert_eq!(send(&r.router, &ACME, "t-0", body).await.status, 200);
+    let refused = send(&r.router, &ACME, "t-1", body).await;
+    assert_eq!(refused.status, 429);
+    let header = refused.headers["ratelimit"].to_str().unwrap().to_string();
+    let left: u64 = header
+        .split(';')
+        .find_map(|p| p.strip_prefix("r="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The header's remaining is the account's: what the first call left of the 300.
+    assert!(left > 0 && left < 300, "{header}");
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("{left} left")), "{message}");
+    // When it is enough again, as a UTC time, beside the seconds Retry-After gives machines.
+    let secs = refused.headers["retry-after"].to_str().unwrap();
+    assert!(message.contains(&format!("Z (in {secs} s)")), "{message}");
+    assert_eq!(refused.headers["x-sluice-upstream"], "none");
 }

@@ -95,6 +95,7 @@ async fn a_full_queue_answers_503_with_retry_after_in_openai_shape() {
     sleep(Duration::from_millis(1)).await;
     let refused = ask(&r.router, None, "x-2").await;
     assert_eq!(refused.status, 503);
+    assert_eq!(refused.headers["x-sluice-upstream"], "none");
     assert_eq!(refused.body["error"]["code"], "overloaded");
     assert_eq!(refused.body["error"]["type"], "overloaded_error");
     assert!(

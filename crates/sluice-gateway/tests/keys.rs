@@ -30,6 +30,7 @@ async fn with_keys_configured_a_request_needs_a_valid_one() {
     let r = rig(false, |b| b.key(acme(None, &[]), &hash_hex(SECRET)));
     let none = ask_with(&r.router, &[], "k-0", false).await;
     assert_eq!(none.status, 401);
+    assert_eq!(none.headers["x-sluice-upstream"], "none");
     assert_eq!(none.body["error"]["code"], "invalid_api_key");
     assert_eq!(none.body["error"]["type"], "invalid_request_error");
     let wrong = format!("Bearer {SECRET}-not");

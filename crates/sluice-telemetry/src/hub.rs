@@ -55,7 +55,12 @@ impl Telemetry {
         })
     }
 
-    /// Marks a request in flight until the guard drops.
+    /// Calls open now (their guards not yet dropped).
+    pub fn in_flight(&self) -> i64 {
+        self.metrics.inflight.get()
+    }
+
+    /// Counts a call in flight until the guard is dropped.
     pub fn inflight(self: &Arc<Self>) -> InflightGuard {
         self.metrics.inflight.inc();
         InflightGuard(self.clone())

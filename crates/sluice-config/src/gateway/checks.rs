@@ -217,6 +217,12 @@ pub(super) fn server(
             ),
         ));
     }
+    if s.shutdown_notice > s.shutdown_grace {
+        diags.push(doc.diag(
+            &key(&["server", "shutdown_notice"]),
+            "must not be longer than `shutdown_grace`",
+        ));
+    }
     if s.max_body_bytes == 0 {
         diags.push(doc.diag(&key(&["server", "max_body_bytes"]), "must be at least 1"));
     }

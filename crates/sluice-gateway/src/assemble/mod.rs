@@ -477,11 +477,10 @@ impl GatewayBuilder {
             keys.insert_hashed(spec, &hash)?;
         }
         let accounts = Accounts::default();
-        if !self.limits.is_empty() || !self.stored_tenants.is_empty() {
-            // Tenants' prompts are counted: load the tokenizer now, so no request pays for it,
-            // and refuse to start without it.
-            sluice_economy::estimate::load()?;
-        }
+        // Tenants' prompts are counted (those configured now, and any the admin API adds):
+        // load the tokenizer now, before the gateway can answer `/readyz`, so no request pays
+        // for it; refuse to start without it.
+        let tokenizer = sluice_economy::estimate::Tokenizer::load()?;
         for (tenant, limits) in &self.limits {
             accounts.set_limits(tenant, *limits, tokio::time::Instant::now());
         }
@@ -540,6 +539,7 @@ impl GatewayBuilder {
             keys,
             accounts,
             key_check,
+            tokenizer,
             admin_token: self.admin_token,
             unpriced: self.unpriced,
             telemetry: Arc::new(Telemetry::new(self.window)?),

@@ -4,11 +4,11 @@
 //! are restored from the ledger, so a restart gives no one their credits back.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use sluice_core::calendar;
 use sluice_core::{ChatRequest, DEFAULT_OUTPUT_ESTIMATE, ErrorKind, GatewayError, Usage};
-use sluice_economy::{Micros, Refusal, Reservation, Unpriced, estimate};
+use sluice_economy::{Micros, Refusal, Reservation, Unpriced};
 use sluice_ledger::{GroupBy, LedgerError, Store, UsageQuery, UsageRow};
 use tokio::time::Instant;
 
@@ -30,7 +30,7 @@ pub fn reserve(
     let Some(limits) = gw.accounts.limits(tenant) else {
         return Ok(None);
     };
-    let prompt = estimate::prompt_tokens(request);
+    let prompt = gw.tokenizer.prompt_tokens(request);
     let output = request.max_tokens().unwrap_or(DEFAULT_OUTPUT_ESTIMATE);
     let worst = Usage {
         prompt_tokens: prompt,
@@ -126,20 +126,25 @@ fn refusal(r: &Refusal) -> GatewayError {
             policy,
             limit,
             window_secs,
+            remaining,
             retry_after,
             ..
         } => {
             let secs = retry_after.as_secs_f64().ceil().max(1.0);
+            // People read the time (UTC) it is enough again; machines read Retry-After.
+            let at = humantime::format_rfc3339_seconds(
+                SystemTime::now() + Duration::from_secs_f64(secs),
+            );
             GatewayError::new(
                 ErrorKind::QuotaExceeded,
-                format!("{r}; retry after {secs} s"),
+                format!("{r}; {remaining} left, too few for this request; enough again at {at} (in {secs} s)"),
             )
             .with_retry_after(*retry_after)
             .with_header(
                 "ratelimit-policy",
                 format!("\"{policy}\";q={limit};w={window_secs}"),
             )
-            .with_header("ratelimit", format!("\"{policy}\";r=0;t={secs}"))
+            .with_header("ratelimit", format!("\"{policy}\";r={remaining};t={secs}"))
         }
     }
 }

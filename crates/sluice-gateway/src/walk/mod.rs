@@ -19,13 +19,16 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use http::HeaderMap;
-use sluice_core::GatewayError;
+use sluice_core::{ErrorKind, GatewayError};
 use sluice_tail::admission::Ask;
 use tokio::time::{Instant, timeout_at};
 
 use crate::Gateway;
 use crate::walk::call::Call;
 use dispatch::Answer;
+
+/// What a request refused while draining is told to wait before trying again.
+const DRAINING_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `POST /v1/chat/completions`.
 pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
@@ -63,6 +66,16 @@ async fn walk(
     headers: &HeaderMap,
     body: axum::body::Body,
 ) -> Result<Answer, GatewayError> {
+    // 0. A gateway shutting down takes no new work: 503 with Retry-After, so the client (or
+    //    its balancer) retries on another instance. First, so draining costs nothing more.
+    if gw.is_draining() {
+        return Err(GatewayError::new(
+            ErrorKind::ShuttingDown,
+            "this gateway is shutting down; retry on another instance",
+        )
+        .with_retry_after(DRAINING_RETRY_AFTER));
+    }
+
     // 1. Ingress: read the body under its limit and parse it. First, because every later step
     //    needs a valid request, and a bad one must cost nothing upstream.
     let bytes = ingress::read_body(headers, body, gw.max_body_bytes).await?;

@@ -26,14 +26,17 @@ const X_SLUICE_UPSTREAM: HeaderName = HeaderName::from_static("x-sluice-upstream
 const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 const X_SLUICE_CACHE: HeaderName = HeaderName::from_static("x-sluice-cache");
 
-/// Adds `x-request-id` and, when known, `x-sluice-upstream`.
+/// What `x-sluice-upstream` says of an answer no upstream gave (refused before dispatch, or
+/// served from the answer cache).
+const NO_UPSTREAM: HeaderValue = HeaderValue::from_static("none");
+
+/// Adds `x-request-id` and `x-sluice-upstream`: the upstream that answered, or `none`.
 pub fn tag(h: &mut HeaderMap, id: &RequestId, upstream: Option<&str>) {
     if let Ok(v) = HeaderValue::from_str(id.as_str()) {
         h.insert(sluice_providers::REQUEST_ID_HEADER, v);
     }
-    if let Some(v) = upstream.and_then(|u| HeaderValue::from_str(u).ok()) {
-        h.insert(X_SLUICE_UPSTREAM, v);
-    }
+    let named = upstream.and_then(|u| HeaderValue::from_str(u).ok());
+    h.insert(X_SLUICE_UPSTREAM, named.unwrap_or(NO_UPSTREAM));
 }
 
 /// Writes `d` in milliseconds with three decimals, rounded to the microsecond (integers

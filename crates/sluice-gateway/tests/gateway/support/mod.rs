@@ -346,7 +346,8 @@ pub async fn start_with(extra_server: &str) -> Running {
         .unwrap();
     let server = Server::bind(gw.clone(), cfg.listen, cfg.server.shutdown_grace)
         .await
-        .unwrap();
+        .unwrap()
+        .notice(cfg.server.shutdown_notice);
     let addr = server.local_addr().unwrap();
     let shutdown = ShutdownHandle::new();
     let trigger = shutdown.clone();
