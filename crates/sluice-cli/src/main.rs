@@ -190,11 +190,31 @@ fn main() -> ExitCode {
     }
 }
 
+/// Logs go to standard error, filtered by `SLUICE_LOG` (`EnvFilter` syntax, e.g. `debug` or
+/// `warn,sluice=info`, the default), in colour only when standard error is a terminal and
+/// `NO_COLOR` is not set.
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sluice=info"));
+    use std::io::IsTerminal;
+    let (filter, bad) = match std::env::var("SLUICE_LOG") {
+        Err(_) => (tracing_subscriber::EnvFilter::new(DEFAULT_LOG), None),
+        Ok(v) => match tracing_subscriber::EnvFilter::try_new(&v) {
+            Ok(f) => (f, None),
+            Err(e) => (
+                tracing_subscriber::EnvFilter::new(DEFAULT_LOG),
+                Some((v, e)),
+            ),
+        },
+    };
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr)
         .init();
+    if let Some((value, e)) = bad {
+        tracing::warn!("SLUICE_LOG={value:?} is not a log filter ({e}); using {DEFAULT_LOG:?}");
+    }
 }
+
+/// The log filter without `SLUICE_LOG`.
+const DEFAULT_LOG: &str = "warn,sluice=info";

@@ -54,7 +54,7 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
         if restored > 0 {
             tracing::info!(tenants = restored, "accounts restored from the ledger");
         }
-        let server = Server::bind(gw, cfg.listen, cfg.server.shutdown_grace)
+        let server = Server::bind(gw.clone(), cfg.listen, cfg.server.shutdown_grace)
             .await
             .with_context(|| format!("binding {}", cfg.listen))?
             .notice(cfg.server.shutdown_notice);
@@ -65,7 +65,8 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
                 tracing::warn!("stopped with requests cut by the grace period")
             }
         }
-        // Every call that finished is in the ledger before the process ends.
+        // Every call that finished is in the access log and the ledger before the process ends.
+        gw.sync_access_log();
         if let Some((ledger, writer)) = ledger {
             ledger.flush().await?;
             let stats = ledger.stats();

@@ -49,6 +49,8 @@ pub struct Gateway {
     /// What a call to a model with no price gets.
     pub(crate) unpriced: Unpriced,
     pub(crate) telemetry: Arc<Telemetry>,
+    /// One line per finished request, when configured.
+    pub(crate) access_log: Option<sluice_telemetry::AccessLog>,
     pub(crate) max_body_bytes: usize,
     pub(crate) draining: AtomicBool,
     pub(crate) sinks: Vec<RecordSink>,
@@ -93,6 +95,14 @@ impl Gateway {
     /// Whether shutdown has begun (`/readyz` answers 503 from then on).
     pub fn is_draining(&self) -> bool {
         self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Waits until every access-log line of the calls settled so far is written (at
+    /// shutdown, and in tests). Blocks the calling thread briefly.
+    pub fn sync_access_log(&self) {
+        if let Some(log) = &self.access_log {
+            log.sync();
+        }
     }
 
     /// Marks the gateway as draining.
@@ -145,6 +155,9 @@ impl Gateway {
     /// ledger is kept).
     pub(crate) fn settle(&self, record: &CallRecord, entry: Option<sluice_ledger::Entry>) {
         self.telemetry.observe(record);
+        if let Some(log) = &self.access_log {
+            log.log(record);
+        }
         for sink in &self.sinks {
             sink(record);
         }

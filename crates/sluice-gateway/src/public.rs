@@ -43,7 +43,7 @@ pub async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
     }
 }
 
-/// `GET /metrics`: Prometheus text format, admission and breaker gauges read at the moment
+/// `GET /metrics`: OpenMetrics text, admission and breaker gauges read at the moment
 /// of the scrape.
 pub async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
     if let Some(ledger) = gw.ledger() {
@@ -70,9 +70,11 @@ pub async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
         }
     }
     let mut resp = gw.telemetry().render(Instant::now()).into_response();
+    // The page is OpenMetrics text (counters named `_total`, a closing `# EOF`): say so, so
+    // that Prometheus parses it as what it is.
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
     );
     resp
 }

@@ -405,3 +405,56 @@ async fn tenants_set_through_the_admin_api_apply_at_once_and_outlive_a_restart()
     let (status, _) = send(&second.router, "DELETE", "/admin/tenants/trial", ADMIN, "").await;
     assert_eq!(status, 404);
 }
+
+/// An output the test reads back.
+#[derive(Clone, Default)]
+struct Lines(Arc<parking_lot::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_access_log_writes_one_line_per_request_with_what_it_cost() {
+    let out = Lines::default();
+    let sink = out.clone();
+    let r = rig(false, |b| {
+        b.price("m", PRICE)
+            .access_log(sluice_telemetry::AccessFormat::Json, Box::new(sink))
+    });
+    *r.a.usage.lock() = Some(USAGE);
+    let acme = [("x-sluice-tenant", "acme")];
+    assert_eq!(ask_with(&r.router, &acme, "log-0", false).await.status, 200);
+    r.a.push_end(10, End::Reject(400));
+    assert_eq!(ask_with(&r.router, &acme, "log-1", false).await.status, 400);
+    let bad = [("x-sluice-lane", "nowhere")];
+    assert_eq!(ask_with(&r.router, &bad, "log-2", false).await.status, 400);
+    r.gw.sync_access_log();
+    let text = String::from_utf8(out.0.lock().clone()).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let ok = &lines[0];
+    assert_eq!(ok["request_id"], "log-0");
+    assert_eq!(ok["tenant"], "acme");
+    assert_eq!(ok["group"], "chat");
+    assert_eq!(ok["upstream"], "a");
+    assert_eq!(ok["status"], 200);
+    assert_eq!(ok["prompt_tokens"], USAGE.prompt_tokens);
+    assert_eq!(ok["cached_tokens"], USAGE.cached_tokens);
+    assert_eq!(ok["cost_micros"], PRICE.cost(&USAGE).0);
+    assert_eq!(ok["attempts"], 1);
+    assert!(ok["total_ms"].as_f64().unwrap() >= 100.0, "{ok}");
+    assert_eq!(lines[1]["status"], 400);
+    assert_eq!(lines[1]["error"], "upstream_rejected");
+    assert_eq!(lines[2]["error"], "invalid_request");
+    assert_eq!(lines[2]["upstream"], Value::Null);
+}

@@ -79,8 +79,10 @@ pub struct Percentiles {
     pub max: Duration,
 }
 
+/// Milliseconds, rounded to the microsecond the histogram keeps (`6455.295`, never
+/// `6455.294999999999`).
 fn ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64() * 1000.0)
+    s.serialize_f64(d.as_micros() as f64 / 1000.0)
 }
 
 impl Percentiles {

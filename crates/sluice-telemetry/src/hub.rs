@@ -55,6 +55,11 @@ impl Telemetry {
         })
     }
 
+    /// The metric families, for the parts of the gateway that count on their own.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// Calls open now (their guards not yet dropped).
     pub fn in_flight(&self) -> i64 {
         self.metrics.inflight.get()
@@ -253,11 +258,10 @@ impl Telemetry {
                 Windows::record_in(w, Phase::Ttfb, fb, d);
             }
         }
+        // An attempt's total time goes to its window only: the client-seen total is
+        // `request_duration_seconds`, and a histogram per attempt of it doubled the scrape.
         if a.outcome == AttemptOutcome::Ok || censored {
             let d = end.saturating_duration_since(a.started);
-            s.total_seconds
-                .get_or_init(|| m.upstream_seconds.get_or_create(&labels()).clone())
-                .observe(d.as_secs_f64());
             if let Some(w) = windows(end) {
                 Windows::record_in(w, Phase::Total, end, d);
             }

@@ -4,11 +4,13 @@
 //! Everything here reads [`CallRecord`](sluice_core::CallRecord)s; nothing on the request path
 //! writes a metric by itself.
 
+pub mod access;
 pub mod buckets;
 pub mod hub;
 pub mod metrics;
 mod series;
 pub mod windows;
 
+pub use access::{AccessFormat, AccessLog};
 pub use hub::{InflightGuard, Telemetry};
 pub use windows::{LatencyReport, UpstreamLatency, WindowKey};

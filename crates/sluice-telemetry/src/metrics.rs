@@ -207,8 +207,6 @@ pub struct Metrics {
     pub queue_seconds: Family<GroupLabels, Histogram, Buckets>,
     /// Upstream time to first byte.
     pub upstream_ttfb_seconds: Family<PairLabels, Histogram, Buckets>,
-    /// Upstream total time.
-    pub upstream_seconds: Family<PairLabels, Histogram, Buckets>,
     /// Tokens by kind.
     pub tokens: Family<TokenLabels, Counter>,
     /// What answers cost, in micro-units of the catalog's currency.
@@ -249,6 +247,8 @@ pub struct Metrics {
     pub ledger_pending: Gauge,
     /// Usage-ledger writes that failed and were retried.
     pub ledger_failures: Counter,
+    /// Access-log lines dropped because its writer could not keep up.
+    pub access_log_dropped: Counter,
 }
 
 impl Metrics {
@@ -260,8 +260,7 @@ impl Metrics {
             requests: Family::default(),
             request_seconds: Family::new_with_constructor(llm.clone()),
             queue_seconds: Family::new_with_constructor(internal),
-            upstream_ttfb_seconds: Family::new_with_constructor(llm.clone()),
-            upstream_seconds: Family::new_with_constructor(llm),
+            upstream_ttfb_seconds: Family::new_with_constructor(llm),
             tokens: Family::default(),
             cost_micros: Family::default(),
             attempts: Family::default(),
@@ -282,6 +281,7 @@ impl Metrics {
             ledger_committed: Counter::default(),
             ledger_pending: Gauge::default(),
             ledger_failures: Counter::default(),
+            access_log_dropped: Counter::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
@@ -303,11 +303,6 @@ impl Metrics {
             "upstream_ttfb_seconds",
             "Upstream time to first byte, per attempt",
             m.upstream_ttfb_seconds.clone(),
-        );
-        r.register(
-            "upstream_duration_seconds",
-            "Upstream time to the last byte, per attempt",
-            m.upstream_seconds.clone(),
         );
         r.register(
             "tokens",
@@ -404,6 +399,11 @@ impl Metrics {
             "ledger_write_failures",
             "Usage-ledger writes that failed (each is retried until it lands)",
             m.ledger_failures.clone(),
+        );
+        r.register(
+            "access_log_dropped_lines",
+            "Access-log lines dropped because its writer could not keep up with requests",
+            m.access_log_dropped.clone(),
         );
         m
     }

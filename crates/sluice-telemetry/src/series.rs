@@ -25,7 +25,6 @@ pub(crate) struct Series {
     pub attempt_ok: OnceLock<Counter>,
     /// The pair's time to first byte and total time.
     pub ttfb_seconds: OnceLock<Histogram>,
-    pub total_seconds: OnceLock<Histogram>,
     /// The pair's percentile windows.
     pub windows: OnceLock<Option<Arc<Mutex<PairWindows>>>>,
     /// Prompt, completion, cached and cache-write tokens.

@@ -64,6 +64,22 @@ pub struct TelemetryConfig {
     pub latency_window: Duration,
     /// How many slices the window rotates in.
     pub latency_window_slices: u32,
+    /// One line per finished request on standard output: `off` (the default), `json` or
+    /// `logfmt`.
+    pub access_log: AccessLogFormat,
+}
+
+/// The access log's format (`[telemetry] access_log`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessLogFormat {
+    /// No access log.
+    #[default]
+    Off,
+    /// One JSON object per line.
+    Json,
+    /// `key=value` pairs.
+    Logfmt,
 }
 
 impl Default for TelemetryConfig {
@@ -71,6 +87,7 @@ impl Default for TelemetryConfig {
         Self {
             latency_window: Duration::from_secs(60),
             latency_window_slices: 6,
+            access_log: AccessLogFormat::Off,
         }
     }
 }

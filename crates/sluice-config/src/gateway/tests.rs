@@ -626,3 +626,16 @@ fn serving_without_keys_while_keys_exist_is_warned_about() {
             .is_empty()
     );
 }
+
+#[test]
+fn the_access_log_is_off_unless_asked_for() {
+    let base = "[models.chat]\ndeployments = [{ provider = \"sim\", model = \"x\" }]\n";
+    let cfg = load(base, &env(&[]), &["sim"]).unwrap();
+    assert_eq!(cfg.telemetry.access_log, AccessLogFormat::Off);
+    let on = format!("[telemetry]\naccess_log = \"logfmt\"\n{base}");
+    let cfg = load(&on, &env(&[]), &["sim"]).unwrap();
+    assert_eq!(cfg.telemetry.access_log, AccessLogFormat::Logfmt);
+    let bad = format!("[telemetry]\naccess_log = \"jsn\"\n{base}");
+    let err = load(&bad, &env(&[]), &["sim"]).unwrap_err();
+    assert!(err.to_string().contains("did you mean `json`?"), "{err}");
+}

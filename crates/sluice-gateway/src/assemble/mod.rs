@@ -11,7 +11,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
-use sluice_config::gateway::{DeploymentConfig, Env, GatewayConfig, UnpricedPolicy};
+use sluice_config::gateway::{
+    AccessLogFormat, DeploymentConfig, Env, GatewayConfig, UnpricedPolicy,
+};
 use sluice_core::GatewayError;
 use sluice_economy::{
     Accounts, Catalog, KeyError, KeyRing, KeySpec, Limits, Micros, Price, Unpriced,
@@ -24,7 +26,7 @@ use sluice_tail::pace::PaceSpec;
 use sluice_tail::{
     Breaker, BreakerPolicy, Cooldowns, HedgePolicy, RetryPolicy, WindowConfig, WindowError,
 };
-use sluice_telemetry::Telemetry;
+use sluice_telemetry::{AccessFormat, AccessLog, Telemetry};
 
 use crate::admin::tenants as tenants_api;
 use crate::gateway::{Gateway, RecordSink};
@@ -100,6 +102,9 @@ pub enum BuildError {
     /// The latency window shape is unusable.
     #[error("latency window: {0}")]
     Window(#[from] WindowError),
+    /// The access log's writer could not be started.
+    #[error("starting the access log: {0}")]
+    AccessLog(std::io::Error),
 }
 
 /// The concurrency limit of a deployment that is paced but not limited: room enough never
@@ -130,6 +135,8 @@ pub struct GatewayBuilder {
     ledger: Option<(Ledger, Arc<AnyStore>)>,
     /// The answer cache's time to live and size in bytes, when answers are cached.
     cache: Option<(Duration, u64)>,
+    /// Where the access log goes, when there is one.
+    access_log: Option<(AccessFormat, Box<dyn std::io::Write + Send>)>,
 }
 
 impl Default for GatewayBuilder {
@@ -155,11 +162,18 @@ impl Default for GatewayBuilder {
             sinks: Vec::new(),
             ledger: None,
             cache: None,
+            access_log: None,
         }
     }
 }
 
 impl GatewayBuilder {
+    /// Writes one line per finished request to `out` (standard output, from the config).
+    pub fn access_log(mut self, format: AccessFormat, out: Box<dyn std::io::Write + Send>) -> Self {
+        self.access_log = Some((format, out));
+        self
+    }
+
     /// An empty builder with default limits.
     pub fn new() -> Self {
         Self::default()
@@ -176,6 +190,14 @@ impl GatewayBuilder {
             .lanes(policies::lane_specs(&cfg.lanes));
         if cfg.cache.enabled {
             b = b.answer_cache(cfg.cache.ttl, cfg.cache.max_bytes);
+        }
+        let format = match cfg.telemetry.access_log {
+            AccessLogFormat::Off => None,
+            AccessLogFormat::Json => Some(AccessFormat::Json),
+            AccessLogFormat::Logfmt => Some(AccessFormat::Logfmt),
+        };
+        if let Some(format) = format {
+            b = b.access_log(format, Box::new(std::io::stdout()));
         }
         for (name, p) in &cfg.providers {
             let provider =
@@ -529,6 +551,14 @@ impl GatewayBuilder {
             tenant_lanes.insert(Arc::from(tenant.as_str()), i);
         }
         tenant_lanes.extend(api_lanes);
+        let telemetry = Arc::new(Telemetry::new(self.window)?);
+        let access_log = match self.access_log {
+            Some((format, out)) => Some(
+                AccessLog::start(format, out, telemetry.metrics().access_log_dropped.clone())
+                    .map_err(BuildError::AccessLog)?,
+            ),
+            None => None,
+        };
         Ok(Arc::new(Gateway {
             routes: Routes::new(groups, seed),
             lanes: self.lanes,
@@ -542,7 +572,8 @@ impl GatewayBuilder {
             tokenizer,
             admin_token: self.admin_token,
             unpriced: self.unpriced,
-            telemetry: Arc::new(Telemetry::new(self.window)?),
+            telemetry,
+            access_log,
             max_body_bytes: self.max_body_bytes,
             draining: AtomicBool::new(false),
             sinks: self.sinks,

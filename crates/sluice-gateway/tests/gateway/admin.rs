@@ -61,7 +61,7 @@ async fn metrics_and_latency_report_read_the_call_records() {
         page.headers()["content-type"]
             .to_str()
             .unwrap()
-            .starts_with("text/plain")
+            .starts_with("application/openmetrics-text; version=1.0.0")
     );
     let page = page.text().await.unwrap();
     assert!(
@@ -79,10 +79,11 @@ async fn metrics_and_latency_report_read_the_call_records() {
     assert!(page.contains(r#"sluice_upstream_latency_window_seconds{group="ok",upstream="fake-ok",mode="complete",phase="ttfb",quantile="0.999"}"#));
     assert!(
         page.contains(
-            r#"sluice_upstream_ttfb_seconds_bucket{le="0.0112",group="ok",upstream="fake-ok",mode="complete"}"#
+            r#"sluice_upstream_ttfb_seconds_bucket{le="1.19",group="ok",upstream="fake-ok",mode="complete"}"#
         ),
         "fine buckets:\n{page}"
     );
+    assert!(page.trim_end().ends_with("# EOF"), "an OpenMetrics page");
     let report: Value = gw
         .client
         .get(format!("{}/admin/latency", gw.url))

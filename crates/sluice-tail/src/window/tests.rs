@@ -105,3 +105,21 @@ fn rejects_degenerate_shapes() {
     };
     assert!(LatencyWindow::new(tiny, now).is_err());
 }
+
+#[test]
+fn percentiles_serialise_as_milliseconds_rounded_to_the_microsecond() {
+    let p = Percentiles {
+        count: 1,
+        p50: Duration::from_micros(6_455_295),
+        p90: Duration::from_nanos(1_234_567),
+        p95: Duration::from_micros(1),
+        p99: Duration::ZERO,
+        p999: Duration::from_secs(38),
+        max: Duration::from_millis(38_700),
+    };
+    let text = serde_json::to_string(&p).unwrap();
+    assert!(text.contains("\"p50\":6455.295"), "{text}");
+    assert!(text.contains("\"p90\":1.234,"), "{text}");
+    assert!(text.contains("\"p95\":0.001,"), "{text}");
+    assert!(text.contains("\"max\":38700.0"), "{text}");
+}

@@ -118,3 +118,23 @@ fn streamed_and_complete_answers_keep_separate_windows() {
         "{modes:?}"
     );
 }
+
+#[test]
+fn a_scrape_stays_small_enough_to_read() {
+    // Nine requests over three groups, each on two upstreams, streamed and complete: the
+    // page must not grow to what no dashboard reads.
+    let t = Arc::new(Telemetry::new(WindowConfig::default()).unwrap());
+    let now = Instant::now();
+    for (i, group) in ["chat", "review", "batch"].iter().enumerate() {
+        for (j, upstream) in ["a", "b", "a"].iter().enumerate() {
+            let mut r = record(now, 100, 300);
+            r.model_group = Some(Arc::from(*group));
+            r.upstream = Some(Arc::from(*upstream));
+            r.stream = (i + j) % 2 == 0;
+            t.observe(&r);
+        }
+    }
+    let page = t.render(now + Duration::from_secs(2));
+    // 155 KB with six buckets a doubling everywhere and a total-time histogram per attempt.
+    assert!(page.len() < 64_000, "{} bytes", page.len());
+}
