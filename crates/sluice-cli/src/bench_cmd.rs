@@ -59,6 +59,34 @@ pub struct LoadArgs {
     /// Write the summary as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// An API key, sent as `Authorization: Bearer KEY` (or read from `SLUICE_API_KEY`).
+    #[arg(long, env = "SLUICE_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// A header every request carries, `Name: value`; may be given more than once.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+}
+
+/// The headers `--api-key` and `--header` ask for.
+pub fn headers(a: &LoadArgs) -> anyhow::Result<Vec<(http::HeaderName, http::HeaderValue)>> {
+    let mut out = Vec::new();
+    if let Some(key) = &a.api_key {
+        let value = http::HeaderValue::from_str(&format!("Bearer {}", key.trim()))
+            .context("--api-key holds characters a header cannot")?;
+        out.push((http::header::AUTHORIZATION, value));
+    }
+    for h in &a.headers {
+        let (name, value) = h
+            .split_once(':')
+            .with_context(|| format!("--header `{h}`: write it as `Name: value`"))?;
+        let name = http::HeaderName::from_bytes(name.trim().as_bytes())
+            .with_context(|| format!("--header `{h}`: `{}` is not a header name", name.trim()))?;
+        let value = http::HeaderValue::from_str(value.trim()).with_context(|| {
+            format!("--header `{h}`: the value holds characters a header cannot")
+        })?;
+        out.push((name, value));
+    }
+    Ok(out)
 }
 
 /// Parses `a=0.8,b=0.2` into normalised weights.
@@ -147,19 +175,32 @@ pub async fn run_load(
         Arc::new(Progress::default()),
     )
     .await;
-    Ok(recorder.lock().summary(took))
+    Ok(recorder.lock().summary(took.took, took.sending))
 }
 
-/// `sluice bench --target URL ...`.
+/// `sluice bench --target URL ...`: fails (exit 1) when no request succeeded.
 pub fn load(a: &LoadArgs) -> anyhow::Result<std::process::ExitCode> {
     let target = a.target.as_deref().context("--target URL is required")?;
     let uri = endpoint(target)?;
-    let (w, _) = workload(a)?;
+    let (mut w, _) = workload(a)?;
+    w.headers = headers(a)?;
     let rt = tokio::runtime::Runtime::new()?;
     let summary = rt.block_on(run_load(uri.clone(), &w, a.slo, "bench"))?;
-    println!(
-        "{} requests to {uri} at {:.0}/s (achieved {:.1}/s)\n",
-        summary.all.count, a.rate, summary.achieved_rate
+    print!("{}", report(&summary, &uri, a.rate));
+    write_json(a.json.as_deref(), &summary)?;
+    if summary.all.ok == 0 {
+        eprintln!("no request succeeded");
+        return Ok(std::process::ExitCode::FAILURE);
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// What a run shows: the rates, the table, and what went wrong in words.
+pub fn report(summary: &Summary, uri: &http::Uri, rate: f64) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "{} requests to {uri} at {rate:.0}/s (achieved {:.1}/s while sending; {:.1} s in all)\n\n",
+        summary.all.count, summary.achieved_rate, summary.duration_s
     );
     let mut columns = vec![("all", &summary.all)];
     for (lane, s) in &summary.lanes {
@@ -167,15 +208,50 @@ pub fn load(a: &LoadArgs) -> anyhow::Result<std::process::ExitCode> {
             columns.push((lane.as_str(), s));
         }
     }
-    print!("{}", table(&columns));
-    if !summary.all.errors_by_status.is_empty() {
-        println!(
-            "\nerrors by status (0 = no answer): {:?}",
-            summary.all.errors_by_status
+    out.push_str(&table(&columns));
+    let all = &summary.all;
+    if all.cache_hits > 0 {
+        let _ = writeln!(
+            out,
+            "\n{} of {} answers came from sluice's answer cache (x-sluice-cache: hit); the \
+             uncached rows are the answers upstreams gave (a rerun with the same seed repeats \
+             its prompts)",
+            all.cache_hits, all.ok
         );
     }
-    write_json(a.json.as_deref(), &summary)?;
-    Ok(std::process::ExitCode::SUCCESS)
+    let failed_streams: u64 = all.stream_failures.values().sum();
+    let by_status: Vec<String> = all
+        .errors_by_status
+        .iter()
+        .filter_map(|(status, n)| {
+            // A 2xx here is a stream that failed after its 200: said below, with why.
+            let n = if (200..300).contains(status) {
+                n.saturating_sub(failed_streams)
+            } else {
+                *n
+            };
+            (n > 0).then(|| match *status {
+                0 => format!("no answer: {n}"),
+                s => format!("{s}: {n}"),
+            })
+        })
+        .collect();
+    if !by_status.is_empty() {
+        let _ = writeln!(out, "\nfailed, by status: {}", by_status.join(", "));
+    }
+    if failed_streams > 0 {
+        let why: Vec<String> = all
+            .stream_failures
+            .iter()
+            .map(|(w, n)| format!("{w}: {n}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "\nstreams that failed after their 200 (the status was sent before the failure): {}",
+            why.join(", ")
+        );
+    }
+    out
 }
 
 /// Writes `value` as pretty JSON when a path is given.

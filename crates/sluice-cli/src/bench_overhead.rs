@@ -145,6 +145,7 @@ struct Measured {
     /// Every round's requests.
     all: Recorder,
     took: Duration,
+    sending: Duration,
     /// What the path added in each round on its own.
     rounds: Vec<Point>,
     /// `None` once the proxy's CPU time could not be read.
@@ -168,6 +169,7 @@ impl Measured {
         Ok(Self {
             all: Recorder::new(None)?,
             took: Duration::ZERO,
+            sending: Duration::ZERO,
             rounds: Vec::new(),
             cpu: Some(0.0),
         })
@@ -201,17 +203,18 @@ impl Measured {
             _ => None,
         };
         let one = one.lock();
-        let summary = one.summary(took);
+        let summary = one.summary(took.took, took.sending);
         if let (Some(d), Some(p)) = (summary.lanes.get(DIRECT), summary.lanes.get(path)) {
             self.rounds.push(point(p).minus(&point(d)));
         }
         self.all.merge(&one);
-        self.took += took;
+        self.took += took.took;
+        self.sending += took.sending;
         Ok(())
     }
 
     fn result(self, path: &str) -> anyhow::Result<PathResult> {
-        let summary = self.all.summary(self.took);
+        let summary = self.all.summary(self.took, self.sending);
         let (Some(d), Some(p)) = (summary.lanes.get(DIRECT), summary.lanes.get(path)) else {
             anyhow::bail!("no requests were recorded on the {path} path");
         };

@@ -289,7 +289,7 @@ async fn replay(s: &Scenario) -> anyhow::Result<Vec<VariantResult>> {
         };
         out.push(VariantResult {
             name: r.variant.name,
-            summary: r.recorder.lock().summary(took),
+            summary: r.recorder.lock().summary(took.took, took.sending),
             upstreams,
             gateway: r.gateway.telemetry().latency_report(Instant::now()),
             deepest_queue,
@@ -526,6 +526,9 @@ mod tests {
             count: 3000,
             ok: 2904,
             errors_by_status: errors,
+            stream_failures: BTreeMap::new(),
+            cache_hits: 0,
+            uncached_total: sluice_tail::Percentiles::default(),
             ttfb: sluice_tail::Percentiles::default(),
             total: sluice_tail::Percentiles {
                 max: Duration::from_millis(38_700),

@@ -306,3 +306,124 @@ fn config_check_warns_of_unset_secrets_and_strict_makes_them_errors() {
     assert!(!ok, "{text}");
     assert!(text.contains("7 configuration errors"), "{text}");
 }
+
+/// A gateway with one API key in front of the in-process simulated upstream, on a free
+/// port; the records of its calls.
+fn keyed_gateway(
+    rt: &tokio::runtime::Runtime,
+    secret: &str,
+) -> (
+    String,
+    std::sync::Arc<parking_lot::Mutex<Vec<sluice_core::CallRecord>>>,
+) {
+    use parking_lot::Mutex;
+    use std::sync::Arc;
+    use std::time::Duration;
+    let records = Arc::new(Mutex::new(Vec::new()));
+    let sink = records.clone();
+    let spec = sluice_sim::UpstreamSpec {
+        ttft_median: Duration::from_millis(2),
+        ttft_sigma: 0.0,
+        per_token: Duration::ZERO,
+        output_tokens_median: 4,
+        output_tokens_sigma: 0.0,
+        ..sluice_sim::UpstreamSpec::default()
+    };
+    let addr = rt.block_on(async move {
+        let up = Arc::new(sluice_sim::SimUpstream::new(
+            "sim",
+            spec,
+            1,
+            tokio::time::Instant::now(),
+        ));
+        let dep = sluice_config::gateway::DeploymentConfig {
+            provider: "sim".into(),
+            model: "m".into(),
+            weight: 1,
+            name: None,
+            rpm: None,
+            tpm: None,
+        };
+        let key = sluice_economy::KeySpec {
+            name: "bench".into(),
+            tenant: Arc::from("acme"),
+            lane: None,
+            models: vec![],
+        };
+        let gw = sluice_gateway::GatewayBuilder::new()
+            .provider("sim", Arc::new(sluice_sim::SimProvider(up)))
+            .model("chat", vec![dep])
+            .unpriced(sluice_economy::Unpriced::Free)
+            .key(key, &sluice_economy::keys::hash_hex(secret))
+            .on_record(Arc::new(move |r: &sluice_core::CallRecord| {
+                sink.lock().push(r.clone());
+            }))
+            .build()
+            .unwrap();
+        let server = sluice_gateway::server::Server::bind(
+            gw,
+            "127.0.0.1:0".parse().unwrap(),
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap();
+        let addr = server.local_addr().unwrap();
+        tokio::spawn(server.run(std::future::pending()));
+        addr
+    });
+    (format!("http://{addr}"), records)
+}
+
+#[test]
+fn bench_sends_a_key_and_headers_and_fails_when_no_request_succeeds() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let secret = "sk-sluice-bench-test-key";
+    let (url, records) = keyed_gateway(&rt, secret);
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--target",
+            &url,
+            "--count",
+            "20",
+            "--rate",
+            "400",
+            "--prompt-tokens",
+            "20",
+        ];
+        args.extend_from_slice(extra);
+        sluice(&args)
+    };
+
+    // Without the key every request is refused: the run says so and fails.
+    let (ok, text) = run(&[]);
+    assert!(!ok, "{text}");
+    assert!(text.contains("failed, by status: 401: 20"), "{text}");
+    assert!(text.contains("no request succeeded"), "{text}");
+    let p50 = text.lines().find(|l| l.starts_with("total P50")).unwrap();
+    assert!(
+        p50.trim_end().ends_with('-'),
+        "nothing to take a percentile of: {p50}"
+    );
+
+    // With it, and a header naming the lane, all succeed and the gateway saw both.
+    records.lock().clear();
+    let (ok, text) = run(&["--api-key", secret, "--header", "x-sluice-lane: batch"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("20 requests to"), "{text}");
+    let seen = records.lock();
+    assert_eq!(seen.len(), 20);
+    assert!(
+        seen.iter()
+            .all(|r| r.status == 200 && r.api_key.as_deref() == Some("bench"))
+    );
+    assert!(
+        seen.iter().all(|r| r.lane.as_deref() == Some("batch")),
+        "the header went through"
+    );
+
+    // A malformed header is refused before anything is sent.
+    let (ok, text) = run(&["--header", "no colon here"]);
+    assert!(!ok);
+    assert!(text.contains("write it as `Name: value`"), "{text}");
+}

@@ -126,7 +126,7 @@ pub async fn run_here(s: &Scenario, builder: GatewayBuilder) -> Result<Report, H
         Arc::new(Progress::default()),
     )
     .await;
-    let summary = recorder.lock().summary(took);
+    let summary = recorder.lock().summary(took.took, took.sending);
     let upstreams: BTreeMap<String, Stats> = rig
         .upstreams
         .iter()

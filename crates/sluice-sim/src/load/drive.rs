@@ -12,7 +12,7 @@ use serde_json::json;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep_until};
 
-use super::record::{NO_ANSWER, Recorder};
+use super::record::{Answered, NO_ANSWER, Recorder};
 use super::target::Target;
 use super::workload::{Shape, Workload};
 
@@ -51,7 +51,13 @@ pub fn body(p: &Shape, i: usize) -> Bytes {
     Bytes::from(v.to_string())
 }
 
-fn request(uri: &http::Uri, p: &Shape, i: usize, run_id: &str) -> http::Request<Full<Bytes>> {
+fn request(
+    uri: &http::Uri,
+    p: &Shape,
+    i: usize,
+    run_id: &str,
+    headers: &[(http::HeaderName, http::HeaderValue)],
+) -> http::Request<Full<Bytes>> {
     let mut b = http::Request::post(uri.clone())
         .header("content-type", "application/json")
         .header("x-request-id", format!("{run_id}-{i}"))
@@ -62,7 +68,21 @@ fn request(uri: &http::Uri, p: &Shape, i: usize, run_id: &str) -> http::Request<
     if let Some(t) = p.timeout {
         b = b.header(sluice_providers::TIMEOUT_HEADER, t.as_millis().to_string());
     }
-    b.body(Full::new(body(p, i))).unwrap_or_default()
+    let mut req = b.body(Full::new(body(p, i))).unwrap_or_default();
+    // The run's own headers win over the shape's (`--header x-sluice-lane: batch`).
+    for (name, value) in headers {
+        req.headers_mut().insert(name.clone(), value.clone());
+    }
+    req
+}
+
+/// How long a run took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ran {
+    /// From the first request's scheduled time to the last answer.
+    pub took: Duration,
+    /// From the first request sent to the last (what an achieved rate divides by).
+    pub sending: Duration,
 }
 
 /// Sends `workload` to `target` at `uri`; returns how long the run took.
@@ -73,68 +93,131 @@ pub async fn drive<T: Target>(
     run_id: &str,
     recorder: Arc<Mutex<Recorder>>,
     progress: Arc<Progress>,
-) -> Duration {
+) -> Ran {
     let start = Instant::now();
+    let mut first_sent = None;
+    let mut last_sent = start;
     let mut tasks = JoinSet::new();
     for (i, p) in workload.requests.iter().enumerate() {
         let scheduled = start + p.at;
         sleep_until(scheduled).await;
-        let req = request(&uri, &p.shape, i, run_id);
+        let sent = Instant::now();
+        first_sent.get_or_insert(sent);
+        last_sent = sent;
+        let req = request(&uri, &p.shape, i, run_id, &workload.headers);
         let shape = p.shape.clone();
         let (target, recorder, progress) = (target.clone(), recorder.clone(), progress.clone());
         progress.sent.fetch_add(1, Ordering::Relaxed);
         tasks.spawn(async move {
-            let (status, ok, ttfb) = exchange(&target, req, shape.stream, scheduled).await;
-            let total = Instant::now().saturating_duration_since(scheduled);
-            recorder.lock().record(&shape.lane, status, ok, ttfb, total);
+            let answered = exchange(&target, req, shape.stream, scheduled).await;
+            recorder.lock().record_answer(&shape.lane, &answered);
             progress.done.fetch_add(1, Ordering::Relaxed);
         });
         // Reap finished tasks as we go so the set stays small on long runs.
         while tasks.try_join_next().is_some() {}
     }
     while tasks.join_next().await.is_some() {}
-    Instant::now().saturating_duration_since(start)
+    Ran {
+        took: Instant::now().saturating_duration_since(start),
+        sending: last_sent.saturating_duration_since(first_sent.unwrap_or(start)),
+    }
 }
 
-/// Sends one request and reads the whole answer: (status, clean success, time to first byte).
+/// Sends one request and reads the whole answer.
 async fn exchange<T: Target>(
     target: &T,
     req: http::Request<Full<Bytes>>,
     stream: bool,
     scheduled: Instant,
-) -> (u16, bool, Option<Duration>) {
+) -> Answered {
+    let since = |t: Instant| t.saturating_duration_since(scheduled);
     let resp = match target.send(req).await {
         Ok(r) => r,
-        Err(_) => return (NO_ANSWER, false, None),
+        Err(_) => {
+            return Answered {
+                status: NO_ANSWER,
+                total: since(Instant::now()),
+                ..Answered::default()
+            };
+        }
     };
     let status = resp.status().as_u16();
+    let cache_hit = resp
+        .headers()
+        .get("x-sluice-cache")
+        .is_some_and(|v| v == "hit" || v == "coalesced");
     let mut body = resp.into_body();
     let mut ttfb = None;
+    // The end of a stream: enough to hold an error event's JSON.
     let mut tail: Vec<u8> = Vec::new();
+    let mut broken = false;
     loop {
         match body.frame().await {
             None => break,
-            Some(Err(_)) => return (status, false, ttfb),
+            Some(Err(_)) => {
+                broken = true;
+                break;
+            }
             Some(Ok(frame)) => {
                 if let Some(data) = frame.data_ref() {
                     if ttfb.is_none() && !data.is_empty() {
-                        ttfb = Some(Instant::now().saturating_duration_since(scheduled));
+                        ttfb = Some(since(Instant::now()));
                     }
                     if stream {
                         tail.extend_from_slice(data);
-                        let keep = tail.len().saturating_sub(64);
+                        let keep = tail.len().saturating_sub(TAIL);
                         tail.drain(..keep);
                     }
                 }
             }
         }
     }
+    let total = since(Instant::now());
     let success = (200..300).contains(&status);
     // A stream is whole only if it ended with [DONE]; an error event means it failed.
-    let clean = !stream || memchr_find(&tail, b"data: [DONE]");
-    (status, success && clean, ttfb)
+    let clean = !broken && (!stream || find(&tail, b"data: [DONE]"));
+    let stream_failure = (success && !clean).then(|| why_cut(&tail, broken));
+    Answered {
+        status,
+        ok: success && clean,
+        ttfb,
+        total,
+        cache_hit,
+        stream_failure,
+    }
 }
 
-fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
+/// Bytes of a stream's end kept to explain how it ended.
+const TAIL: usize = 1024;
+
+/// Why a stream that began well did not end with `[DONE]`: its last error event's code, or
+/// what else happened.
+fn why_cut(tail: &[u8], broken: bool) -> String {
+    let text = String::from_utf8_lossy(tail);
+    let code = text
+        .rsplit("data: ")
+        .filter_map(|event| serde_json::from_str::<serde_json::Value>(event.trim()).ok())
+        .find_map(|v| v["error"]["code"].as_str().map(str::to_string));
+    match (code, broken) {
+        (Some(code), _) => code,
+        (None, true) => "connection broke".to_string(),
+        (None, false) => "no [DONE]".to_string(),
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_stream_is_explained_by_its_error_event() {
+        let tail = b"data: {\"choices\":[]}\n\ndata: {\"error\":{\"message\":\"x\",\"code\":\"deadline_exceeded\"}}\n\n";
+        assert_eq!(why_cut(tail, false), "deadline_exceeded");
+        assert_eq!(why_cut(b"data: {\"choices\":[]}\n\n", false), "no [DONE]");
+        assert_eq!(why_cut(b"", true), "connection broke");
+    }
 }

@@ -7,7 +7,7 @@ pub mod record;
 pub mod target;
 pub mod workload;
 
-pub use drive::{Progress, drive};
-pub use record::{LaneSummary, Recorder, Summary};
+pub use drive::{Progress, Ran, drive};
+pub use record::{Answered, LaneSummary, Recorder, Summary};
 pub use target::{HttpTarget, RouterTarget, Target};
 pub use workload::{Burst, Planned, Shape, Traffic, Workload};

@@ -26,10 +26,32 @@ fn record(h: &mut Histogram<u64>, d: Duration) {
 struct Lane {
     ttfb: Histogram<u64>,
     total: Histogram<u64>,
+    /// Total time of successful answers that did not come from the answer cache.
+    uncached: Histogram<u64>,
     count: u64,
     ok: u64,
+    cache_hits: u64,
     errors: BTreeMap<u16, u64>,
+    stream_failures: BTreeMap<String, u64>,
     over_slo: u64,
+}
+
+/// What one request got, as the client saw it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Answered {
+    /// The HTTP status ([`NO_ANSWER`] when none came).
+    pub status: u16,
+    /// A clean 2xx (a stream only if it ended with `[DONE]`).
+    pub ok: bool,
+    /// Time to the first byte of the body.
+    pub ttfb: Option<Duration>,
+    /// Time to the last byte.
+    pub total: Duration,
+    /// Served from the gateway's answer cache (`x-sluice-cache: hit` or `coalesced`).
+    pub cache_hit: bool,
+    /// Why a stream that began with a 2xx did not end cleanly: the error event's code, or
+    /// `no [DONE]` when it just stopped.
+    pub stream_failure: Option<String>,
 }
 
 impl Lane {
@@ -38,10 +60,15 @@ impl Lane {
         // Both come from one template, so the bounds match and adding cannot fail.
         let _ = self.ttfb.add(&other.ttfb);
         let _ = self.total.add(&other.total);
+        let _ = self.uncached.add(&other.uncached);
         self.count += other.count;
         self.ok += other.ok;
+        self.cache_hits += other.cache_hits;
         for (status, n) in &other.errors {
             *self.errors.entry(*status).or_insert(0) += n;
+        }
+        for (why, n) in &other.stream_failures {
+            *self.stream_failures.entry(why.clone()).or_insert(0) += n;
         }
         self.over_slo += other.over_slo;
     }
@@ -50,9 +77,12 @@ impl Lane {
         Self {
             ttfb: template.clone(),
             total: template.clone(),
+            uncached: template.clone(),
             count: 0,
             ok: 0,
+            cache_hits: 0,
             errors: BTreeMap::new(),
+            stream_failures: BTreeMap::new(),
             over_slo: 0,
         }
     }
@@ -81,8 +111,14 @@ pub struct LaneSummary {
     pub count: u64,
     /// Requests answered 2xx (a stream counts only if it ended cleanly).
     pub ok: u64,
-    /// Failed requests by status (0: no answer).
+    /// Failed requests by status (0: no answer; a 2xx is a stream that failed after it).
     pub errors_by_status: BTreeMap<u16, u64>,
+    /// Streams that failed after their 2xx, by why (the error event's code, or `no [DONE]`).
+    pub stream_failures: BTreeMap<String, u64>,
+    /// Successful answers served from the gateway's answer cache.
+    pub cache_hits: u64,
+    /// Total time of successful answers that did not come from the cache, ms.
+    pub uncached_total: Percentiles,
     /// Time to first byte of successful requests, ms.
     pub ttfb: Percentiles,
     /// Total time of successful requests, ms.
@@ -99,9 +135,9 @@ pub struct Summary {
     pub all: LaneSummary,
     /// The SLO the breaches count against, ms.
     pub slo_ms: Option<f64>,
-    /// Wall (or virtual) length of the run, s.
+    /// Wall (or virtual) length of the run, s, the wait for the last answers included.
     pub duration_s: f64,
-    /// Requests sent per second.
+    /// Requests sent per second over the sending window (the first request to the last).
     pub achieved_rate: f64,
     /// Per lane.
     pub lanes: BTreeMap<String, LaneSummary>,
@@ -128,6 +164,20 @@ impl Recorder {
         ttfb: Option<Duration>,
         total: Duration,
     ) {
+        self.record_answer(
+            lane,
+            &Answered {
+                status,
+                ok,
+                ttfb,
+                total,
+                ..Answered::default()
+            },
+        );
+    }
+
+    /// Records one request's answer.
+    pub fn record_answer(&mut self, lane: &str, a: &Answered) {
         let slo = self.slo;
         let template = &self.template;
         let lane = self
@@ -136,16 +186,24 @@ impl Recorder {
             .or_insert_with(|| Lane::new(template));
         for l in [lane, &mut self.all] {
             l.count += 1;
-            if ok {
+            if a.ok {
                 l.ok += 1;
-                if let Some(t) = ttfb {
+                if let Some(t) = a.ttfb {
                     record(&mut l.ttfb, t);
                 }
-                record(&mut l.total, total);
+                record(&mut l.total, a.total);
+                if a.cache_hit {
+                    l.cache_hits += 1;
+                } else {
+                    record(&mut l.uncached, a.total);
+                }
             } else {
-                *l.errors.entry(status).or_insert(0) += 1;
+                *l.errors.entry(a.status).or_insert(0) += 1;
+                if let Some(why) = &a.stream_failure {
+                    *l.stream_failures.entry(why.clone()).or_insert(0) += 1;
+                }
             }
-            if slo.is_some_and(|s| total > s) {
+            if slo.is_some_and(|s| a.total > s) {
                 l.over_slo += 1;
             }
         }
@@ -163,26 +221,32 @@ impl Recorder {
         self.all.merge(&other.all);
     }
 
-    /// The summary of a run that lasted `duration`.
-    pub fn summary(&self, duration: Duration) -> Summary {
+    /// The summary of a run that lasted `duration`, sending for `sending` of it.
+    pub fn summary(&self, duration: Duration, sending: Duration) -> Summary {
         let lane = |l: &Lane| LaneSummary {
             count: l.count,
             ok: l.ok,
             errors_by_status: l.errors.clone(),
+            stream_failures: l.stream_failures.clone(),
+            cache_hits: l.cache_hits,
+            uncached_total: Percentiles::of(&l.uncached),
             ttfb: Percentiles::of(&l.ttfb),
             total: Percentiles::of(&l.total),
             over_slo: l.over_slo,
         };
-        let secs = duration.as_secs_f64();
+        // n requests sent over a window from the first to the last are n - 1 gaps.
+        let window = sending.as_secs_f64();
+        let achieved = match self.all.count {
+            0 => 0.0,
+            1 => 1.0 / duration.as_secs_f64().max(1e-9),
+            n if window > 0.0 => (n - 1) as f64 / window,
+            _ => 0.0,
+        };
         Summary {
             all: lane(&self.all),
             slo_ms: self.slo.map(|s| s.as_secs_f64() * 1000.0),
-            duration_s: secs,
-            achieved_rate: if secs > 0.0 {
-                self.all.count as f64 / secs
-            } else {
-                0.0
-            },
+            duration_s: duration.as_secs_f64(),
+            achieved_rate: achieved,
             lanes: self
                 .lanes
                 .iter()
@@ -203,6 +267,11 @@ fn ms(d: Duration) -> String {
     }
 }
 
+/// `-` for a percentile of no samples, else the time.
+fn dash_or_ms(p: &Percentiles, d: Duration) -> String {
+    if p.count == 0 { "-".to_string() } else { ms(d) }
+}
+
 /// Renders a table with one row per metric and one column per named summary lane, so that a
 /// policy's effect reads across a row.
 pub fn table(columns: &[(&str, &LaneSummary)]) -> String {
@@ -216,6 +285,10 @@ pub fn table(columns: &[(&str, &LaneSummary)]) -> String {
     row("requests", &|s| s.count.to_string());
     row("ok", &|s| s.ok.to_string());
     row("failed", &|s| (s.count - s.ok).to_string());
+    let hits = columns.iter().any(|(_, s)| s.cache_hits > 0);
+    if hits {
+        row("cache hits", &|s| s.cache_hits.to_string());
+    }
     for (label, pick) in [
         ("P50", 0usize),
         ("P95", 2),
@@ -224,6 +297,9 @@ pub fn table(columns: &[(&str, &LaneSummary)]) -> String {
         ("max", 5),
     ] {
         row(&format!("total {label}"), &|s| {
+            if s.total.count == 0 {
+                return "-".to_string();
+            }
             let v = [
                 s.total.p50,
                 s.total.p90,
@@ -235,7 +311,16 @@ pub fn table(columns: &[(&str, &LaneSummary)]) -> String {
             ms(v[pick])
         });
     }
-    row("first byte P99", &|s| ms(s.ttfb.p99));
+    if hits {
+        // A rerun with the same seed is mostly hits: show the answers upstreams gave apart.
+        row("uncached P50", &|s| {
+            dash_or_ms(&s.uncached_total, s.uncached_total.p50)
+        });
+        row("uncached P99", &|s| {
+            dash_or_ms(&s.uncached_total, s.uncached_total.p99)
+        });
+    }
+    row("first byte P99", &|s| dash_or_ms(&s.ttfb, s.ttfb.p99));
     row("over SLO", &|s| s.over_slo.to_string());
     let width0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(8);
     let widths: Vec<usize> = columns

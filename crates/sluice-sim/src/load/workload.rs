@@ -166,6 +166,8 @@ pub struct Planned {
 pub struct Workload {
     /// Requests in the order they leave.
     pub requests: Vec<Planned>,
+    /// Headers every request carries (an API key, say).
+    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
 }
 
 impl Workload {
@@ -201,7 +203,10 @@ impl Workload {
         }
         // Stable: equal times keep their traffic order, so runs repeat.
         requests.sort_by_key(|p| p.at);
-        Self { requests }
+        Self {
+            requests,
+            headers: Vec::new(),
+        }
     }
 }
 
