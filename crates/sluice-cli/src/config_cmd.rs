@@ -53,14 +53,28 @@ pub fn warnings(w: &sluice_config::Diagnostics) -> String {
 }
 
 /// Prints a fresh API key and the configuration entry that holds its hash.
-pub fn new_key(name: &str, tenant: &str, lane: Option<&str>) {
+pub fn new_key(name: &str, tenant: &str, lane: Option<&str>, models: &[String]) {
     let secret = sluice_economy::keys::generate();
     println!("key (shown once; sluice keeps only its hash): {secret}");
     println!();
     println!("[keys.{name}]");
-    println!("tenant = \"{tenant}\"");
+    println!("tenant = {}", toml_string(tenant));
     println!("sha256 = \"{}\"", sluice_economy::keys::hash_hex(&secret));
     if let Some(lane) = lane {
-        println!("lane = \"{lane}\"");
+        println!("lane = {}", toml_string(lane));
     }
+    let models: Vec<String> = models
+        .iter()
+        .map(|m| m.trim())
+        .filter(|m| !m.is_empty())
+        .map(toml_string)
+        .collect();
+    if !models.is_empty() {
+        println!("models = [{}]", models.join(", "));
+    }
+}
+
+/// `s` as a TOML string, quotes and backslashes escaped.
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
 }

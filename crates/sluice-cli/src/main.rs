@@ -89,6 +89,9 @@ enum KeysCommand {
         /// The lane of its requests that name none.
         #[arg(long)]
         lane: Option<String>,
+        /// The model groups it may use, comma-separated (default: all).
+        #[arg(long, value_delimiter = ',')]
+        models: Vec<String>,
     },
 }
 
@@ -175,9 +178,15 @@ fn main() -> ExitCode {
             command: ConfigCommand::Check { file, strict },
         } => config_cmd::check(&file, strict),
         Command::Keys {
-            command: KeysCommand::New { name, tenant, lane },
+            command:
+                KeysCommand::New {
+                    name,
+                    tenant,
+                    lane,
+                    models,
+                },
         } => {
-            config_cmd::new_key(&name, &tenant, lane.as_deref());
+            config_cmd::new_key(&name, &tenant, lane.as_deref(), &models);
             Ok(ExitCode::SUCCESS)
         }
     };

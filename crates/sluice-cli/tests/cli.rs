@@ -54,23 +54,23 @@ fn the_demo_runs_and_reports_in_plain_words() {
     assert!(counts.iter().all(|n| *n > 0 && *n == counts[0]), "{calls}");
 }
 
+/// The secret variables `sluice.example.toml` names.
+const EXAMPLE_KEYS: [&str; 7] = [
+    "OPENAI_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "MOONSHOT_API_KEY",
+    "ZHIPU_API_KEY",
+    "MINIMAX_API_KEY",
+    "HUNYUAN_API_KEY",
+];
+
 #[test]
 fn config_check_passes_the_example_and_lists_every_error() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../sluice.example.toml");
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["config", "check", example])
-        .envs(
-            [
-                "OPENAI_API_KEY",
-                "DEEPSEEK_API_KEY",
-                "ANTHROPIC_API_KEY",
-                "MOONSHOT_API_KEY",
-                "ZHIPU_API_KEY",
-                "MINIMAX_API_KEY",
-                "HUNYUAN_API_KEY",
-            ]
-            .map(|k| (k, "x")),
-        )
+        .envs(EXAMPLE_KEYS.map(|k| (k, "x")))
         .output()
         .unwrap();
     assert!(
@@ -108,8 +108,25 @@ fn the_example_simulator_config_is_valid() {
         "/../../sim.example.toml"
     ))
     .unwrap();
-    if let Err(e) = sluice_sim::server::SimConfig::parse(&text) {
-        panic!("{e}");
+    let sim = match sluice_sim::server::SimConfig::parse(&text) {
+        Ok(sim) => sim,
+        Err(e) => panic!("{e}"),
+    };
+    // The ready-made gateway in front of it checks, and names upstreams the simulator has.
+    let gateway = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/sim-gateway.toml"
+    );
+    let (ok, out) = sluice(&["config", "check", "--strict", gateway]);
+    assert!(ok, "{out}");
+    let text = std::fs::read_to_string(gateway).unwrap();
+    let cfg = sluice_config::gateway::load(&text, &std::collections::BTreeMap::new(), &[]).unwrap();
+    for (name, p) in &cfg.providers {
+        let upstream = p.base_url.split('/').nth(3).unwrap();
+        assert!(
+            sim.upstreams.iter().any(|(u, _)| u == upstream),
+            "{name} points at `{upstream}`, which sim.example.toml does not define"
+        );
     }
 }
 
@@ -151,9 +168,10 @@ fn the_overhead_benchmark_runs_and_every_request_succeeds() {
 #[test]
 fn a_new_key_comes_with_a_config_entry_that_checks_and_holds_only_its_hash() {
     let (ok, text) = sluice(&[
-        "keys", "new", "--name", "ci", "--tenant", "acme", "--lane", "batch",
+        "keys", "new", "--name", "ci", "--tenant", "acme", "--lane", "batch", "--models", "chat",
     ]);
     assert!(ok, "{text}");
+    assert!(text.contains("models = [\"chat\"]"), "{text}");
     let key = text
         .split_whitespace()
         .find(|w| w.starts_with("sk-sluice-"))
@@ -275,15 +293,7 @@ fn config_check_warns_of_unset_secrets_and_strict_makes_them_errors() {
         if strict {
             cmd.arg("--strict");
         }
-        for k in [
-            "OPENAI_API_KEY",
-            "DEEPSEEK_API_KEY",
-            "ANTHROPIC_API_KEY",
-            "MOONSHOT_API_KEY",
-            "ZHIPU_API_KEY",
-            "MINIMAX_API_KEY",
-            "HUNYUAN_API_KEY",
-        ] {
+        for k in EXAMPLE_KEYS {
             cmd.env_remove(k);
         }
         let out = cmd.output().unwrap();

@@ -191,15 +191,7 @@ impl<'a> Document<'a> {
                 }
                 Err(err) => err,
             };
-            let rel: Vec<Seg> = err
-                .path()
-                .iter()
-                .filter_map(|s| match s {
-                    serde_path_to_error::Segment::Map { key } => Some(Seg::Key(key.clone())),
-                    serde_path_to_error::Segment::Seq { index } => Some(Seg::Index(*index)),
-                    _ => None,
-                })
-                .collect();
+            let rel = raised_at(&err);
             let inner = err.inner();
             let problem = words::Problem::read(&first_line(inner.message()));
             let at = problem.at(&rel);
@@ -282,6 +274,18 @@ type Attempt<T> = (
     Vec<Vec<Seg>>,
 );
 
+/// The key path an error was raised at.
+fn raised_at(err: &serde_path_to_error::Error<toml::de::Error>) -> Vec<Seg> {
+    err.path()
+        .iter()
+        .filter_map(|s| match s {
+            serde_path_to_error::Segment::Map { key } => Some(Seg::Key(key.clone())),
+            serde_path_to_error::Segment::Seq { index } => Some(Seg::Index(*index)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// One try at reading `value`: the result, and the keys no field took.
 fn attempt<T: DeserializeOwned>(value: &Spanned<DeValue<'_>>) -> Attempt<T> {
     let mut unknown: Vec<Vec<Seg>> = Vec::new();
@@ -312,16 +316,7 @@ fn repair<T: DeserializeOwned>(
         let past = match attempt::<T>(&tried).0 {
             Ok(_) => true,
             Err(e) => {
-                let rel: Vec<Seg> = e
-                    .path()
-                    .iter()
-                    .filter_map(|s| match s {
-                        serde_path_to_error::Segment::Map { key } => Some(Seg::Key(key.clone())),
-                        serde_path_to_error::Segment::Seq { index } => Some(Seg::Index(*index)),
-                        _ => None,
-                    })
-                    .collect();
-                words::Problem::read(&first_line(e.inner().message())).at(&rel) != at
+                words::Problem::read(&first_line(e.inner().message())).at(&raised_at(&e)) != at
             }
         };
         if past {

@@ -127,10 +127,16 @@ impl Server {
             shutdown.await;
             gw.start_draining();
             began.cancel();
-            tracing::info!(
-                in_flight = gw.telemetry().in_flight(),
-                "shutting down: answering 503 to new requests, draining the calls in flight"
-            );
+            let in_flight = gw.telemetry().in_flight();
+            if in_flight > 0 || !notice.is_zero() {
+                tracing::info!(
+                    in_flight,
+                    ?notice,
+                    "shutting down: answering 503 to new requests, draining the calls in flight"
+                );
+            } else {
+                tracing::debug!("shutting down: nothing in flight");
+            }
             let start = tokio::time::Instant::now();
             let mut poll = tokio::time::interval(DRAIN_POLL);
             loop {
