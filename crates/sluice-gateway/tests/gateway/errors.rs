@@ -7,6 +7,18 @@ use serde_json::Value;
 
 use crate::support::{body, serve_toml, sse_data, start, start_with};
 
+/// Serves a gateway from `text` and asks its model group `m` once: the error it answers.
+async fn error_from_toml(text: &str) -> (u16, Value) {
+    let url = serve_toml(text).await;
+    let resp = reqwest::Client::new()
+        .post(format!("{url}/v1/chat/completions"))
+        .json(&body("m", false))
+        .send()
+        .await
+        .unwrap();
+    error_of(resp).await
+}
+
 async fn error_of(resp: reqwest::Response) -> (u16, Value) {
     let status = resp.status().as_u16();
     let v: Value = resp.json().await.unwrap();
@@ -123,14 +135,7 @@ async fn a_refused_connection_is_502() {
     let text = format!(
         "[providers.dead]\nkind = \"openai\"\nbase_url = \"http://{dead}/v1\"\n[models.m]\ndeployments = [{{ provider = \"dead\", model = \"x\" }}]\n"
     );
-    let url = serve_toml(&text).await;
-    let resp = reqwest::Client::new()
-        .post(format!("{url}/v1/chat/completions"))
-        .json(&body("m", false))
-        .send()
-        .await
-        .unwrap();
-    let (status, v) = error_of(resp).await;
+    let (status, v) = error_from_toml(&text).await;
     assert_eq!(status, 502);
     assert_eq!(v["error"]["code"], "upstream_connect_error");
 }
@@ -207,14 +212,7 @@ async fn connect_timeout_is_504() {
     let text = format!(
         "[providers.slow]\nkind = \"openai\"\nbase_url = \"http://{addr}/v1\"\nconnect_timeout = \"300ms\"\n[models.m]\ndeployments = [{{ provider = \"slow\", model = \"x\" }}]\n"
     );
-    let url = serve_toml(&text).await;
-    let resp = reqwest::Client::new()
-        .post(format!("{url}/v1/chat/completions"))
-        .json(&body("m", false))
-        .send()
-        .await
-        .unwrap();
-    let (status, v) = error_of(resp).await;
+    let (status, v) = error_from_toml(&text).await;
     assert_eq!(status, 504, "{v}");
     assert_eq!(v["error"]["code"], "upstream_timeout");
     drop(listener);
