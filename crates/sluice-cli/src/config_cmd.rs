@@ -52,6 +52,90 @@ pub fn warnings(w: &sluice_config::Diagnostics) -> String {
     out
 }
 
+/// `sluice models`: the catalog, with `config`'s `[catalog]` and `[prices]` applied.
+pub fn models(config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let mut catalog = sluice_economy::Catalog::with_defaults();
+    if let Some(file) = config {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let checked = gateway::check(&text, &ProcessEnv, &[], Secrets::Warn);
+        let cfg = checked
+            .config
+            .ok_or_else(|| anyhow::anyhow!("{}: {}", file.display(), checked.errors))?;
+        for (model, p) in &cfg.prices {
+            let micros = |m: sluice_config::money::Money| sluice_economy::Micros(m.0);
+            catalog.set(
+                model,
+                sluice_economy::Price {
+                    input: micros(p.input),
+                    cached_input: micros(p.cached_input.unwrap_or(p.input)),
+                    cache_write: micros(p.cache_write.unwrap_or(p.input)),
+                    output: micros(p.output),
+                },
+            );
+        }
+        for (model, c) in &cfg.catalog {
+            let o = sluice_economy::InfoOverride {
+                context_window: c.context_window,
+                max_output: c.max_output,
+                tools: c.tools,
+                vision: c.vision,
+                json: c.json,
+                reasoning: c.reasoning,
+            };
+            anyhow::ensure!(
+                catalog.set_info(model, &o),
+                "{}: catalog.{model}: a model sluice does not ship needs `context_window` and `max_output`",
+                file.display()
+            );
+        }
+    }
+    print!("{}", models_table(&catalog));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The catalog as a table: one row a model, prices per million tokens.
+fn models_table(catalog: &sluice_economy::Catalog) -> String {
+    use std::fmt::Write as _;
+    let units = |m: sluice_economy::Micros| format!("{:.3}", m.0 as f64 / 1e6);
+    let mut out = format!(
+        "{:<24} {:>9} {:>8}  {:<22} {:>8} {:>8} {:>8}\n",
+        "model", "context", "output", "can", "input", "cached", "output"
+    );
+    for (name, price, info) in catalog.models() {
+        let (window, output, can) = match info {
+            Some(i) => {
+                let can: Vec<&str> = [
+                    (i.tools, "tools"),
+                    (i.vision, "vision"),
+                    (i.json, "json"),
+                    (i.reasoning, "reasoning"),
+                ]
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, w)| *w)
+                .collect();
+                (
+                    i.context_window.to_string(),
+                    i.max_output.to_string(),
+                    can.join(","),
+                )
+            }
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let (input, cached, out_price) = match price {
+            Some(p) => (units(p.input), units(p.cached_input), units(p.output)),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let _ = writeln!(
+            out,
+            "{name:<24} {window:>9} {output:>8}  {can:<22} {input:>8} {cached:>8} {out_price:>8}"
+        );
+    }
+    out.push_str("\nprices per million tokens, in the catalog's currency (US dollars as shipped); - : not known\n");
+    out
+}
+
 /// Prints a fresh API key and the configuration entry that holds its hash.
 pub fn new_key(name: &str, tenant: &str, lane: Option<&str>, models: &[String]) {
     let secret = sluice_economy::keys::generate();

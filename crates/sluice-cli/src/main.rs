@@ -60,6 +60,13 @@ enum Command {
         #[command(subcommand)]
         command: ScenarioCommand,
     },
+    /// The model catalog: each model's context window, longest answer, capabilities and
+    /// prices, as shipped or as a configuration overrides them.
+    Models {
+        /// A configuration whose `[catalog]` and `[prices]` entries apply.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Work with configuration files.
     Config {
         #[command(subcommand)]
@@ -145,6 +152,7 @@ fn main() -> ExitCode {
         Command::Serve { config } => serve::run(&config),
         Command::Demo(a) => demo::run(&a),
         Command::Usage(a) => ledger_cmd::usage(&a),
+        Command::Models { config } => config_cmd::models(config.as_deref()),
         Command::Sim { config } => sim_cmd::run(&config),
         Command::Bench {
             which: Some(BenchCommand::Overhead(a)),

@@ -437,3 +437,57 @@ fn bench_sends_a_key_and_headers_and_fails_when_no_request_succeeds() {
     assert!(!ok);
     assert!(text.contains("write it as `Name: value`"), "{text}");
 }
+
+#[test]
+fn models_prints_the_catalog_with_a_configs_overrides() {
+    let (ok, text) = sluice(&["models"]);
+    assert!(ok, "{text}");
+    let row = |text: &str, model: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(model))
+            .unwrap_or_else(|| panic!("no {model} in:\n{text}"))
+            .to_string()
+    };
+    for model in [
+        "gpt-4o",
+        "claude-sonnet-4-5",
+        "deepseek-chat",
+        "glm-4.5",
+        "kimi-k2-0905-preview",
+        "MiniMax-M2",
+        "hunyuan-turbos-latest",
+    ] {
+        row(&text, model);
+    }
+    let ds = row(&text, "deepseek-chat");
+    assert!(
+        ds.contains("128000") && ds.contains("tools,json") && ds.contains("0.270"),
+        "{ds}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("sluice.toml");
+    std::fs::write(
+        &cfg,
+        "[ledger]\nstore = \"off\"\n[catalog.deepseek-chat]\ncontext_window = 64000\n\
+         [catalog.in-house]\ncontext_window = 32768\nmax_output = 4096\nreasoning = true\n\
+         [prices.in-house]\ninput = 0.1\noutput = 0.2\n",
+    )
+    .unwrap();
+    let (ok, text) = sluice(&["models", "--config", cfg.to_str().unwrap()]);
+    assert!(ok, "{text}");
+    assert!(row(&text, "deepseek-chat").contains("64000"), "{text}");
+    let own = row(&text, "in-house");
+    assert!(
+        own.contains("32768") && own.contains("reasoning") && own.contains("0.100"),
+        "{own}"
+    );
+
+    std::fs::write(&cfg, "[catalog.unknown-model]\ntools = true\n").unwrap();
+    let (ok, text) = sluice(&["models", "--config", cfg.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(
+        text.contains("needs `context_window` and `max_output`"),
+        "{text}"
+    );
+}

@@ -8,7 +8,7 @@ use toml::de::{DeTable, DeValue};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, line_col};
 
-mod words;
+pub(crate) mod words;
 
 /// One step of a key path.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -19,13 +19,18 @@ const SECTIONS: &[&str] = &[
     "prices",
     "providers",
     "models",
+    "catalog",
+    "routes",
 ];
 
 mod checks;
+mod choosing;
 mod groups;
+mod routes;
 mod sections;
 
 pub use groups::*;
+pub use routes::*;
 pub use sections::*;
 
 /// A validated gateway configuration.
@@ -55,6 +60,10 @@ pub struct GatewayConfig {
     pub providers: Vec<(String, ProviderConfig)>,
     /// `[models.*]`, in file order.
     pub models: Vec<(String, ModelGroupConfig)>,
+    /// `[catalog.*]`: overrides of what models can take and do, in file order.
+    pub catalog: Vec<(String, CatalogConfig)>,
+    /// `[routes.*]`: model names that choose a group by rules, in file order.
+    pub routes: Vec<(String, RouteConfig)>,
 }
 
 /// Where secrets are looked up; tests pass a map, the binary passes the process environment.
@@ -154,6 +163,13 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     let prices: Vec<(String, PriceConfig)> = doc.map_section("prices", &mut diags);
     let providers: Vec<(String, ProviderConfig)> = doc.map_section("providers", &mut diags);
     let models: Vec<(String, ModelGroupConfig)> = doc.map_section("models", &mut diags);
+    let catalog: Vec<(String, CatalogConfig)> = doc.map_section("catalog", &mut diags);
+    let routes: Vec<(String, RouteConfig)> = doc.map_section("routes", &mut diags);
+    choosing::catalog(&doc, &catalog, &mut diags);
+    choosing::fallbacks(&doc, &models, &mut diags);
+    choosing::routes(&doc, &routes, &models, &mut diags, &mut warnings);
+    let route_names: Vec<&str> = routes.iter().map(|(n, _)| n.as_str()).collect();
+    checks::keys(&doc, &keys, &lanes, &models, &route_names, &mut diags);
 
     let listen = server.as_ref().and_then(|s| {
         checks::server(
@@ -175,7 +191,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     let mut known: HashSet<&str> = providers.iter().map(|(n, _)| n.as_str()).collect();
     known.extend(extra_providers.iter().copied());
     checks::models(&doc, &models, &known, &mut diags);
-    checks::keys(&doc, &keys, &lanes, &models, &mut diags);
+
     match secrets {
         Secrets::Required => diags.extend(unset),
         Secrets::Warn => warnings.extend(unset),
@@ -200,6 +216,8 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
                 prices,
                 providers,
                 models,
+                catalog,
+                routes,
             }
         }
         _ => {

@@ -287,6 +287,34 @@ pub struct CallRecord {
     /// The answering deployment's model has no price: the call cost nothing, by the
     /// configuration's explicit `unpriced = "free"`.
     pub unpriced: bool,
+    /// When the client named a task route: the route and the rule that chose the group.
+    pub route: Option<RouteTaken>,
+    /// Each fallback the call took, in order.
+    pub fallbacks: Vec<FallbackTaken>,
+}
+
+/// What a task route decided for a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteTaken {
+    /// The route (the model name the client sent).
+    pub route: Arc<str>,
+    /// The rule that fired (its name, or `default`).
+    pub rule: Arc<str>,
+    /// The group it chose.
+    pub group: Arc<str>,
+    /// The request declared a task no rule of the route names.
+    pub unknown_task: bool,
+}
+
+/// A fallback a call took: from which group to which, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FallbackTaken {
+    /// The group that could not take it.
+    pub from: Arc<str>,
+    /// The group that took it next.
+    pub to: Arc<str>,
+    /// Why: `unavailable`, `quota`, `context_window` or `context_length`.
+    pub reason: &'static str,
 }
 
 /// Status recorded when the client disconnected before the answer ended (nginx's convention).
@@ -320,6 +348,8 @@ impl CallRecord {
             cache_saved_micros: 0,
             usage_estimated: false,
             unpriced: false,
+            route: None,
+            fallbacks: Vec::new(),
         }
     }
 

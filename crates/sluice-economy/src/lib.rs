@@ -1,14 +1,16 @@
-//! The token economy's own types: money in integer micro-units, the price catalog that turns
-//! a call's usage into cost, API keys (hashed, each owned by a tenant), and tenants' credits
+//! The token economy's own types: money in integer micro-units, the model catalog (prices
+//! that turn a call's usage into cost, context windows and capabilities), API keys (hashed, each owned by a tenant), and tenants' credits
 //! and quotas (reserve before a call, settle after).
 
 pub mod accounts;
 pub mod estimate;
 pub mod keys;
+pub mod models;
 pub mod money;
 pub mod prices;
 
 pub use accounts::{Accounts, Limits, Refusal, Reservation};
 pub use keys::{ApiKey, KeyError, KeyRing, KeySpec};
+pub use models::{InfoOverride, ModelInfo};
 pub use money::Micros;
 pub use prices::{Catalog, Price, Unpriced};

@@ -7,6 +7,7 @@ use hashbrown::HashMap;
 use serde::Serialize;
 use sluice_core::Usage;
 
+use crate::models::{InfoOverride, ModelInfo};
 use crate::money::Micros;
 
 /// What a million tokens of each kind cost.
@@ -87,11 +88,29 @@ const DEFAULTS: &[(&str, u64, u64, u64, u64)] = &[
     ("deepseek-reasoner", 550_000, 140_000, 550_000, 2_190_000),
 ];
 
-/// Prices by model name.
+/// Prices, context windows and capabilities by model name.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Catalog {
     /// Looked up twice a request: foldhash, not SipHash; the keys are configured names.
     prices: HashMap<String, Price>,
+    /// What each model can take and do.
+    info: HashMap<String, ModelInfo>,
+}
+
+/// The entry of `model` in `map`: its own, else that of the longest catalogued name it
+/// extends with a dash (`gpt-4o-2024-08-06` is `gpt-4o`).
+fn lookup<'m, T>(map: &'m HashMap<String, T>, model: &str) -> Option<&'m T> {
+    if let Some(p) = map.get(model) {
+        return Some(p);
+    }
+    map.iter()
+        .filter(|(name, _)| {
+            model.len() > name.len()
+                && model.starts_with(name.as_str())
+                && model.as_bytes().get(name.len()) == Some(&b'-')
+        })
+        .max_by_key(|(name, _)| name.len())
+        .map(|(_, p)| p)
 }
 
 impl Catalog {
@@ -109,6 +128,9 @@ impl Catalog {
                 },
             );
         }
+        for (model, info) in crate::models::shipped() {
+            c.info.insert(model.to_string(), info);
+        }
         c
     }
 
@@ -120,18 +142,40 @@ impl Catalog {
     /// The price of `model`: its own, else that of the longest catalogued name it extends
     /// with a dash (`gpt-4o-2024-08-06` is priced as `gpt-4o`).
     pub fn price(&self, model: &str) -> Option<&Price> {
-        if let Some(p) = self.prices.get(model) {
-            return Some(p);
+        lookup(&self.prices, model)
+    }
+
+    /// What `model` can take and do, found as [`Catalog::price`] finds prices.
+    pub fn info(&self, model: &str) -> Option<&ModelInfo> {
+        lookup(&self.info, model)
+    }
+
+    /// Overrides what the catalog says of `model` with the fields `o` gives; false when the
+    /// model is not catalogued and `o` does not give both sizes.
+    pub fn set_info(&mut self, model: &str, o: &InfoOverride) -> bool {
+        match o.apply(self.info(model).copied()) {
+            Some(info) => {
+                self.info.insert(model.to_string(), info);
+                true
+            }
+            None => false,
         }
-        self.prices
-            .iter()
-            .filter(|(name, _)| {
-                model.len() > name.len()
-                    && model.starts_with(name.as_str())
-                    && model.as_bytes().get(name.len()) == Some(&b'-')
-            })
-            .max_by_key(|(name, _)| name.len())
-            .map(|(_, p)| p)
+    }
+
+    /// Every model the catalog knows (priced, described, or both), by name.
+    pub fn models(&self) -> Vec<(&str, Option<&Price>, Option<&ModelInfo>)> {
+        let mut names: Vec<&str> = self
+            .prices
+            .keys()
+            .chain(self.info.keys())
+            .map(String::as_str)
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+            .into_iter()
+            .map(|n| (n, self.prices.get(n), self.info.get(n)))
+            .collect()
     }
 
     /// The cost of `usage` on `model`; `None` when the model has no price.

@@ -6,20 +6,23 @@
 //! the gateway.
 
 pub mod affinity;
+pub mod fallback;
 pub mod limiter;
+pub mod rules;
 
 use hashbrown::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use sluice_core::{ChatRequest, ErrorKind, GatewayError, RequestId};
-use sluice_economy::Price;
+use sluice_economy::{ModelInfo, Price};
 use sluice_providers::Provider;
 use sluice_tail::admission::Ask;
 use sluice_tail::{Breaker, HedgePolicy, Hedging, RetryPolicy, Retrying, Verdict};
 use tokio::time::{Duration, Instant};
 
 use crate::limiter::Limiter;
+use crate::rules::TaskRoute;
 use affinity::{Affinity, AffinityPolicy, Prefixes};
 
 /// One place a group's requests can go.
@@ -36,6 +39,9 @@ pub struct Deployment {
     /// What its model's tokens cost, resolved from the price catalog when the gateway was
     /// assembled (`None`: unpriced, served only by an explicit `unpriced = "free"`).
     pub price: Option<Price>,
+    /// What its model can take and do, from the catalog (`None`: not catalogued, so no
+    /// context window is enforced before the call).
+    pub info: Option<ModelInfo>,
     /// Its concurrency limit and queue, when the group limits concurrency.
     pub limiter: Option<Arc<Limiter>>,
     /// Its circuit breaker, when the group breaks circuits.
@@ -96,6 +102,8 @@ pub struct ModelGroup {
     pub timeout: Option<Duration>,
     /// Where recent prompt prefixes went, when the group routes by prefix affinity.
     pub affinity: Option<Affinity>,
+    /// The groups that take its requests, in order, when it cannot (see [`fallback`]).
+    pub fallbacks: Vec<Arc<str>>,
     total_weight: u64,
 }
 
@@ -110,8 +118,32 @@ impl ModelGroup {
             retrying: None,
             timeout: None,
             affinity: None,
+            fallbacks: Vec::new(),
             total_weight,
         }
+    }
+
+    /// The same group, falling back to `groups` in that order.
+    pub fn with_fallbacks(mut self, groups: &[String]) -> Self {
+        self.fallbacks = groups.iter().map(|g| Arc::from(g.as_str())).collect();
+        self
+    }
+
+    /// Whether some deployment of the group takes a prompt of `prompt` tokens and an answer
+    /// of `output` (one whose model is not catalogued is taken to).
+    pub fn fits(&self, prompt: u64, output: u64) -> bool {
+        self.deployments
+            .iter()
+            .any(|d| d.info.is_none_or(|i| i.fits(prompt, output)))
+    }
+
+    /// The smallest context window among its deployments, when every one is catalogued.
+    pub fn smallest_window(&self) -> Option<u64> {
+        self.deployments
+            .iter()
+            .map(|d| d.info.map(|i| i.context_window))
+            .min()
+            .flatten()
     }
 
     /// The same group, retrying by `retry` if given.
@@ -168,6 +200,8 @@ pub struct Routes {
     /// are the configuration's own names.
     groups: HashMap<Arc<str>, ModelGroup>,
     order: Vec<Arc<str>>,
+    /// Model names that choose a group by rules (`auto`, say).
+    task_routes: HashMap<Arc<str>, TaskRoute>,
     seed: u64,
 }
 
@@ -202,8 +236,20 @@ impl Routes {
         Self {
             groups,
             order,
+            task_routes: HashMap::new(),
             seed,
         }
+    }
+
+    /// The same routes, with model names that choose a group by rules.
+    pub fn with_task_routes(mut self, routes: Vec<TaskRoute>) -> Self {
+        self.task_routes = routes.into_iter().map(|r| (r.name.clone(), r)).collect();
+        self
+    }
+
+    /// The task route called `model`, if it is one.
+    pub fn task_route(&self, model: &str) -> Option<&TaskRoute> {
+        self.task_routes.get(model)
     }
 
     /// The group names, in configuration order.
@@ -219,7 +265,10 @@ impl Routes {
     /// The group called `model`, or a 404 naming the known ones.
     pub fn group(&self, model: &str) -> Result<&ModelGroup, GatewayError> {
         self.groups.get(model).ok_or_else(|| {
-            let known: Vec<&str> = self.order.iter().map(|n| &**n).collect();
+            let mut known: Vec<&str> = self.order.iter().map(|n| &**n).collect();
+            let mut routes: Vec<&str> = self.task_routes.keys().map(|n| &**n).collect();
+            routes.sort_unstable();
+            known.extend(routes);
             GatewayError::new(
                 ErrorKind::ModelNotFound,
                 format!(

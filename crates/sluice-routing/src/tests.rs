@@ -18,6 +18,7 @@ fn dep(name: &str, weight: u32) -> Deployment {
         model: Arc::from("m"),
         weight,
         price: None,
+        info: None,
         limiter: None,
         breaker: None,
     }

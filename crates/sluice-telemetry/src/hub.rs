@@ -10,8 +10,9 @@ use tokio::time::Instant;
 
 use crate::metrics::{
     AffinityLabels, AttemptLabels, BreakerLabels, CacheLabels, CostLabels, DeadlineLabels,
-    GroupLabels, HedgeLabels, LaneLabels, LimitLabels, Metrics, PairLabels, QuantileLabels,
-    RequestLabels, RetryLabels, TokenLabels, TransitionLabels, UpstreamLabels,
+    FallbackLabels, GroupLabels, HedgeLabels, LaneLabels, LimitLabels, Metrics, PairLabels,
+    QuantileLabels, RequestLabels, RetryLabels, RouteLabels, TokenLabels, TransitionLabels,
+    UpstreamLabels,
 };
 use crate::series::{Series, SeriesCache};
 use crate::windows::{LatencyReport, WindowKey, Windows};
@@ -91,6 +92,31 @@ impl Telemetry {
                 .inc();
         } else {
             m.requests.get_or_create(&request_labels()).inc();
+        }
+        if let Some(t) = &rec.route {
+            m.routed
+                .get_or_create(&RouteLabels {
+                    route: t.route.clone(),
+                    rule: t.rule.clone(),
+                    group: t.group.clone(),
+                })
+                .inc();
+            if t.unknown_task {
+                m.unknown_tasks
+                    .get_or_create(&GroupLabels {
+                        group: t.route.clone(),
+                    })
+                    .inc();
+            }
+        }
+        for f in &rec.fallbacks {
+            m.fallbacks
+                .get_or_create(&FallbackLabels {
+                    group: f.from.clone(),
+                    to: f.to.clone(),
+                    reason: f.reason,
+                })
+                .inc();
         }
         let g = || GroupLabels {
             group: group.clone(),

@@ -24,6 +24,28 @@ pub struct RequestLabels {
     pub code: &'static str,
 }
 
+/// Labels of fallbacks between groups.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FallbackLabels {
+    /// The group that could not take the request.
+    pub group: Arc<str>,
+    /// The group that took it next.
+    pub to: Arc<str>,
+    /// `unavailable`, `quota`, `context_window` or `context_length`.
+    pub reason: &'static str,
+}
+
+/// Labels of task-route decisions.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    /// The route (the model name the client sent).
+    pub route: Arc<str>,
+    /// The rule that fired, or `default`.
+    pub rule: Arc<str>,
+    /// The group it chose.
+    pub group: Arc<str>,
+}
+
 /// Labels of per-(group, upstream, mode) series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PairLabels {
@@ -249,6 +271,12 @@ pub struct Metrics {
     pub ledger_failures: Counter,
     /// Access-log lines dropped because its writer could not keep up.
     pub access_log_dropped: Counter,
+    /// Fallbacks taken, by group, fallback and reason.
+    pub fallbacks: Family<FallbackLabels, Counter>,
+    /// Task-route decisions, by route, rule and group.
+    pub routed: Family<RouteLabels, Counter>,
+    /// Requests that declared a task no rule of their route names.
+    pub unknown_tasks: Family<GroupLabels, Counter>,
 }
 
 impl Metrics {
@@ -282,6 +310,9 @@ impl Metrics {
             ledger_pending: Gauge::default(),
             ledger_failures: Counter::default(),
             access_log_dropped: Counter::default(),
+            fallbacks: Family::default(),
+            routed: Family::default(),
+            unknown_tasks: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
@@ -404,6 +435,21 @@ impl Metrics {
             "access_log_dropped_lines",
             "Access-log lines dropped because its writer could not keep up with requests",
             m.access_log_dropped.clone(),
+        );
+        r.register(
+            "fallbacks",
+            "Requests a group handed to its fallback, by reason: unavailable, quota, context_window, context_length",
+            m.fallbacks.clone(),
+        );
+        r.register(
+            "routed_requests",
+            "Task-route decisions by route, the rule that fired (or default) and the group chosen",
+            m.routed.clone(),
+        );
+        r.register(
+            "unknown_tasks",
+            "Requests whose declared task no rule of their route names (the group label is the route)",
+            m.unknown_tasks.clone(),
         );
         m
     }

@@ -10,11 +10,13 @@ use crate::document::{Document, Seg};
 
 use super::*;
 
+/// `[keys.*]`; `routes` are the task routes' names, which a key may list like groups.
 pub(super) fn keys(
     doc: &Document<'_>,
     keys: &[(String, KeyConfig)],
     lanes: &[(String, LaneConfig)],
     models: &[(String, ModelGroupConfig)],
+    routes: &[&str],
     diags: &mut Vec<Diagnostic>,
 ) {
     for (name, k) in keys {
@@ -35,8 +37,11 @@ pub(super) fn keys(
             diags.push(doc.diag(&at("lane"), format!("`{lane}` is not a lane")));
         }
         for m in &k.models {
-            if !models.iter().any(|(g, _)| g == m) {
-                diags.push(doc.diag(&at("models"), format!("`{m}` is not a model group")));
+            if !models.iter().any(|(g, _)| g == m) && !routes.contains(&m.as_str()) {
+                diags.push(doc.diag(
+                    &at("models"),
+                    format!("`{m}` is not a model group or a route"),
+                ));
             }
         }
     }

@@ -234,6 +234,11 @@ pub struct ModelGroupConfig {
     /// that prefix last, so its provider's prompt cache hits. Off when absent.
     #[serde(default)]
     pub affinity: Option<AffinityConfig>,
+    /// Groups that take a request in this order, within the same request and its deadline,
+    /// when this one cannot: every deployment unavailable, the tenant's quota refused, the
+    /// prompt too long for every deployment's context window, or an upstream saying so.
+    #[serde(default)]
+    pub fallbacks: Vec<String>,
 }
 
 /// `[models.GROUP] affinity`: send a request to the deployment that last served the longest

@@ -262,6 +262,26 @@ pub struct PriceConfig {
     pub output: Money,
 }
 
+/// `[catalog.MODEL]`: what an upstream model can take and do, overriding (field by field)
+/// what sluice ships; a model sluice does not ship gives both sizes.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[serde(default)]
+pub struct CatalogConfig {
+    /// Tokens of prompt and answer together.
+    pub context_window: Option<u64>,
+    /// The longest answer, in tokens.
+    pub max_output: Option<u64>,
+    /// Calls tools.
+    pub tools: Option<bool>,
+    /// Reads images.
+    pub vision: Option<bool>,
+    /// Answers in JSON on request.
+    pub json: Option<bool>,
+    /// Reasons before answering.
+    pub reasoning: Option<bool>,
+}
+
 impl Default for LaneConfig {
     fn default() -> Self {
         Self {

@@ -639,3 +639,95 @@ fn the_access_log_is_off_unless_asked_for() {
     let err = load(&bad, &env(&[]), &["sim"]).unwrap_err();
     assert!(err.to_string().contains("did you mean `json`?"), "{err}");
 }
+
+#[test]
+fn catalog_fallbacks_and_routes_are_read_and_checked() {
+    let groups = r#"
+[models.chat]
+deployments = [{ provider = "sim", model = "x" }]
+fallbacks = ["big"]
+[models.big]
+deployments = [{ provider = "sim", model = "y" }]
+"#;
+    let good = format!(
+        r#"{groups}
+[catalog.x]
+context_window = 32000
+max_output = 4000
+tools = true
+[routes.auto]
+default = "chat"
+rules = [
+  {{ name = "reviews", task = ["contract-review"], group = "big" }},
+  {{ min_prompt_tokens = 30000, group = "big" }},
+  {{ script = "cjk", group = "chat" }},
+]
+[keys.k]
+tenant = "t"
+sha256 = "{}"
+models = ["auto"]
+"#,
+        "a".repeat(64)
+    );
+    let c = check(&good, &env(&[]), &["sim"], Secrets::Required);
+    let cfg = c.config.unwrap_or_else(|| panic!("{}", c.errors));
+    assert_eq!(cfg.models[0].1.fallbacks, ["big"]);
+    assert_eq!(cfg.catalog[0].1.context_window, Some(32_000));
+    assert_eq!(cfg.routes[0].1.rules.len(), 3);
+    assert_eq!(cfg.routes[0].1.rules[2].script, Some(Script::Cjk));
+    assert!(c.warnings.is_empty(), "{}", c.warnings);
+
+    let bad = r#"
+[models.chat]
+deployments = [{ provider = "sim", model = "x" }]
+fallbacks = ["bigg"]
+[models.big]
+deployments = [{ provider = "sim", model = "y" }]
+fallbacks = ["solo"]
+[models.solo]
+deployments = [{ provider = "sim", model = "z" }]
+fallbacks = ["big"]
+[catalog.x]
+context_window = 1000
+max_output = 2000
+[routes.auto]
+default = "chatt"
+rules = [
+  { task = ["review"], group = "big" },
+  { task = ["review"], script = "cjk", group = "chat" },
+  { min_prompt_tokens = 500, max_prompt_tokens = 100, group = "big" },
+  { task = ["review", "summary"], group = "solo" },
+]
+[routes.chat]
+default = "big"
+"#;
+    let c = check(bad, &env(&[]), &["sim"], Secrets::Required);
+    let shown = c.errors.to_string();
+    let said = |path: &str, words: &str| {
+        assert!(
+            c.errors
+                .iter()
+                .any(|d| d.path == path && d.message.contains(words)),
+            "{path}: {words}\n{shown}"
+        );
+    };
+    said("models.chat.fallbacks", "did you mean `big`?");
+    said(
+        "models.big.fallbacks",
+        "falls back in a circle: big -> solo -> big",
+    );
+    said("catalog.x.max_output", "longer than the context window");
+    said("routes.auto.default", "did you mean `chat`?");
+    said("routes.auto.rules[1]", "can never fire: rules[0]");
+    said(
+        "routes.auto.rules[2].max_prompt_tokens",
+        "below min_prompt_tokens",
+    );
+    said("routes.chat", "already a model group");
+    // Rules whose order decides are pointed out, not refused.
+    let w = c.warnings.to_string();
+    assert!(
+        w.contains("routes.auto.rules[3]") && w.contains("the first match wins"),
+        "{w}"
+    );
+}

@@ -2,6 +2,7 @@
 //! policies (hedging, concurrency limits, pacing, retries, breakers), lanes and tenants'
 //! default lanes, telemetry.
 
+mod from_config;
 pub mod policies;
 pub mod providers;
 
@@ -11,12 +12,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
-use sluice_config::gateway::{
-    AccessLogFormat, DeploymentConfig, Env, GatewayConfig, UnpricedPolicy,
-};
+use sluice_config::gateway::DeploymentConfig;
 use sluice_core::GatewayError;
 use sluice_economy::{
-    Accounts, Catalog, KeyError, KeyRing, KeySpec, Limits, Micros, Price, Unpriced,
+    Accounts, Catalog, InfoOverride, KeyError, KeyRing, KeySpec, Limits, Price, Unpriced,
 };
 use sluice_ledger::{AnyStore, Ledger, StoredKey, StoredTenant};
 use sluice_providers::Provider;
@@ -33,6 +32,7 @@ use crate::gateway::{Gateway, RecordSink};
 use crate::walk::auth::KeyCheck;
 use sluice_routing::affinity::AffinityPolicy;
 use sluice_routing::limiter::Limiter;
+use sluice_routing::rules::TaskRoute;
 use sluice_routing::{Deployment, ModelGroup, Routes, ticket_hash};
 
 /// The policies of one model group; `None` takes the builder's default.
@@ -102,6 +102,14 @@ pub enum BuildError {
     /// The latency window shape is unusable.
     #[error("latency window: {0}")]
     Window(#[from] WindowError),
+    /// `[catalog.MODEL]` describes a model sluice does not ship without both sizes.
+    #[error(
+        "catalog.{model}: a model sluice does not ship needs `context_window` and `max_output`"
+    )]
+    Catalog {
+        /// The model.
+        model: String,
+    },
     /// The access log's writer could not be started.
     #[error("starting the access log: {0}")]
     AccessLog(std::io::Error),
@@ -137,6 +145,10 @@ pub struct GatewayBuilder {
     cache: Option<(Duration, u64)>,
     /// Where the access log goes, when there is one.
     access_log: Option<(AccessFormat, Box<dyn std::io::Write + Send>)>,
+    /// Each group's fallbacks, in order.
+    fallbacks: HashMap<String, Vec<String>>,
+    /// Model names that choose a group by rules.
+    task_routes: Vec<TaskRoute>,
 }
 
 impl Default for GatewayBuilder {
@@ -163,6 +175,8 @@ impl Default for GatewayBuilder {
             ledger: None,
             cache: None,
             access_log: None,
+            fallbacks: HashMap::new(),
+            task_routes: Vec::new(),
         }
     }
 }
@@ -174,90 +188,33 @@ impl GatewayBuilder {
         self
     }
 
+    /// Overrides what the catalog says `model` can take and do; an error for a model the
+    /// catalog does not know when `o` does not give both its sizes.
+    pub fn model_info(mut self, model: &str, o: &InfoOverride) -> Result<Self, BuildError> {
+        if self.catalog.set_info(model, o) {
+            Ok(self)
+        } else {
+            Err(BuildError::Catalog {
+                model: model.to_string(),
+            })
+        }
+    }
+
+    /// Has `group` fall back to `to`, in order, when it cannot take a request.
+    pub fn fallbacks(mut self, group: &str, to: &[String]) -> Self {
+        self.fallbacks.insert(group.to_string(), to.to_vec());
+        self
+    }
+
+    /// Adds a model name that chooses a group by rules.
+    pub fn task_route(mut self, route: TaskRoute) -> Self {
+        self.task_routes.push(route);
+        self
+    }
+
     /// An empty builder with default limits.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// A builder holding everything `cfg` describes, HTTP providers included.
-    pub fn from_config(cfg: &GatewayConfig, env: &dyn Env) -> Result<Self, BuildError> {
-        let mut b = Self::new()
-            .max_body_bytes(usize::try_from(cfg.server.max_body_bytes).unwrap_or(usize::MAX))
-            .window(WindowConfig {
-                length: cfg.telemetry.latency_window,
-                slices: cfg.telemetry.latency_window_slices,
-            })
-            .lanes(policies::lane_specs(&cfg.lanes));
-        if cfg.cache.enabled {
-            b = b.answer_cache(cfg.cache.ttl, cfg.cache.max_bytes);
-        }
-        let format = match cfg.telemetry.access_log {
-            AccessLogFormat::Off => None,
-            AccessLogFormat::Json => Some(AccessFormat::Json),
-            AccessLogFormat::Logfmt => Some(AccessFormat::Logfmt),
-        };
-        if let Some(format) = format {
-            b = b.access_log(format, Box::new(std::io::stdout()));
-        }
-        for (name, p) in &cfg.providers {
-            let provider =
-                crate::assemble::providers::from_config(name, p, env).map_err(|source| {
-                    BuildError::Provider {
-                        name: name.clone(),
-                        source,
-                    }
-                })?;
-            b = b.provider(name, provider);
-        }
-        if let Some(var) = &cfg.server.admin_token_env
-            && let Some(token) = env.get(var)
-        {
-            b = b.admin_token(&token);
-        }
-        if let Some(required) = cfg.server.require_keys {
-            b = b.require_keys(required);
-        }
-        for (name, k) in &cfg.keys {
-            let spec = KeySpec {
-                name: name.clone(),
-                tenant: Arc::from(k.tenant.as_str()),
-                lane: k.lane.clone(),
-                models: k.models.clone(),
-            };
-            b = b.key(spec, &k.sha256);
-        }
-        for (model, p) in &cfg.prices {
-            let price = Price {
-                input: Micros(p.input.0),
-                cached_input: Micros(p.cached_input.unwrap_or(p.input).0),
-                cache_write: Micros(p.cache_write.unwrap_or(p.input).0),
-                output: Micros(p.output.0),
-            };
-            b = b.price(model, price);
-        }
-        b = b.unpriced(match cfg.billing.unpriced {
-            UnpricedPolicy::Refuse => Unpriced::Refuse,
-            UnpricedPolicy::Free => Unpriced::Free,
-        });
-        for (tenant, t) in &cfg.tenants {
-            if let Some(lane) = &t.lane {
-                b = b.tenant_lane(tenant, lane);
-            }
-            let limits = Limits {
-                credits: t.credits.map(|m| Micros(m.0)),
-                rpm: t.rpm,
-                tpm: t.tpm,
-                tokens_per_day: t.tokens_per_day,
-                spend_per_month: t.spend_per_month.map(|m| Micros(m.0)),
-            };
-            if limits.any() {
-                b = b.tenant_limits(tenant, limits);
-            }
-        }
-        for (group, m) in &cfg.models {
-            b = b.model_with(group, m.deployments.clone(), policies::of_group(m));
-        }
-        Ok(b)
     }
 
     /// Adds (or replaces) a provider, e.g. an in-process simulator.
@@ -480,6 +437,7 @@ impl GatewayBuilder {
                     model: Arc::from(d.model.as_str()),
                     weight: d.weight,
                     price: self.catalog.price(&d.model).copied(),
+                    info: self.catalog.info(&d.model).copied(),
                     limiter,
                     breaker,
                 });
@@ -488,7 +446,8 @@ impl GatewayBuilder {
                 ModelGroup::new(group, out, p.hedge)
                     .with_retries(p.retry)
                     .with_timeout(p.timeout)
-                    .with_affinity(p.affinity),
+                    .with_affinity(p.affinity)
+                    .with_fallbacks(self.fallbacks.get(group).map_or(&[], Vec::as_slice)),
             );
         }
         // Keys are required, unless turned off, once any key exists: from the configuration,
@@ -560,7 +519,7 @@ impl GatewayBuilder {
             None => None,
         };
         Ok(Arc::new(Gateway {
-            routes: Routes::new(groups, seed),
+            routes: Routes::new(groups, seed).with_task_routes(self.task_routes),
             lanes: self.lanes,
             tenant_lanes: RwLock::new(tenant_lanes),
             configured_tenants,

@@ -3,15 +3,64 @@
 use std::sync::Arc;
 
 use sluice_config::gateway::{
-    BreakerConfig, HedgeConfig, LaneConfig, LimitAlgorithm, LimitConfig, ModelGroupConfig,
-    RetryConfig,
+    BreakerConfig, CatalogConfig, HedgeConfig, LaneConfig, LimitAlgorithm, LimitConfig,
+    ModelGroupConfig, RetryConfig, RouteConfig, Script as ScriptConfig,
 };
+use sluice_economy::InfoOverride;
+use sluice_routing::rules::{Rule, Script, TaskRoute};
 use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
 use sluice_tail::{BreakerPolicy, HedgePolicy, RetryPolicy};
 
 use crate::assemble::GroupPolicies;
 use sluice_routing::affinity::AffinityPolicy;
+
+/// The override a `[catalog.MODEL]` entry describes.
+pub fn info_override(c: &CatalogConfig) -> InfoOverride {
+    InfoOverride {
+        context_window: c.context_window,
+        max_output: c.max_output,
+        tools: c.tools,
+        vision: c.vision,
+        json: c.json,
+        reasoning: c.reasoning,
+    }
+}
+
+/// The task route a `[routes.NAME]` entry describes; a rule without a name is `rules[i]`.
+pub fn task_route(name: &str, r: &RouteConfig) -> TaskRoute {
+    let rules = r
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Rule {
+            name: Arc::from(
+                c.name
+                    .clone()
+                    .unwrap_or_else(|| format!("rules[{i}]"))
+                    .as_str(),
+            ),
+            group: Arc::from(c.group.as_str()),
+            task: c.task.clone(),
+            tenant: c.tenant.clone(),
+            key: c.key.clone(),
+            min_prompt_tokens: c.min_prompt_tokens,
+            max_prompt_tokens: c.max_prompt_tokens,
+            tools: c.tools,
+            images: c.images,
+            response_format: c.response_format,
+            script: c.script.map(|s| match s {
+                ScriptConfig::Cjk => Script::Cjk,
+                ScriptConfig::Latin => Script::Latin,
+            }),
+        })
+        .collect();
+    TaskRoute {
+        name: Arc::from(name),
+        rules,
+        default: Arc::from(r.default.as_str()),
+    }
+}
 
 /// The policy a `hedge = { ... }` entry describes.
 pub fn hedge(c: &HedgeConfig) -> HedgePolicy {

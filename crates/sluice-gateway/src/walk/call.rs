@@ -67,6 +67,20 @@ impl Call {
         self.reservation = reservation;
     }
 
+    /// Gives back what the call holds of its tenant's credits and quotas, unspent: the group
+    /// it was reserved at did not answer, and a fallback reserves at its own price.
+    pub fn release_hold(&mut self) {
+        if let Some(held) = self.reservation.take() {
+            self.gw.accounts.settle(
+                held,
+                Instant::now(),
+                std::time::SystemTime::now(),
+                0,
+                Micros::ZERO,
+            );
+        }
+    }
+
     /// Stores the call's complete answer under `key` in the answer cache when it succeeds.
     pub fn store_answer_under(&mut self, key: Key) {
         self.cache_key = Some(key);

@@ -13,13 +13,15 @@ pub mod ingress;
 pub mod metering;
 pub mod rescue;
 pub mod respond;
+pub mod route;
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::response::Response;
 use http::HeaderMap;
-use sluice_core::{ErrorKind, GatewayError};
+use sluice_core::{ChatRequest, ErrorKind, GatewayError};
+use sluice_routing::fallback::{self, Reason};
 use sluice_tail::admission::Ask;
 use tokio::time::{Instant, timeout_at};
 
@@ -100,10 +102,11 @@ async fn walk(
     call.record_mut().tenant = tenant.clone();
     call.record_mut().prompt_estimate = request.prompt_estimate();
 
-    // 3. Route: the model group the client named, which its key must allow.
-    let group = gw.routes.group(&request.model)?;
-    call.record_mut().model_group = Some(group.name.clone());
-    caller.may_use(&group.name)?;
+    // 3. Route: the model group the client named, or the one the rules of the task route it
+    //    named (`auto`) choose for what the request says of itself (its task, tenant, key,
+    //    prompt size, tools, images, response format, script); its key must allow the name.
+    let size = route::PromptSize::of(&request);
+    let group = route::choose(gw, call, &request, headers, &caller, &size)?;
 
     // 4. Deadline: the client's budget, else the group's default, counted from arrival. It
     //    bounds everything below (waiting for an identical request's answer, queueing, every
@@ -133,14 +136,71 @@ async fn walk(
         return Ok(Answer::Cached(served));
     }
 
+    // 6-8, for the group and then, when it cannot take the request, for each of its
+    //    fallbacks in order, within the same deadline: the request goes to a fallback when
+    //    its prompt fits no deployment's context window (decided before any upstream call),
+    //    every deployment is unavailable, the tenant's quota or credits refuse it at this
+    //    group's price, or the upstream says the prompt is too long. The first group's error
+    //    is the answer when every group failed.
+    let fallbacks = route::fallbacks(gw, group, &caller);
+    let taken = async {
+        let mut group = group;
+        let mut next = fallbacks.into_iter();
+        let mut first_err: Option<GatewayError> = None;
+        loop {
+            let (err, reason) =
+                match take(gw, call, group, &request, &ask, tenant.as_ref(), &size).await {
+                    Ok(answer) => return Ok(answer),
+                    Err(failed) => failed,
+                };
+            let to = reason.and_then(|_| next.next());
+            match (to, reason) {
+                (Some(to), Some(reason)) => {
+                    call.release_hold();
+                    route::record_fallback(call, group, to, reason);
+                    first_err.get_or_insert(err);
+                    group = to;
+                }
+                _ => return Err(first_err.unwrap_or(err)),
+            }
+        }
+    };
+    match deadline {
+        Some(deadline) => match timeout_at(deadline, taken).await {
+            Ok(answer) => answer,
+            Err(_) => Err(deadline::exceeded(call)),
+        },
+        None => taken.await,
+    }
+}
+
+/// Steps 6 to 8 at one group: the context window, one deployment, the reservation, the
+/// dispatch. A failure comes with the fallback reason it gives, if any.
+async fn take(
+    gw: &Gateway,
+    call: &mut Call,
+    group: &sluice_routing::ModelGroup,
+    request: &Arc<ChatRequest>,
+    ask: &Ask,
+    tenant: Option<&Arc<str>>,
+    size: &route::PromptSize<'_>,
+) -> Result<Answer, (GatewayError, Option<Reason>)> {
+    let failed = |e: GatewayError| {
+        let reason = fallback::reason_for(&e);
+        (e, reason)
+    };
+    // A prompt longer than every deployment's window goes no further (no upstream call).
+    route::fits(gw, group, request, size).map_err(|e| (e, Some(Reason::ContextWindow)))?;
+
     // 6. Then one deployment, among those that may take it now: where the prompt's prefix
     //    went last when the group routes by prefix affinity (the provider's prompt cache
     //    likely holds it), else by weight. Before dispatch, because everything after works on
     //    a concrete upstream.
-    let prefixes = group.prefixes(&request);
-    let (deployment, by_prefix) =
-        gw.routes
-            .pick_available(group, &call.record().request_id, &ask, prefixes.as_ref())?;
+    let prefixes = group.prefixes(request);
+    let (deployment, by_prefix) = gw
+        .routes
+        .pick_available(group, &call.record().request_id, ask, prefixes.as_ref())
+        .map_err(failed)?;
     if prefixes.is_some() {
         call.record_mut().by_prefix = Some(by_prefix);
     }
@@ -148,7 +208,7 @@ async fn walk(
     // 7. Credits and quotas: the call's worst case is reserved for its tenant, on the routed
     //    deployment's price, and settled when the call ends. After routing, because the price
     //    is the model's; before dispatch, because nothing may be spent that is not covered.
-    let held = metering::reserve(gw, tenant.as_ref(), deployment, &request)?;
+    let held = metering::reserve(gw, tenant, deployment, request).map_err(failed)?;
     call.hold(held);
 
     // 8. Dispatch: admission (a slot under the deployment's concurrency limit, waiting in the
@@ -156,14 +216,9 @@ async fn walk(
     //    proper status; a slow attempt is hedged, a failed one retried, when the group says so
     //    and the deadline leaves time. Last, because all of it works on the routed deployment
     //    and its latency window.
-    let sent = dispatch::dispatch(gw, call, group, deployment, request, ask);
-    match deadline {
-        Some(deadline) => match timeout_at(deadline, sent).await {
-            Ok(answer) => answer,
-            Err(_) => Err(deadline::exceeded(call)),
-        },
-        None => sent.await,
-    }
+    dispatch::dispatch(gw, call, group, deployment, request.clone(), ask.clone())
+        .await
+        .map_err(failed)
 }
 
 /// Answers with the error (with the call's `Server-Timing`) and settles the call.
@@ -175,6 +230,9 @@ fn fail(mut call: Call, e: &GatewayError) -> Response {
     let timing = respond::server_timing(call.record(), Instant::now(), false);
     if let Ok(v) = http::HeaderValue::from_str(&timing) {
         resp.headers_mut().insert("server-timing", v);
+    }
+    if let Some(v) = respond::route_header(call.record()) {
+        resp.headers_mut().insert(respond::X_SLUICE_ROUTE, v);
     }
     call.record_mut().retry_after = e.retry_after;
     call.finish(e.status(), Some(e.kind));

@@ -25,6 +25,8 @@ use sluice_cache::assemble::Assembler;
 const X_SLUICE_UPSTREAM: HeaderName = HeaderName::from_static("x-sluice-upstream");
 const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 const X_SLUICE_CACHE: HeaderName = HeaderName::from_static("x-sluice-cache");
+/// Which task-route rule chose the group, and the fallbacks taken.
+pub const X_SLUICE_ROUTE: HeaderName = HeaderName::from_static("x-sluice-route");
 
 /// What `x-sluice-upstream` says of an answer no upstream gave (refused before dispatch, or
 /// served from the answer cache).
@@ -50,6 +52,35 @@ fn ms(out: &mut String, d: Duration) {
     out.push('.');
     let frac = buf.format(1000 + micros % 1000);
     out.push_str(frac.get(1..).unwrap_or("000"));
+}
+
+/// `text` inside a quoted `Server-Timing` description (quotes and backslashes replaced).
+fn push_quoted(out: &mut String, text: &str) {
+    if text.contains(['"', '\\']) {
+        out.push_str(&text.replace(['"', '\\'], "_"));
+    } else {
+        out.push_str(text);
+    }
+}
+
+/// `x-sluice-route`, when a task route chose the group: `ROUTE: RULE -> GROUP`, then each
+/// fallback taken, `; fallback FROM -> TO (REASON)`.
+pub fn route_header(r: &CallRecord) -> Option<HeaderValue> {
+    let route = r.route.as_ref();
+    if route.is_none() && r.fallbacks.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    if let Some(t) = route {
+        out.push_str(&format!("{}: {} -> {}", t.route, t.rule, t.group));
+    }
+    for f in &r.fallbacks {
+        if !out.is_empty() {
+            out.push_str("; ");
+        }
+        out.push_str(&format!("fallback {} -> {} ({})", f.from, f.to, f.reason));
+    }
+    HeaderValue::from_str(&out).ok()
 }
 
 /// Starts the next `Server-Timing` entry with `text`.
@@ -89,11 +120,7 @@ pub fn server_timing(r: &CallRecord, now: Instant, stream: bool) -> String {
         part(&mut out, "attempt;desc=\"");
         out.push_str(a.kind.label());
         out.push(' ');
-        if a.upstream.contains(['"', '\\']) {
-            out.push_str(&a.upstream.replace(['"', '\\'], "_"));
-        } else {
-            out.push_str(&a.upstream);
-        }
+        push_quoted(&mut out, &a.upstream);
         out.push(' ');
         out.push_str(outcome);
         out.push_str("\";dur=");
@@ -102,6 +129,15 @@ pub fn server_timing(r: &CallRecord, now: Instant, stream: bool) -> String {
     if let Some(c) = r.cache.filter(|c| c.served()) {
         part(&mut out, "cache;desc=\"");
         out.push_str(c.label());
+        out.push('"');
+    }
+    for f in &r.fallbacks {
+        part(&mut out, "fallback;desc=\"");
+        push_quoted(&mut out, &f.from);
+        out.push_str(" -> ");
+        push_quoted(&mut out, &f.to);
+        out.push(' ');
+        out.push_str(f.reason);
         out.push('"');
     }
     if r.hedge_denied {
@@ -132,6 +168,9 @@ fn headers_for(call: &Call, now: Instant, stream: bool, h: &mut HeaderMap) {
     }
     if let Some(c) = r.cache {
         h.insert(X_SLUICE_CACHE, HeaderValue::from_static(c.label()));
+    }
+    if let Some(v) = route_header(r) {
+        h.insert(X_SLUICE_ROUTE, v);
     }
 }
 

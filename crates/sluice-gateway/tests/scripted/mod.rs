@@ -42,6 +42,8 @@ pub enum End {
     Limited(u64),
     /// The upstream's own 4xx (not retryable).
     Reject(u16),
+    /// The upstream's own 4xx with this body.
+    RejectWith(u16, &'static str),
     /// A stream: after the delay its first frame, then `frames - 1` more, `gap` ms apart.
     Stream {
         frames: u32,
@@ -130,6 +132,14 @@ impl Provider for Scripted {
                     return Err(GatewayError::rejected(UpstreamReply {
                         status,
                         body: Bytes::from_static(br#"{"error":{"message":"no"}}"#),
+                        content_type: Some("application/json".into()),
+                        retry_after: None,
+                    }));
+                }
+                End::RejectWith(status, body) => {
+                    return Err(GatewayError::rejected(UpstreamReply {
+                        status,
+                        body: Bytes::from_static(body.as_bytes()),
                         content_type: Some("application/json".into()),
                         retry_after: None,
                     }));

@@ -1,0 +1,102 @@
+//! A builder from a whole configuration: every section turned into the builder's calls.
+
+use std::sync::Arc;
+
+use sluice_config::gateway::{AccessLogFormat, Env, GatewayConfig, UnpricedPolicy};
+use sluice_economy::{KeySpec, Limits, Micros, Price, Unpriced};
+use sluice_tail::WindowConfig;
+use sluice_telemetry::AccessFormat;
+
+use super::{BuildError, GatewayBuilder, policies};
+
+impl GatewayBuilder {
+    /// A builder holding everything `cfg` describes, HTTP providers included.
+    pub fn from_config(cfg: &GatewayConfig, env: &dyn Env) -> Result<Self, BuildError> {
+        let mut b = Self::new()
+            .max_body_bytes(usize::try_from(cfg.server.max_body_bytes).unwrap_or(usize::MAX))
+            .window(WindowConfig {
+                length: cfg.telemetry.latency_window,
+                slices: cfg.telemetry.latency_window_slices,
+            })
+            .lanes(policies::lane_specs(&cfg.lanes));
+        if cfg.cache.enabled {
+            b = b.answer_cache(cfg.cache.ttl, cfg.cache.max_bytes);
+        }
+        let format = match cfg.telemetry.access_log {
+            AccessLogFormat::Off => None,
+            AccessLogFormat::Json => Some(AccessFormat::Json),
+            AccessLogFormat::Logfmt => Some(AccessFormat::Logfmt),
+        };
+        if let Some(format) = format {
+            b = b.access_log(format, Box::new(std::io::stdout()));
+        }
+        for (name, p) in &cfg.providers {
+            let provider =
+                crate::assemble::providers::from_config(name, p, env).map_err(|source| {
+                    BuildError::Provider {
+                        name: name.clone(),
+                        source,
+                    }
+                })?;
+            b = b.provider(name, provider);
+        }
+        if let Some(var) = &cfg.server.admin_token_env
+            && let Some(token) = env.get(var)
+        {
+            b = b.admin_token(&token);
+        }
+        if let Some(required) = cfg.server.require_keys {
+            b = b.require_keys(required);
+        }
+        for (name, k) in &cfg.keys {
+            let spec = KeySpec {
+                name: name.clone(),
+                tenant: Arc::from(k.tenant.as_str()),
+                lane: k.lane.clone(),
+                models: k.models.clone(),
+            };
+            b = b.key(spec, &k.sha256);
+        }
+        for (model, p) in &cfg.prices {
+            let price = Price {
+                input: Micros(p.input.0),
+                cached_input: Micros(p.cached_input.unwrap_or(p.input).0),
+                cache_write: Micros(p.cache_write.unwrap_or(p.input).0),
+                output: Micros(p.output.0),
+            };
+            b = b.price(model, price);
+        }
+        b = b.unpriced(match cfg.billing.unpriced {
+            UnpricedPolicy::Refuse => Unpriced::Refuse,
+            UnpricedPolicy::Free => Unpriced::Free,
+        });
+        for (tenant, t) in &cfg.tenants {
+            if let Some(lane) = &t.lane {
+                b = b.tenant_lane(tenant, lane);
+            }
+            let limits = Limits {
+                credits: t.credits.map(|m| Micros(m.0)),
+                rpm: t.rpm,
+                tpm: t.tpm,
+                tokens_per_day: t.tokens_per_day,
+                spend_per_month: t.spend_per_month.map(|m| Micros(m.0)),
+            };
+            if limits.any() {
+                b = b.tenant_limits(tenant, limits);
+            }
+        }
+        for (model, c) in &cfg.catalog {
+            b = b.model_info(model, &policies::info_override(c))?;
+        }
+        for (group, m) in &cfg.models {
+            b = b.model_with(group, m.deployments.clone(), policies::of_group(m));
+            if !m.fallbacks.is_empty() {
+                b = b.fallbacks(group, &m.fallbacks);
+            }
+        }
+        for (name, r) in &cfg.routes {
+            b = b.task_route(policies::task_route(name, r));
+        }
+        Ok(b)
+    }
+}
