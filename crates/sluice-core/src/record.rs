@@ -291,6 +291,9 @@ pub struct CallRecord {
     pub route: Option<RouteTaken>,
     /// Each fallback the call took, in order.
     pub fallbacks: Vec<FallbackTaken>,
+    /// What set the time its hedge was due (`quantile`, `body_quantile` or `deadline`),
+    /// when its group hedges and a time was set.
+    pub hedge_rule: Option<&'static str>,
 }
 
 /// What a task route decided for a call.
@@ -350,6 +353,7 @@ impl CallRecord {
             unpriced: false,
             route: None,
             fallbacks: Vec::new(),
+            hedge_rule: None,
         }
     }
 

@@ -80,6 +80,94 @@ fn hedging_cuts_p99_and_p999_at_a_bounded_cost_and_beats_timeout_and_retry() {
         "hedging's P99 only {:.0}% below timeout+retry",
         vs_remedy * 100.0
     );
+
+    // When stalls are common: the same upstreams with 10% stalls and a 2 s deadline on
+    // every request. The whole window's P95 is a stall, so a hedge at it would always come
+    // after the deadline; the trigger takes the P95 of the window's body, and no later than
+    // the last moment a hedge can still finish inside the deadline.
+    let stalls = |p: f64| {
+        let mut c = s.clone();
+        c.meta.duration = Duration::from_secs(200);
+        for (_, u) in &mut c.upstreams {
+            u.stall_probability = p;
+        }
+        for t in &mut c.traffic {
+            t.timeout = Some(Duration::from_secs(2));
+        }
+        c
+    };
+    let timed_out = |r: &Report| {
+        r.summary
+            .all
+            .errors_by_status
+            .get(&504)
+            .copied()
+            .unwrap_or(0) as f64
+            / r.summary.all.count as f64
+    };
+    let common = stalls(0.10);
+    let unhedged = run(&common).unwrap();
+    let (hedged, records) = run_recorded(
+        &common,
+        GatewayBuilder::new().hedging(HedgePolicy::default()),
+    )
+    .unwrap();
+    let n = hedged.summary.all.count as f64;
+    let (off_504, on_504) = (timed_out(&unhedged), timed_out(&hedged));
+    let extra = hedged.extra_requests as f64 / n;
+    let by_deadline = records
+        .iter()
+        .filter(|r| r.hedge_rule == Some("deadline"))
+        .count();
+    eprintln!(
+        "10% stalls, 2 s deadline: 504s {:.1}% unhedged, {:.1}% hedged; extra calls {:.1}%; \
+         hedge time set by the deadline on {by_deadline} of {n} requests",
+        off_504 * 100.0,
+        on_504 * 100.0,
+        extra * 100.0
+    );
+    // A hedge at the whole window's P95 (a stall, 8 s) would never leave before the
+    // deadline: as many 504s as with no hedging. Hedged at the body's P95, or as late as the
+    // target's median first byte still fits, a 5% budget rescues about one doomed request
+    // in five hedges (at the hedge's moment a stalled request cannot be told from a slow
+    // one): a little over a percentage point.
+    assert!(off_504 >= 0.11, "unhedged 504s {:.1}%", off_504 * 100.0);
+    assert!(
+        on_504 <= off_504 - 0.008,
+        "hedged 504s {:.1}% against {:.1}% unhedged",
+        on_504 * 100.0,
+        off_504 * 100.0
+    );
+    assert!(extra <= 0.06, "{:.2}% extra upstream calls", extra * 100.0);
+    assert!(by_deadline > 0, "the deadline never set a hedge's time");
+    // A budget of 20% rescues what 5% cannot: down to the stalls it cannot reach in time
+    // and the body's own tail beyond 2 s.
+    let wide = HedgePolicy {
+        budget: 0.20,
+        ..HedgePolicy::default()
+    };
+    let generous = timed_out(&run_with(&common, GatewayBuilder::new().hedging(wide)).unwrap());
+    eprintln!("10% stalls, 20% budget: 504s {:.1}%", generous * 100.0);
+    assert!(
+        generous <= 0.10,
+        "504s {:.1}% with a 20% budget",
+        generous * 100.0
+    );
+    // What a 5% budget does at a stall rate at the budget, and at four times it.
+    for p in [0.05, 0.20] {
+        let c = stalls(p);
+        let off = timed_out(&run(&c).unwrap());
+        let on = timed_out(
+            &run_with(&c, GatewayBuilder::new().hedging(HedgePolicy::default())).unwrap(),
+        );
+        eprintln!(
+            "{:.0}% stalls, 2 s deadline, 5% budget: 504s {:.1}% unhedged, {:.1}% hedged",
+            p * 100.0,
+            off * 100.0,
+            on * 100.0
+        );
+        assert!(on < off, "{p}: {on} (unhedged {off})");
+    }
 }
 
 /// (b) One of two upstreams answers 503 from 60 s to 120 s.

@@ -190,6 +190,27 @@ impl LatencyWindow {
         Some(Duration::from_micros(self.total.value_at_quantile(q)))
     }
 
+    /// The latency at quantile `q` over the window's body, its cluster of stalls left out
+    /// when it has one ([`crate::hedge::body`]), or `None` with fewer than `min_samples`.
+    pub fn body_quantile(
+        &mut self,
+        now: Instant,
+        q: f64,
+        min_samples: u64,
+    ) -> Option<crate::hedge::BodyQuantile> {
+        self.rotate(now);
+        if self.total.len() < min_samples.max(1) {
+            return None;
+        }
+        let buckets = self.total.iter_recorded().map(|v| {
+            (
+                Duration::from_micros(v.value_iterated_to()),
+                v.count_at_value(),
+            )
+        });
+        crate::hedge::body::body_quantile(buckets, q)
+    }
+
     /// Moves the head forward to the slice containing `now`, clearing the slices it reuses.
     fn rotate(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.head_start);

@@ -164,6 +164,10 @@ fn fields(r: &CallRecord) -> Vec<(&'static str, Field)> {
         ),
         ("attempts", Field::Int(r.attempts.len() as u64)),
         ("hedges", Field::Int(count(AttemptKind::Hedge))),
+        (
+            "hedge_rule",
+            r.hedge_rule.map_or(Field::Null, |h| Field::Text(h.into())),
+        ),
         ("retries", Field::Int(count(AttemptKind::Retry))),
     ]
 }

@@ -130,6 +130,21 @@ impl Windows {
         guard.window(phase).quantile(now, q, min_samples)
     }
 
+    /// The quantile `q` of `phase` for `key` over the window's body (stalls left out), if
+    /// there are `min_samples`.
+    pub fn body_quantile(
+        &self,
+        key: &WindowKey,
+        phase: Phase,
+        now: Instant,
+        q: f64,
+        min_samples: u64,
+    ) -> Option<sluice_tail::hedge::BodyQuantile> {
+        let p = self.pairs.lock().get(key).cloned()?;
+        let mut guard = p.lock();
+        guard.window(phase).body_quantile(now, q, min_samples)
+    }
+
     /// The report of every pair, sorted by group then upstream.
     pub fn report(&self, now: Instant) -> LatencyReport {
         let pairs: Vec<(WindowKey, Arc<Mutex<PairWindows>>)> = self

@@ -12,10 +12,12 @@
 //! deployment may take its hedge ([`may_take`]), and the budget with its line of waiting
 //! requests ([`Hedging`], [`line`]). The gateway's dispatch only carries it out.
 
+pub mod body;
 pub mod line;
 
 use tokio::time::{Duration, Instant};
 
+pub use body::BodyQuantile;
 pub use line::{FairBudget, Place};
 
 use crate::budget::Budget;
@@ -52,6 +54,43 @@ pub enum When {
     Recheck(Instant),
     /// Hedge then, if it has still not answered.
     HedgeAt(Instant),
+}
+
+/// Which rule set the time of a hedge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DelayRule {
+    /// The configured quantile of the upstream's whole window.
+    Quantile,
+    /// The quantile of the window's body, its stalls left out ([`body`]).
+    BodyQuantile,
+    /// The latest moment from which a hedge can still finish inside the deadline, which
+    /// came before the quantile.
+    Deadline,
+}
+
+impl DelayRule {
+    /// A short label for the call record and `Server-Timing`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Quantile => "quantile",
+            Self::BodyQuantile => "body_quantile",
+            Self::Deadline => "deadline",
+        }
+    }
+}
+
+/// The quantile of the hedge target's body a hedge is expected to take to its first byte,
+/// when the deadline decides how late it may leave: the median. A later start filters the
+/// requests still waiting down to more of the doomed ones (stalls), an earlier one gives the
+/// hedge more time; under a budget of a few percent the product of the two (what one hedge
+/// rescues) peaks near the target's median, where a high percentile would send every hedge
+/// so early that the budget is spent on requests that needed none.
+pub const DEADLINE_TTFB_QUANTILE: f64 = 0.5;
+
+/// The latest moment a hedge can leave and still have its first byte by `deadline`, given
+/// the target's first byte at [`DEADLINE_TTFB_QUANTILE`] of its body.
+pub fn latest_start(deadline: Option<Instant>, target_ttfb: Option<Duration>) -> Option<Instant> {
+    deadline?.checked_sub(target_ttfb?)
 }
 
 /// What the glue knows of a deployment that could take a hedge now.
@@ -123,6 +162,36 @@ impl HedgePolicy {
             None => When::Recheck(now + THIN_WINDOW_RECHECK),
         }
     }
+
+    /// When an attempt is looked at next, knowing the deadline: the earlier of the observed
+    /// quantile (of the window's body, when it has a cluster of stalls) and `latest`, the
+    /// last moment from which a hedge can still finish in time ([`latest_start`]); never
+    /// before `min_delay`. The rule that set the time comes with it. Without `latest`, as
+    /// [`HedgePolicy::when`] over the body.
+    pub fn when_by(
+        &self,
+        started: Instant,
+        now: Instant,
+        observed: Option<BodyQuantile>,
+        latest: Option<Instant>,
+    ) -> (When, Option<DelayRule>) {
+        let Some(o) = observed else {
+            return (When::Recheck(now + THIN_WINDOW_RECHECK), None);
+        };
+        let by_quantile = started + o.value.max(self.min_delay);
+        let rule = if o.stalls > 0 {
+            DelayRule::BodyQuantile
+        } else {
+            DelayRule::Quantile
+        };
+        match latest {
+            Some(l) if l < by_quantile => (
+                When::HedgeAt(l.max(started + self.min_delay)),
+                Some(DelayRule::Deadline),
+            ),
+            _ => (When::HedgeAt(by_quantile), Some(rule)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -159,6 +228,51 @@ mod tests {
         assert_eq!(
             p.when(t, later, None),
             When::Recheck(later + THIN_WINDOW_RECHECK)
+        );
+    }
+
+    #[test]
+    fn with_a_deadline_the_hedge_leaves_in_time_to_finish_inside_it() {
+        let p = HedgePolicy::default();
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        let body = |value: u64, stalls: u64| {
+            Some(BodyQuantile {
+                value: ms(value),
+                stalls,
+            })
+        };
+        // P95 of 1.8 s, a 2 s deadline, a target whose body median is 1.3 s: leave by 0.7 s.
+        let latest = latest_start(Some(t + ms(2_000)), Some(ms(1_300)));
+        assert_eq!(latest, Some(t + ms(700)));
+        assert_eq!(
+            p.when_by(t, t, body(1_800, 0), latest),
+            (When::HedgeAt(t + ms(700)), Some(DelayRule::Deadline))
+        );
+        // The quantile first: the deadline changes nothing.
+        assert_eq!(
+            p.when_by(t, t, body(500, 0), latest),
+            (When::HedgeAt(t + ms(500)), Some(DelayRule::Quantile))
+        );
+        // Stalls left out of the window: the body's quantile sets it.
+        assert_eq!(
+            p.when_by(t, t, body(500, 12), None),
+            (When::HedgeAt(t + ms(500)), Some(DelayRule::BodyQuantile))
+        );
+        // A deadline already too close: as soon as the floor allows (the target check then
+        // says whether it is worth it).
+        let late = latest_start(Some(t + ms(1_000)), Some(ms(1_300)));
+        assert_eq!(late, t.checked_sub(ms(300)));
+        assert_eq!(
+            p.when_by(t, t, body(1_800, 0), late),
+            (When::HedgeAt(t + p.min_delay), Some(DelayRule::Deadline))
+        );
+        // No deadline, or a thin window: today's behaviour.
+        assert_eq!(latest_start(None, Some(ms(1))), None);
+        assert_eq!(latest_start(Some(t), None), None);
+        assert_eq!(
+            p.when_by(t, t, None, latest),
+            (When::Recheck(t + THIN_WINDOW_RECHECK), None)
         );
     }
 

@@ -123,3 +123,24 @@ fn percentiles_serialise_as_milliseconds_rounded_to_the_microsecond() {
     assert!(text.contains("\"p95\":0.001,"), "{text}");
     assert!(text.contains("\"max\":38700.0"), "{text}");
 }
+
+#[test]
+fn a_window_with_a_cluster_of_stalls_gives_the_quantile_of_its_body() {
+    let (mut w, now) = window();
+    for i in 0..180u64 {
+        w.record(now, ms(400 + i * 10));
+    }
+    for _ in 0..20 {
+        w.record(now, ms(8_500));
+    }
+    // The whole window's P95 is a stall; its body's is not.
+    assert!(w.quantile(now, 0.95, 20).unwrap() >= ms(8_000));
+    let body = w.body_quantile(now, 0.95, 20).unwrap();
+    assert_eq!(body.stalls, 20);
+    assert!(
+        body.value < ms(2_200) && body.value > ms(2_000),
+        "{:?}",
+        body.value
+    );
+    assert_eq!(w.body_quantile(now, 0.95, 1_000), None, "too few samples");
+}

@@ -6,7 +6,9 @@
 use sluice_core::{AttemptKind, AttemptOutcome, GatewayError, Phase};
 use sluice_routing::{Deployment, ModelGroup};
 use sluice_tail::admission::Permit;
-use sluice_tail::hedge::{Candidate, When, may_take};
+use sluice_tail::hedge::{
+    BodyQuantile, Candidate, DEADLINE_TTFB_QUANTILE, DelayRule, When, latest_start, may_take,
+};
 use sluice_telemetry::WindowKey;
 use std::pin::pin;
 use tokio::time::{Instant, sleep_until};
@@ -38,10 +40,15 @@ pub(crate) async fn try_once(
     // the same instant) the answer wins, the same way on every run; an unbiased select picks
     // a branch at random.
     let hedge_at = loop {
+        let now = Instant::now();
         let observed = observed_quantile(gw, group, target, job.request.stream);
-        match hedging.policy.when(started, Instant::now(), observed) {
-            When::HedgeAt(at) => break at,
-            When::Recheck(at) => tokio::select! {
+        let latest = latest_start(job.deadline, hedge_ttfb(gw, group, target, job, now));
+        match hedging.policy.when_by(started, now, observed, latest) {
+            (When::HedgeAt(at), rule) => {
+                call.record_mut().hedge_rule = rule.map(DelayRule::label);
+                break at;
+            }
+            (When::Recheck(at), _) => tokio::select! {
                 biased;
                 r = &mut first => return conclude(gw, call, p, target, r),
                 () = sleep_until(at) => {}
@@ -124,22 +131,56 @@ pub(crate) async fn try_once(
 }
 
 /// The upstream's observed hedging quantile of time to first byte (of answers delivered the
-/// same way: streamed or complete), once its window has enough samples.
+/// same way: streamed or complete) over the body of its window (a cluster of stalls left
+/// out), once the window has enough samples.
 fn observed_quantile(
     gw: &Gateway,
     group: &ModelGroup,
     target: &Deployment,
     stream: bool,
-) -> Option<std::time::Duration> {
+) -> Option<BodyQuantile> {
     let p = &group.hedging.as_ref()?.policy;
     let key = WindowKey {
         group: group.name.clone(),
         upstream: target.name.clone(),
         stream,
     };
-    gw.telemetry
-        .windows()
-        .quantile(&key, Phase::Ttfb, Instant::now(), p.quantile, p.min_samples)
+    gw.telemetry.windows().body_quantile(
+        &key,
+        Phase::Ttfb,
+        Instant::now(),
+        p.quantile,
+        p.min_samples,
+    )
+}
+
+/// How long a hedge is expected to take to its first byte, for a request with a deadline:
+/// the likely hedge target's body at [`DEADLINE_TTFB_QUANTILE`], else (its window thin) the
+/// primary's own.
+fn hedge_ttfb(
+    gw: &Gateway,
+    group: &ModelGroup,
+    primary: &Deployment,
+    job: &Job,
+    now: Instant,
+) -> Option<std::time::Duration> {
+    job.deadline?;
+    let min_samples = group.hedging.as_ref()?.policy.min_samples;
+    let window = |d: &Deployment| {
+        let key = WindowKey {
+            group: group.name.clone(),
+            upstream: d.name.clone(),
+            stream: job.request.stream,
+        };
+        gw.telemetry
+            .windows()
+            .body_quantile(&key, Phase::Ttfb, now, DEADLINE_TTFB_QUANTILE, min_samples)
+            .map(|b| b.value)
+    };
+    gw.routes
+        .pick_other(group, primary, &job.id, |d| d.healthy(now))
+        .and_then(window)
+        .or_else(|| window(primary))
 }
 
 /// Races two attempts to the first good first byte. A failure of one waits for the other;
