@@ -2,7 +2,9 @@
 //! Ollama. Bodies pass through; sluice only swaps the model name and asks streams for usage.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+
+use memchr::memmem;
 
 use bytes::Bytes;
 use futures::FutureExt;
@@ -197,7 +199,8 @@ impl Translate for Frames {
         if has_finish_reason(&data) {
             self.saw_finish = true;
         }
-        let parsed = memchr::memmem::find(&data, b"\"usage\"")
+        let parsed = USAGE_KEY
+            .find(&data)
             .and_then(|_| serde_json::from_slice::<Value>(&data).ok());
         if let Some(v) = parsed
             && let Some(u) = v.get("usage").and_then(usage::from_openai)
@@ -212,7 +215,9 @@ impl Translate for Frames {
                 return Ok(());
             }
         }
-        out.push_back(StreamEvent::Frame(sse::frame(&data)));
+        // Passed on as the upstream framed it, without a copy, when it was one line.
+        let frame = ev.framed.unwrap_or_else(|| sse::frame(&data));
+        out.push_back(StreamEvent::Frame(frame));
         Ok(())
     }
 
@@ -229,19 +234,22 @@ impl Translate for Frames {
     }
 }
 
-/// Whether a chunk carries a non-null `finish_reason`, without parsing it.
+/// Searchers built once: a stream looks for these keys in every chunk.
+static USAGE_KEY: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"\"usage\""));
+static FINISH_KEY: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"\"finish_reason\""));
+
+/// Whether a chunk carries a non-null `finish_reason`, without parsing it or allocating.
 fn has_finish_reason(data: &[u8]) -> bool {
-    let key = b"\"finish_reason\"";
+    let key_len = FINISH_KEY.needle().len();
     let mut rest = data;
-    while let Some(i) = memchr::memmem::find(rest, key) {
-        rest = rest.get(i + key.len()..).unwrap_or_default();
-        let after: Vec<u8> = rest
+    while let Some(i) = FINISH_KEY.find(rest) {
+        rest = rest.get(i + key_len..).unwrap_or_default();
+        let after = rest
             .iter()
-            .copied()
-            .skip_while(|b| b.is_ascii_whitespace() || *b == b':')
-            .take(1)
-            .collect();
-        if after.first() == Some(&b'"') {
+            .find(|b| !(b.is_ascii_whitespace() || **b == b':'));
+        if after == Some(&b'"') {
             return true;
         }
     }

@@ -4,7 +4,7 @@
 //! Handles `\n`, `\r\n` and `\r` line ends, events split across chunks at any byte,
 //! multi-line `data`, comments, and the optional space after the colon.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 /// One complete event.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -13,7 +13,13 @@ pub struct SseEvent {
     pub event: Option<String>,
     /// The `data:` lines joined with `\n`.
     pub data: Bytes,
+    /// The event framed for a client as `data: <data>\n\n`, when its data is one line: the
+    /// same buffer `data` is a slice of, so passing the event on copies nothing.
+    pub framed: Option<Bytes>,
 }
+
+/// What a framed event starts with.
+const DATA_PREFIX: &[u8] = b"data: ";
 
 /// Longest incomplete line kept while waiting for its end (guards memory against a peer that
 /// never sends a newline).
@@ -31,8 +37,10 @@ pub struct SseParser {
     /// A `\r` ended the previous chunk; a `\n` starting the next one belongs to it.
     pending_cr: bool,
     event: Option<String>,
+    /// `data: ` and the data lines so far (joined with `\n`), ready to be framed.
     data: BytesMut,
-    has_data: bool,
+    /// Data lines seen in the current event.
+    lines: u32,
 }
 
 impl SseParser {
@@ -51,20 +59,29 @@ impl SseParser {
             }
         }
         self.buf.extend_from_slice(chunk);
-        while let Some(end) = memchr::memchr2(b'\n', b'\r', &self.buf) {
-            let line = self.buf.split_to(end);
-            let terminator = self.buf.split_to(1);
-            if terminator.as_ref() == b"\r" {
-                match self.buf.first() {
-                    Some(b'\n') => {
-                        let _ = self.buf.split_to(1);
-                    }
+        // Lines are read in place and the buffer advanced once: splitting each line off
+        // the buffer cost more than the rest of the parse.
+        let buf = std::mem::take(&mut self.buf);
+        let mut pos = 0;
+        while let Some(rel) = buf
+            .get(pos..)
+            .and_then(|rest| memchr::memchr2(b'\n', b'\r', rest))
+        {
+            let end = pos + rel;
+            let mut next = end + 1;
+            if buf.get(end) == Some(&b'\r') {
+                match buf.get(next) {
+                    Some(b'\n') => next += 1,
                     Some(_) => {}
                     None => self.pending_cr = true,
                 }
             }
-            self.line(&line, out);
+            self.line(buf.get(pos..end).unwrap_or_default(), out);
+            pos = next;
         }
+        let mut buf = buf;
+        buf.advance(pos.min(buf.len()));
+        self.buf = buf;
         if self.buf.len() > MAX_LINE {
             return Err(LineTooLong);
         }
@@ -73,14 +90,18 @@ impl SseParser {
 
     fn line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
         if line.is_empty() {
-            if self.has_data {
+            if self.lines > 0 {
+                self.data.extend_from_slice(b"\n\n");
+                let all = std::mem::take(&mut self.data).freeze();
+                let data = all.slice(DATA_PREFIX.len()..all.len() - 2);
                 out.push(SseEvent {
                     event: self.event.take(),
-                    data: std::mem::take(&mut self.data).freeze(),
+                    data,
+                    framed: (self.lines == 1).then_some(all),
                 });
             }
             self.event = None;
-            self.has_data = false;
+            self.lines = 0;
             return;
         }
         if line.first() == Some(&b':') {
@@ -96,11 +117,14 @@ impl SseParser {
         };
         match field {
             b"data" => {
-                if self.has_data {
+                if self.lines == 0 {
+                    self.data.reserve(DATA_PREFIX.len() + value.len() + 2);
+                    self.data.extend_from_slice(DATA_PREFIX);
+                } else {
                     self.data.extend_from_slice(b"\n");
                 }
                 self.data.extend_from_slice(value);
-                self.has_data = true;
+                self.lines += 1;
             }
             b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
             _ => {}

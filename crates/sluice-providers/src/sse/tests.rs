@@ -59,3 +59,17 @@ fn frames_round_trip() {
     let evs = parse_all(&[&f]);
     assert_eq!(data(&evs[0]), "{\"a\":1}");
 }
+
+#[test]
+fn a_one_line_event_comes_framed_for_passing_on_without_a_copy() {
+    let evs = parse_all(&[b"data:{\"a\":1}\r\n\r\ndata: x\ndata: y\n\n"]);
+    assert_eq!(evs.len(), 2);
+    let framed = evs[0].framed.as_ref().unwrap();
+    assert_eq!(&framed[..], b"data: {\"a\":1}\n\n");
+    // The data is a slice of the framed buffer: one allocation, no copy.
+    assert_eq!(evs[0].data.as_ptr(), framed[6..].as_ptr());
+    assert_eq!(frame(&evs[0].data), *framed);
+    // Two data lines cannot be passed on as one: they are framed again by whoever sends them.
+    assert_eq!(evs[1].framed, None);
+    assert_eq!(data(&evs[1]), "x\ny");
+}
