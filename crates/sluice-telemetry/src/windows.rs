@@ -116,6 +116,18 @@ impl Windows {
         pair.lock().window(phase).record(now, latency);
     }
 
+    /// What `read` makes of the `phase` window of `key`, if that window exists.
+    fn read<T>(
+        &self,
+        key: &WindowKey,
+        phase: Phase,
+        read: impl FnOnce(&mut LatencyWindow) -> Option<T>,
+    ) -> Option<T> {
+        let p = self.pairs.lock().get(key).cloned()?;
+        let mut guard = p.lock();
+        read(guard.window(phase))
+    }
+
     /// The latency at quantile `q` of `phase` for `key`, if there are `min_samples`.
     pub fn quantile(
         &self,
@@ -125,9 +137,7 @@ impl Windows {
         q: f64,
         min_samples: u64,
     ) -> Option<Duration> {
-        let p = self.pairs.lock().get(key).cloned()?;
-        let mut guard = p.lock();
-        guard.window(phase).quantile(now, q, min_samples)
+        self.read(key, phase, |w| w.quantile(now, q, min_samples))
     }
 
     /// The quantile `q` of `phase` for `key` over the window's body (stalls left out), if
@@ -140,9 +150,7 @@ impl Windows {
         q: f64,
         min_samples: u64,
     ) -> Option<sluice_tail::hedge::BodyQuantile> {
-        let p = self.pairs.lock().get(key).cloned()?;
-        let mut guard = p.lock();
-        guard.window(phase).body_quantile(now, q, min_samples)
+        self.read(key, phase, |w| w.body_quantile(now, q, min_samples))
     }
 
     /// The report of every pair, sorted by group then upstream.

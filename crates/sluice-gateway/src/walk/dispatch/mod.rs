@@ -130,14 +130,22 @@ pub(crate) fn median_ttfb(
     job: &Job,
 ) -> Option<Duration> {
     job.deadline?;
-    let key = WindowKey {
+    gw.telemetry.windows().quantile(
+        &window_key(group, d, job.request.stream),
+        Phase::Ttfb,
+        Instant::now(),
+        0.5,
+        MEDIAN_MIN_SAMPLES,
+    )
+}
+
+/// The latency window of `d` in `group` for answers streamed or not.
+pub(crate) fn window_key(group: &ModelGroup, d: &Deployment, stream: bool) -> WindowKey {
+    WindowKey {
         group: group.name.clone(),
         upstream: d.name.clone(),
-        stream: job.request.stream,
-    };
-    gw.telemetry
-        .windows()
-        .quantile(&key, Phase::Ttfb, Instant::now(), 0.5, MEDIAN_MIN_SAMPLES)
+        stream,
+    }
 }
 
 /// A slot at `d` in the job's lane, waiting if needed; `None` when `d` has no limiter.

@@ -9,12 +9,11 @@ use sluice_tail::admission::Permit;
 use sluice_tail::hedge::{
     BodyQuantile, Candidate, DEADLINE_TTFB_QUANTILE, DelayRule, When, latest_start, may_take,
 };
-use sluice_telemetry::WindowKey;
 use std::pin::pin;
 use tokio::time::{Instant, sleep_until};
 
 use super::attempt::first_byte;
-use super::{Answer, Job, median_ttfb};
+use super::{Answer, Job, median_ttfb, window_key};
 use crate::Gateway;
 use crate::walk::call::Call;
 
@@ -140,13 +139,8 @@ fn observed_quantile(
     stream: bool,
 ) -> Option<BodyQuantile> {
     let p = &group.hedging.as_ref()?.policy;
-    let key = WindowKey {
-        group: group.name.clone(),
-        upstream: target.name.clone(),
-        stream,
-    };
     gw.telemetry.windows().body_quantile(
-        &key,
+        &window_key(group, target, stream),
         Phase::Ttfb,
         Instant::now(),
         p.quantile,
@@ -167,14 +161,15 @@ fn hedge_ttfb(
     job.deadline?;
     let min_samples = group.hedging.as_ref()?.policy.min_samples;
     let window = |d: &Deployment| {
-        let key = WindowKey {
-            group: group.name.clone(),
-            upstream: d.name.clone(),
-            stream: job.request.stream,
-        };
         gw.telemetry
             .windows()
-            .body_quantile(&key, Phase::Ttfb, now, DEADLINE_TTFB_QUANTILE, min_samples)
+            .body_quantile(
+                &window_key(group, d, job.request.stream),
+                Phase::Ttfb,
+                now,
+                DEADLINE_TTFB_QUANTILE,
+                min_samples,
+            )
             .map(|b| b.value)
     };
     gw.routes
