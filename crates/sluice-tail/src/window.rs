@@ -202,12 +202,15 @@ impl LatencyWindow {
         if self.total.len() < min_samples.max(1) {
             return None;
         }
-        let buckets = self.total.iter_recorded().map(|v| {
-            (
-                Duration::from_micros(v.value_iterated_to()),
-                v.count_at_value(),
-            )
-        });
+        let total = &self.total;
+        let buckets = || {
+            total.iter_recorded().map(|v| {
+                (
+                    Duration::from_micros(v.value_iterated_to()),
+                    v.count_at_value(),
+                )
+            })
+        };
         crate::hedge::body::body_quantile(buckets, q)
     }
 

@@ -26,54 +26,56 @@ pub struct BodyQuantile {
     pub stalls: u64,
 }
 
-/// The latency at quantile `q` over the body of a window given as `(latency, count)` pairs in
-/// ascending order of latency; `None` for an empty window.
-pub fn body_quantile(
-    buckets: impl IntoIterator<Item = (Duration, u64)>,
-    q: f64,
-) -> Option<BodyQuantile> {
-    let buckets: Vec<(Duration, u64)> = buckets.into_iter().filter(|(_, n)| *n > 0).collect();
-    let total: u64 = buckets.iter().map(|(_, n)| n).sum();
+/// The latency at quantile `q` over the body of a window whose `(latency, count)` pairs, in
+/// ascending order of latency, `buckets` gives (twice: once to find the gap, once to read
+/// the quantile, so nothing is collected); `None` for an empty window.
+pub fn body_quantile<I>(buckets: impl Fn() -> I, q: f64) -> Option<BodyQuantile>
+where
+    I: Iterator<Item = (Duration, u64)>,
+{
+    // First pass: the total, and the widest gap between neighbours (the latency above it,
+    // the ratio, and how many samples lie at or above it).
+    let mut total = 0u64;
+    let mut prev: Option<Duration> = None;
+    let mut widest: Option<(Duration, f64, u64)> = None;
+    for (value, count) in buckets().filter(|(_, n)| *n > 0) {
+        if let Some(lo) = prev.map(|p| p.as_secs_f64()).filter(|lo| *lo > 0.0) {
+            let ratio = value.as_secs_f64() / lo;
+            if widest.is_none_or(|(_, r, _)| ratio > r) {
+                widest = Some((value, ratio, total));
+            }
+        }
+        total += count;
+        prev = Some(value);
+    }
     if total == 0 {
         return None;
     }
-    // The widest gap, as the index of the first bucket above it.
-    let mut widest: Option<(usize, f64)> = None;
-    for (i, pair) in buckets.windows(2).enumerate() {
-        let (lo, hi) = (pair[0].0.as_secs_f64(), pair[1].0.as_secs_f64());
-        if lo <= 0.0 {
-            continue;
-        }
-        let ratio = hi / lo;
-        if widest.is_none_or(|(_, r)| ratio > r) {
-            widest = Some((i + 1, ratio));
-        }
-    }
-    let cut = widest.and_then(|(i, ratio)| {
-        let above: u64 = buckets.get(i..)?.iter().map(|(_, n)| n).sum();
-        (ratio >= STALL_GAP && above as f64 <= MAX_STALL_SHARE * total as f64).then_some((i, above))
+    // Samples from `above` up are stalls when the gap is wide and they are few enough.
+    let cut = widest.and_then(|(above, ratio, below)| {
+        let stalls = total - below;
+        (ratio >= STALL_GAP && stalls as f64 <= MAX_STALL_SHARE * total as f64)
+            .then_some((above, stalls))
     });
-    let (body, stalls) = match cut {
-        Some((i, above)) => (buckets.get(..i).unwrap_or(&buckets), above),
-        None => (&buckets[..], 0),
+    let (n, stalls) = match cut {
+        Some((_, stalls)) => (total - stalls, stalls),
+        None => (total, 0),
     };
-    let n: u64 = body.iter().map(|(_, c)| c).sum();
-    // The smallest latency with at least q of the body at or below it.
+    // Second pass: the smallest latency with at least q of the body at or below it.
     let rank = ((q.clamp(0.0, 1.0) * n as f64).ceil() as u64).max(1);
     let mut seen = 0;
-    for (value, count) in body {
+    let mut last = None;
+    for (value, count) in buckets().filter(|(_, c)| *c > 0) {
+        if cut.is_some_and(|(above, _)| value >= above) {
+            break;
+        }
         seen += count;
+        last = Some(value);
         if seen >= rank {
-            return Some(BodyQuantile {
-                value: *value,
-                stalls,
-            });
+            break;
         }
     }
-    body.last().map(|(value, _)| BodyQuantile {
-        value: *value,
-        stalls,
-    })
+    last.map(|value| BodyQuantile { value, stalls })
 }
 
 #[cfg(test)]
@@ -96,7 +98,7 @@ mod tests {
     #[test]
     fn a_cluster_of_stalls_is_left_out_of_the_percentile() {
         // 10 of 100 are stalls: the whole window's P95 is a stall; the body's is not.
-        let b = body_quantile(window(10), 0.95).unwrap();
+        let b = body_quantile(|| window(10).into_iter(), 0.95).unwrap();
         assert_eq!(b.stalls, 10);
         assert!(b.value < ms(3_000), "{:?}", b.value);
         assert!(b.value >= ms(2_800), "{:?}", b.value);
@@ -104,26 +106,36 @@ mod tests {
 
     #[test]
     fn without_a_gap_the_window_is_all_body() {
-        let b = body_quantile(window(0), 0.95).unwrap();
+        let b = body_quantile(|| window(0).into_iter(), 0.95).unwrap();
         assert_eq!(b.stalls, 0);
         assert_eq!(b.value, ms(300 + 85 * 30));
         // A slow tail that is not separated by a doubling is body too.
         let mut w = window(0);
         w.push((ms(4_500), 5));
-        assert_eq!(body_quantile(w, 0.95).unwrap().stalls, 0);
+        assert_eq!(
+            body_quantile(|| w.clone().into_iter(), 0.95)
+                .unwrap()
+                .stalls,
+            0
+        );
     }
 
     #[test]
     fn a_slow_cluster_larger_than_half_is_the_body_itself() {
-        let b = body_quantile(window(120), 0.95).unwrap();
+        let b = body_quantile(|| window(120).into_iter(), 0.95).unwrap();
         assert_eq!(b.stalls, 0);
         assert_eq!(b.value, ms(8_400));
     }
 
     #[test]
     fn an_empty_window_has_no_quantile() {
-        assert_eq!(body_quantile(Vec::new(), 0.95), None);
-        assert_eq!(body_quantile(vec![(ms(5), 0)], 0.95), None);
-        assert_eq!(body_quantile(vec![(ms(5), 1)], 0.5).unwrap().value, ms(5));
+        assert_eq!(body_quantile(|| Vec::new().into_iter(), 0.95), None);
+        assert_eq!(body_quantile(|| vec![(ms(5), 0)].into_iter(), 0.95), None);
+        assert_eq!(
+            body_quantile(|| vec![(ms(5), 1)].into_iter(), 0.5)
+                .unwrap()
+                .value,
+            ms(5)
+        );
     }
 }
