@@ -146,6 +146,7 @@ pub fn workload(a: &LoadArgs) -> anyhow::Result<(Workload, Duration)> {
                 stream: a.stream,
                 max_tokens: a.max_tokens,
                 timeout: a.timeout,
+                tasks: Vec::new(),
             });
         }
     }

@@ -21,6 +21,7 @@ const SECTIONS: &[&str] = &[
     "models",
     "catalog",
     "routes",
+    "routers",
 ];
 
 mod checks;
@@ -64,6 +65,8 @@ pub struct GatewayConfig {
     pub catalog: Vec<(String, CatalogConfig)>,
     /// `[routes.*]`: model names that choose a group by rules, in file order.
     pub routes: Vec<(String, RouteConfig)>,
+    /// `[routers.*]`: model names that learn which candidate group to choose, in file order.
+    pub routers: Vec<(String, RouterConfig)>,
 }
 
 /// Where secrets are looked up; tests pass a map, the binary passes the process environment.
@@ -168,7 +171,10 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     choosing::catalog(&doc, &catalog, &mut diags);
     choosing::fallbacks(&doc, &models, &mut diags);
     choosing::routes(&doc, &routes, &models, &mut diags, &mut warnings);
-    let route_names: Vec<&str> = routes.iter().map(|(n, _)| n.as_str()).collect();
+    let routers: Vec<(String, RouterConfig)> = doc.map_section("routers", &mut diags);
+    choosing::routers(&doc, &routers, &models, &routes, &mut diags);
+    let mut route_names: Vec<&str> = routes.iter().map(|(n, _)| n.as_str()).collect();
+    route_names.extend(routers.iter().map(|(n, _)| n.as_str()));
     checks::keys(&doc, &keys, &lanes, &models, &route_names, &mut diags);
 
     let listen = server.as_ref().and_then(|s| {
@@ -218,6 +224,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
                 models,
                 catalog,
                 routes,
+                routers,
             }
         }
         _ => {

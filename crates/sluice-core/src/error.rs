@@ -50,6 +50,10 @@ pub enum ErrorKind {
     ShuttingDown,
     /// The request's own deadline (`x-sluice-timeout-ms`, or its route's default) ran out.
     DeadlineExceeded,
+    /// The thing the request names (a request id given feedback, say) is not known.
+    NotFound,
+    /// The request conflicts with what was already done (feedback given twice).
+    Conflict,
     /// A bug in sluice.
     Internal,
 }
@@ -64,7 +68,8 @@ impl ErrorKind {
             Self::InsufficientCredits => 402,
             Self::QuotaExceeded => 429,
             Self::PermissionDenied => 403,
-            Self::ModelNotFound | Self::RouteNotFound => 404,
+            Self::ModelNotFound | Self::RouteNotFound | Self::NotFound => 404,
+            Self::Conflict => 409,
             Self::MethodNotAllowed => 405,
             Self::PayloadTooLarge => 413,
             Self::UpstreamConnect | Self::UpstreamServerError | Self::UpstreamProtocol => 502,
@@ -82,11 +87,12 @@ impl ErrorKind {
             | Self::PayloadTooLarge
             | Self::MethodNotAllowed
             | Self::UpstreamRejected
+            | Self::Conflict
             | Self::Unauthorized => "invalid_request_error",
             Self::PermissionDenied => "permission_error",
             Self::InsufficientCredits => "insufficient_quota",
             Self::QuotaExceeded => "rate_limit_error",
-            Self::ModelNotFound | Self::RouteNotFound => "not_found_error",
+            Self::ModelNotFound | Self::RouteNotFound | Self::NotFound => "not_found_error",
             Self::UpstreamTimeout
             | Self::UpstreamConnect
             | Self::UpstreamServerError
@@ -120,6 +126,8 @@ impl ErrorKind {
             Self::Overloaded => "overloaded",
             Self::ShuttingDown => "shutting_down",
             Self::DeadlineExceeded => "deadline_exceeded",
+            Self::NotFound => "not_found",
+            Self::Conflict => "conflict",
             Self::Internal => "internal_error",
         }
     }

@@ -26,6 +26,12 @@ impl RequestId {
         }
     }
 
+    /// The id `id` names, when it is one sluice could have given (1 to 128 visible ASCII
+    /// characters).
+    pub fn named(id: &str) -> Option<Self> {
+        Self::acceptable(id).then(|| Self(Arc::from(id)))
+    }
+
     fn acceptable(id: &str) -> bool {
         !id.is_empty() && id.len() <= MAX_CLIENT_ID_LEN && id.bytes().all(|b| b.is_ascii_graphic())
     }

@@ -16,7 +16,7 @@ pub use error::{ErrorKind, GatewayError, UpstreamReply};
 pub use ids::RequestId;
 pub use ratelimit::{Quota, RateLimits};
 pub use record::{
-    Attempt, AttemptKind, AttemptOutcome, CacheLookup, CallRecord, FallbackTaken, Phase,
-    RouteTaken, Stage, Timings,
+    AnswerFlaw, Attempt, AttemptKind, AttemptOutcome, AutoChoice, CacheLookup, CallRecord,
+    CandidateEstimate, FallbackTaken, Phase, RouteTaken, Stage, Timings,
 };
 pub use usage::Usage;

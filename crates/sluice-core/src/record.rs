@@ -294,10 +294,21 @@ pub struct CallRecord {
     /// What set the time its hedge was due (`quantile`, `body_quantile` or `deadline`),
     /// when its group hedges and a time was set.
     pub hedge_rule: Option<&'static str>,
+    /// For a complete answer an automatic router chose: what is wrong with it as an answer.
+    pub flaw: Option<AnswerFlaw>,
+}
+
+/// What can be seen to be wrong with an answer without reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnswerFlaw {
+    /// It stopped at `max_tokens` (`finish_reason: "length"`).
+    Length,
+    /// JSON was asked for and its content is not JSON.
+    InvalidJson,
 }
 
 /// What a task route decided for a call.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RouteTaken {
     /// The route (the model name the client sent).
     pub route: Arc<str>,
@@ -307,6 +318,40 @@ pub struct RouteTaken {
     pub group: Arc<str>,
     /// The request declared a task no rule of the route names.
     pub unknown_task: bool,
+    /// When the route is an automatic router: what it weighed.
+    pub auto: Option<Box<AutoChoice>>,
+}
+
+/// What an automatic router weighed for a call, and what it will learn from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoChoice {
+    /// The task as learnt (`default` for none).
+    pub task: Arc<str>,
+    /// Why the winner won: `cheapest_clearing_floor`, `explore` or `none_clears_floor`.
+    pub why: &'static str,
+    /// The quality floor.
+    pub floor: f64,
+    /// Every candidate as estimated, in configured order.
+    pub candidates: Vec<CandidateEstimate>,
+    /// The request asked for JSON (`response_format`): an answer that is not is a bad one.
+    pub wants_json: bool,
+}
+
+/// One candidate as an automatic router estimated it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CandidateEstimate {
+    /// The candidate group.
+    pub group: Arc<str>,
+    /// Posterior mean of a good answer.
+    pub mean: f64,
+    /// Its lower credible bound.
+    pub lower: f64,
+    /// Expected cost in USD (`None`: its model has no price).
+    pub cost: Option<f64>,
+    /// Its observed P95 first byte fits the time left.
+    pub fits: bool,
+    /// It could take the call.
+    pub available: bool,
 }
 
 /// A fallback a call took: from which group to which, and why.
@@ -354,6 +399,7 @@ impl CallRecord {
             route: None,
             fallbacks: Vec::new(),
             hedge_rule: None,
+            flaw: None,
         }
     }
 

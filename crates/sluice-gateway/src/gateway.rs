@@ -60,6 +60,8 @@ pub struct Gateway {
     pub(crate) cooling: Mutex<Cooldowns<Arc<str>>>,
     /// The exact answer cache, when answers are cached.
     pub(crate) cache: Option<AnswerCache>,
+    /// What automatic routers learn from: their answers awaiting feedback.
+    pub(crate) learning: crate::feedback::Learning,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -155,6 +157,9 @@ impl Gateway {
     /// ledger is kept).
     pub(crate) fn settle(&self, record: &CallRecord, entry: Option<sluice_ledger::Entry>) {
         self.telemetry.observe(record);
+        if record.route.as_ref().is_some_and(|r| r.auto.is_some()) {
+            self.learning.settled(self, record);
+        }
         if let Some(log) = &self.access_log {
             log.log(record);
         }

@@ -15,7 +15,7 @@ use crate::admin::{
     self, cache as cache_api, keys as keys_api, tenants as tenants_api, upstreams,
     usage as usage_api,
 };
-use crate::{Gateway, public, walk};
+use crate::{Gateway, feedback, public, walk};
 
 /// The routes of a gateway.
 pub fn router(gw: Arc<Gateway>) -> Router {
@@ -30,6 +30,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
             put(tenants_api::put).delete(tenants_api::delete),
         )
         .route("/admin/usage", get(usage_api::usage))
+        .route("/admin/router", get(admin::router::show))
         .route(
             "/admin/cache",
             get(cache_api::show).delete(cache_api::purge),
@@ -38,6 +39,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(walk::chat_completions))
         .route("/v1/models", get(public::models))
+        .route("/v1/feedback", post(feedback::api::feedback))
         .route("/healthz", get(public::healthz))
         .route("/readyz", get(public::readyz))
         .route("/metrics", get(public::metrics))

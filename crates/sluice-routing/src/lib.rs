@@ -6,6 +6,7 @@
 //! the gateway.
 
 pub mod affinity;
+pub mod auto;
 pub mod fallback;
 pub mod limiter;
 pub mod rules;
@@ -202,6 +203,8 @@ pub struct Routes {
     order: Vec<Arc<str>>,
     /// Model names that choose a group by rules (`auto`, say).
     task_routes: HashMap<Arc<str>, TaskRoute>,
+    /// Model names that learn which candidate group to choose.
+    routers: HashMap<Arc<str>, Mutex<auto::Router>>,
     seed: u64,
 }
 
@@ -237,8 +240,33 @@ impl Routes {
             groups,
             order,
             task_routes: HashMap::new(),
+            routers: HashMap::new(),
             seed,
         }
+    }
+
+    /// The same routes, with automatic routers.
+    pub fn with_routers(mut self, routers: Vec<auto::Router>) -> Self {
+        self.routers = routers
+            .into_iter()
+            .map(|r| (r.name.clone(), Mutex::new(r)))
+            .collect();
+        self
+    }
+
+    /// The automatic router called `model`, if it is one (no lookup when there are none).
+    pub fn router(&self, model: &str) -> Option<&Mutex<auto::Router>> {
+        if self.routers.is_empty() {
+            return None;
+        }
+        self.routers.get(model)
+    }
+
+    /// Every automatic router, sorted by name.
+    pub fn routers(&self) -> Vec<(&Arc<str>, &Mutex<auto::Router>)> {
+        let mut all: Vec<_> = self.routers.iter().collect();
+        all.sort_by(|a, b| a.0.cmp(b.0));
+        all
     }
 
     /// The same routes, with model names that choose a group by rules.
@@ -267,6 +295,7 @@ impl Routes {
         self.groups.get(model).ok_or_else(|| {
             let mut known: Vec<&str> = self.order.iter().map(|n| &**n).collect();
             let mut routes: Vec<&str> = self.task_routes.keys().map(|n| &**n).collect();
+            routes.extend(self.routers.keys().map(|n| &**n));
             routes.sort_unstable();
             known.extend(routes);
             GatewayError::new(

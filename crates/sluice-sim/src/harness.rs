@@ -34,6 +34,12 @@ pub struct Report {
     pub extra_requests: u64,
     /// The gateway's own percentile windows at the end of the run.
     pub gateway: LatencyReport,
+    /// The simulated judge's verdicts, when the scenario's models have quality tables.
+    #[serde(skip)]
+    pub verdicts: Vec<crate::judge::Verdict>,
+    /// What each automatic router learnt by the end (to start a later run from).
+    #[serde(skip)]
+    pub routers: Vec<(String, Vec<sluice_routing::auto::Stored>)>,
 }
 
 /// Why a run could not start.
@@ -116,6 +122,7 @@ pub async fn run_here(s: &Scenario, builder: GatewayBuilder) -> Result<Report, H
     let router = sluice_gateway::server::router(rig.gateway.clone());
     let recorder = Arc::new(Mutex::new(Recorder::new(s.meta.slo)?));
     let workload = s.workload();
+    let judge = workload.judge.clone();
     let uri = http::Uri::from_static("http://sluice.sim/v1/chat/completions");
     let took = drive(
         RouterTarget(router),
@@ -144,6 +151,14 @@ pub async fn run_here(s: &Scenario, builder: GatewayBuilder) -> Result<Report, H
         summary,
         upstreams,
         gateway: rig.gateway.telemetry().latency_report(Instant::now()),
+        verdicts: judge.map(|j| j.verdicts()).unwrap_or_default(),
+        routers: rig
+            .gateway
+            .routes()
+            .routers()
+            .into_iter()
+            .map(|(n, r)| (n.to_string(), r.lock().export()))
+            .collect(),
     })
 }
 

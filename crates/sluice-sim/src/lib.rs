@@ -9,6 +9,7 @@ pub mod cache;
 pub mod dist;
 pub mod harness;
 pub mod incoming;
+pub mod judge;
 pub mod limits;
 pub mod load;
 pub mod provider;

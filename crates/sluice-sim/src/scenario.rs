@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use sluice_config::document::Seg;
-use sluice_config::gateway::{HedgeConfig, LimitConfig, ModelGroupConfig, RetryConfig};
+use sluice_config::gateway::{
+    HedgeConfig, LimitConfig, ModelGroupConfig, RetryConfig, RouterConfig,
+};
 use sluice_config::{Diagnostics, Document};
+use sluice_economy::{Micros, Price};
 
 use sluice_gateway::GatewayBuilder;
 use sluice_gateway::assemble::policies;
@@ -86,6 +89,8 @@ pub struct Scenario {
     pub upstreams: Vec<(String, UpstreamSpec)>,
     /// `[models.GROUP]`, whose deployments name upstreams as providers.
     pub models: Vec<(String, ModelGroupConfig)>,
+    /// `[routers.NAME]`: automatic routers over the groups.
+    pub routers: Vec<(String, RouterConfig)>,
     /// `[[traffic]]`.
     pub traffic: Vec<Traffic>,
     /// `[[bursts]]`.
@@ -109,6 +114,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
     ("brownout", include_str!("../../../scenarios/brownout.toml")),
     ("outage", include_str!("../../../scenarios/outage.toml")),
+    (
+        "token-economy",
+        include_str!("../../../scenarios/token-economy.toml"),
+    ),
     (
         "tail-at-scale",
         include_str!("../../../scenarios/tail-at-scale.toml"),
@@ -134,6 +143,7 @@ impl Scenario {
                 "gateway",
                 "upstreams",
                 "models",
+                "routers",
                 "traffic",
                 "bursts",
             ],
@@ -143,6 +153,7 @@ impl Scenario {
         let gateway: Option<GatewaySection> = doc.section("gateway", &mut diags);
         let upstreams: Vec<(String, UpstreamSpec)> = doc.map_section("upstreams", &mut diags);
         let models: Vec<(String, ModelGroupConfig)> = doc.map_section("models", &mut diags);
+        let routers: Vec<(String, RouterConfig)> = doc.map_section("routers", &mut diags);
         let traffic: Vec<Traffic> = doc.list_section("traffic", &mut diags);
         let bursts: Vec<Burst> = doc.list_section("bursts", &mut diags);
         for (name, spec) in &upstreams {
@@ -185,7 +196,20 @@ impl Scenario {
                 }
             }
         }
-        let groups: HashSet<&str> = models.iter().map(|(n, _)| n.as_str()).collect();
+        let mut groups: HashSet<&str> = models.iter().map(|(n, _)| n.as_str()).collect();
+        for (name, r) in &routers {
+            for c in &r.candidates {
+                if !groups.contains(c.as_str()) {
+                    let path = [
+                        Seg::Key("routers".into()),
+                        Seg::Key(name.clone()),
+                        Seg::Key("candidates".into()),
+                    ];
+                    diags.push(doc.diag(&path, format!("no model group named `{c}`")));
+                }
+            }
+        }
+        groups.extend(routers.iter().map(|(n, _)| n.as_str()));
         let uses = traffic
             .iter()
             .map(|t| ("traffic", &t.model))
@@ -211,6 +235,7 @@ impl Scenario {
                 gateway,
                 upstreams,
                 models,
+                routers,
                 traffic,
                 bursts,
             }),
@@ -238,18 +263,54 @@ impl Scenario {
         }
         for (group, m) in &self.models {
             b = b.model_with(group, m.deployments.clone(), policies::of_group(m));
+            for d in &m.deployments {
+                if let Some(price) = self.price_of(&d.provider) {
+                    b = b.price(&d.model, price);
+                }
+            }
+        }
+        for (name, r) in &self.routers {
+            b = b.router(name, &r.candidates, policies::router(r));
         }
         b
     }
 
+    /// The price of upstream `name`'s tokens, when its spec sets one.
+    pub fn price_of(&self, name: &str) -> Option<Price> {
+        let (_, spec) = self.upstreams.iter().find(|(n, _)| n == name)?;
+        let p = spec.price?;
+        let micros = |usd: f64| Micros::from_units(usd);
+        Some(Price {
+            input: micros(p.input)?,
+            cached_input: micros(p.cached_input.unwrap_or(p.input / 10.0))?,
+            cache_write: micros(p.input)?,
+            output: micros(p.output)?,
+        })
+    }
+
     /// The scenario's schedule of requests.
     pub fn workload(&self) -> Workload {
-        Workload::build(
+        let mut w = Workload::build(
             &self.traffic,
             &self.bursts,
             self.meta.duration,
             self.meta.seed,
-        )
+        );
+        // A simulated judge scores answers when some model has a quality table.
+        if self.upstreams.iter().any(|(_, u)| !u.quality.is_empty()) {
+            let deployments = self
+                .models
+                .iter()
+                .flat_map(|(_, m)| &m.deployments)
+                .map(|d| (d.display_name(), d.provider.clone()))
+                .collect();
+            w.judge = Some(std::sync::Arc::new(crate::judge::Judge::new(
+                &self.upstreams,
+                deployments,
+                self.meta.seed,
+            )));
+        }
+        w
     }
 }
 

@@ -1,5 +1,6 @@
 //! The configuration of one simulated upstream, as written in `sim.toml` and scenario files.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -53,6 +54,23 @@ pub struct UpstreamSpec {
     pub prompt_cache: PromptCacheSpec,
     /// Scripted incidents.
     pub degradations: Vec<Degradation>,
+    /// The probability that an answer is good, per task (the simulated judge's verdict);
+    /// `"*"` for tasks not listed. A model with no table always answers well.
+    pub quality: BTreeMap<String, f64>,
+    /// What its tokens cost, in USD per million (unpriced when absent).
+    pub price: Option<SimPrice>,
+}
+
+/// A simulated model's price, in USD per million tokens.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SimPrice {
+    /// Prompt tokens at full price.
+    pub input: f64,
+    /// Output tokens.
+    pub output: f64,
+    /// Prompt tokens read from its cache (default: a tenth of `input`).
+    pub cached_input: Option<f64>,
 }
 
 impl Default for UpstreamSpec {
@@ -77,6 +95,8 @@ impl Default for UpstreamSpec {
             faults: Faults::default(),
             prompt_cache: PromptCacheSpec::default(),
             degradations: Vec::new(),
+            quality: BTreeMap::new(),
+            price: None,
         }
     }
 }
@@ -105,9 +125,34 @@ impl UpstreamSpec {
         }
     }
 
+    /// The probability that its answer for `task` is good.
+    pub fn quality_for(&self, task: Option<&str>) -> f64 {
+        task.and_then(|t| self.quality.get(t))
+            .or_else(|| self.quality.get("*"))
+            .copied()
+            .unwrap_or(1.0)
+    }
+
     /// Human-checkable problems (probabilities out of range, empty windows).
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
+        for (task, q) in &self.quality {
+            if !(0.0..=1.0).contains(q) {
+                out.push(format!("quality.{task} must be between 0 and 1 (got {q})"));
+            }
+        }
+        if let Some(p) = &self.price {
+            let parts = [
+                ("input", Some(p.input)),
+                ("output", Some(p.output)),
+                ("cached_input", p.cached_input),
+            ];
+            for (k, v) in parts {
+                if v.is_some_and(|v| !(v >= 0.0 && v.is_finite())) {
+                    out.push(format!("price.{k} must be a non-negative number"));
+                }
+            }
+        }
         let probs = [
             ("stall_probability", self.stall_probability),
             ("faults.error_500", self.faults.error_500),

@@ -360,6 +360,17 @@ impl Telemetry {
         }
     }
 
+    /// Counts a score an automatic router learnt from.
+    pub fn router_feedback(&self, route: &Arc<str>, signal: &'static str) {
+        self.metrics
+            .router_feedback
+            .get_or_create(&crate::metrics::FeedbackLabels {
+                route: route.clone(),
+                signal,
+            })
+            .inc();
+    }
+
     /// Sets the usage ledger's figures, read at a scrape: rows committed, rows waiting, and
     /// failed writes (the writer keeps the running counts; the counters catch up to them).
     pub fn set_ledger(&self, committed: u64, pending: u64, failures: u64) {

@@ -46,6 +46,16 @@ pub struct RouteLabels {
     pub group: Arc<str>,
 }
 
+/// Labels of what an automatic router learnt from.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FeedbackLabels {
+    /// The router.
+    pub route: Arc<str>,
+    /// `explicit` (`POST /v1/feedback`), or an implicit one: `upstream_error`, `length`,
+    /// `invalid_json`, `retried`.
+    pub signal: &'static str,
+}
+
 /// Labels of per-(group, upstream, mode) series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PairLabels {
@@ -277,6 +287,8 @@ pub struct Metrics {
     pub routed: Family<RouteLabels, Counter>,
     /// Requests that declared a task no rule of their route names.
     pub unknown_tasks: Family<GroupLabels, Counter>,
+    /// Scores automatic routers learnt from, by router and signal.
+    pub router_feedback: Family<FeedbackLabels, Counter>,
 }
 
 impl Metrics {
@@ -313,6 +325,7 @@ impl Metrics {
             fallbacks: Family::default(),
             routed: Family::default(),
             unknown_tasks: Family::default(),
+            router_feedback: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
@@ -450,6 +463,11 @@ impl Metrics {
             "unknown_tasks",
             "Requests whose declared task no rule of their route names (the group label is the route)",
             m.unknown_tasks.clone(),
+        );
+        r.register(
+            "router_feedback",
+            "Scores automatic routers learnt from: explicit feedback, or an implicit signal (upstream_error, length, invalid_json, retried)",
+            m.router_feedback.clone(),
         );
         m
     }

@@ -1,6 +1,7 @@
 //! Checks of what chooses the model: catalog overrides, fallbacks between groups (they must
 //! exist and never loop), and task routes (their groups must exist, no rule may be
-//! unreachable, and rules whose order decides are pointed out).
+//! unreachable, and rules whose order decides are pointed out), and routers (candidates
+//! that exist, settings in range).
 
 use std::collections::HashSet;
 
@@ -8,7 +9,7 @@ use crate::diagnostic::Diagnostic;
 use crate::document::words::closest;
 use crate::document::{Document, Seg};
 
-use super::{CatalogConfig, ModelGroupConfig, RouteConfig};
+use super::{CatalogConfig, ModelGroupConfig, RouteConfig, RouterConfig};
 
 fn key(parts: &[&str]) -> Vec<Seg> {
     parts.iter().map(|p| Seg::Key((*p).to_string())).collect()
@@ -191,6 +192,71 @@ pub(super) fn routes(
                         r.rules[j].group
                     ),
                 ));
+            }
+        }
+    }
+}
+
+/// `[routers.NAME]`: a name of its own, candidates that exist (each once), settings in range.
+pub(super) fn routers(
+    doc: &Document<'_>,
+    routers: &[(String, RouterConfig)],
+    models: &[(String, ModelGroupConfig)],
+    routes: &[(String, RouteConfig)],
+    diags: &mut Vec<Diagnostic>,
+) {
+    let groups: Vec<&str> = models.iter().map(|(g, _)| g.as_str()).collect();
+    for (name, r) in routers {
+        if groups.contains(&name.as_str()) || routes.iter().any(|(n, _)| n == name) {
+            diags.push(doc.diag(
+                &key(&["routers", name]),
+                format!(
+                    "`{name}` is already a model group or route; a router needs a name of its own"
+                ),
+            ));
+        }
+        let at = |field: &str| key(&["routers", name, field]);
+        if r.candidates.is_empty() {
+            diags.push(doc.diag(&at("candidates"), "needs at least one model group"));
+        }
+        let mut seen = HashSet::new();
+        for c in &r.candidates {
+            if !groups.contains(&c.as_str()) {
+                diags.push(doc.diag(&at("candidates"), unknown_group(c, &groups)));
+            } else if !seen.insert(c.as_str()) {
+                diags.push(doc.diag(&at("candidates"), format!("`{c}` is named twice")));
+            }
+        }
+        let ranges: [(&str, f64, bool, &str); 5] = [
+            (
+                "floor",
+                r.floor,
+                r.floor > 0.0 && r.floor < 1.0,
+                "must be above 0 and below 1",
+            ),
+            (
+                "confidence",
+                r.confidence,
+                r.confidence > 0.5 && r.confidence < 1.0,
+                "must be above 0.5 and below 1",
+            ),
+            (
+                "explore",
+                r.explore,
+                (0.0..=1.0).contains(&r.explore),
+                "must be from 0 to 1",
+            ),
+            ("memory", r.memory, r.memory >= 1.0, "must be at least 1"),
+            (
+                "latency_weight",
+                r.latency_weight,
+                r.latency_weight >= 0.0,
+                "must not be negative",
+            ),
+        ];
+        for (field, v, ok, rule) in ranges {
+            if !ok || !v.is_finite() {
+                diags.push(doc.diag(&at(field), format!("{rule} (is {v})")));
             }
         }
     }

@@ -1,6 +1,7 @@
 //! `[routes.NAME]`: a model name clients may ask for (`auto`, say) that is not a group but a
 //! list of rules choosing one by what the request says of itself: the task it declares, its
-//! tenant or key, its prompt's size, and what it carries. First match wins.
+//! tenant or key, its prompt's size, and what it carries. First match wins. And
+//! `[routers.NAME]`: a model name that learns which of its candidate groups to choose.
 
 use serde::Deserialize;
 
@@ -13,6 +14,46 @@ pub struct RouteConfig {
     pub rules: Vec<RuleConfig>,
     /// The group of a request no rule takes.
     pub default: String,
+}
+
+/// `[routers.NAME]`: a model name whose group is chosen per request among `candidates` by
+/// what has been learnt of each for the request's task (feedback and implicit signals): the
+/// cheapest believed good enough that fits the deadline, exploring a bounded share.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RouterConfig {
+    /// The model groups it chooses among (at least one).
+    pub candidates: Vec<String>,
+    /// The probability of a good answer a candidate must credibly clear (default 0.8).
+    #[serde(default = "defaults::floor")]
+    pub floor: f64,
+    /// How credible "clears the floor" must be, in (0.5, 1) (default 0.8).
+    #[serde(default = "defaults::confidence")]
+    pub confidence: f64,
+    /// The share of each task's requests that may be explored, in [0, 1] (default 0.15).
+    #[serde(default = "defaults::explore")]
+    pub explore: f64,
+    /// Observations of a task after which old evidence weighs 1/e (default 200).
+    #[serde(default = "defaults::memory")]
+    pub memory: f64,
+    /// USD a call that a second of observed P95 first byte is worth (default 0: cost only).
+    #[serde(default)]
+    pub latency_weight: f64,
+}
+
+mod defaults {
+    pub fn floor() -> f64 {
+        0.8
+    }
+    pub fn confidence() -> f64 {
+        0.8
+    }
+    pub fn explore() -> f64 {
+        0.15
+    }
+    pub fn memory() -> f64 {
+        200.0
+    }
 }
 
 /// The script most of a prompt's letters are written in.

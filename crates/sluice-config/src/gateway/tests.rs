@@ -731,3 +731,45 @@ default = "big"
         "{w}"
     );
 }
+
+#[test]
+fn routers_are_read_and_their_settings_checked() {
+    let groups = r#"
+[models.cheap]
+deployments = [{ provider = "sim", model = "x" }]
+[models.strong]
+deployments = [{ provider = "sim", model = "y" }]
+"#;
+    let good = format!(
+        "{groups}[routers.auto]\ncandidates = [\"cheap\", \"strong\"]\nfloor = 0.9\n[keys.k]\ntenant = \"t\"\nsha256 = \"{}\"\nmodels = [\"auto\"]\n",
+        "a".repeat(64)
+    );
+    let c = check(&good, &env(&[]), &["sim"], Secrets::Required);
+    let cfg = c.config.unwrap_or_else(|| panic!("{}", c.errors));
+    let (name, r) = &cfg.routers[0];
+    assert_eq!((name.as_str(), r.floor, r.explore), ("auto", 0.9, 0.15));
+    assert_eq!(r.candidates, ["cheap", "strong"]);
+
+    let bad = format!(
+        "{groups}[routers.cheap]\ncandidates = []\n[routers.auto]\ncandidates = [\"cheep\", \"strong\", \"strong\"]\nfloor = 1.5\nconfidence = 0.3\nexplore = -0.1\nmemory = 0\nlatency_weight = -1\n"
+    );
+    let c = check(&bad, &env(&[]), &["sim"], Secrets::Required);
+    let shown = c.errors.to_string();
+    for (path, words) in [
+        ("routers.cheap", "already a model group"),
+        ("routers.cheap.candidates", "at least one"),
+        ("routers.auto.candidates", "did you mean `cheap`?"),
+        ("routers.auto.floor", "above 0 and below 1 (is 1.5)"),
+        ("routers.auto.confidence", "above 0.5"),
+        ("routers.auto.explore", "from 0 to 1"),
+        ("routers.auto.memory", "at least 1"),
+        ("routers.auto.latency_weight", "not be negative"),
+    ] {
+        assert!(
+            c.errors
+                .iter()
+                .any(|d| d.path == path && d.message.contains(words)),
+            "{path}: {words}\n{shown}"
+        );
+    }
+}

@@ -5,6 +5,7 @@
 
 pub mod cache;
 pub mod keys;
+pub mod router;
 pub mod tenants;
 pub mod upstreams;
 pub mod usage;

@@ -94,6 +94,9 @@ impl GatewayBuilder {
                 b = b.fallbacks(group, &m.fallbacks);
             }
         }
+        for (name, r) in &cfg.routers {
+            b = b.router(name, &r.candidates, policies::router(r));
+        }
         for (name, r) in &cfg.routes {
             b = b.task_route(policies::task_route(name, r));
         }

@@ -31,6 +31,7 @@ use crate::admin::tenants as tenants_api;
 use crate::gateway::{Gateway, RecordSink};
 use crate::walk::auth::KeyCheck;
 use sluice_routing::affinity::AffinityPolicy;
+use sluice_routing::auto::{Router, RouterPolicy, Stored};
 use sluice_routing::limiter::Limiter;
 use sluice_routing::rules::TaskRoute;
 use sluice_routing::{Deployment, ModelGroup, Routes, ticket_hash};
@@ -96,6 +97,14 @@ pub enum BuildError {
         /// The missing lane.
         lane: String,
     },
+    /// A router names a candidate that is not a model group.
+    #[error("router `{router}`: no model group named `{group}`")]
+    UnknownCandidate {
+        /// The router.
+        router: String,
+        /// The missing group.
+        group: String,
+    },
     /// Tenants are counted in tokens, and the tokenizer would not load.
     #[error("{0}")]
     Tokenizer(#[from] sluice_economy::estimate::TokenizerError),
@@ -149,6 +158,8 @@ pub struct GatewayBuilder {
     fallbacks: HashMap<String, Vec<String>>,
     /// Model names that choose a group by rules.
     task_routes: Vec<TaskRoute>,
+    routers: Vec<(String, Vec<String>, RouterPolicy)>,
+    router_state: Vec<(String, Vec<Stored>)>,
 }
 
 impl Default for GatewayBuilder {
@@ -177,6 +188,8 @@ impl Default for GatewayBuilder {
             access_log: None,
             fallbacks: HashMap::new(),
             task_routes: Vec::new(),
+            routers: Vec::new(),
+            router_state: Vec::new(),
         }
     }
 }
@@ -209,6 +222,19 @@ impl GatewayBuilder {
     /// Adds a model name that chooses a group by rules.
     pub fn task_route(mut self, route: TaskRoute) -> Self {
         self.task_routes.push(route);
+        self
+    }
+
+    /// Adds a model name that learns which of `candidates` (groups) to choose.
+    pub fn router(mut self, name: &str, candidates: &[String], policy: RouterPolicy) -> Self {
+        self.routers
+            .push((name.to_string(), candidates.to_vec(), policy));
+        self
+    }
+
+    /// What router `name` learnt before (from the store), to start from.
+    pub fn router_state(mut self, name: &str, stored: Vec<Stored>) -> Self {
+        self.router_state.push((name.to_string(), stored));
         self
     }
 
@@ -518,8 +544,30 @@ impl GatewayBuilder {
             ),
             None => None,
         };
+        let mut routers = Vec::with_capacity(self.routers.len());
+        for (name, candidates, policy) in self.routers {
+            if let Some(c) = candidates
+                .iter()
+                .find(|c| !groups.iter().any(|g| *g.name == ***c))
+            {
+                return Err(BuildError::UnknownCandidate {
+                    router: name,
+                    group: c.clone(),
+                });
+            }
+            let names = candidates.iter().map(|c| Arc::from(c.as_str())).collect();
+            let mut r = Router::new(&name, names, policy, ticket_hash(seed, 3, &name));
+            for (_, stored) in self.router_state.iter().filter(|(n, _)| *n == name) {
+                let taken = r.restore(stored);
+                tracing::info!(router = %name, taken, "router state restored");
+            }
+            routers.push(r);
+        }
         Ok(Arc::new(Gateway {
-            routes: Routes::new(groups, seed).with_task_routes(self.task_routes),
+            routes: Routes::new(groups, seed)
+                .with_task_routes(self.task_routes)
+                .with_routers(routers),
+            learning: crate::feedback::Learning::default(),
             lanes: self.lanes,
             tenant_lanes: RwLock::new(tenant_lanes),
             configured_tenants,

@@ -4,9 +4,10 @@ use std::sync::Arc;
 
 use sluice_config::gateway::{
     BreakerConfig, CatalogConfig, HedgeConfig, LaneConfig, LimitAlgorithm, LimitConfig,
-    ModelGroupConfig, RetryConfig, RouteConfig, Script as ScriptConfig,
+    ModelGroupConfig, RetryConfig, RouteConfig, RouterConfig, Script as ScriptConfig,
 };
 use sluice_economy::InfoOverride;
+use sluice_routing::auto::RouterPolicy;
 use sluice_routing::rules::{Rule, Script, TaskRoute};
 use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
@@ -62,7 +63,19 @@ pub fn task_route(name: &str, r: &RouteConfig) -> TaskRoute {
     }
 }
 
-/// The policy a `hedge = { ... }` entry describes.
+/// The policy a `[routers.NAME]` entry describes.
+pub fn router(c: &RouterConfig) -> RouterPolicy {
+    RouterPolicy {
+        floor: c.floor,
+        confidence: c.confidence,
+        explore: c.explore,
+        memory: c.memory,
+        latency_weight: c.latency_weight,
+        ..RouterPolicy::default()
+    }
+}
+
+/// The hedging policy of `[models.*.hedge]`.
 pub fn hedge(c: &HedgeConfig) -> HedgePolicy {
     HedgePolicy {
         quantile: c.quantile,

@@ -4,6 +4,7 @@
 //! where it does.
 
 pub mod auth;
+pub mod auto;
 pub mod billing;
 pub mod cache;
 pub mod call;
@@ -105,8 +106,10 @@ async fn walk(
     // 3. Route: the model group the client named, or the one the rules of the task route it
     //    named (`auto`) choose for what the request says of itself (its task, tenant, key,
     //    prompt size, tools, images, response format, script); its key must allow the name.
+    //    An automatic router (`[routers.*]`) chooses among its candidates by what it has
+    //    learnt of each for the task, and hands the rest on as fallbacks.
     let size = route::PromptSize::of(&request);
-    let group = route::choose(gw, call, &request, headers, &caller, &size)?;
+    let (group, others) = route::choose(gw, call, &request, headers, &caller, &size, asked)?;
 
     // 4. Deadline: the client's budget, else the group's default, counted from arrival. It
     //    bounds everything below (waiting for an identical request's answer, queueing, every
@@ -142,7 +145,7 @@ async fn walk(
     //    every deployment is unavailable, the tenant's quota or credits refuse it at this
     //    group's price, or the upstream says the prompt is too long. The first group's error
     //    is the answer when every group failed.
-    let fallbacks = route::fallbacks(gw, group, &caller);
+    let fallbacks = route::fallbacks(gw, group, others, &caller);
     let taken = async {
         let mut group = group;
         let mut next = fallbacks.into_iter();

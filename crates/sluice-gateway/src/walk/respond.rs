@@ -72,7 +72,10 @@ pub fn route_header(r: &CallRecord) -> Option<HeaderValue> {
     }
     let mut out = String::new();
     if let Some(t) = route {
-        out.push_str(&format!("{}: {} -> {}", t.route, t.rule, t.group));
+        match &t.auto {
+            Some(auto) => out.push_str(&super::auto::explain(t, auto)),
+            None => out.push_str(&format!("{}: {} -> {}", t.route, t.rule, t.group)),
+        }
     }
     for f in &r.fallbacks {
         if !out.is_empty() {
@@ -180,6 +183,17 @@ pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
     call.end_attempt(attempt, AttemptOutcome::Ok, now);
     call.store_answer(&body, now);
     call.sent(body.len());
+    // An automatic router learns from what is wrong with its answer (cut at `length`, not
+    // JSON when JSON was asked for); nothing is read for other calls.
+    let wants_json = call
+        .record()
+        .route
+        .as_ref()
+        .and_then(|r| r.auto.as_ref())
+        .map(|a| a.wants_json);
+    if let Some(wants_json) = wants_json {
+        call.record_mut().flaw = crate::feedback::flaw(&body, wants_json);
+    }
     let mut resp = Response::new(Body::from(body));
     // Sized once for the headers written here and the content length added on the way out,
     // rather than grown (and reallocated) as inserts fill it.

@@ -44,9 +44,10 @@ impl<'r> PromptSize<'r> {
     }
 }
 
-/// The group `request` goes to first; for a task route, which rule chose it is recorded.
-/// The caller's key must allow the name it sent (a key allowed `auto` may use whatever
-/// `auto` chooses).
+/// The group `request` goes to first, and, when an automatic router chose it, the other
+/// candidates in the order to fall back to; for a task route or a router, what chose it is
+/// recorded. The caller's key must allow the name it sent (a key allowed `auto` may use
+/// whatever `auto` chooses). `asked`: the client's own time budget.
 pub fn choose<'g>(
     gw: &'g Gateway,
     call: &mut Call,
@@ -54,12 +55,23 @@ pub fn choose<'g>(
     headers: &HeaderMap,
     caller: &Caller,
     size: &PromptSize<'_>,
-) -> Result<&'g ModelGroup, GatewayError> {
+    asked: Option<std::time::Duration>,
+) -> Result<(&'g ModelGroup, Vec<&'g ModelGroup>), GatewayError> {
+    if let Some(router) = gw.routes.router(&request.model) {
+        caller.may_use(&request.model)?;
+        let task = task(headers, request)?;
+        let now = tokio::time::Instant::now();
+        let hash = crate::feedback::body_hash(request);
+        let id = call.record().request_id.clone();
+        gw.learning
+            .arrived(gw, caller.tenant.as_ref(), hash, &id, now);
+        return super::auto::choose(gw, call, router, request, task.as_deref(), asked);
+    }
     let Some(route) = gw.routes.task_route(&request.model) else {
         let group = gw.routes.group(&request.model)?;
         call.record_mut().model_group = Some(group.name.clone());
         caller.may_use(&group.name)?;
-        return Ok(group);
+        return Ok((group, Vec::new()));
     };
     caller.may_use(&route.name)?;
     let task = task(headers, request)?;
@@ -85,8 +97,9 @@ pub fn choose<'g>(
         rule: routed.rule,
         group: group.name.clone(),
         unknown_task: routed.unknown_task,
+        auto: None,
     });
-    Ok(group)
+    Ok((group, Vec::new()))
 }
 
 /// Whether `field` is in the body and neither `null` nor empty.
@@ -123,15 +136,25 @@ fn task(headers: &HeaderMap, request: &ChatRequest) -> Result<Option<String>, Ga
     }
 }
 
-/// The groups to try after `first`, in order: its fallbacks, then theirs (breadth first),
-/// each once, leaving out those the caller's key may not use.
-pub fn fallbacks<'g>(gw: &'g Gateway, first: &ModelGroup, caller: &Caller) -> Vec<&'g ModelGroup> {
-    if first.fallbacks.is_empty() {
+/// The groups to try after `first`, in order: `head` (a router's other candidates), then
+/// `first`'s fallbacks, then theirs (breadth first), each once, leaving out those the
+/// caller's key may not use.
+pub fn fallbacks<'g>(
+    gw: &'g Gateway,
+    first: &ModelGroup,
+    head: Vec<&'g ModelGroup>,
+    caller: &Caller,
+) -> Vec<&'g ModelGroup> {
+    if first.fallbacks.is_empty() && head.is_empty() {
         return Vec::new(); // no allocation for the groups that have none
     }
     let mut order: Vec<&ModelGroup> = Vec::new();
     let mut seen: Vec<Arc<str>> = vec![first.name.clone()];
-    let mut queue: std::collections::VecDeque<Arc<str>> = first.fallbacks.iter().cloned().collect();
+    let mut queue: std::collections::VecDeque<Arc<str>> = head
+        .iter()
+        .map(|g| g.name.clone())
+        .chain(first.fallbacks.iter().cloned())
+        .collect();
     while let Some(name) = queue.pop_front() {
         if seen.contains(&name) {
             continue;

@@ -68,8 +68,40 @@ fn request(
     if let Some(t) = p.timeout {
         b = b.header(sluice_providers::TIMEOUT_HEADER, t.as_millis().to_string());
     }
+    if let Some(task) = p.task(i) {
+        b = b.header("x-sluice-task", task);
+    }
     let mut req = b.body(Full::new(body(p, i))).unwrap_or_default();
     // The run's own headers win over the shape's (`--header x-sluice-lane: batch`).
+    for (name, value) in headers {
+        req.headers_mut().insert(name.clone(), value.clone());
+    }
+    req
+}
+
+/// `/v1/feedback` on the same host as `uri`.
+fn feedback_uri(uri: &http::Uri) -> http::Uri {
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/v1/feedback"));
+    http::Uri::from_parts(parts).unwrap_or_else(|_| uri.clone())
+}
+
+/// The judge's verdict on request `id`, as its client would send it.
+fn feedback_request(
+    uri: &http::Uri,
+    p: &Shape,
+    id: &str,
+    good: bool,
+    headers: &[(http::HeaderName, http::HeaderValue)],
+) -> http::Request<Full<Bytes>> {
+    let body = json!({"request_id": id, "score": if good { 1.0 } else { 0.0 }});
+    let mut b = http::Request::post(uri.clone()).header("content-type", "application/json");
+    if let Some(t) = &p.tenant {
+        b = b.header("x-sluice-tenant", t);
+    }
+    let mut req = b
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap_or_default();
     for (name, value) in headers {
         req.headers_mut().insert(name.clone(), value.clone());
     }
@@ -107,9 +139,26 @@ pub async fn drive<T: Target>(
         let req = request(&uri, &p.shape, i, run_id, &workload.headers);
         let shape = p.shape.clone();
         let (target, recorder, progress) = (target.clone(), recorder.clone(), progress.clone());
+        let judged = workload
+            .judge
+            .clone()
+            .zip(shape.task(i).map(str::to_string));
+        let feedback = judged.as_ref().map(|_| {
+            let id = format!("{run_id}-{i}");
+            (feedback_uri(&uri), id, workload.headers.clone())
+        });
         progress.sent.fetch_add(1, Ordering::Relaxed);
         tasks.spawn(async move {
             let answered = exchange(&target, req, shape.stream, scheduled).await;
+            if let (Some((judge, task)), Some((to, id, headers)), Some(up), true) =
+                (judged, feedback, answered.upstream.as_deref(), answered.ok)
+            {
+                // A 404 (an answer no router chose) is expected; the verdict is kept anyway.
+                if let Some(good) = judge.judge(i, &id, &task, up) {
+                    let req = feedback_request(&to, &shape, &id, good, &headers);
+                    let _ = target.send(req).await;
+                }
+            }
             recorder.lock().record_answer(&shape.lane, &answered);
             progress.done.fetch_add(1, Ordering::Relaxed);
         });
@@ -146,6 +195,12 @@ async fn exchange<T: Target>(
         .headers()
         .get("x-sluice-cache")
         .is_some_and(|v| v == "hit" || v == "coalesced");
+    let upstream = resp
+        .headers()
+        .get("x-sluice-upstream")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| *v != "none")
+        .map(str::to_string);
     let mut body = resp.into_body();
     let mut ttfb = None;
     // The end of a stream: enough to hold an error event's JSON.
@@ -184,6 +239,7 @@ async fn exchange<T: Target>(
         total,
         cache_hit,
         stream_failure,
+        upstream,
     }
 }
 

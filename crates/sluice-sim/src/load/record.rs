@@ -52,6 +52,8 @@ pub struct Answered {
     /// Why a stream that began with a 2xx did not end cleanly: the error event's code, or
     /// `no [DONE]` when it just stopped.
     pub stream_failure: Option<String>,
+    /// The upstream that answered (`x-sluice-upstream`), if one did.
+    pub upstream: Option<String>,
 }
 
 impl Lane {

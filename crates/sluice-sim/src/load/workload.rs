@@ -37,6 +37,8 @@ pub struct Traffic {
     /// The request's deadline, sent as `x-sluice-timeout-ms`, if any.
     #[serde(with = "sluice_config::duration::option")]
     pub timeout: Option<Duration>,
+    /// Tasks its requests declare in `x-sluice-task`, in turn (none when empty).
+    pub tasks: Vec<String>,
 }
 
 impl Default for Traffic {
@@ -53,6 +55,7 @@ impl Default for Traffic {
             stream: true,
             max_tokens: None,
             timeout: None,
+            tasks: Vec::new(),
         }
     }
 }
@@ -86,6 +89,8 @@ pub struct Burst {
     /// The request's deadline, sent as `x-sluice-timeout-ms`, if any.
     #[serde(with = "sluice_config::duration::option")]
     pub timeout: Option<Duration>,
+    /// Tasks its requests declare in `x-sluice-task`, in turn (none when empty).
+    pub tasks: Vec<String>,
 }
 
 /// Both kinds of load describe their requests with the same keys, kept flat in the files
@@ -104,6 +109,7 @@ macro_rules! shape_of {
                     stream: self.stream,
                     max_tokens: self.max_tokens,
                     timeout: self.timeout,
+                    tasks: self.tasks.clone(),
                 }
             }
         }
@@ -127,6 +133,7 @@ impl Default for Burst {
             stream: false,
             max_tokens: None,
             timeout: None,
+            tasks: Vec::new(),
         }
     }
 }
@@ -150,6 +157,15 @@ pub struct Shape {
     pub max_tokens: Option<u32>,
     /// Deadline.
     pub timeout: Option<Duration>,
+    /// Tasks declared in turn.
+    pub tasks: Vec<String>,
+}
+
+impl Shape {
+    /// The task request `i` declares, if its traffic declares tasks.
+    pub fn task(&self, i: usize) -> Option<&str> {
+        (!self.tasks.is_empty()).then(|| self.tasks[i % self.tasks.len()].as_str())
+    }
 }
 
 /// One scheduled request.
@@ -168,6 +184,9 @@ pub struct Workload {
     pub requests: Vec<Planned>,
     /// Headers every request carries (an API key, say).
     pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// Who scores the answers of requests that declare a task (the simulated client's own
+    /// check), sending each verdict to `/v1/feedback`.
+    pub judge: Option<Arc<crate::judge::Judge>>,
 }
 
 impl Workload {
@@ -206,6 +225,7 @@ impl Workload {
         Self {
             requests,
             headers: Vec::new(),
+            judge: None,
         }
     }
 }

@@ -63,6 +63,7 @@ fn cache_hits_and_streams_cut_after_their_200_are_told_apart() {
         total: Duration::from_millis(total_ms),
         cache_hit,
         stream_failure: None,
+        upstream: None,
     };
     for _ in 0..90 {
         r.record_answer("a", &answer(1, true));

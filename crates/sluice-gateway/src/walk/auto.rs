@@ -1,0 +1,140 @@
+//! The automatic router's part of the route step: each candidate's facts (its price per
+//! token, its deployments' best observed P95 first byte, whether one could take the call
+//! now) handed to `sluice-routing`'s router, whose choice is recorded with what it weighed.
+//! The other candidates, in the router's order, become the request's first fallbacks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use sluice_core::{AutoChoice, CandidateEstimate, ChatRequest, Phase, RouteTaken};
+use sluice_routing::ModelGroup;
+use sluice_routing::auto::{Ask, Offer, Router, TokenPrice};
+use tokio::time::Instant;
+
+use super::call::Call;
+use super::dispatch::window_key;
+use crate::Gateway;
+
+/// Samples a deployment's window needs before its P95 first byte is trusted.
+const P95_MIN_SAMPLES: u64 = 20;
+
+/// What one candidate offers now.
+fn offer(gw: &Gateway, group: &ModelGroup, stream: bool, now: Instant) -> Offer {
+    let price = group.deployments.first().and_then(|d| d.price).map(|p| {
+        // Micro-units per million tokens, to USD per token.
+        let per_token = |m: sluice_economy::Micros| m.0 as f64 * 1e-12;
+        TokenPrice {
+            input: per_token(p.input),
+            cached_input: per_token(p.cached_input),
+            output: per_token(p.output),
+        }
+    });
+    let ttfb_p95 = group
+        .deployments
+        .iter()
+        .filter_map(|d| {
+            gw.telemetry.windows().quantile(
+                &window_key(group, d, stream),
+                Phase::Ttfb,
+                now,
+                0.95,
+                P95_MIN_SAMPLES,
+            )
+        })
+        .min();
+    let available = group.deployments.iter().any(|d| d.healthy(now));
+    Offer {
+        price,
+        ttfb_p95,
+        available,
+    }
+}
+
+/// Chooses among `router`'s candidates for `request` (declaring `task`), records the choice,
+/// and returns the winner and the other candidates in the order to fall back to.
+pub fn choose<'g>(
+    gw: &'g Gateway,
+    call: &mut Call,
+    router: &Mutex<Router>,
+    request: &ChatRequest,
+    task: Option<&str>,
+    asked: Option<Duration>,
+) -> Result<(&'g ModelGroup, Vec<&'g ModelGroup>), sluice_core::GatewayError> {
+    let now = Instant::now();
+    let mut r = router.lock();
+    let groups = r
+        .candidates
+        .iter()
+        .map(|c| gw.routes.group(c))
+        .collect::<Result<Vec<&ModelGroup>, _>>()?;
+    let offers: Vec<Offer> = groups
+        .iter()
+        .map(|g| offer(gw, g, request.stream, now))
+        .collect();
+    let received = call.record().timings.received;
+    let ask = Ask {
+        prompt_tokens: request.prompt_estimate(),
+        max_tokens: request.max_tokens(),
+        time_left: asked.map(|b| b.saturating_sub(now.saturating_duration_since(received))),
+    };
+    let choice = r.choose(task, &ask, &offers);
+    let floor = r.policy.floor;
+    let name = r.name.clone();
+    drop(r);
+    let winner = groups[choice.winner()];
+    let rest = choice.order[1..].iter().map(|&i| groups[i]).collect();
+    let record = call.record_mut();
+    record.model_group = Some(winner.name.clone());
+    record.route = Some(RouteTaken {
+        route: name,
+        rule: Arc::from(choice.why.label()),
+        group: winner.name.clone(),
+        unknown_task: false,
+        auto: Some(Box::new(AutoChoice {
+            task: choice.task,
+            why: choice.why.label(),
+            floor,
+            candidates: choice
+                .estimates
+                .into_iter()
+                .map(|e| CandidateEstimate {
+                    group: e.group,
+                    mean: e.mean,
+                    lower: e.lower,
+                    cost: e.cost,
+                    fits: e.fits,
+                    available: e.available,
+                })
+                .collect(),
+            wants_json: request
+                .field("response_format")
+                .is_some_and(|v| memchr::memmem::find(v, b"json").is_some()),
+        })),
+    });
+    Ok((winner, rest))
+}
+
+/// The `x-sluice-route` text of an automatic choice: the router, why, the winner, the task,
+/// then each candidate's believed quality, its lower bound and expected cost.
+pub fn explain(route: &RouteTaken, auto: &AutoChoice) -> String {
+    let mut out = format!(
+        "{}: {} -> {} (task {}, floor {:.2};",
+        route.route, auto.why, route.group, auto.task, auto.floor
+    );
+    for c in &auto.candidates {
+        let cost = c
+            .cost
+            .map_or("unpriced".to_string(), |u| format!("${u:.6}"));
+        out.push_str(&format!(
+            " {} q={:.2} lo={:.2} {cost}{}{}",
+            c.group,
+            c.mean,
+            c.lower,
+            if c.fits { "" } else { " too-slow" },
+            if c.available { "" } else { " unavailable" },
+        ));
+    }
+    out.push(')');
+    out
+}
