@@ -21,6 +21,22 @@ pub fn runtime(worker_threads: Option<usize>) -> anyhow::Result<tokio::runtime::
     b.enable_all().build().context("starting the runtime")
 }
 
+/// How often what automatic routers learnt is saved to the store while serving.
+const ROUTER_SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Saves what the routers learnt every [`ROUTER_SAVE_EVERY`]; a failed save is logged and
+/// tried again at the next tick (what was learnt stays in memory).
+async fn save_routers(gw: std::sync::Arc<sluice_gateway::Gateway>) {
+    let mut tick = tokio::time::interval(ROUTER_SAVE_EVERY);
+    loop {
+        tick.tick().await;
+        if let Err(e) = gw.save_routers().await {
+            gw.telemetry().metrics().router_save_failures.inc();
+            tracing::error!(error = %e, "saving what the routers learnt failed; retrying");
+        }
+    }
+}
+
 /// Loads the config, serves until SIGTERM/SIGINT, then drains.
 pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
     let text =
@@ -41,6 +57,11 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
                 builder = builder
                     .stored_keys(&store.keys().await?)
                     .stored_tenants(&store.tenants().await?);
+                // So do what automatic routers learnt.
+                for (name, _) in &cfg.routers {
+                    let stored = sluice_gateway::feedback::persist::load(&store, name).await?;
+                    builder = builder.router_state(name, stored);
+                }
                 let (ledger, store, writer) = ledger_cmd::start(store);
                 builder = builder.ledger(ledger.clone(), store);
                 Some((ledger, writer))
@@ -59,14 +80,20 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("binding {}", cfg.listen))?
             .notice(cfg.server.shutdown_notice);
         tracing::info!(addr = %server.local_addr()?, "sluice listening");
+        let saver = (!cfg.routers.is_empty()).then(|| tokio::spawn(save_routers(gw.clone())));
         match server.run(server::signal()).await? {
             Stopped::Drained => tracing::info!("drained; bye"),
             Stopped::GraceExpired => {
                 tracing::warn!("stopped with requests cut by the grace period")
             }
         }
-        // Every call that finished is in the access log and the ledger before the process ends.
+        // Every call that finished is in the access log and the ledger before the process ends,
+        // and what the routers learnt is in the store.
         gw.sync_access_log();
+        if let Some(saver) = saver {
+            saver.abort();
+            gw.save_routers().await?;
+        }
         if let Some((ledger, writer)) = ledger {
             ledger.flush().await?;
             let stats = ledger.stats();

@@ -15,7 +15,9 @@ pub mod writer;
 
 pub use entry::{CacheOutcome, Entry, Tokens};
 pub use query::{GroupBy, QueryError, UsageQuery, UsageRow};
-pub use store::{AnyStore, Durability, PgStore, SqliteStore, Store, StoredKey, StoredTenant};
+pub use store::{
+    AnyStore, Durability, PgStore, SqliteStore, Store, StoredBelief, StoredKey, StoredTenant,
+};
 pub use writer::{Ledger, LedgerStats};
 
 /// What can go wrong with the ledger.

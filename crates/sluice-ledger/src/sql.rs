@@ -23,6 +23,9 @@ pub(crate) const KEYS: &str = "sluice_keys";
 /// Tenants set through the admin API.
 pub(crate) const TENANTS: &str = "sluice_tenants";
 
+/// What automatic routers learnt, per router, task and candidate group.
+pub(crate) const BELIEFS: &str = "sluice_router_beliefs";
+
 /// The columns an entry fills, in binding order, with their SQL types (the same words in
 /// SQLite and PostgreSQL).
 const COLUMNS: [(&str, &str); 25] = [
@@ -108,6 +111,12 @@ fn schema(row_id: &str) -> Vec<String> {
             "CREATE TABLE IF NOT EXISTS {TENANTS} (name TEXT PRIMARY KEY, lane TEXT, \
              credits_micros BIGINT, rpm BIGINT, tpm BIGINT, tokens_per_day BIGINT, \
              spend_per_month_micros BIGINT)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {BELIEFS} (router TEXT NOT NULL, task TEXT NOT NULL, \
+             grp TEXT NOT NULL, alpha DOUBLE PRECISION NOT NULL, beta DOUBLE PRECISION NOT NULL, \
+             output_tokens DOUBLE PRECISION, cached_share DOUBLE PRECISION, \
+             PRIMARY KEY (router, task, grp))"
         ),
         format!("CREATE INDEX IF NOT EXISTS {TABLE}_at ON {TABLE} (at_ms)"),
         format!("CREATE INDEX IF NOT EXISTS {TABLE}_tenant_at ON {TABLE} (tenant, at_ms)"),
@@ -492,7 +501,10 @@ where
         .map_err(LedgerError::from)
 }
 
+mod beliefs;
 mod stored;
+
+pub(crate) use beliefs::{beliefs, save_beliefs};
 pub(crate) use stored::{keys, remove_named, save_key, save_tenant, tenants};
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Where ledger rows (and the API keys and tenants set at run time) live: the [`Store`] trait, its embedded SQLite and PostgreSQL
+//! Where ledger rows (and the API keys and tenants set at run time, and what automatic
+//! routers learnt) live: the [`Store`] trait, its embedded SQLite and PostgreSQL
 //! implementations, and [`AnyStore`], the one a configuration picks at run time.
 
 use std::future::Future;
@@ -53,6 +54,37 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every saved tenant, by name.
     fn tenants(&self) -> impl Future<Output = Result<Vec<StoredTenant>, LedgerError>> + Send;
+
+    /// Replaces what is stored of automatic router `router` with `beliefs`, at once.
+    fn save_beliefs(
+        &self,
+        router: &str,
+        beliefs: &[StoredBelief],
+    ) -> impl Future<Output = Result<(), LedgerError>> + Send;
+
+    /// What is stored of automatic router `router`, by task then group.
+    fn beliefs(
+        &self,
+        router: &str,
+    ) -> impl Future<Output = Result<Vec<StoredBelief>, LedgerError>> + Send;
+}
+
+/// What an automatic router learnt of one candidate group for one task, as kept across
+/// restarts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StoredBelief {
+    /// The task.
+    pub task: String,
+    /// The candidate group.
+    pub group: String,
+    /// The Beta posterior's alpha (good answers, decayed, with the prior's one).
+    pub alpha: f64,
+    /// Its beta (bad answers).
+    pub beta: f64,
+    /// Mean output tokens of its answers, once seen.
+    pub output_tokens: Option<f64>,
+    /// Mean share of the prompt served from the provider's cache, once seen.
+    pub cached_share: Option<f64>,
 }
 
 /// A tenant set through the admin API, as kept across restarts: its default lane and its
@@ -129,6 +161,18 @@ macro_rules! sql_store {
 
             async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
                 sql::keys(&self.pool).await
+            }
+
+            async fn save_beliefs(
+                &self,
+                router: &str,
+                beliefs: &[StoredBelief],
+            ) -> Result<(), LedgerError> {
+                sql::save_beliefs(&self.pool, router, beliefs).await
+            }
+
+            async fn beliefs(&self, router: &str) -> Result<Vec<StoredBelief>, LedgerError> {
+                sql::beliefs(&self.pool, router).await
             }
         }
     };
@@ -252,6 +296,18 @@ impl Store for AnyStore {
 
     async fn tenants(&self) -> Result<Vec<StoredTenant>, LedgerError> {
         each!(self, s => s.tenants().await)
+    }
+
+    async fn save_beliefs(
+        &self,
+        router: &str,
+        beliefs: &[StoredBelief],
+    ) -> Result<(), LedgerError> {
+        each!(self, s => s.save_beliefs(router, beliefs).await)
+    }
+
+    async fn beliefs(&self, router: &str) -> Result<Vec<StoredBelief>, LedgerError> {
+        each!(self, s => s.beliefs(router).await)
     }
 
     async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {

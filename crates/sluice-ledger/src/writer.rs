@@ -191,7 +191,7 @@ async fn write_until_done<S: Store>(store: &S, batch: &[Entry], counters: &Count
 mod tests {
     use super::*;
     use crate::query::{UsageQuery, UsageRow};
-    use crate::store::{StoredKey, StoredTenant};
+    use crate::store::{StoredBelief, StoredKey, StoredTenant};
     use parking_lot::Mutex;
 
     /// A store that fails its first `failing` writes, then keeps what it is given.
@@ -233,6 +233,12 @@ mod tests {
             Ok(false)
         }
         async fn tenants(&self) -> Result<Vec<StoredTenant>, LedgerError> {
+            Ok(vec![])
+        }
+        async fn save_beliefs(&self, _: &str, _: &[StoredBelief]) -> Result<(), LedgerError> {
+            Ok(())
+        }
+        async fn beliefs(&self, _: &str) -> Result<Vec<StoredBelief>, LedgerError> {
             Ok(vec![])
         }
     }

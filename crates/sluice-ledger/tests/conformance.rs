@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use sluice_ledger::{
-    CacheOutcome, Durability, Entry, GroupBy, Ledger, PgStore, SqliteStore, Store, StoredKey,
-    StoredTenant, Tokens, UsageQuery,
+    CacheOutcome, Durability, Entry, GroupBy, Ledger, PgStore, SqliteStore, Store, StoredBelief,
+    StoredKey, StoredTenant, Tokens, UsageQuery,
 };
 
 const DAY: i64 = 86_400_000;
@@ -105,6 +105,7 @@ conformance!(
     the_writer_commits_everything_sent,
     keys_are_saved_replaced_and_removed,
     tenants_are_saved_replaced_and_removed,
+    router_beliefs_are_replaced_whole_per_router,
 );
 
 async fn entries_come_back_as_written<S: Store>(s: S) {
@@ -375,4 +376,37 @@ async fn tenants_are_saved_replaced_and_removed<S: Store>(s: S) {
     assert!(s.remove_tenant("acme").await.unwrap());
     assert!(!s.remove_tenant("acme").await.unwrap());
     assert_eq!(s.tenants().await.unwrap(), vec![bare]);
+}
+
+async fn router_beliefs_are_replaced_whole_per_router<S: Store>(s: S) {
+    assert!(s.beliefs("auto").await.unwrap().is_empty());
+    let b = |task: &str, group: &str, alpha: f64, output: Option<f64>| StoredBelief {
+        task: task.into(),
+        group: group.into(),
+        alpha,
+        beta: 1.25,
+        output_tokens: output,
+        cached_share: output.map(|_| 0.375),
+    };
+    let first = vec![
+        b("qa", "cheap", 41.5, Some(120.5)),
+        b("qa", "strong", 3.0, None),
+        b("合同审查", "cheap", 1.0, None),
+    ];
+    s.save_beliefs("auto", &first).await.unwrap();
+    s.save_beliefs("other", &[b("qa", "mid", 2.0, None)])
+        .await
+        .unwrap();
+    assert_eq!(s.beliefs("auto").await.unwrap(), first);
+    // A later save replaces the router's rows, and only its rows.
+    let later = vec![b("qa", "cheap", 50.0, Some(110.0))];
+    s.save_beliefs("auto", &later).await.unwrap();
+    assert_eq!(s.beliefs("auto").await.unwrap(), later);
+    assert_eq!(s.beliefs("other").await.unwrap().len(), 1);
+    // Many at once (more than one insert's worth).
+    let many: Vec<StoredBelief> = (0..1_200)
+        .map(|i| b(&format!("task-{i:04}"), "cheap", f64::from(i), None))
+        .collect();
+    s.save_beliefs("auto", &many).await.unwrap();
+    assert_eq!(s.beliefs("auto").await.unwrap(), many);
 }

@@ -289,6 +289,8 @@ pub struct Metrics {
     pub unknown_tasks: Family<GroupLabels, Counter>,
     /// Scores automatic routers learnt from, by router and signal.
     pub router_feedback: Family<FeedbackLabels, Counter>,
+    /// Saves of what automatic routers learnt that failed (each is tried again).
+    pub router_save_failures: Counter,
 }
 
 impl Metrics {
@@ -326,6 +328,7 @@ impl Metrics {
             routed: Family::default(),
             unknown_tasks: Family::default(),
             router_feedback: Family::default(),
+            router_save_failures: Counter::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
@@ -468,6 +471,11 @@ impl Metrics {
             "router_feedback",
             "Scores automatic routers learnt from: explicit feedback, or an implicit signal (upstream_error, length, invalid_json, retried)",
             m.router_feedback.clone(),
+        );
+        r.register(
+            "router_save_failures",
+            "Saves of what automatic routers learnt to the store that failed (each is tried again)",
+            m.router_save_failures.clone(),
         );
         m
     }

@@ -7,6 +7,7 @@
 //! candidate, keeps to the one believed best (the dearest of equals).
 
 pub mod api;
+pub mod persist;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,6 +76,8 @@ type Sent = (Option<Arc<str>>, u64);
 pub struct Learning {
     answers: Cache<RequestId, Routed>,
     recent: Cache<Sent, (RequestId, Instant)>,
+    /// Each router's version when it was last saved to the store.
+    saved: parking_lot::Mutex<Vec<(Arc<str>, u64)>>,
 }
 
 impl Default for Learning {
@@ -82,6 +85,7 @@ impl Default for Learning {
         Self {
             answers: Cache::new(ANSWERS_KEPT),
             recent: Cache::new(ANSWERS_KEPT),
+            saved: parking_lot::Mutex::new(Vec::new()),
         }
     }
 }
@@ -137,6 +141,24 @@ pub fn flaw(body: &[u8], wants_json: bool) -> Option<AnswerFlaw> {
 }
 
 impl Learning {
+    /// The version router `name` had when last saved.
+    pub fn saved_version(&self, name: &str) -> Option<u64> {
+        self.saved
+            .lock()
+            .iter()
+            .find(|(n, _)| &**n == name)
+            .map(|(_, v)| *v)
+    }
+
+    /// Notes that router `name` was saved at `version`.
+    pub fn mark_saved(&self, name: Arc<str>, version: u64) {
+        let mut saved = self.saved.lock();
+        match saved.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 = version,
+            None => saved.push((name, version)),
+        }
+    }
+
     /// Notes that `id` (of `tenant`, body hash `hash`) arrived `now`; if the same request
     /// arrived within [`RETRY_WINDOW`], the earlier answer is scored bad.
     pub fn arrived(

@@ -219,6 +219,8 @@ pub struct Router {
     tasks: HashMap<Arc<str>, Vec<Arm>>,
     /// Each task's exploration budget: explorations it may spend now.
     budgets: HashMap<Arc<str>, f64>,
+    /// Counts what it learnt (observations, restores), so a saver knows when to save.
+    version: u64,
     rng: StdRng,
 }
 
@@ -229,6 +231,7 @@ impl Router {
             name: Arc::from(name),
             z: normal_quantile(policy.confidence),
             budgets: HashMap::new(),
+            version: 0,
             candidates,
             policy,
             tasks: HashMap::new(),
@@ -268,6 +271,11 @@ impl Router {
             .collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
+    }
+
+    /// How much it has learnt: a count that grows with each observation.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// The lower credible bound of `b` under this router's confidence.
@@ -397,6 +405,7 @@ impl Router {
     ) {
         let keep = self.policy.keep();
         let keep_other = 1.0 - (1.0 - keep) / OTHERS_FORGET_SLOWER;
+        self.version += 1;
         let arms = self.arms(task);
         let Some(_) = arms.get(candidate) else {
             return;
@@ -416,6 +425,7 @@ impl Router {
     /// Learns the output length and cached share of `candidate`'s answer for `task`.
     pub fn observe_usage(&mut self, task: &Arc<str>, candidate: usize, output: u64, cached: f64) {
         let keep = 1.0 - 1.0 / self.policy.memory.clamp(1.0, 50.0);
+        self.version += 1;
         if let Some(arm) = self.arms(task).get_mut(candidate) {
             arm.output.add(output as f64, keep);
             arm.cached.add(cached.clamp(0.0, 1.0), keep);
