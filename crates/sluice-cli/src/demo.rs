@@ -103,6 +103,9 @@ pub fn run(a: &DemoArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
     let results = rt.block_on(replay(&s))?;
     report(&s, &results);
+    if !s.routers.is_empty() {
+        crate::scenario_cmd::choosing_table(&s)?;
+    }
     write_json(a.json.as_deref(), &results)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -85,10 +85,54 @@ pub fn run(name_or_path: &str, seed: Option<u64>, json: Option<&Path>) -> anyhow
             );
         }
     }
+    if !s.routers.is_empty() {
+        choosing_table(&s)?;
+    }
     if let Some(path) = json {
         let all: Vec<(&str, &harness::Report)> = reports.iter().map(|(v, r)| (v.name, r)).collect();
         std::fs::write(path, serde_json::to_string_pretty(&all)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// For a scenario with an automatic router: its traffic replayed (in virtual time) through the
+/// router and sent to each candidate alone, with the bill and the share of answers the
+/// simulated judge found good, side by side.
+pub fn choosing_table(s: &Scenario) -> anyhow::Result<()> {
+    let Some((router, r)) = s.routers.first() else {
+        return Ok(());
+    };
+    println!(
+        "The bill with and without the router `{router}` (the same traffic, in virtual time):"
+    );
+    println!(
+        "  {:24} {:>9} {:>12} {:>14} {:>13}",
+        "sent to", "requests", "bill (USD)", "USD/request", "good answers"
+    );
+    let mut policies = vec![(format!("{router} (the router)"), router.clone())];
+    policies.extend(
+        r.candidates
+            .iter()
+            .map(|c| (format!("{c} always"), c.clone())),
+    );
+    for (label, model) in policies {
+        let mut run = s.clone();
+        for t in &mut run.traffic {
+            t.model = model.clone();
+        }
+        let report = harness::run_with(&run, GatewayBuilder::new())?;
+        let n = report.summary.all.count.max(1);
+        let good = report.verdicts.iter().filter(|v| v.good).count();
+        let judged = report.verdicts.len().max(1);
+        let usd = report.cost_micros as f64 / 1e6;
+        println!(
+            "  {label:24} {:>9} {usd:>12.4} {:>14.7} {:>12.1}%",
+            report.summary.all.count,
+            usd / n as f64,
+            100.0 * good as f64 / judged as f64
+        );
+    }
+    println!();
+    Ok(())
 }

@@ -37,6 +37,9 @@ pub struct Report {
     /// The simulated judge's verdicts, when the scenario's models have quality tables.
     #[serde(skip)]
     pub verdicts: Vec<crate::judge::Verdict>,
+    /// The run's token bill (every call's cost, hedges and retries included), in
+    /// micro-units.
+    pub cost_micros: u64,
     /// What each automatic router learnt by the end (to start a later run from).
     #[serde(skip)]
     pub routers: Vec<(String, Vec<sluice_routing::auto::Stored>)>,
@@ -118,6 +121,12 @@ pub fn run_with(s: &Scenario, builder: GatewayBuilder) -> Result<Report, Harness
 /// Runs `s` on the current runtime (which should have its clock paused).
 pub async fn run_here(s: &Scenario, builder: GatewayBuilder) -> Result<Report, HarnessError> {
     let seed = s.meta.seed;
+    let cost = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let billed = cost.clone();
+    let builder = builder.on_record(Arc::new(move |r: &CallRecord| {
+        let micros = r.cost_micros.unwrap_or(0) + r.extra_cost_micros;
+        billed.fetch_add(micros, std::sync::atomic::Ordering::Relaxed);
+    }));
     let rig = rig(s, seed, builder)?;
     let router = sluice_gateway::server::router(rig.gateway.clone());
     let recorder = Arc::new(Mutex::new(Recorder::new(s.meta.slo)?));
@@ -152,6 +161,7 @@ pub async fn run_here(s: &Scenario, builder: GatewayBuilder) -> Result<Report, H
         upstreams,
         gateway: rig.gateway.telemetry().latency_report(Instant::now()),
         verdicts: judge.map(|j| j.verdicts()).unwrap_or_default(),
+        cost_micros: cost.load(std::sync::atomic::Ordering::Relaxed),
         routers: rig
             .gateway
             .routes()
