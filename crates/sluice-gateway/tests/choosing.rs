@@ -9,36 +9,24 @@ mod scripted;
 
 use std::sync::Arc;
 
-use sluice_config::gateway::DeploymentConfig;
 use sluice_economy::{InfoOverride, Limits, Micros, Price};
 use sluice_routing::rules::{Rule, TaskRoute};
 use sluice_tail::BreakerPolicy;
 
 use sluice_gateway::GatewayBuilder;
 
-use crate::scripted::{End, Rig, ask_with, rig_over, scrape, send};
-
-fn dep(provider: &str, model: &str) -> DeploymentConfig {
-    DeploymentConfig {
-        provider: provider.into(),
-        model: model.into(),
-        weight: 1,
-        name: Some(provider.into()),
-        rpm: None,
-        tpm: None,
-    }
-}
+use crate::scripted::{End, Rig, ask_with, dep_on, rig_over, scrape, send};
 
 /// `chat` on `a` (model `small`, a 1,000-token window), falling back to `big` on `b`.
 fn with_fallback(configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder) -> Rig {
-    rig_over(vec![dep("a", "small")], |b| {
+    rig_over(vec![dep_on("a", "small")], |b| {
         let small = InfoOverride {
             context_window: Some(1_000),
             max_output: Some(500),
             ..InfoOverride::default()
         };
         configure(
-            b.model("big", vec![dep("b", "large")])
+            b.model("big", vec![dep_on("b", "large")])
                 .model_info("small", &small)
                 .unwrap()
                 .fallbacks("chat", &["big".into()]),
@@ -96,7 +84,7 @@ async fn a_prompt_too_long_for_the_window_goes_to_the_fallback_without_an_upstre
 
 #[tokio::test(start_paused = true)]
 async fn without_a_fallback_a_prompt_too_long_is_a_400_naming_the_sizes() {
-    let r = rig_over(vec![dep("a", "small")], |b| {
+    let r = rig_over(vec![dep_on("a", "small")], |b| {
         let small = InfoOverride {
             context_window: Some(1_000),
             max_output: Some(500),
@@ -208,8 +196,8 @@ fn auto() -> TaskRoute {
 
 #[tokio::test(start_paused = true)]
 async fn a_task_route_chooses_the_group_by_what_the_request_says_and_says_which_rule() {
-    let r = rig_over(vec![dep("a", "m")], |b| {
-        b.model("big", vec![dep("b", "m")]).task_route(auto())
+    let r = rig_over(vec![dep_on("a", "m")], |b| {
+        b.model("big", vec![dep_on("b", "m")]).task_route(auto())
     });
     let ask_auto = |extra: &str| {
         format!(r#"{{"model":"auto","messages":[{{"role":"user","content":"hi"}}]{extra}}}"#)

@@ -13,7 +13,6 @@ use axum::body::Body;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use sluice_config::gateway::DeploymentConfig;
 use sluice_economy::{InfoOverride, Micros, Price};
 use sluice_gateway::GatewayBuilder;
 use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore};
@@ -21,18 +20,7 @@ use sluice_routing::auto::{Belief, RouterPolicy, Stored};
 use sluice_tail::BreakerPolicy;
 use tower::ServiceExt;
 
-use crate::scripted::{End, PRICE, Rig, get_json, rig_over, scrape, send};
-
-fn dep(provider: &str, model: &str) -> DeploymentConfig {
-    DeploymentConfig {
-        provider: provider.into(),
-        model: model.into(),
-        weight: 1,
-        name: Some(provider.into()),
-        rpm: None,
-        tpm: None,
-    }
-}
+use crate::scripted::{End, PRICE, Rig, dep_on, get_json, rig_over, scrape, send};
 
 const CHEAP: Price = Price {
     input: Micros(200_000),
@@ -44,7 +32,7 @@ const CHEAP: Price = Price {
 /// `auto` over `chat` (model `small` on `a`, a tenth of the price, a 1,000-token window) and
 /// `big` (model `large` on `b`), exploring nothing so each choice is the rule's.
 fn routed(configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder) -> Rig {
-    rig_over(vec![dep("a", "small")], |b| {
+    rig_over(vec![dep_on("a", "small")], |b| {
         let small = InfoOverride {
             context_window: Some(1_000),
             max_output: Some(500),
@@ -55,7 +43,7 @@ fn routed(configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder) -> Rig {
             ..RouterPolicy::default()
         };
         configure(
-            b.model("big", vec![dep("b", "large")])
+            b.model("big", vec![dep_on("b", "large")])
                 .price("small", CHEAP)
                 .price("large", PRICE)
                 .model_info("small", &small)

@@ -5,6 +5,7 @@
 mod from_config;
 pub mod policies;
 pub mod providers;
+mod routers;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use crate::admin::tenants as tenants_api;
 use crate::gateway::{Gateway, RecordSink};
 use crate::walk::auth::KeyCheck;
 use sluice_routing::affinity::AffinityPolicy;
-use sluice_routing::auto::{Router, RouterPolicy, Stored};
+use sluice_routing::auto::{RouterPolicy, Stored};
 use sluice_routing::limiter::Limiter;
 use sluice_routing::rules::TaskRoute;
 use sluice_routing::{Deployment, ModelGroup, Routes, ticket_hash};
@@ -222,19 +223,6 @@ impl GatewayBuilder {
     /// Adds a model name that chooses a group by rules.
     pub fn task_route(mut self, route: TaskRoute) -> Self {
         self.task_routes.push(route);
-        self
-    }
-
-    /// Adds a model name that learns which of `candidates` (groups) to choose.
-    pub fn router(mut self, name: &str, candidates: &[String], policy: RouterPolicy) -> Self {
-        self.routers
-            .push((name.to_string(), candidates.to_vec(), policy));
-        self
-    }
-
-    /// What router `name` learnt before (from the store), to start from.
-    pub fn router_state(mut self, name: &str, stored: Vec<Stored>) -> Self {
-        self.router_state.push((name.to_string(), stored));
         self
     }
 
@@ -544,25 +532,7 @@ impl GatewayBuilder {
             ),
             None => None,
         };
-        let mut routers = Vec::with_capacity(self.routers.len());
-        for (name, candidates, policy) in self.routers {
-            if let Some(c) = candidates
-                .iter()
-                .find(|c| !groups.iter().any(|g| *g.name == ***c))
-            {
-                return Err(BuildError::UnknownCandidate {
-                    router: name,
-                    group: c.clone(),
-                });
-            }
-            let names = candidates.iter().map(|c| Arc::from(c.as_str())).collect();
-            let mut r = Router::new(&name, names, policy, ticket_hash(seed, 3, &name));
-            for (_, stored) in self.router_state.iter().filter(|(n, _)| *n == name) {
-                let taken = r.restore(stored);
-                tracing::info!(router = %name, taken, "router state restored");
-            }
-            routers.push(r);
-        }
+        let routers = routers::build(self.routers, &self.router_state, &groups, seed)?;
         Ok(Arc::new(Gateway {
             routes: Routes::new(groups, seed)
                 .with_task_routes(self.task_routes)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use sluice_core::{AutoChoice, CandidateEstimate, ChatRequest, Phase, RouteTaken};
+use sluice_core::{AutoChoice, ChatRequest, Phase, RouteTaken};
 use sluice_routing::ModelGroup;
 use sluice_routing::auto::{Ask, Offer, Router, TokenPrice};
 use tokio::time::Instant;
@@ -95,18 +95,7 @@ pub fn choose<'g>(
             task: choice.task,
             why: choice.why.label(),
             floor,
-            candidates: choice
-                .estimates
-                .into_iter()
-                .map(|e| CandidateEstimate {
-                    group: e.group,
-                    mean: e.mean,
-                    lower: e.lower,
-                    cost: e.cost,
-                    fits: e.fits,
-                    available: e.available,
-                })
-                .collect(),
+            candidates: choice.estimates,
             wants_json: request
                 .field("response_format")
                 .is_some_and(|v| memchr::memmem::find(v, b"json").is_some()),

@@ -178,9 +178,17 @@ pub struct Rig {
 
 pub fn dep(provider: &str, weight: u32) -> DeploymentConfig {
     DeploymentConfig {
-        provider: provider.into(),
-        model: "m".into(),
         weight,
+        ..dep_on(provider, "m")
+    }
+}
+
+/// A deployment of `model` on `provider`, named after the provider.
+pub fn dep_on(provider: &str, model: &str) -> DeploymentConfig {
+    DeploymentConfig {
+        provider: provider.into(),
+        model: model.into(),
+        weight: 1,
         name: Some(provider.into()),
         rpm: None,
         tpm: None,

@@ -154,22 +154,9 @@ impl Why {
     }
 }
 
-/// The router's view of one candidate for one request.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Estimate {
-    /// The candidate group.
-    pub group: Arc<str>,
-    /// Posterior mean of a good answer.
-    pub mean: f64,
-    /// Its lower credible bound.
-    pub lower: f64,
-    /// Expected cost in USD (`None`: unpriced).
-    pub cost: Option<f64>,
-    /// Its P95 first byte fits the time left (or nothing is known or no deadline is set).
-    pub fits: bool,
-    /// It could take the call now.
-    pub available: bool,
-}
+/// The router's view of one candidate for one request (the call record's type, so the
+/// walk records it as decided).
+pub use sluice_core::CandidateEstimate as Estimate;
 
 /// What the router decided for one request.
 #[derive(Clone, Debug, PartialEq)]
