@@ -13,6 +13,7 @@
 
 pub mod assemble;
 pub mod replay;
+pub mod semantic;
 
 pub use replay::ReplayError;
 

@@ -1,0 +1,312 @@
+//! The semantic cache's decisions: which stored answer a question may be served, by meaning.
+//!
+//! An entry is found only inside its *partition*: a digest of everything that must match
+//! exactly (tenant, model group, system prompt, tools, sampling settings, the earlier turns
+//! of the conversation byte for byte), computed by the glue; only the newest user message is
+//! matched by meaning, as a unit vector from the embedder. Among the partition's live
+//! entries the most similar one whose [`guard::Facts`] agree with the question's (same
+//! numbers, negations and entities) is the candidate; then the mode decides:
+//!
+//! - static: served when its similarity reaches the threshold;
+//! - verified (vCache): each entry learns its own threshold ([`verified`]), and a would-be
+//!   hit is sent upstream (verified) with the probability that keeps wrong answers served
+//!   within the route's error bound; what verification finds teaches the entry.
+//!
+//! The index is an exact scan of the partition (deterministic, and at 64 dimensions faster
+//! than a graph index at the sizes one partition reaches), bounded in bytes (the oldest go
+//! first) and by a time to live on the gateway's clock.
+
+pub mod guard;
+pub mod verified;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hashbrown::HashMap;
+use tokio::time::Instant;
+
+pub use guard::{Facts, Mismatch};
+pub use verified::Threshold;
+
+/// How a route's semantic hits are decided.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Mode {
+    /// Served at this cosine similarity or above.
+    Static {
+        /// The threshold.
+        threshold: f64,
+    },
+    /// Each entry learns its threshold; wrong answers served stay within `delta`.
+    Verified {
+        /// The route's maximum error rate.
+        delta: f64,
+        /// Below this similarity a question is a miss without asking (nothing to learn).
+        floor: f64,
+    },
+}
+
+/// The cache's settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Policy {
+    /// How hits are decided.
+    pub mode: Mode,
+    /// How long an entry lives.
+    pub ttl: Duration,
+    /// What all entries may weigh together (answers, vectors and bookkeeping).
+    pub max_bytes: usize,
+}
+
+/// Bytes an entry weighs beyond its answer and vector (its facts and bookkeeping).
+const ENTRY_OVERHEAD: usize = 256;
+
+/// One stored answer.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// Its id (for the record and for verification's verdict).
+    pub id: u64,
+    /// The question's unit vector.
+    pub vector: Vec<f32>,
+    /// What its question says beyond its meaning.
+    pub facts: Facts,
+    /// The complete answer's body.
+    pub answer: Bytes,
+    /// When it was stored.
+    pub stored_at: Instant,
+    /// What the answer cost when it was bought, in micro-units.
+    pub cost_micros: u64,
+    /// Its own threshold, in the verified mode.
+    pub threshold: Threshold,
+    weight: usize,
+}
+
+/// What a lookup found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lookup {
+    /// Nothing to serve; `refused`: the most similar entry's question differed in a number,
+    /// negation or entity (counted: the guards at work).
+    Miss {
+        /// Why the nearest entry was passed over, if it was.
+        refused: Option<Mismatch>,
+        /// The best similarity seen (of an entry the guards allowed).
+        best: Option<f64>,
+    },
+    /// Serve entry `id`'s answer.
+    Hit {
+        /// The entry.
+        id: u64,
+        /// Its similarity to the question.
+        similarity: f64,
+    },
+    /// Would be a hit, but ask the upstream too and compare (verified mode), serving the
+    /// upstream's answer.
+    Verify {
+        /// The entry.
+        id: u64,
+        /// Its similarity to the question.
+        similarity: f64,
+    },
+}
+
+/// The entries, by partition.
+#[derive(Debug)]
+pub struct Index {
+    policy: Policy,
+    partitions: HashMap<u64, Vec<Entry>>,
+    /// (partition, id) in the order stored: the oldest first out.
+    order: VecDeque<(u64, u64)>,
+    bytes: usize,
+    next_id: u64,
+}
+
+/// The cosine similarity of two unit vectors.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    f64::from(dot)
+}
+
+impl Index {
+    /// An empty index.
+    pub fn new(policy: Policy) -> Self {
+        Self {
+            policy,
+            partitions: HashMap::new(),
+            order: VecDeque::new(),
+            bytes: 0,
+            next_id: 1,
+        }
+    }
+
+    /// Its policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Entries held (expired ones not yet dropped included).
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// What the entries weigh.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn live(&self, e: &Entry, now: Instant) -> bool {
+        now.saturating_duration_since(e.stored_at) < self.policy.ttl
+    }
+
+    /// Decides for a question in `partition` with unit vector `v` and `facts`, at `now`;
+    /// `u` is a uniform draw in `[0, 1)` (the verified mode's coin).
+    pub fn lookup(&self, partition: u64, v: &[f32], facts: &Facts, now: Instant, u: f64) -> Lookup {
+        let Some(entries) = self.partitions.get(&partition) else {
+            return Lookup::Miss {
+                refused: None,
+                best: None,
+            };
+        };
+        let mut nearest: Option<(f64, &Entry)> = None;
+        let mut allowed: Option<(f64, &Entry)> = None;
+        for e in entries.iter().filter(|e| self.live(e, now)) {
+            let s = cosine(v, &e.vector);
+            if nearest.is_none_or(|(b, _)| s > b) {
+                nearest = Some((s, e));
+            }
+            if facts.compatible(&e.facts).is_ok() && allowed.is_none_or(|(b, _)| s > b) {
+                allowed = Some((s, e));
+            }
+        }
+        let refused = match (nearest, allowed) {
+            (Some((_, n)), Some((_, a))) if n.id == a.id => None,
+            (Some((_, n)), _) => facts.compatible(&n.facts).err(),
+            (None, _) => None,
+        };
+        let Some((s, e)) = allowed else {
+            return Lookup::Miss {
+                refused,
+                best: None,
+            };
+        };
+        let miss = Lookup::Miss {
+            refused,
+            best: Some(s),
+        };
+        match self.policy.mode {
+            Mode::Static { threshold } if s >= threshold => Lookup::Hit {
+                id: e.id,
+                similarity: s,
+            },
+            Mode::Static { .. } => miss,
+            Mode::Verified { floor, .. } if s < floor => miss,
+            Mode::Verified { delta, .. } => {
+                if e.threshold.verify(s, delta, u) {
+                    Lookup::Verify {
+                        id: e.id,
+                        similarity: s,
+                    }
+                } else {
+                    Lookup::Hit {
+                        id: e.id,
+                        similarity: s,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Entry `id`, if it is held.
+    pub fn get(&self, partition: u64, id: u64) -> Option<&Entry> {
+        self.partitions.get(&partition)?.iter().find(|e| e.id == id)
+    }
+
+    /// Stores an answer; returns its id. The oldest entries (and the expired) leave until
+    /// everything fits; an answer heavier than the whole cache is not stored (`None`).
+    pub fn insert(
+        &mut self,
+        partition: u64,
+        vector: Vec<f32>,
+        facts: Facts,
+        answer: Bytes,
+        cost_micros: u64,
+        now: Instant,
+    ) -> Option<u64> {
+        let weight = answer.len() + vector.len() * 4 + ENTRY_OVERHEAD;
+        if weight > self.policy.max_bytes {
+            return None;
+        }
+        self.sweep(now);
+        while self.bytes + weight > self.policy.max_bytes {
+            if !self.evict_oldest() {
+                break;
+            }
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.partitions.entry(partition).or_default().push(Entry {
+            id,
+            vector,
+            facts,
+            answer,
+            stored_at: now,
+            cost_micros,
+            threshold: Threshold::default(),
+            weight,
+        });
+        self.order.push_back((partition, id));
+        self.bytes += weight;
+        Some(id)
+    }
+
+    /// Learns what verification found: entry `id`'s answer was `right` (or not) for a
+    /// question at `similarity`.
+    pub fn observe(&mut self, partition: u64, id: u64, similarity: f64, right: bool) {
+        if let Some(e) = self
+            .partitions
+            .get_mut(&partition)
+            .and_then(|es| es.iter_mut().find(|e| e.id == id))
+        {
+            e.threshold.observe(similarity, right);
+        }
+    }
+
+    /// Drops the expired entries at the front (entries expire in the order they were stored).
+    pub fn sweep(&mut self, now: Instant) {
+        while let Some(&(p, id)) = self.order.front() {
+            let expired = self.get(p, id).is_none_or(|e| !self.live(e, now));
+            if !expired || !self.evict_oldest() {
+                break;
+            }
+        }
+    }
+
+    fn evict_oldest(&mut self) -> bool {
+        let Some((p, id)) = self.order.pop_front() else {
+            return false;
+        };
+        if let Some(es) = self.partitions.get_mut(&p) {
+            if let Some(i) = es.iter().position(|e| e.id == id) {
+                let e = es.swap_remove(i);
+                self.bytes -= e.weight;
+            }
+            if es.is_empty() {
+                self.partitions.remove(&p);
+            }
+        }
+        true
+    }
+
+    /// Empties it.
+    pub fn purge(&mut self) {
+        self.partitions.clear();
+        self.order.clear();
+        self.bytes = 0;
+    }
+}

@@ -1,0 +1,193 @@
+//! The index's decisions: partitions, guards, both modes, time to live, the size bound.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::*;
+
+/// A unit vector at angle `a` (radians) in the plane of the first two axes, padded to 8.
+fn at(a: f64) -> Vec<f32> {
+    let mut v = vec![0.0_f32; 8];
+    v[0] = a.cos() as f32;
+    v[1] = a.sin() as f32;
+    v
+}
+
+fn policy(mode: Mode) -> Policy {
+    Policy {
+        mode,
+        ttl: Duration::from_secs(60),
+        max_bytes: 1 << 20,
+    }
+}
+
+const STATIC: Mode = Mode::Static { threshold: 0.9 };
+
+fn facts(text: &str) -> Facts {
+    Facts::of(text)
+}
+
+#[test]
+fn only_the_same_partition_is_searched_and_the_threshold_decides() {
+    let now = Instant::now();
+    let mut ix = Index::new(policy(STATIC));
+    let q = facts("How do I reset my password?");
+    let id = ix
+        .insert(1, at(0.0), q.clone(), Bytes::from_static(b"{}"), 7, now)
+        .unwrap_or(0);
+    // cos(0.3) = 0.955: a hit in its partition, nothing in another.
+    assert_eq!(
+        ix.lookup(1, &at(0.3), &q, now, 0.5),
+        Lookup::Hit {
+            id,
+            similarity: cosine(&at(0.3), &at(0.0))
+        }
+    );
+    assert!(matches!(
+        ix.lookup(2, &at(0.0), &q, now, 0.5),
+        Lookup::Miss { best: None, .. }
+    ));
+    // cos(0.6) = 0.825: below the threshold.
+    assert!(matches!(
+        ix.lookup(1, &at(0.6), &q, now, 0.5),
+        Lookup::Miss {
+            best: Some(_),
+            refused: None
+        }
+    ));
+    assert_eq!(ix.get(1, id).map(|e| e.cost_micros), Some(7));
+}
+
+#[test]
+fn the_guards_pass_over_a_closer_entry_that_names_something_else() {
+    let now = Instant::now();
+    let mut ix = Index::new(policy(STATIC));
+    let python = ix
+        .insert(
+            1,
+            at(0.0),
+            facts("How do I learn Python?"),
+            Bytes::from_static(b"py"),
+            1,
+            now,
+        )
+        .unwrap_or(0);
+    let java = ix
+        .insert(
+            1,
+            at(0.35),
+            facts("How do I learn Java?"),
+            Bytes::from_static(b"java"),
+            1,
+            now,
+        )
+        .unwrap_or(0);
+    // Closest to the Python question's vector, but asking about Java: served Java's answer,
+    // and the refusal of the nearer one is said.
+    let got = ix.lookup(
+        1,
+        &at(0.05),
+        &facts("What's the best way to learn Java?"),
+        now,
+        0.5,
+    );
+    match got {
+        Lookup::Hit { id, .. } => assert_eq!(id, java),
+        other => panic!("{other:?}"),
+    }
+    let got = ix.lookup(1, &at(0.0), &facts("How do I learn Rust?"), now, 0.5);
+    assert_eq!(
+        got,
+        Lookup::Miss {
+            refused: Some(Mismatch::Entity),
+            best: None
+        }
+    );
+    assert_ne!(python, java);
+}
+
+#[test]
+fn entries_expire_and_the_oldest_leave_when_full() {
+    let now = Instant::now();
+    let mut p = policy(STATIC);
+    p.max_bytes = 3 * (8 * 4 + ENTRY_OVERHEAD + 100);
+    let mut ix = Index::new(p);
+    let body = Bytes::from(vec![b'x'; 100]);
+    let q = facts("q");
+    let first = ix
+        .insert(1, at(0.0), q.clone(), body.clone(), 0, now)
+        .unwrap_or(0);
+    for i in 1..3 {
+        ix.insert(1, at(f64::from(i)), q.clone(), body.clone(), 0, now);
+    }
+    assert_eq!(ix.len(), 3);
+    ix.insert(2, at(0.0), q.clone(), body.clone(), 0, now);
+    assert_eq!(ix.len(), 3, "the oldest left");
+    assert!(ix.get(1, first).is_none());
+    assert!(ix.bytes() <= p.max_bytes);
+    // Too heavy for the whole cache: not stored at all.
+    assert_eq!(
+        ix.insert(1, at(0.0), q.clone(), Bytes::from(vec![0; 4_000]), 0, now),
+        None
+    );
+    // Past the time to live nothing is served, and the next insert sweeps them out.
+    let later = now + Duration::from_secs(61);
+    assert!(matches!(
+        ix.lookup(2, &at(0.0), &q, later, 0.5),
+        Lookup::Miss { .. }
+    ));
+    ix.insert(3, at(0.0), q.clone(), body, 0, later);
+    assert_eq!(ix.len(), 1);
+    ix.purge();
+    assert!(ix.is_empty() && ix.bytes() == 0);
+}
+
+#[test]
+fn the_verified_mode_verifies_until_an_entry_has_learnt_then_serves() {
+    let now = Instant::now();
+    let mut ix = Index::new(policy(Mode::Verified {
+        delta: 0.05,
+        floor: 0.5,
+    }));
+    let q = facts("How do I reset my password?");
+    let id = ix
+        .insert(1, at(0.0), q.clone(), Bytes::from_static(b"a"), 0, now)
+        .unwrap_or(0);
+    let close = at(0.1);
+    let s = cosine(&close, &at(0.0));
+    assert_eq!(
+        ix.lookup(1, &close, &q, now, 0.99),
+        Lookup::Verify { id, similarity: s }
+    );
+    // Far below the floor: a plain miss.
+    assert!(matches!(
+        ix.lookup(1, &at(1.4), &q, now, 0.0),
+        Lookup::Miss { .. }
+    ));
+    // Verification found it right close by, wrong further away (but twice right there).
+    for k in 0..30 {
+        let a = 0.01 * f64::from(k % 10);
+        ix.observe(1, id, cosine(&at(a), &at(0.0)), true);
+        ix.observe(1, id, cosine(&at(0.8 + a), &at(0.0)), k % 15 == 3);
+    }
+    let served = (0..100)
+        .filter(|i| {
+            matches!(
+                ix.lookup(1, &at(0.02), &q, now, f64::from(*i) / 100.0),
+                Lookup::Hit { .. }
+            )
+        })
+        .count();
+    assert!(served > 50, "served {served} of 100");
+    let far = (0..100)
+        .filter(|i| {
+            matches!(
+                ix.lookup(1, &at(0.7), &q, now, f64::from(*i) / 100.0),
+                Lookup::Hit { .. }
+            )
+        })
+        .count();
+    assert!(far < served, "{far} vs {served}");
+}
