@@ -98,7 +98,7 @@ impl Embedder {
 /// Scales `v` to unit length; a zero vector is [`EmbedError::Empty`].
 pub fn unit(v: &mut [f32]) -> Result<(), EmbedError> {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if !(norm > f32::EPSILON) || !norm.is_finite() {
+    if norm <= f32::EPSILON || !norm.is_finite() {
         return Err(EmbedError::Empty);
     }
     v.iter_mut().for_each(|x| *x /= norm);
