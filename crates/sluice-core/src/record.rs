@@ -208,12 +208,15 @@ pub enum CacheLookup {
     /// The client asked the cache to stand aside (`Cache-Control: no-store`, or `no-cache`,
     /// which still stores the fresh answer).
     Bypass,
+    /// Served from the semantic cache: an earlier answer to a question that means the same
+    /// (the record's `semantic` names the entry and its similarity).
+    Semantic,
 }
 
 impl CacheLookup {
     /// Whether the answer came from the cache rather than an upstream.
     pub fn served(self) -> bool {
-        matches!(self, Self::Hit | Self::Coalesced)
+        matches!(self, Self::Hit | Self::Coalesced | Self::Semantic)
     }
 
     /// A short label for metrics and headers.
@@ -223,6 +226,7 @@ impl CacheLookup {
             Self::Coalesced => "coalesced",
             Self::Miss => "miss",
             Self::Bypass => "bypass",
+            Self::Semantic => "semantic",
         }
     }
 }
@@ -296,6 +300,31 @@ pub struct CallRecord {
     pub hedge_rule: Option<&'static str>,
     /// For a complete answer an automatic router chose: what is wrong with it as an answer.
     pub flaw: Option<AnswerFlaw>,
+    /// What the semantic cache did with the request, when it is on.
+    pub semantic: Option<SemanticLookup>,
+}
+
+/// What the semantic cache did with a request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SemanticLookup {
+    /// Served entry `entry`'s answer, at `similarity`.
+    Hit {
+        /// The entry.
+        entry: u64,
+        /// Its similarity to the question.
+        similarity: f64,
+    },
+    /// Nothing close enough; `refused`: the nearest entry's question differed in a number
+    /// (`number`), a negation or an entity, and was passed over.
+    Miss {
+        /// Why the nearest entry was passed over, if it was.
+        refused: Option<&'static str>,
+        /// The best similarity among the entries it could have served.
+        best: Option<f64>,
+    },
+    /// Not matched by meaning: `temperature`, `n`, `tool_results`, `not_a_question`, or the
+    /// client's `Cache-Control`.
+    Ineligible(&'static str),
 }
 
 /// What can be seen to be wrong with an answer without reading it.
@@ -400,6 +429,7 @@ impl CallRecord {
             fallbacks: Vec::new(),
             hedge_rule: None,
             flaw: None,
+            semantic: None,
         }
     }
 

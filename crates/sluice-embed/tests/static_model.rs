@@ -26,7 +26,9 @@ fn paraphrases_are_closer_than_unrelated_questions() {
     let e = Embedder::load(&model_dir()).unwrap();
     assert_eq!(e.dim(), 64);
     let a = e.embed("How do I reset my password?").unwrap();
-    let b = e.embed("What is the procedure to change my password?").unwrap();
+    let b = e
+        .embed("What is the procedure to change my password?")
+        .unwrap();
     let c = e.embed("The weather in Paris is sunny today.").unwrap();
     let norm: f32 = a.iter().map(|x| x * x).sum();
     assert!((norm - 1.0).abs() < 1e-4, "{norm}");

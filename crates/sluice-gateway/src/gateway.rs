@@ -60,6 +60,8 @@ pub struct Gateway {
     pub(crate) cooling: Mutex<Cooldowns<Arc<str>>>,
     /// The exact answer cache, when answers are cached.
     pub(crate) cache: Option<AnswerCache>,
+    /// The semantic cache and its embedder, when answers are cached by meaning.
+    pub(crate) semantic: Option<crate::walk::semantic::Semantic>,
     /// What automatic routers learn from: their answers awaiting feedback.
     pub(crate) learning: crate::feedback::Learning,
 }

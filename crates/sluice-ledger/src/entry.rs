@@ -39,6 +39,9 @@ pub enum CacheOutcome {
     Provider,
     /// The whole answer was served from sluice's exact answer cache: no upstream was asked.
     Exact,
+    /// The whole answer was served from the semantic cache (an earlier answer to a question
+    /// meaning the same): no upstream was asked.
+    Semantic,
 }
 
 impl CacheOutcome {
@@ -48,6 +51,7 @@ impl CacheOutcome {
             Self::Miss => "miss",
             Self::Provider => "provider",
             Self::Exact => "exact",
+            Self::Semantic => "semantic",
         }
     }
 
@@ -56,6 +60,7 @@ impl CacheOutcome {
         match s {
             "provider" => Self::Provider,
             "exact" => Self::Exact,
+            "semantic" => Self::Semantic,
             _ => Self::Miss,
         }
     }

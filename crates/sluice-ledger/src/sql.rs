@@ -163,10 +163,13 @@ fn cache_text(c: CacheOutcome) -> Arc<str> {
     static PROVIDER: LazyLock<Arc<str>> =
         LazyLock::new(|| Arc::from(CacheOutcome::Provider.as_str()));
     static EXACT: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(CacheOutcome::Exact.as_str()));
+    static SEMANTIC: LazyLock<Arc<str>> =
+        LazyLock::new(|| Arc::from(CacheOutcome::Semantic.as_str()));
     match c {
         CacheOutcome::Miss => MISS.clone(),
         CacheOutcome::Provider => PROVIDER.clone(),
         CacheOutcome::Exact => EXACT.clone(),
+        CacheOutcome::Semantic => SEMANTIC.clone(),
     }
 }
 

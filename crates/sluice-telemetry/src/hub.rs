@@ -360,6 +360,27 @@ impl Telemetry {
         }
     }
 
+    /// Counts a semantic-cache lookup in `group`.
+    pub fn semantic(&self, group: &str, what: &sluice_core::SemanticLookup) {
+        use sluice_core::SemanticLookup as L;
+        let (result, why) = match what {
+            L::Hit { .. } => ("hit", ""),
+            L::Miss {
+                refused: Some(why), ..
+            } => ("refused", *why),
+            L::Miss { .. } => ("miss", ""),
+            L::Ineligible(why) => ("ineligible", *why),
+        };
+        self.metrics
+            .semantic
+            .get_or_create(&crate::metrics::SemanticLabels {
+                group: Arc::from(group),
+                result,
+                why,
+            })
+            .inc();
+    }
+
     /// Counts a score an automatic router learnt from.
     pub fn router_feedback(&self, route: &Arc<str>, signal: &'static str) {
         self.metrics

@@ -56,6 +56,18 @@ pub struct FeedbackLabels {
     pub signal: &'static str,
 }
 
+/// Labels of the semantic cache's lookups.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SemanticLabels {
+    /// The model group.
+    pub group: Arc<str>,
+    /// `hit`, `miss`, `refused` (the nearest entry differed in a number, negation or
+    /// entity) or `ineligible` (not matched by meaning).
+    pub result: &'static str,
+    /// For `refused`: `number`, `negation`, `entity`; for `ineligible`: why; else empty.
+    pub why: &'static str,
+}
+
 /// Labels of per-(group, upstream, mode) series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PairLabels {
@@ -291,6 +303,8 @@ pub struct Metrics {
     pub router_feedback: Family<FeedbackLabels, Counter>,
     /// Saves of what automatic routers learnt that failed (each is tried again).
     pub router_save_failures: Counter,
+    /// Semantic-cache lookups by group and result.
+    pub semantic: Family<SemanticLabels, Counter>,
 }
 
 impl Metrics {
@@ -329,6 +343,7 @@ impl Metrics {
             unknown_tasks: Family::default(),
             router_feedback: Family::default(),
             router_save_failures: Counter::default(),
+            semantic: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
@@ -476,6 +491,11 @@ impl Metrics {
             "router_save_failures",
             "Saves of what automatic routers learnt to the store that failed (each is tried again)",
             m.router_save_failures.clone(),
+        );
+        r.register(
+            "semantic_cache_lookups",
+            "Semantic-cache lookups by group and result (hit, miss, refused by a guard, ineligible) and why",
+            m.semantic.clone(),
         );
         m
     }

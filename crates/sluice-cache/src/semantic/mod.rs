@@ -16,7 +16,9 @@
 //! than a graph index at the sizes one partition reaches), bounded in bytes (the oldest go
 //! first) and by a time to live on the gateway's clock.
 
+pub mod cache;
 pub mod guard;
+pub mod question;
 pub mod verified;
 
 #[cfg(test)]
@@ -29,7 +31,9 @@ use bytes::Bytes;
 use hashbrown::HashMap;
 use tokio::time::Instant;
 
+pub use cache::SemanticCache;
 pub use guard::{Facts, Mismatch};
+pub use question::{Ineligible, Question};
 pub use verified::Threshold;
 
 /// How a route's semantic hits are decided.

@@ -54,6 +54,26 @@ pub(super) fn cache(doc: &Document<'_>, c: &CacheConfig, diags: &mut Vec<Diagnos
     if c.max_bytes < 1024 {
         diags.push(doc.diag(&key(&["cache", "max_bytes"]), "must be at least 1024"));
     }
+    let s = &c.semantic;
+    let at = |field: &str| key(&["cache", "semantic", field]);
+    if !(s.threshold > 0.0 && s.threshold <= 1.0) {
+        diags.push(doc.diag(
+            &at("threshold"),
+            format!("must be above 0 and at most 1 (is {})", s.threshold),
+        ));
+    }
+    if !(s.temperature_ceiling >= 0.0 && s.temperature_ceiling.is_finite()) {
+        diags.push(doc.diag(&at("temperature_ceiling"), "must be 0 or more"));
+    }
+    if s.ttl.is_zero() {
+        diags.push(doc.diag(&at("ttl"), "must be longer than zero"));
+    }
+    if s.max_bytes < 1024 {
+        diags.push(doc.diag(&at("max_bytes"), "must be at least 1024"));
+    }
+    if s.enabled && s.model.trim().is_empty() {
+        diags.push(doc.diag(&at("model"), "must name the embedding model's folder"));
+    }
 }
 
 pub(super) fn lanes(

@@ -158,6 +158,43 @@ pub struct CacheConfig {
     /// The most the cached answers may hold, in bytes of answer body; the least used go
     /// first.
     pub max_bytes: u64,
+    /// `[cache.semantic]`: answers served again to questions that mean the same.
+    pub semantic: SemanticCacheConfig,
+}
+
+/// `[cache.semantic]`: the semantic cache (off by default). Only the newest user message is
+/// matched by meaning; everything else of the request must be identical.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+#[serde(default)]
+pub struct SemanticCacheConfig {
+    /// Whether answers are cached by meaning.
+    pub enabled: bool,
+    /// The cosine similarity from which a stored answer is served.
+    pub threshold: f64,
+    /// Requests with a hotter `temperature` are not served from it (unset counts as 1).
+    pub temperature_ceiling: f64,
+    /// How long an answer is served after it was stored.
+    #[serde(with = "humantime_serde")]
+    pub ttl: Duration,
+    /// What its entries may weigh together (answers, vectors, bookkeeping).
+    pub max_bytes: u64,
+    /// The embedding model's folder (relative to the config file's), as
+    /// `scripts/install-embedder` fills it.
+    pub model: String,
+}
+
+impl Default for SemanticCacheConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            threshold: 0.9,
+            temperature_ceiling: 1.0,
+            ttl: Duration::from_secs(3600),
+            max_bytes: DEFAULT_CACHE_BYTES,
+            model: "models/static-64".into(),
+        }
+    }
 }
 
 /// Default size of the answer cache: 64 MiB.
@@ -169,6 +206,7 @@ impl Default for CacheConfig {
             enabled: false,
             ttl: Duration::from_secs(3600),
             max_bytes: DEFAULT_CACHE_BYTES,
+            semantic: SemanticCacheConfig::default(),
         }
     }
 }

@@ -1,5 +1,6 @@
-//! `/admin/cache`: what the answer cache holds, and emptying it (an answer that should not
-//! have been cached must not be served until its time to live runs out).
+//! `/admin/cache`: what the answer cache and the semantic cache hold, and emptying both (an
+//! answer that should not have been cached must not be served until its time to live runs
+//! out).
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use crate::admin::{managing, refuse};
 
 /// `GET /admin/cache`: whether answers are cached, how many are held and what they weigh.
 pub async fn show(State(gw): State<Arc<Gateway>>) -> Json<serde_json::Value> {
-    Json(match &gw.cache {
+    let mut v = match &gw.cache {
         None => json!({"enabled": false}),
         Some(c) => {
             let (entries, bytes) = c.size();
@@ -26,7 +27,24 @@ pub async fn show(State(gw): State<Arc<Gateway>>) -> Json<serde_json::Value> {
                 "ttl_seconds": c.ttl().as_secs_f64(),
             })
         }
-    })
+    };
+    v["semantic"] = match &gw.semantic {
+        None => json!({"enabled": false}),
+        Some(s) => {
+            let (entries, bytes) = s.cache.size();
+            let p = s.cache.policy();
+            json!({
+                "enabled": true,
+                "entries": entries,
+                "bytes": bytes,
+                "max_bytes": p.max_bytes,
+                "ttl_seconds": p.ttl.as_secs_f64(),
+                "embedder": s.embedder.name(),
+                "temperature_ceiling": s.cache.ceiling(),
+            })
+        }
+    };
+    Json(v)
 }
 
 /// `DELETE /admin/cache`: drops every cached answer (needs an admin token configured).
@@ -34,11 +52,13 @@ pub async fn purge(State(gw): State<Arc<Gateway>>) -> Response {
     if let Err(e) = managing(&gw) {
         return refuse(&e);
     }
-    match &gw.cache {
-        Some(c) => Json(json!({"purged": c.purge()})).into_response(),
-        None => refuse(&GatewayError::new(
+    if gw.cache.is_none() && gw.semantic.is_none() {
+        return refuse(&GatewayError::new(
             ErrorKind::RouteNotFound,
             "the answer cache is off: set [cache] enabled = true",
-        )),
+        ));
     }
+    let exact = gw.cache.as_ref().map_or(0, |c| c.purge());
+    let semantic = gw.semantic.as_ref().map_or(0, |s| s.cache.purge());
+    Json(json!({"purged": exact, "purged_semantic": semantic})).into_response()
 }

@@ -10,7 +10,28 @@ use sluice_telemetry::AccessFormat;
 use super::{BuildError, GatewayBuilder, policies};
 
 impl GatewayBuilder {
-    /// A builder holding everything `cfg` describes, HTTP providers included.
+    /// The semantic cache `c` describes, its model's folder taken relative to `base` (the
+    /// config file's folder); nothing when it is off. A missing model is an error naming its
+    /// folder and the command that installs it.
+    pub fn semantic_from_config(
+        self,
+        c: &sluice_config::gateway::SemanticCacheConfig,
+        base: &std::path::Path,
+    ) -> Result<Self, BuildError> {
+        if !c.enabled {
+            return Ok(self);
+        }
+        let dir = base.join(&c.model);
+        let embedder = sluice_embed::Embedder::load(&dir)?;
+        Ok(self.semantic_cache(
+            policies::semantic(c),
+            c.temperature_ceiling,
+            std::sync::Arc::new(embedder),
+        ))
+    }
+
+    /// A builder holding everything `cfg` describes, HTTP providers included (the semantic
+    /// cache apart: [`GatewayBuilder::semantic_from_config`], which needs the config's folder).
     pub fn from_config(cfg: &GatewayConfig, env: &dyn Env) -> Result<Self, BuildError> {
         let mut b = Self::new()
             .max_body_bytes(usize::try_from(cfg.server.max_body_bytes).unwrap_or(usize::MAX))

@@ -98,6 +98,9 @@ pub enum BuildError {
         /// The missing lane.
         lane: String,
     },
+    /// The semantic cache's embedding model would not load.
+    #[error("[cache.semantic] model: {0}")]
+    Embedder(#[from] sluice_embed::EmbedError),
     /// A router names a candidate that is not a model group.
     #[error("router `{router}`: no model group named `{group}`")]
     UnknownCandidate {
@@ -160,6 +163,7 @@ pub struct GatewayBuilder {
     /// Model names that choose a group by rules.
     task_routes: Vec<TaskRoute>,
     routers: Vec<(String, Vec<String>, RouterPolicy)>,
+    semantic: Option<crate::walk::semantic::Semantic>,
     router_state: Vec<(String, Vec<Stored>)>,
 }
 
@@ -190,6 +194,7 @@ impl Default for GatewayBuilder {
             fallbacks: HashMap::new(),
             task_routes: Vec::new(),
             routers: Vec::new(),
+            semantic: None,
             router_state: Vec::new(),
         }
     }
@@ -223,6 +228,21 @@ impl GatewayBuilder {
     /// Adds a model name that chooses a group by rules.
     pub fn task_route(mut self, route: TaskRoute) -> Self {
         self.task_routes.push(route);
+        self
+    }
+
+    /// Caches answers by meaning under `policy`, up to `temperature` `ceiling`, with
+    /// questions embedded by `embedder`.
+    pub fn semantic_cache(
+        mut self,
+        policy: sluice_cache::semantic::Policy,
+        ceiling: f64,
+        embedder: Arc<sluice_embed::Embedder>,
+    ) -> Self {
+        self.semantic = Some(crate::walk::semantic::Semantic {
+            cache: sluice_cache::semantic::SemanticCache::new(policy, ceiling),
+            embedder,
+        });
         self
     }
 
@@ -538,6 +558,7 @@ impl GatewayBuilder {
                 .with_task_routes(self.task_routes)
                 .with_routers(routers),
             learning: crate::feedback::Learning::default(),
+            semantic: self.semantic,
             lanes: self.lanes,
             tenant_lanes: RwLock::new(tenant_lanes),
             configured_tenants,

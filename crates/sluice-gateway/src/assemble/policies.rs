@@ -63,6 +63,17 @@ pub fn task_route(name: &str, r: &RouteConfig) -> TaskRoute {
     }
 }
 
+/// The semantic cache's policy `[cache.semantic]` describes (the static threshold mode).
+pub fn semantic(c: &sluice_config::gateway::SemanticCacheConfig) -> sluice_cache::semantic::Policy {
+    sluice_cache::semantic::Policy {
+        mode: sluice_cache::semantic::Mode::Static {
+            threshold: c.threshold,
+        },
+        ttl: c.ttl,
+        max_bytes: usize::try_from(c.max_bytes).unwrap_or(usize::MAX),
+    }
+}
+
 /// The policy a `[routers.NAME]` entry describes.
 pub fn router(c: &RouterConfig) -> RouterPolicy {
     RouterPolicy {

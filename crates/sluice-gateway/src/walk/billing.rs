@@ -133,7 +133,9 @@ pub(crate) fn entry(record: &CallRecord, answered: Option<&Priced>) -> Entry {
         cost_micros: record.cost_micros.unwrap_or(0),
         saved_micros: saved.unwrap_or(0),
         extra_micros: record.extra_cost_micros,
-        cache: if hit {
+        cache: if record.cache == Some(sluice_core::CacheLookup::Semantic) {
+            CacheOutcome::Semantic
+        } else if hit {
             CacheOutcome::Exact
         } else if usage.cached_tokens > 0 {
             CacheOutcome::Provider

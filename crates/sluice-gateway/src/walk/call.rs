@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use sluice_cache::semantic::Question;
 use sluice_cache::{Key, Stored};
 use sluice_core::record::CLIENT_CLOSED;
 use sluice_core::{Attempt, AttemptKind, AttemptOutcome, CallRecord, ErrorKind, RequestId, Usage};
@@ -35,6 +36,9 @@ pub struct Call {
     cache_key: Option<Key>,
     /// The flight it leads (identical requests wait for its answer), ended when it settles.
     flight: Option<(Key, watch::Sender<()>)>,
+    /// The question (and its vector) its complete answer is stored under in the semantic
+    /// cache, when it is to be.
+    question: Option<(Question, Vec<f32>)>,
     settled: bool,
     _inflight: InflightGuard,
 }
@@ -52,6 +56,7 @@ impl Call {
             sent_bytes: 0,
             cache_key: None,
             flight: None,
+            question: None,
             settled: false,
             _inflight: inflight,
         }
@@ -93,23 +98,35 @@ impl Call {
         self.flight = Some((key, tx));
     }
 
-    /// Whether the call's answer is to be stored in the answer cache.
+    /// Stores the call's complete answer in the semantic cache under `question` (embedded
+    /// as `vector`) when it succeeds.
+    pub fn store_by_meaning(&mut self, question: Question, vector: Vec<f32>) {
+        self.question = Some((question, vector));
+    }
+
+    /// Whether the call's answer is to be stored in the answer cache or the semantic one.
     pub fn stores_answer(&self) -> bool {
-        self.cache_key.is_some()
+        self.cache_key.is_some() || self.question.is_some()
     }
 
     /// Puts `body`, the complete answer just received, in the answer cache if the call is to
     /// store it, priced at what it cost (what every hit on it will save).
     pub fn store_answer(&mut self, body: &Bytes, now: Instant) {
+        if self.cache_key.is_none() && self.question.is_none() {
+            return;
+        }
+        let cost = billing::costs(&self.record, &self.priced, self.answered)
+            .answer
+            .unwrap_or(0);
+        if let (Some((question, vector)), Some(sem)) = (self.question.take(), &self.gw.semantic) {
+            sem.cache.insert(&question, vector, body.clone(), cost, now);
+        }
         let Some(key) = self.cache_key.take() else {
             return;
         };
         let Some(cache) = &self.gw.cache else {
             return;
         };
-        let cost = billing::costs(&self.record, &self.priced, self.answered)
-            .answer
-            .unwrap_or(0);
         cache.put(
             key,
             Stored {

@@ -15,6 +15,7 @@ pub mod metering;
 pub mod rescue;
 pub mod respond;
 pub mod route;
+pub mod semantic;
 
 use std::sync::Arc;
 
@@ -135,6 +136,21 @@ async fn walk(
             deadline,
         )
         .await?
+    {
+        return Ok(Answer::Cached(served));
+    }
+    //    Then the semantic cache (when on): an answer to a question that means the same, from
+    //    the same tenant with everything but the newest user message identical.
+    if let Some(sem) = &gw.semantic
+        && let Some(served) = semantic::consult(
+            gw,
+            sem,
+            call,
+            headers,
+            tenant.as_deref(),
+            &group.name,
+            &request,
+        )
     {
         return Ok(Answer::Cached(served));
     }

@@ -169,8 +169,17 @@ fn headers_for(call: &Call, now: Instant, stream: bool, h: &mut HeaderMap) {
     if let Ok(v) = HeaderValue::from_str(&server_timing(r, now, stream)) {
         h.insert(SERVER_TIMING, v);
     }
-    if let Some(c) = r.cache {
-        h.insert(X_SLUICE_CACHE, HeaderValue::from_static(c.label()));
+    let semantic = r.semantic.as_ref().and_then(super::semantic::header);
+    match (r.cache, semantic) {
+        (Some(sluice_core::CacheLookup::Semantic), Some(v)) => {
+            if let Ok(v) = HeaderValue::from_str(&v) {
+                h.insert(X_SLUICE_CACHE, v);
+            }
+        }
+        (Some(c), _) => {
+            h.insert(X_SLUICE_CACHE, HeaderValue::from_static(c.label()));
+        }
+        (None, _) => {}
     }
     if let Some(v) = route_header(r) {
         h.insert(X_SLUICE_ROUTE, v);
