@@ -302,6 +302,9 @@ pub struct CallRecord {
     pub flaw: Option<AnswerFlaw>,
     /// What the semantic cache did with the request, when it is on.
     pub semantic: Option<SemanticLookup>,
+    /// When the call verified a semantic entry: whether the entry's answer agreed with the
+    /// upstream's.
+    pub semantic_verified: Option<bool>,
 }
 
 /// What the semantic cache did with a request.
@@ -321,6 +324,14 @@ pub enum SemanticLookup {
         refused: Option<&'static str>,
         /// The best similarity among the entries it could have served.
         best: Option<f64>,
+    },
+    /// Would have been served entry `entry`'s answer, but was sent upstream to verify it
+    /// (the verified mode), and served the upstream's.
+    Verify {
+        /// The entry.
+        entry: u64,
+        /// Its similarity to the question.
+        similarity: f64,
     },
     /// Not matched by meaning: `temperature`, `n`, `tool_results`, `not_a_question`, or the
     /// client's `Cache-Control`.
@@ -430,6 +441,7 @@ impl CallRecord {
             hedge_rule: None,
             flaw: None,
             semantic: None,
+            semantic_verified: None,
         }
     }
 

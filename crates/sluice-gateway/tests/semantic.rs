@@ -316,3 +316,150 @@ fn a_missing_model_stops_the_gateway_naming_the_folder_and_the_install_command()
             .is_ok()
     );
 }
+
+fn verified_rig() -> Rig {
+    let r = rig_over(vec![dep("a", 1)], |b| {
+        b.admin_token("t0k").semantic_cache(
+            Policy {
+                mode: Mode::Verified {
+                    delta: 0.05,
+                    floor: 0.5,
+                },
+                ttl: Duration::from_secs(600),
+                max_bytes: 1 << 20,
+            },
+            1.0,
+            embedder(),
+        )
+    });
+    *r.a.answer.lock() = Some(Bytes::from_static(ANSWER.as_bytes()));
+    r
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_verified_mode_checks_would_be_hits_until_the_entry_has_learnt() {
+    let r = verified_rig();
+    send(
+        &r.router,
+        &[],
+        "v-0",
+        &ask("How do I reset my password?", ""),
+    )
+    .await;
+    let mut hits = 0;
+    for i in 1..=30 {
+        let id = format!("v-{i}");
+        let got = send(&r.router, &[], &id, &ask("how do i reset my password", "")).await;
+        assert_eq!(got.status, 200);
+        match semantic(&r, &id) {
+            SemanticLookup::Verify { entry, .. } => {
+                assert_eq!(entry, 1);
+                assert_eq!(
+                    r.record(&id).semantic_verified,
+                    Some(true),
+                    "the answers agree"
+                );
+            }
+            SemanticLookup::Hit { .. } => hits += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    let verified = r.a.calls() - 1;
+    assert!(
+        verified >= 4,
+        "an entry is checked before it is trusted: {verified}"
+    );
+    assert!(hits >= 20, "then it serves: {hits} hits, {verified} checks");
+    let page = scrape(&r.router).await;
+    assert!(
+        page.contains(&format!(
+            r#"sluice_semantic_cache_verifications_total{{group="chat",result="agreed",why=""}} {verified}"#
+        )),
+        "{page}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_that_differs_on_verification_is_a_measured_error_and_is_stored_beside() {
+    let r = verified_rig();
+    send(
+        &r.router,
+        &[],
+        "d-0",
+        &ask("How do I reset my password?", ""),
+    )
+    .await;
+    let other = ANSWER.replace("Use the reset link.", "Bananas are rich in potassium.");
+    *r.a.answer.lock() = Some(Bytes::from(other));
+    send(
+        &r.router,
+        &[],
+        "d-1",
+        &ask("how do i reset my password", ""),
+    )
+    .await;
+    assert_eq!(r.record("d-1").semantic_verified, Some(false));
+    let page = scrape(&r.router).await;
+    assert!(
+        page.contains(
+            r#"sluice_semantic_cache_verifications_total{group="chat",result="differed",why=""} 1"#
+        ),
+        "{page}"
+    );
+    let (_, v) = admin(&r.router, "GET", "/admin/cache", Some("t0k"), Value::Null).await;
+    assert_eq!(
+        v["semantic"]["entries"], 2,
+        "the fresh answer is stored too"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn feedback_on_a_semantic_hit_teaches_its_entry() {
+    let r = cached_rig();
+    let acme = ("x-sluice-tenant", "acme");
+    send(
+        &r.router,
+        &[acme],
+        "f-0",
+        &ask("How do I reset my password?", ""),
+    )
+    .await;
+    send(
+        &r.router,
+        &[acme],
+        "f-1",
+        &ask("how do i reset my password", ""),
+    )
+    .await;
+    assert_eq!(r.record("f-1").cache, Some(CacheLookup::Semantic));
+    let feedback = |tenant: &'static str, score: f64| {
+        let router = r.router.clone();
+        async move {
+            let body = json!({"request_id": "f-1", "score": score}).to_string();
+            let req = http::Request::post("/v1/feedback")
+                .header("content-type", "application/json")
+                .header("x-sluice-tenant", tenant)
+                .body(axum::body::Body::from(body))
+                .unwrap();
+            let resp = tower::ServiceExt::oneshot(router, req).await.unwrap();
+            let status = resp.status().as_u16();
+            let bytes = http_body_util::BodyExt::collect(resp.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            (status, serde_json::from_slice::<Value>(&bytes).unwrap())
+        }
+    };
+    let (status, v) = feedback("rival", 0.0).await;
+    assert_eq!(status, 403, "{v}");
+    let (status, v) = feedback("acme", 0.0).await;
+    assert_eq!((status, &v["semantic_entry"]), (200, &json!(1)));
+    let page = scrape(&r.router).await;
+    assert!(
+        page.contains(r#"sluice_semantic_cache_verifications_total{group="chat",result="reported_wrong",why=""} 1"#),
+        "{page}"
+    );
+    // Once per answer.
+    let (status, _) = feedback("acme", 0.0).await;
+    assert_eq!(status, 404);
+}

@@ -369,6 +369,7 @@ impl Telemetry {
                 refused: Some(why), ..
             } => ("refused", *why),
             L::Miss { .. } => ("miss", ""),
+            L::Verify { .. } => ("verify", ""),
             L::Ineligible(why) => ("ineligible", *why),
         };
         self.metrics
@@ -377,6 +378,35 @@ impl Telemetry {
                 group: Arc::from(group),
                 result,
                 why,
+            })
+            .inc();
+    }
+
+    /// Counts a semantic entry's answer checked against the upstream's in `group`.
+    pub fn semantic_verified(&self, group: &str, agreed: bool) {
+        self.metrics
+            .semantic_verifications
+            .get_or_create(&crate::metrics::SemanticLabels {
+                group: Arc::from(group),
+                result: if agreed { "agreed" } else { "differed" },
+                why: "",
+            })
+            .inc();
+    }
+
+    /// Counts feedback on a semantic hit: the client found it right, or wrong (a measured
+    /// error).
+    pub fn semantic_reported(&self, group: &Arc<str>, right: bool) {
+        self.metrics
+            .semantic_verifications
+            .get_or_create(&crate::metrics::SemanticLabels {
+                group: group.clone(),
+                result: if right {
+                    "reported_right"
+                } else {
+                    "reported_wrong"
+                },
+                why: "",
             })
             .inc();
     }

@@ -305,6 +305,8 @@ pub struct Metrics {
     pub router_save_failures: Counter,
     /// Semantic-cache lookups by group and result.
     pub semantic: Family<SemanticLabels, Counter>,
+    /// Semantic entries' answers verified against the upstream's, by group and result.
+    pub semantic_verifications: Family<SemanticLabels, Counter>,
 }
 
 impl Metrics {
@@ -344,6 +346,7 @@ impl Metrics {
             router_feedback: Family::default(),
             router_save_failures: Counter::default(),
             semantic: Family::default(),
+            semantic_verifications: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
@@ -496,6 +499,11 @@ impl Metrics {
             "semantic_cache_lookups",
             "Semantic-cache lookups by group and result (hit, miss, refused by a guard, ineligible) and why",
             m.semantic.clone(),
+        );
+        r.register(
+            "semantic_cache_verifications",
+            "Semantic entries' answers verified against the upstream's (the verified mode), by group and result: agreed or differed (a measured error)",
+            m.semantic_verifications.clone(),
         );
         m
     }

@@ -62,6 +62,15 @@ pub(super) fn cache(doc: &Document<'_>, c: &CacheConfig, diags: &mut Vec<Diagnos
             format!("must be above 0 and at most 1 (is {})", s.threshold),
         ));
     }
+    if !(s.max_error > 0.0 && s.max_error < 1.0) {
+        diags.push(doc.diag(
+            &at("max_error"),
+            format!("must be above 0 and below 1 (is {})", s.max_error),
+        ));
+    }
+    if !(0.0..1.0).contains(&s.min_similarity) {
+        diags.push(doc.diag(&at("min_similarity"), "must be from 0 to below 1"));
+    }
     if !(s.temperature_ceiling >= 0.0 && s.temperature_ceiling.is_finite()) {
         diags.push(doc.diag(&at("temperature_ceiling"), "must be 0 or more"));
     }

@@ -162,6 +162,17 @@ pub struct CacheConfig {
     pub semantic: SemanticCacheConfig,
 }
 
+/// How semantic hits are decided.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SemanticMode {
+    /// One threshold for every entry.
+    Static,
+    /// Each entry learns its own, from verification: a sampled share of would-be hits is
+    /// also asked upstream and the answers compared.
+    Verified,
+}
+
 /// `[cache.semantic]`: the semantic cache (off by default). Only the newest user message is
 /// matched by meaning; everything else of the request must be identical.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -170,8 +181,15 @@ pub struct CacheConfig {
 pub struct SemanticCacheConfig {
     /// Whether answers are cached by meaning.
     pub enabled: bool,
-    /// The cosine similarity from which a stored answer is served.
+    /// `static` (served from `threshold`) or `verified` (each entry learns its own threshold
+    /// so that wrong answers served stay within `max_error`).
+    pub mode: SemanticMode,
+    /// The cosine similarity from which a stored answer is served (static mode).
     pub threshold: f64,
+    /// The largest share of wrong answers served (verified mode).
+    pub max_error: f64,
+    /// Below this similarity a question is a miss without asking (verified mode).
+    pub min_similarity: f64,
     /// Requests with a hotter `temperature` are not served from it (unset counts as 1).
     pub temperature_ceiling: f64,
     /// How long an answer is served after it was stored.
@@ -188,7 +206,10 @@ impl Default for SemanticCacheConfig {
     fn default() -> Self {
         Self {
             enabled: false,
+            mode: SemanticMode::Static,
             threshold: 0.9,
+            max_error: 0.02,
+            min_similarity: 0.6,
             temperature_ceiling: 1.0,
             ttl: Duration::from_secs(3600),
             max_bytes: DEFAULT_CACHE_BYTES,

@@ -242,6 +242,8 @@ impl GatewayBuilder {
         self.semantic = Some(crate::walk::semantic::Semantic {
             cache: sluice_cache::semantic::SemanticCache::new(policy, ceiling),
             embedder,
+            coins: parking_lot::Mutex::new(rand::SeedableRng::seed_from_u64(0x5e3a_c0de)),
+            served: moka::sync::Cache::new(crate::walk::semantic::HITS_KEPT),
         });
         self
     }

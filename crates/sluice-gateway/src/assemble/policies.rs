@@ -63,11 +63,19 @@ pub fn task_route(name: &str, r: &RouteConfig) -> TaskRoute {
     }
 }
 
-/// The semantic cache's policy `[cache.semantic]` describes (the static threshold mode).
+/// The semantic cache's policy `[cache.semantic]` describes.
 pub fn semantic(c: &sluice_config::gateway::SemanticCacheConfig) -> sluice_cache::semantic::Policy {
+    use sluice_cache::semantic::Mode;
+    use sluice_config::gateway::SemanticMode;
     sluice_cache::semantic::Policy {
-        mode: sluice_cache::semantic::Mode::Static {
-            threshold: c.threshold,
+        mode: match c.mode {
+            SemanticMode::Static => Mode::Static {
+                threshold: c.threshold,
+            },
+            SemanticMode::Verified => Mode::Verified {
+                delta: c.max_error,
+                floor: c.min_similarity,
+            },
         },
         ttl: c.ttl,
         max_bytes: usize::try_from(c.max_bytes).unwrap_or(usize::MAX),

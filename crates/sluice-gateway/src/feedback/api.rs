@@ -1,5 +1,5 @@
 //! `POST /v1/feedback {"request_id": "...", "score": 0..1}`: how good an answer an automatic
-//! router chose was (1 good, 0 bad, a fraction in between). Its caller is identified as for
+//! router chose, or the semantic cache served, was (1 good, 0 bad, a fraction in between). Its caller is identified as for
 //! a chat request; an id no router answer has is a 404, another tenant's a 403, a second
 //! explicit score a 409, a score out of range a 400 naming `score`; all OpenAI-shaped.
 
@@ -82,6 +82,9 @@ pub async fn feedback(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: 
 fn give(gw: &Gateway, headers: &HeaderMap, body: &[u8]) -> Result<Value, GatewayError> {
     let caller = auth::identify(gw, headers)?;
     let (id, score) = parse(body)?;
+    if let Some(v) = semantic_hit(gw, &caller, &id, score)? {
+        return Ok(v);
+    }
     let Some(routed) = gw.learning.answer(&id) else {
         return Err(GatewayError::new(
             ErrorKind::NotFound,
@@ -123,6 +126,41 @@ fn give(gw: &Gateway, headers: &HeaderMap, body: &[u8]) -> Result<Value, Gateway
         "score": score,
         "replaced": replaced,
     }))
+}
+
+/// Feedback on an answer the semantic cache served: a score below one half says the entry's
+/// answer was wrong for that question (a measured error it learns from), else right.
+fn semantic_hit(
+    gw: &Gateway,
+    caller: &auth::Caller,
+    id: &RequestId,
+    score: f64,
+) -> Result<Option<Value>, GatewayError> {
+    let Some(sem) = &gw.semantic else {
+        return Ok(None);
+    };
+    let Some(hit) = sem.served.get(id) else {
+        return Ok(None);
+    };
+    if hit.tenant != caller.tenant {
+        return Err(GatewayError::new(
+            ErrorKind::PermissionDenied,
+            format!("request `{}` is another tenant's", id.as_str()),
+        )
+        .with_param("request_id"));
+    }
+    sem.served.invalidate(id);
+    let right = score >= 0.5;
+    sem.cache
+        .observe(hit.partition, hit.entry, hit.similarity, right);
+    gw.telemetry.semantic_reported(&hit.group, right);
+    Ok(Some(json!({
+        "object": "feedback",
+        "request_id": id.as_str(),
+        "semantic_entry": hit.entry,
+        "similarity": hit.similarity,
+        "score": score,
+    })))
 }
 
 #[cfg(test)]

@@ -185,6 +185,10 @@ impl Learning {
     pub fn settled(&self, gw: &Gateway, record: &CallRecord) {
         let Some(route) = &record.route else { return };
         let Some(auto) = &route.auto else { return };
+        // An answer from a cache says nothing of the candidate it was routed to.
+        if record.cache.is_some_and(sluice_core::CacheLookup::served) {
+            return;
+        }
         let Some(router) = gw.routes.router(&route.route) else {
             return;
         };

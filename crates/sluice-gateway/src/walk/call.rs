@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use sluice_cache::semantic::Question;
+use super::semantic::ByMeaning;
 use sluice_cache::{Key, Stored};
 use sluice_core::record::CLIENT_CLOSED;
 use sluice_core::{Attempt, AttemptKind, AttemptOutcome, CallRecord, ErrorKind, RequestId, Usage};
@@ -36,9 +36,9 @@ pub struct Call {
     cache_key: Option<Key>,
     /// The flight it leads (identical requests wait for its answer), ended when it settles.
     flight: Option<(Key, watch::Sender<()>)>,
-    /// The question (and its vector) its complete answer is stored under in the semantic
-    /// cache, when it is to be.
-    question: Option<(Question, Vec<f32>)>,
+    /// The question its complete answer is stored under in the semantic cache (or verifies
+    /// an entry's answer against), when it is to be.
+    question: Option<ByMeaning>,
     settled: bool,
     _inflight: InflightGuard,
 }
@@ -98,10 +98,10 @@ impl Call {
         self.flight = Some((key, tx));
     }
 
-    /// Stores the call's complete answer in the semantic cache under `question` (embedded
-    /// as `vector`) when it succeeds.
-    pub fn store_by_meaning(&mut self, question: Question, vector: Vec<f32>) {
-        self.question = Some((question, vector));
+    /// Stores the call's complete answer in the semantic cache under its question when it
+    /// succeeds (or, verifying, compares it with the entry's).
+    pub fn store_by_meaning(&mut self, by_meaning: ByMeaning) {
+        self.question = Some(by_meaning);
     }
 
     /// Whether the call's answer is to be stored in the answer cache or the semantic one.
@@ -118,8 +118,8 @@ impl Call {
         let cost = billing::costs(&self.record, &self.priced, self.answered)
             .answer
             .unwrap_or(0);
-        if let (Some((question, vector)), Some(sem)) = (self.question.take(), &self.gw.semantic) {
-            sem.cache.insert(&question, vector, body.clone(), cost, now);
+        if let (Some(q), Some(sem)) = (self.question.take(), &self.gw.semantic) {
+            super::semantic::settle(&self.gw, sem, &mut self.record, q, body, cost, now);
         }
         let Some(key) = self.cache_key.take() else {
             return;

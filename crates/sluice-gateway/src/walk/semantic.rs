@@ -1,14 +1,20 @@
 //! The semantic cache's step in a request's walk, after the exact cache missed: a question
 //! (the newest user message, everything else matched exactly) is embedded and looked up in
 //! its partition; an answer to a question meaning the same is served, and otherwise the call
-//! is marked to store its own answer under the question. The decisions are
+//! is marked to store its own answer under the question. In the verified mode a would-be hit
+//! may instead be sent upstream, its answer served and compared with the entry's (structured
+//! answers exactly, text by meaning), which teaches the entry its threshold. The decisions are
 //! `sluice-cache::semantic`'s; this step gathers the facts and records what it did.
 
 use std::sync::Arc;
 
 use http::HeaderMap;
+use parking_lot::Mutex;
+use rand::RngExt;
+use rand::rngs::StdRng;
+use serde_json::Value;
 use sluice_cache::Directive;
-use sluice_cache::semantic::{Lookup, Question, SemanticCache};
+use sluice_cache::semantic::{Lookup, Question, SemanticCache, cosine};
 use sluice_core::{CacheLookup, ChatRequest, SemanticLookup};
 use sluice_embed::Embedder;
 use tokio::time::Instant;
@@ -17,6 +23,9 @@ use super::cache::Served;
 use super::call::Call;
 use crate::Gateway;
 
+/// Two answers' texts this similar (or more) agree, in verification.
+pub const ANSWERS_AGREE: f64 = 0.9;
+
 /// The semantic cache and the embedder that turns questions into vectors.
 #[derive(Debug)]
 pub struct Semantic {
@@ -24,6 +33,40 @@ pub struct Semantic {
     pub cache: SemanticCache,
     /// The embedder.
     pub embedder: Arc<Embedder>,
+    /// The verified mode's coins (seeded: a run repeats).
+    pub coins: Mutex<StdRng>,
+    /// Answers served by meaning, by request id, for feedback: (tenant, partition, entry,
+    /// similarity).
+    pub served: moka::sync::Cache<sluice_core::RequestId, ServedHit>,
+}
+
+/// A semantic hit remembered for feedback.
+#[derive(Clone, Debug)]
+pub struct ServedHit {
+    /// The model group.
+    pub group: Arc<str>,
+    /// The tenant it was served to.
+    pub tenant: Option<Arc<str>>,
+    /// The entry's partition.
+    pub partition: u64,
+    /// The entry.
+    pub entry: u64,
+    /// The similarity it was served at.
+    pub similarity: f64,
+}
+
+/// Semantic hits remembered for feedback.
+pub const HITS_KEPT: u64 = 100_000;
+
+/// A call's question, kept to store its answer under, or to verify an entry's against.
+#[derive(Debug)]
+pub struct ByMeaning {
+    /// The question.
+    pub question: Question,
+    /// Its vector.
+    pub vector: Vec<f32>,
+    /// The entry whose answer this call's verifies, and at what similarity.
+    pub verifies: Option<(u64, f64)>,
 }
 
 /// Looks `request` up by meaning; a served answer, or `None` (the call then stores its
@@ -61,13 +104,19 @@ pub fn consult(
             return None;
         }
     };
+    let by_meaning = |question, vector, verifies| ByMeaning {
+        question,
+        vector,
+        verifies,
+    };
     if directive == Directive::Refresh {
         record(call, SemanticLookup::Ineligible("no-cache"));
-        call.store_by_meaning(question, vector);
+        call.store_by_meaning(by_meaning(question, vector, None));
         return None;
     }
     let now = Instant::now();
-    match sem.cache.lookup(&question, &vector, now, 0.0) {
+    let u: f64 = sem.coins.lock().random();
+    match sem.cache.lookup(&question, &vector, now, u) {
         Lookup::Hit { id, similarity } => {
             let stored = sem.cache.answer(question.partition, id)?;
             match stored.body_for(request.stream, request.include_usage) {
@@ -80,6 +129,16 @@ pub fn consult(
                         },
                     );
                     call.record_mut().cache = Some(CacheLookup::Semantic);
+                    sem.served.insert(
+                        call.record().request_id.clone(),
+                        ServedHit {
+                            group: Arc::from(group),
+                            tenant: call.record().tenant.clone(),
+                            partition: question.partition,
+                            entry: id,
+                            similarity,
+                        },
+                    );
                     return Some(Served {
                         stored,
                         body,
@@ -96,11 +155,85 @@ pub fn consult(
                 best,
             },
         ),
-        // The verified mode's glue is not built yet: such an index is never configured.
-        Lookup::Verify { .. } => {}
+        Lookup::Verify { id, similarity } => {
+            // Asked upstream too; its answer is served and compared with the entry's.
+            record(
+                call,
+                SemanticLookup::Verify {
+                    entry: id,
+                    similarity,
+                },
+            );
+            call.store_by_meaning(by_meaning(question, vector, Some((id, similarity))));
+            return None;
+        }
     }
-    call.store_by_meaning(question, vector);
+    call.store_by_meaning(by_meaning(question, vector, None));
     None
+}
+
+/// What an answer says, to compare two: its tool calls or its JSON content exactly, else its
+/// text by meaning.
+enum Said {
+    Exact(Value),
+    Text(String),
+}
+
+fn said(body: &[u8]) -> Option<Said> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let message = v.get("choices")?.get(0)?.get("message")?;
+    if let Some(calls) = message.get("tool_calls").filter(|c| !c.is_null()) {
+        return Some(Said::Exact(calls.clone()));
+    }
+    let text = message.get("content")?.as_str()?;
+    match serde_json::from_str::<Value>(text) {
+        Ok(j) if j.is_object() || j.is_array() => Some(Said::Exact(j)),
+        _ => Some(Said::Text(text.to_string())),
+    }
+}
+
+/// Whether two answers agree: structured ones exactly, text ones by meaning.
+fn agree(sem: &Semantic, fresh: &[u8], cached: &[u8]) -> bool {
+    match (said(fresh), said(cached)) {
+        (Some(Said::Exact(a)), Some(Said::Exact(b))) => a == b,
+        (Some(Said::Text(a)), Some(Said::Text(b))) => {
+            a == b
+                || match (sem.embedder.embed(&a), sem.embedder.embed(&b)) {
+                    (Ok(x), Ok(y)) => cosine(&x, &y) >= ANSWERS_AGREE,
+                    _ => false,
+                }
+        }
+        _ => false,
+    }
+}
+
+/// A call's complete answer `body` (bought for `cost`) under its question: stored; or, when
+/// it verified an entry, compared with the entry's answer, which learns whether it was right
+/// (and, when it was not, this answer is stored beside it).
+pub fn settle(
+    gw: &Gateway,
+    sem: &Semantic,
+    record: &mut sluice_core::CallRecord,
+    q: ByMeaning,
+    body: &bytes::Bytes,
+    cost: u64,
+    now: Instant,
+) {
+    let group = record.model_group.clone().unwrap_or_else(|| Arc::from(""));
+    if let Some((id, similarity)) = q.verifies
+        && let Some(cached) = sem.cache.answer(q.question.partition, id)
+    {
+        let right = agree(sem, body, &cached.body);
+        sem.cache
+            .observe(q.question.partition, id, similarity, right);
+        gw.telemetry.semantic_verified(&group, right);
+        record.semantic_verified = Some(right);
+        if right {
+            return;
+        }
+    }
+    sem.cache
+        .insert(&q.question, q.vector, body.clone(), cost, now);
 }
 
 /// The `x-sluice-cache` value of a semantic hit: which entry, at what similarity.
