@@ -6,6 +6,7 @@ mod bench_forward;
 mod bench_ledger;
 mod bench_loadgen;
 mod bench_overhead;
+mod bench_semantic;
 mod child;
 mod config_cmd;
 mod demo;
@@ -110,6 +111,8 @@ enum BenchCommand {
     Loadgen(bench_loadgen::LoadgenArgs),
     /// How many calls a second the embedded usage ledger settles.
     Ledger(bench_ledger::LedgerArgs),
+    /// The semantic cache: precision and hit rate on labelled question pairs, lookup cost.
+    Semantic(bench_semantic::SemanticArgs),
     /// A bare HTTP forwarder, the floor `bench overhead --floor` measures sluice against.
     #[command(hide = true)]
     Forward(bench_forward::ForwardArgs),
@@ -170,6 +173,10 @@ fn main() -> ExitCode {
             which: Some(BenchCommand::Forward(a)),
             ..
         } => bench_forward::run(&a),
+        Command::Bench {
+            which: Some(BenchCommand::Semantic(a)),
+            ..
+        } => bench_semantic::run(&a),
         Command::Bench { which: None, load } => bench_cmd::load(&load),
         Command::Scenario {
             command: ScenarioCommand::List,

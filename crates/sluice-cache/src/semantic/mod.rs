@@ -72,8 +72,6 @@ const ENTRY_OVERHEAD: usize = 256;
 pub struct Entry {
     /// Its id (for the record and for verification's verdict).
     pub id: u64,
-    /// The question's unit vector.
-    pub vector: Vec<f32>,
     /// What its question says beyond its meaning.
     pub facts: Facts,
     /// The complete answer's body.
@@ -119,17 +117,50 @@ pub enum Lookup {
 #[derive(Debug)]
 pub struct Index {
     policy: Policy,
-    partitions: HashMap<u64, Vec<Entry>>,
+    partitions: HashMap<u64, Partition>,
     /// (partition, id) in the order stored: the oldest first out.
     order: VecDeque<(u64, u64)>,
     bytes: usize,
     next_id: u64,
 }
 
-/// The cosine similarity of two unit vectors.
+/// One partition's entries, their vectors side by side in one buffer (row `i` is entry
+/// `i`'s): a scan reads memory in order instead of chasing a pointer per entry.
+#[derive(Debug, Default)]
+struct Partition {
+    entries: Vec<Entry>,
+    vectors: Vec<f32>,
+    dim: usize,
+}
+
+impl Partition {
+    fn remove(&mut self, i: usize) -> Entry {
+        let last = self.entries.len() - 1;
+        if i != last {
+            let (head, tail) = self.vectors.split_at_mut(last * self.dim);
+            head[i * self.dim..(i + 1) * self.dim].copy_from_slice(&tail[..self.dim]);
+        }
+        self.vectors.truncate(last * self.dim);
+        self.entries.swap_remove(i)
+    }
+}
+
+/// The cosine similarity of two unit vectors (eight running sums, so the loop vectorises).
 pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    f64::from(dot)
+    let mut acc = [0.0_f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    f64::from(acc.iter().sum::<f32>() + tail)
 }
 
 impl Index {
@@ -171,7 +202,7 @@ impl Index {
     /// Decides for a question in `partition` with unit vector `v` and `facts`, at `now`;
     /// `u` is a uniform draw in `[0, 1)` (the verified mode's coin).
     pub fn lookup(&self, partition: u64, v: &[f32], facts: &Facts, now: Instant, u: f64) -> Lookup {
-        let Some(entries) = self.partitions.get(&partition) else {
+        let Some(part) = self.partitions.get(&partition) else {
             return Lookup::Miss {
                 refused: None,
                 best: None,
@@ -179,12 +210,28 @@ impl Index {
         };
         let mut nearest: Option<(f64, &Entry)> = None;
         let mut allowed: Option<(f64, &Entry)> = None;
-        for e in entries.iter().filter(|e| self.live(e, now)) {
-            let s = cosine(v, &e.vector);
-            if nearest.is_none_or(|(b, _)| s > b) {
+        if v.len() != part.dim {
+            return Lookup::Miss {
+                refused: None,
+                best: None,
+            };
+        }
+        for (i, row) in part.vectors.chunks_exact(part.dim).enumerate() {
+            let s = cosine(v, row);
+            let beats_nearest = nearest.is_none_or(|(b, _)| s > b);
+            let beats_allowed = allowed.is_none_or(|(b, _)| s > b);
+            if !beats_nearest && !beats_allowed {
+                continue; // most rows: their entry is never read
+            }
+            let e = &part.entries[i];
+            if !self.live(e, now) {
+                continue;
+            }
+            if beats_nearest {
                 nearest = Some((s, e));
             }
-            if facts.compatible(&e.facts).is_ok() && allowed.is_none_or(|(b, _)| s > b) {
+            // The guards only for an entry that would beat the best allowed so far.
+            if beats_allowed && facts.compatible(&e.facts).is_ok() {
                 allowed = Some((s, e));
             }
         }
@@ -228,7 +275,11 @@ impl Index {
 
     /// Entry `id`, if it is held.
     pub fn get(&self, partition: u64, id: u64) -> Option<&Entry> {
-        self.partitions.get(&partition)?.iter().find(|e| e.id == id)
+        self.partitions
+            .get(&partition)?
+            .entries
+            .iter()
+            .find(|e| e.id == id)
     }
 
     /// Stores an answer; returns its id. The oldest entries (and the expired) leave until
@@ -254,9 +305,15 @@ impl Index {
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.partitions.entry(partition).or_default().push(Entry {
+        let part = self.partitions.entry(partition).or_default();
+        if part.entries.is_empty() {
+            part.dim = vector.len();
+        } else if part.dim != vector.len() {
+            return None; // another embedder's vector: never comparable
+        }
+        part.vectors.extend_from_slice(&vector);
+        part.entries.push(Entry {
             id,
-            vector,
             facts,
             answer,
             stored_at: now,
@@ -275,7 +332,7 @@ impl Index {
         if let Some(e) = self
             .partitions
             .get_mut(&partition)
-            .and_then(|es| es.iter_mut().find(|e| e.id == id))
+            .and_then(|p| p.entries.iter_mut().find(|e| e.id == id))
         {
             e.threshold.observe(similarity, right);
         }
@@ -295,12 +352,12 @@ impl Index {
         let Some((p, id)) = self.order.pop_front() else {
             return false;
         };
-        if let Some(es) = self.partitions.get_mut(&p) {
-            if let Some(i) = es.iter().position(|e| e.id == id) {
-                let e = es.swap_remove(i);
+        if let Some(part) = self.partitions.get_mut(&p) {
+            if let Some(i) = part.entries.iter().position(|e| e.id == id) {
+                let e = part.remove(i);
                 self.bytes -= e.weight;
             }
-            if es.is_empty() {
+            if part.entries.is_empty() {
                 self.partitions.remove(&p);
             }
         }
