@@ -9,18 +9,15 @@ mod scripted;
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use sluice_economy::{InfoOverride, Micros, Price};
 use sluice_gateway::GatewayBuilder;
 use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore};
 use sluice_routing::auto::{Belief, RouterPolicy, Stored};
 use sluice_tail::BreakerPolicy;
-use tower::ServiceExt;
 
-use crate::scripted::{End, PRICE, Rig, dep_on, get_json, rig_over, scrape, send};
+use crate::scripted::{End, PRICE, Rig, dep_on, get_json, post, rig_over, scrape, send};
 
 const CHEAP: Price = Price {
     input: Micros(200_000),
@@ -60,22 +57,7 @@ fn body(max_tokens: u64) -> String {
 }
 
 async fn feedback(r: &Rig, headers: &[(&str, &str)], body: Value) -> (u16, Value) {
-    let mut req = http::Request::post("/v1/feedback").header("content-type", "application/json");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = r
-        .router
-        .clone()
-        .oneshot(req.body(Body::from(body.to_string())).unwrap())
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    post(&r.router, "/v1/feedback", headers, body).await
 }
 
 /// The belief `/admin/router` shows for `task` and `group`.

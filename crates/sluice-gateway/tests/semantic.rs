@@ -19,7 +19,7 @@ use sluice_cache::semantic::{Mode, Policy};
 use sluice_core::{CacheLookup, SemanticLookup};
 use sluice_embed::Embedder;
 
-use crate::scripted::{Rig, admin, dep, rig_over, scrape, send};
+use crate::scripted::{Rig, admin, dep, post, rig_over, scrape, send};
 
 fn embedder() -> Arc<Embedder> {
     static E: OnceLock<Arc<Embedder>> = OnceLock::new();
@@ -435,19 +435,14 @@ async fn feedback_on_a_semantic_hit_teaches_its_entry() {
     let feedback = |tenant: &'static str, score: f64| {
         let router = r.router.clone();
         async move {
-            let body = json!({"request_id": "f-1", "score": score}).to_string();
-            let req = http::Request::post("/v1/feedback")
-                .header("content-type", "application/json")
-                .header("x-sluice-tenant", tenant)
-                .body(axum::body::Body::from(body))
-                .unwrap();
-            let resp = tower::ServiceExt::oneshot(router, req).await.unwrap();
-            let status = resp.status().as_u16();
-            let bytes = http_body_util::BodyExt::collect(resp.into_body())
-                .await
-                .unwrap()
-                .to_bytes();
-            (status, serde_json::from_slice::<Value>(&bytes).unwrap())
+            let body = json!({"request_id": "f-1", "score": score});
+            post(
+                &router,
+                "/v1/feedback",
+                &[("x-sluice-tenant", tenant)],
+                body,
+            )
+            .await
         }
     };
     let (status, v) = feedback("rival", 0.0).await;

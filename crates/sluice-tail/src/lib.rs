@@ -16,6 +16,7 @@ pub mod budget;
 pub mod deadline;
 pub mod hedge;
 pub mod limit;
+pub mod normal;
 pub mod pace;
 pub mod retry;
 pub mod window;

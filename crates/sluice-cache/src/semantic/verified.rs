@@ -61,54 +61,7 @@ fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
-/// The standard normal quantile (Acklam's rational approximation, relative error < 1.2e-9).
-pub fn normal_quantile(p: f64) -> f64 {
-    const A: [f64; 6] = [
-        -3.969_683_028_665_376e1,
-        2.209_460_984_245_205e2,
-        -2.759_285_104_469_687e2,
-        1.383_577_518_672_69e2,
-        -3.066_479_806_614_716e1,
-        2.506_628_277_459_239,
-    ];
-    const B: [f64; 5] = [
-        -5.447_609_879_822_406e1,
-        1.615_858_368_580_409e2,
-        -1.556_989_798_598_866e2,
-        6.680_131_188_771_972e1,
-        -1.328_068_155_288_572e1,
-    ];
-    const C: [f64; 6] = [
-        -7.784_894_002_430_293e-3,
-        -3.223_964_580_411_365e-1,
-        -2.400_758_277_161_838,
-        -2.549_732_539_343_734,
-        4.374_664_141_464_968,
-        2.938_163_982_698_783,
-    ];
-    const D: [f64; 4] = [
-        7.784_695_709_041_462e-3,
-        3.224_671_290_700_398e-1,
-        2.445_134_137_142_996,
-        3.754_408_661_907_416,
-    ];
-    let p = p.clamp(1e-12, 1.0 - 1e-12);
-    let tail = |q: f64| {
-        let r = (-2.0 * q.ln()).sqrt();
-        (((((C[0] * r + C[1]) * r + C[2]) * r + C[3]) * r + C[4]) * r + C[5])
-            / ((((D[0] * r + D[1]) * r + D[2]) * r + D[3]) * r + 1.0)
-    };
-    if p < 0.02425 {
-        tail(p)
-    } else if p > 1.0 - 0.02425 {
-        -tail(1.0 - p)
-    } else {
-        let q = p - 0.5;
-        let r = q * q;
-        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
-            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
-    }
-}
+use sluice_tail::normal::quantile as normal_quantile;
 
 impl Threshold {
     /// Observations so far, seeds included.
@@ -245,13 +198,6 @@ fn fit(obs: &[(f64, bool)]) -> Option<Fit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_normal_quantile_is_accurate() {
-        assert!((normal_quantile(0.975) - 1.959_964).abs() < 1e-6);
-        assert!((normal_quantile(0.5)).abs() < 1e-9);
-        assert!((normal_quantile(1e-4) + 3.719_016).abs() < 1e-5);
-    }
 
     #[test]
     fn an_entry_verifies_everything_until_it_has_a_fit() {

@@ -396,3 +396,28 @@ pub async fn admin(
         serde_json::from_slice(&bytes).unwrap_or(Value::Null),
     )
 }
+
+/// `POST path` with a JSON `body` and `headers`: the status and the JSON answer (`Null` when
+/// there is none).
+pub async fn post(
+    router: &axum::Router,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Value,
+) -> (u16, Value) {
+    let mut req = http::Request::post(path).header("content-type", "application/json");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = router
+        .clone()
+        .oneshot(req.body(Body::from(body.to_string())).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
