@@ -375,26 +375,13 @@ pub async fn admin(
     token: Option<&str>,
     body: Value,
 ) -> (u16, Value) {
-    let mut req = http::Request::builder().method(method).uri(path);
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let body = if body.is_null() {
-        Body::empty()
-    } else {
-        Body::from(body.to_string())
-    };
-    let resp = router
-        .clone()
-        .oneshot(req.body(body).unwrap())
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth
+        .as_deref()
+        .map(|a| ("authorization", a))
+        .into_iter()
+        .collect();
+    call_json(router, method, path, &headers, body).await
 }
 
 /// `POST path` with a JSON `body` and `headers`: the status and the JSON answer (`Null` when
@@ -405,13 +392,32 @@ pub async fn post(
     headers: &[(&str, &str)],
     body: Value,
 ) -> (u16, Value) {
-    let mut req = http::Request::post(path).header("content-type", "application/json");
+    let mut all = vec![("content-type", "application/json")];
+    all.extend_from_slice(headers);
+    call_json(router, "POST", path, &all, body).await
+}
+
+/// `method path` with `headers` and `body` (none when `Null`): the status and the JSON answer
+/// (`Null` when there is none).
+async fn call_json(
+    router: &axum::Router,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Value,
+) -> (u16, Value) {
+    let mut req = http::Request::builder().method(method).uri(path);
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
+    let body = if body.is_null() {
+        Body::empty()
+    } else {
+        Body::from(body.to_string())
+    };
     let resp = router
         .clone()
-        .oneshot(req.body(Body::from(body.to_string())).unwrap())
+        .oneshot(req.body(body).unwrap())
         .await
         .unwrap();
     let status = resp.status().as_u16();
