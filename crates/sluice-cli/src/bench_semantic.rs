@@ -14,8 +14,14 @@ use bytes::Bytes;
 use clap::Args;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use sluice_cache::semantic::{Facts, Index, Lookup, Mode, Policy, cosine};
+use std::sync::Arc;
+
+use sluice_cache::semantic::{Facts, Index, Lookup, Mode, Policy, Question, SemanticCache, cosine};
+use sluice_config::gateway::DeploymentConfig;
+use sluice_core::ChatRequest;
 use sluice_embed::Embedder;
+use sluice_gateway::GatewayBuilder;
+use sluice_sim::{SimProvider, SimUpstream, UpstreamSpec};
 use tokio::time::Instant;
 
 /// Options of `sluice bench semantic`.
@@ -43,6 +49,9 @@ pub struct SemanticArgs {
     /// Bytes of each stored answer in the cost run.
     #[arg(long, default_value_t = 1024)]
     pub answer_bytes: usize,
+    /// Misses timed at each entry count, on and off.
+    #[arg(long, default_value_t = 2000)]
+    pub rounds: usize,
 }
 
 struct Pair {
@@ -133,18 +142,18 @@ fn policy(mode: Mode) -> Policy {
 /// Runs the benchmark.
 pub fn run(a: &SemanticArgs) -> anyhow::Result<ExitCode> {
     let loaded = Instant::now();
-    let e = Embedder::load(&a.model)?;
+    let e = Arc::new(Embedder::load(&a.model)?);
     println!(
         "embedder {} ({} dimensions), loaded in {:.2} s",
         e.name(),
-        e.dim(),
+        e.dim().unwrap_or(0),
         loaded.elapsed().as_secs_f64()
     );
     let pairs = read_pairs(&a.pairs)?;
     let vectors: Vec<(Vec<f32>, Vec<f32>)> = pairs
         .iter()
-        .map(|p| Ok((e.embed(&p.a)?, e.embed(&p.b)?)))
-        .collect::<Result<_, sluice_embed::EmbedError>>()?;
+        .map(|p| Ok((local(&e, &p.a)?, local(&e, &p.b)?)))
+        .collect::<anyhow::Result<_>>()?;
     let now = Instant::now();
     println!(
         "\n{} pairs from {} ({} paraphrases), one entry per pair, its second question asked:",
@@ -156,10 +165,13 @@ pub fn run(a: &SemanticArgs) -> anyhow::Result<ExitCode> {
         let (mut guarded, mut bare) = (Tally::default(), Tally::default());
         for (p, (va, vb)) in pairs.iter().zip(&vectors) {
             bare.add(p.same, cosine(va, vb) >= t);
-            let mut ix = Index::new(policy(Mode::Static { threshold: t }));
+            let mut ix = Index::new(policy(Mode::Static {
+                threshold: t,
+                audit: 0.0,
+            }));
             ix.insert(1, va.clone(), Facts::of(&p.a), Bytes::new(), 0, now);
             let hit = matches!(
-                ix.lookup(1, vb, &Facts::of(&p.b), now, 0.0),
+                ix.lookup(1, vb, &Facts::of(&p.b), now, 0.0, ix.policy().mode),
                 Lookup::Hit { .. }
             );
             guarded.add(p.same, hit);
@@ -183,7 +195,7 @@ pub fn run(a: &SemanticArgs) -> anyhow::Result<ExitCode> {
         let facts = Facts::of(&p.b);
         for _ in 0..a.repeats {
             asked += 1;
-            match ix.lookup(1, vb, &facts, now, rng.random()) {
+            match ix.lookup(1, vb, &facts, now, rng.random(), ix.policy().mode) {
                 Lookup::Hit { .. } => {
                     served += 1;
                     wrong += usize::from(!p.same);
@@ -208,49 +220,155 @@ pub fn run(a: &SemanticArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Lookup time (embedding included) and memory at each entry count, every entry in the one
-/// partition the questions are asked in.
-fn cost(a: &SemanticArgs, e: &Embedder) -> anyhow::Result<()> {
-    println!("\nCost (one partition holding every entry; the question embedded each time):");
-    let mut rng = StdRng::seed_from_u64(11);
-    let now = Instant::now();
+/// The question body the cost run asks (one partition: everything but its text the same).
+fn question_body(text: &str) -> Bytes {
+    let v = serde_json::json!({
+        "model": "bench",
+        "messages": [
+            {"role": "system", "content": "You answer customers' questions about their orders."},
+            {"role": "user", "content": text},
+        ],
+    });
+    Bytes::from(v.to_string())
+}
+
+/// A gateway in front of an in-process upstream that answers at once; with the semantic
+/// cache (`cache`) or without.
+fn gateway(cache: Option<(SemanticCache, Arc<Embedder>)>) -> anyhow::Result<axum::Router> {
+    let spec = UpstreamSpec {
+        ttft_median: Duration::ZERO,
+        ttft_sigma: 0.0,
+        per_token: Duration::ZERO,
+        output_tokens_median: 16,
+        output_tokens_sigma: 0.0,
+        ..UpstreamSpec::default()
+    };
+    let up = SimProvider(Arc::new(SimUpstream::new("up", spec, 1, Instant::now())));
+    let dep = DeploymentConfig {
+        provider: "up".into(),
+        model: "fixed".into(),
+        weight: 1,
+        name: Some("up".into()),
+        rpm: None,
+        tpm: None,
+    };
+    let mut b = GatewayBuilder::new()
+        .provider("up", Arc::new(up))
+        .model("bench", vec![dep]);
+    if let Some((cache, embedder)) = cache {
+        b = b.semantic_cache_from(cache, embedder);
+    }
+    Ok(sluice_gateway::server::router(b.build()?))
+}
+
+async fn ask(router: &axum::Router, body: Bytes) -> anyhow::Result<Duration> {
+    use tower::ServiceExt;
+    let req = http::Request::post("/v1/chat/completions")
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body))?;
+    let t = Instant::now();
+    let resp = router.clone().oneshot(req).await?;
+    let status = resp.status();
+    axum::body::to_bytes(resp.into_body(), usize::MAX).await?;
+    let took = t.elapsed();
+    anyhow::ensure!(status.is_success(), "the gateway answered {status}");
+    Ok(took)
+}
+
+/// What a miss costs with the semantic cache on, side by side with it off: two gateways in
+/// front of the same instant upstream, asked the same new questions in turn (so neither is
+/// warmer), one holding `n` entries in the questions' partition (the worst case: every
+/// entry scanned). Each miss stores its answer and the oldest entry leaves, so the count
+/// holds.
+fn cost(a: &SemanticArgs, e: &Arc<Embedder>) -> anyhow::Result<()> {
+    println!(
+        "\nCost of a miss through the gateway, the semantic cache on ({}) beside off, in one run:",
+        e.name()
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let answer = Bytes::from(vec![b'x'; a.answer_bytes]);
-    let questions = [
-        "How do I reset my password?",
-        "What payment methods do you accept?",
-        "Where is my order 48213?",
-        "Is there a student discount?",
+    let topics = [
+        "shipping",
+        "refunds",
+        "invoices",
+        "warranty",
+        "returns",
+        "passwords",
+        "discounts",
+        "delivery",
+        "payments",
+        "accounts",
     ];
     for &n in &a.entries {
-        let mut ix = Index::new(policy(Mode::Static { threshold: 0.9 }));
-        for _ in 0..n {
-            let mut v: Vec<f32> = (0..e.dim()).map(|_| rng.random::<f32>() - 0.5).collect();
-            sluice_embed::unit(&mut v)?;
-            ix.insert(1, v, Facts::default(), answer.clone(), 0, now);
+        let mut cache = SemanticCache::new(
+            policy(Mode::Static {
+                threshold: 0.9,
+                audit: 0.0,
+            }),
+            1.0,
+        );
+        let now = Instant::now();
+        for i in 0..n {
+            let text = format!(
+                "What is the rule about {} for customer group {i}?",
+                topics[i % topics.len()]
+            );
+            let req = ChatRequest::from_bytes(question_body(&text))?;
+            let q = Question::of(None, "bench", &req, 1.0)
+                .map_err(|w| anyhow::anyhow!("not a question: {}", w.label()))?;
+            let v = local(e, &q.text)?;
+            cache.insert(&q, v, answer.clone(), 0, now);
         }
-        let mut h = hdrhistogram::Histogram::<u64>::new(3)?;
-        let rounds = 2_000;
-        let cpu = Instant::now();
-        for i in 0..rounds {
-            let q = questions[i % questions.len()];
-            let t = Instant::now();
-            let v = e.embed(q)?;
-            let facts = Facts::of(q);
-            std::hint::black_box(ix.lookup(1, &v, &facts, now, 0.0));
-            h.record(t.elapsed().as_nanos() as u64)?;
-        }
-        let each = cpu.elapsed() / rounds as u32;
-        let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        let (entries, bytes) = cache.size();
+        cache = cache.bounded(usize::try_from(bytes)?);
+        let on = gateway(Some((cache, e.clone())))?;
+        let off = gateway(None)?;
+        let rounds = a.rounds;
+        let (mut h_on, mut h_off) = (
+            hdrhistogram::Histogram::<u64>::new(3)?,
+            hdrhistogram::Histogram::<u64>::new(3)?,
+        );
+        rt.block_on(async {
+            for i in 0..rounds {
+                let body = question_body(&format!(
+                    "Please tell me how {} work when I order {i} items?",
+                    topics[(i * 7) % topics.len()]
+                ));
+                // Alternate which goes first, so neither always finds the caches warm.
+                let (first, second) = if i % 2 == 0 { (&on, &off) } else { (&off, &on) };
+                let t1 = ask(first, body.clone()).await?;
+                let t2 = ask(second, body).await?;
+                let (t_on, t_off) = if i % 2 == 0 { (t1, t2) } else { (t2, t1) };
+                h_on.record(t_on.as_nanos() as u64)?;
+                h_off.record(t_off.as_nanos() as u64)?;
+            }
+            anyhow::Ok(())
+        })?;
+        let us = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
         println!(
-            "  {n:>7} entries: lookup P50 {:.0} us, P99 {:.0} us, P999 {:.0} us (mean {:.0} us); entries weigh {:.1} MiB ({} bytes each, {}-byte answers)",
-            us(0.5),
-            us(0.99),
-            us(0.999),
-            each.as_secs_f64() * 1e6,
-            ix.bytes() as f64 / (1 << 20) as f64,
-            ix.bytes() / n.max(1),
+            "  {entries:>7} entries ({:.1} MiB, {} bytes each with {}-byte answers), {rounds} misses:",
+            bytes as f64 / (1 << 20) as f64,
+            bytes / entries.max(1),
             a.answer_bytes
         );
+        for (label, q) in [("P50", 0.5), ("P99", 0.99), ("P999", 0.999)] {
+            println!(
+                "    {label:>4}  off {:>8.0} us   on {:>8.0} us   added {:>8.0} us",
+                us(&h_off, q),
+                us(&h_on, q),
+                us(&h_on, q) - us(&h_off, q)
+            );
+        }
     }
     Ok(())
+}
+
+/// `text` embedded in process.
+fn local(e: &Embedder, text: &str) -> anyhow::Result<Vec<f32>> {
+    match e.embed_local(text) {
+        Some(v) => Ok(v?),
+        None => anyhow::bail!("the benchmark embeds in process; {} does not", e.name()),
+    }
 }

@@ -50,8 +50,11 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| anyhow::anyhow!("{}: {}", config.display(), checked.errors))?;
     let runtime = runtime(cfg.server.worker_threads)?;
     runtime.block_on(async {
-        let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?
-            .semantic_from_config(&cfg.cache.semantic, &ledger_cmd::config_dir(config))?;
+        let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?.semantic_from_config(
+            &cfg,
+            &ProcessEnv,
+            &ledger_cmd::config_dir(config),
+        )?;
         let ledger = match ledger_cmd::open(&cfg.ledger, &ledger_cmd::config_dir(config)).await? {
             Some(store) => {
                 // Keys and tenants set through the admin API live in the store.

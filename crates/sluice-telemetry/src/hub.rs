@@ -422,6 +422,16 @@ impl Telemetry {
             .inc();
     }
 
+    /// Sets a group's semantic error estimate, read at a scrape.
+    pub fn set_semantic_error(&self, group: &Arc<str>, estimate: f64) {
+        self.metrics
+            .semantic_error_estimate
+            .get_or_create(&crate::metrics::GroupLabels {
+                group: group.clone(),
+            })
+            .set(estimate);
+    }
+
     /// Sets the usage ledger's figures, read at a scrape: rows committed, rows waiting, and
     /// failed writes (the writer keeps the running counts; the counters catch up to them).
     pub fn set_ledger(&self, committed: u64, pending: u64, failures: u64) {

@@ -307,6 +307,9 @@ pub struct Metrics {
     pub semantic: Family<SemanticLabels, Counter>,
     /// Semantic entries' answers verified against the upstream's, by group and result.
     pub semantic_verifications: Family<SemanticLabels, Counter>,
+    /// Each group's current estimate of the share of wrong answers among its semantic
+    /// would-be hits.
+    pub semantic_error_estimate: Family<GroupLabels, Gauge<f64, AtomicU64>>,
 }
 
 impl Metrics {
@@ -347,6 +350,7 @@ impl Metrics {
             router_save_failures: Counter::default(),
             semantic: Family::default(),
             semantic_verifications: Family::default(),
+            semantic_error_estimate: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
@@ -504,6 +508,11 @@ impl Metrics {
             "semantic_cache_verifications",
             "Semantic entries' answers verified against the upstream's (the verified mode), by group and result: agreed or differed (a measured error)",
             m.semantic_verifications.clone(),
+        );
+        r.register(
+            "semantic_cache_error_estimate",
+            "The current estimate of the share of wrong answers among a group's semantic would-be hits (served or verified), from its sampled verifications, each weighted by the inverse of its sampling probability; absent before any",
+            m.semantic_error_estimate.clone(),
         );
         m
     }

@@ -1,13 +1,15 @@
 //! The semantic cache as the gateway holds it: the index behind a lock, with the hottest
-//! sampling it serves.
+//! sampling it serves, each route's mode (a route may have its own threshold or error bound,
+//! or none at all) and each route's running error estimate.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
+use hashbrown::HashMap;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::{Index, Lookup, Policy, Question};
+use super::{ErrorEstimate, Index, Lookup, Mode, Policy, Question};
 use crate::Stored;
 
 /// The semantic cache.
@@ -15,6 +17,9 @@ use crate::Stored;
 pub struct SemanticCache {
     index: Mutex<Index>,
     ceiling: f64,
+    /// Routes (model groups) whose mode is not the policy's; `None`: not cached by meaning.
+    routes: HashMap<String, Option<Mode>>,
+    estimates: Mutex<HashMap<Arc<str>, ErrorEstimate>>,
 }
 
 impl SemanticCache {
@@ -23,7 +28,51 @@ impl SemanticCache {
         Self {
             index: Mutex::new(Index::new(policy)),
             ceiling,
+            routes: HashMap::new(),
+            estimates: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// With its entries bounded to `max_bytes` from now on (the oldest leave as others come).
+    pub fn bounded(self, max_bytes: usize) -> Self {
+        self.index.lock().set_max_bytes(max_bytes);
+        self
+    }
+
+    /// With `route`'s own mode (`None`: its requests are never cached by meaning).
+    pub fn with_route(mut self, route: &str, mode: Option<Mode>) -> Self {
+        self.routes.insert(route.to_string(), mode);
+        self
+    }
+
+    /// `route`'s mode; `None` when it is not cached by meaning.
+    pub fn mode(&self, route: &str) -> Option<Mode> {
+        match self.routes.get(route) {
+            Some(m) => *m,
+            None => Some(self.index.lock().policy().mode),
+        }
+    }
+
+    /// Each route's current error estimate (the share of wrong answers among would-be hits)
+    /// and the verifications it rests on, for routes that have one.
+    pub fn estimates(&self) -> Vec<(Arc<str>, f64, f64)> {
+        let mut v: Vec<_> = self
+            .estimates
+            .lock()
+            .iter()
+            .filter_map(|(r, e)| Some((r.clone(), e.value()?, e.evidence())))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// What verifying a would-be hit of `route` (verified with probability `p`) found.
+    pub fn verified(&self, route: &Arc<str>, right: bool, p: f64) {
+        self.estimates
+            .lock()
+            .entry(route.clone())
+            .or_default()
+            .verified(right, p);
     }
 
     /// The hottest `temperature` it serves.
@@ -36,9 +85,30 @@ impl SemanticCache {
         *self.index.lock().policy()
     }
 
-    /// Decides for `q` with vector `v` at `now` (`u`: the verified mode's coin).
-    pub fn lookup(&self, q: &Question, v: &[f32], now: Instant, u: f64) -> Lookup {
-        self.index.lock().lookup(q.partition, v, &q.facts, now, u)
+    /// Decides for `q` of `route` (under `mode`, its [`SemanticCache::mode`]) with vector
+    /// `v` at `now` (`u`: the coin that samples verifications); a would-be hit counts in
+    /// the route's error estimate.
+    pub fn lookup(
+        &self,
+        q: &Question,
+        route: &str,
+        mode: Mode,
+        v: &[f32],
+        now: Instant,
+        u: f64,
+    ) -> Lookup {
+        let found = self
+            .index
+            .lock()
+            .lookup(q.partition, v, &q.facts, now, u, mode);
+        if matches!(found, Lookup::Hit { .. } | Lookup::Verify { .. }) {
+            self.estimates
+                .lock()
+                .entry_ref(route)
+                .or_default()
+                .would_be_hit();
+        }
+        found
     }
 
     /// Entry `id` of `partition`'s answer, as the exact cache stores one.

@@ -17,6 +17,7 @@
 //! first) and by a time to live on the gateway's clock.
 
 pub mod cache;
+pub mod estimate;
 pub mod guard;
 pub mod question;
 pub mod verified;
@@ -32,6 +33,7 @@ use hashbrown::HashMap;
 use tokio::time::Instant;
 
 pub use cache::SemanticCache;
+pub use estimate::ErrorEstimate;
 pub use guard::{Facts, Mismatch};
 pub use question::{Ineligible, Question};
 pub use verified::Threshold;
@@ -43,6 +45,8 @@ pub enum Mode {
     Static {
         /// The threshold.
         threshold: f64,
+        /// The share of would-be hits verified anyway, to measure the error.
+        audit: f64,
     },
     /// Each entry learns its threshold; wrong answers served stay within `delta`.
     Verified {
@@ -103,13 +107,15 @@ pub enum Lookup {
         /// Its similarity to the question.
         similarity: f64,
     },
-    /// Would be a hit, but ask the upstream too and compare (verified mode), serving the
-    /// upstream's answer.
+    /// Would be a hit, but ask the upstream too and compare (the verified mode's rule, or
+    /// the static mode's audit), serving the upstream's answer.
     Verify {
         /// The entry.
         id: u64,
         /// Its similarity to the question.
         similarity: f64,
+        /// The probability with which this would-be hit was verified.
+        p: f64,
     },
 }
 
@@ -180,6 +186,11 @@ impl Index {
         &self.policy
     }
 
+    /// Bounds what its entries weigh to `max_bytes` (the oldest leave at the next insert).
+    pub fn set_max_bytes(&mut self, max_bytes: usize) {
+        self.policy.max_bytes = max_bytes;
+    }
+
     /// Entries held (expired ones not yet dropped included).
     pub fn len(&self) -> usize {
         self.order.len()
@@ -199,9 +210,18 @@ impl Index {
         now.saturating_duration_since(e.stored_at) < self.policy.ttl
     }
 
-    /// Decides for a question in `partition` with unit vector `v` and `facts`, at `now`;
-    /// `u` is a uniform draw in `[0, 1)` (the verified mode's coin).
-    pub fn lookup(&self, partition: u64, v: &[f32], facts: &Facts, now: Instant, u: f64) -> Lookup {
+    /// Decides for a question in `partition` with unit vector `v` and `facts`, at `now`,
+    /// under `mode` (its route's); `u` is a uniform draw in `[0, 1)` (the coin that samples
+    /// verifications).
+    pub fn lookup(
+        &self,
+        partition: u64,
+        v: &[f32],
+        facts: &Facts,
+        now: Instant,
+        u: f64,
+        mode: Mode,
+    ) -> Lookup {
         let Some(part) = self.partitions.get(&partition) else {
             return Lookup::Miss {
                 refused: None,
@@ -250,25 +270,26 @@ impl Index {
             refused,
             best: Some(s),
         };
-        match self.policy.mode {
-            Mode::Static { threshold } if s >= threshold => Lookup::Hit {
+        let p = match mode {
+            Mode::Static { threshold, .. }
+            | Mode::Verified {
+                floor: threshold, ..
+            } if s < threshold => {
+                return miss;
+            }
+            Mode::Static { audit, .. } => audit,
+            Mode::Verified { delta, .. } => e.threshold.verify_probability(s, delta),
+        };
+        if u < p {
+            Lookup::Verify {
                 id: e.id,
                 similarity: s,
-            },
-            Mode::Static { .. } => miss,
-            Mode::Verified { floor, .. } if s < floor => miss,
-            Mode::Verified { delta, .. } => {
-                if e.threshold.verify(s, delta, u) {
-                    Lookup::Verify {
-                        id: e.id,
-                        similarity: s,
-                    }
-                } else {
-                    Lookup::Hit {
-                        id: e.id,
-                        similarity: s,
-                    }
-                }
+                p,
+            }
+        } else {
+            Lookup::Hit {
+                id: e.id,
+                similarity: s,
             }
         }
     }

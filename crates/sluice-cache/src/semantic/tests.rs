@@ -23,7 +23,15 @@ fn policy(mode: Mode) -> Policy {
     }
 }
 
-const STATIC: Mode = Mode::Static { threshold: 0.9 };
+const STATIC: Mode = Mode::Static {
+    threshold: 0.9,
+    audit: 0.0,
+};
+
+/// A lookup under the index's own mode.
+fn look(ix: &Index, partition: u64, v: &[f32], f: &Facts, now: Instant, u: f64) -> Lookup {
+    ix.lookup(partition, v, f, now, u, ix.policy().mode)
+}
 
 fn facts(text: &str) -> Facts {
     Facts::of(text)
@@ -39,19 +47,19 @@ fn only_the_same_partition_is_searched_and_the_threshold_decides() {
         .unwrap_or(0);
     // cos(0.3) = 0.955: a hit in its partition, nothing in another.
     assert_eq!(
-        ix.lookup(1, &at(0.3), &q, now, 0.5),
+        look(&ix, 1, &at(0.3), &q, now, 0.5),
         Lookup::Hit {
             id,
             similarity: cosine(&at(0.3), &at(0.0))
         }
     );
     assert!(matches!(
-        ix.lookup(2, &at(0.0), &q, now, 0.5),
+        look(&ix, 2, &at(0.0), &q, now, 0.5),
         Lookup::Miss { best: None, .. }
     ));
     // cos(0.6) = 0.825: below the threshold.
     assert!(matches!(
-        ix.lookup(1, &at(0.6), &q, now, 0.5),
+        look(&ix, 1, &at(0.6), &q, now, 0.5),
         Lookup::Miss {
             best: Some(_),
             refused: None
@@ -86,7 +94,8 @@ fn the_guards_pass_over_a_closer_entry_that_names_something_else() {
         .unwrap_or(0);
     // Closest to the Python question's vector, but asking about Java: served Java's answer,
     // and the refusal of the nearer one is said.
-    let got = ix.lookup(
+    let got = look(
+        &ix,
         1,
         &at(0.05),
         &facts("What's the best way to learn Java?"),
@@ -97,7 +106,7 @@ fn the_guards_pass_over_a_closer_entry_that_names_something_else() {
         Lookup::Hit { id, .. } => assert_eq!(id, java),
         other => panic!("{other:?}"),
     }
-    let got = ix.lookup(1, &at(0.0), &facts("How do I learn Rust?"), now, 0.5);
+    let got = look(&ix, 1, &at(0.0), &facts("How do I learn Rust?"), now, 0.5);
     assert_eq!(
         got,
         Lookup::Miss {
@@ -135,7 +144,7 @@ fn entries_expire_and_the_oldest_leave_when_full() {
     // Past the time to live nothing is served, and the next insert sweeps them out.
     let later = now + Duration::from_secs(61);
     assert!(matches!(
-        ix.lookup(2, &at(0.0), &q, later, 0.5),
+        look(&ix, 2, &at(0.0), &q, later, 0.5),
         Lookup::Miss { .. }
     ));
     ix.insert(3, at(0.0), q.clone(), body, 0, later);
@@ -158,12 +167,16 @@ fn the_verified_mode_verifies_until_an_entry_has_learnt_then_serves() {
     let close = at(0.1);
     let s = cosine(&close, &at(0.0));
     assert_eq!(
-        ix.lookup(1, &close, &q, now, 0.99),
-        Lookup::Verify { id, similarity: s }
+        look(&ix, 1, &close, &q, now, 0.99),
+        Lookup::Verify {
+            id,
+            similarity: s,
+            p: 1.0
+        }
     );
     // Far below the floor: a plain miss.
     assert!(matches!(
-        ix.lookup(1, &at(1.4), &q, now, 0.0),
+        look(&ix, 1, &at(1.4), &q, now, 0.0),
         Lookup::Miss { .. }
     ));
     // Verification found it right close by, wrong further away (but twice right there).
@@ -175,7 +188,7 @@ fn the_verified_mode_verifies_until_an_entry_has_learnt_then_serves() {
     let served = (0..100)
         .filter(|i| {
             matches!(
-                ix.lookup(1, &at(0.02), &q, now, f64::from(*i) / 100.0),
+                look(&ix, 1, &at(0.02), &q, now, f64::from(*i) / 100.0),
                 Lookup::Hit { .. }
             )
         })
@@ -184,10 +197,90 @@ fn the_verified_mode_verifies_until_an_entry_has_learnt_then_serves() {
     let far = (0..100)
         .filter(|i| {
             matches!(
-                ix.lookup(1, &at(0.7), &q, now, f64::from(*i) / 100.0),
+                look(&ix, 1, &at(0.7), &q, now, f64::from(*i) / 100.0),
                 Lookup::Hit { .. }
             )
         })
         .count();
     assert!(far < served, "{far} vs {served}");
+}
+
+#[test]
+fn the_static_mode_audits_its_share_of_would_be_hits() {
+    let now = Instant::now();
+    let audited = Mode::Static {
+        threshold: 0.9,
+        audit: 0.25,
+    };
+    let mut ix = Index::new(policy(audited));
+    let q = facts("How do I reset my password?");
+    let id = ix
+        .insert(1, at(0.0), q.clone(), Bytes::from_static(b"a"), 0, now)
+        .unwrap_or(0);
+    let close = at(0.1);
+    let s = cosine(&close, &at(0.0));
+    assert_eq!(
+        look(&ix, 1, &close, &q, now, 0.2),
+        Lookup::Verify {
+            id,
+            similarity: s,
+            p: 0.25
+        }
+    );
+    assert_eq!(
+        look(&ix, 1, &close, &q, now, 0.3),
+        Lookup::Hit { id, similarity: s }
+    );
+    // Below the threshold nothing is audited: a miss is a miss.
+    assert!(matches!(
+        look(&ix, 1, &at(0.6), &q, now, 0.0),
+        Lookup::Miss { .. }
+    ));
+}
+
+#[test]
+fn a_route_may_have_its_own_mode_or_none_and_would_be_hits_feed_its_estimate() {
+    let strict = Mode::Static {
+        threshold: 0.99,
+        audit: 0.0,
+    };
+    let cache = SemanticCache::new(policy(STATIC), 1.0)
+        .with_route("strict", Some(strict))
+        .with_route("exempt", None);
+    assert_eq!(cache.mode("chat"), Some(STATIC));
+    assert_eq!(cache.mode("strict"), Some(strict));
+    assert_eq!(cache.mode("exempt"), None);
+    let now = Instant::now();
+    let req = sluice_core::ChatRequest::from_bytes(Bytes::from_static(
+        br#"{"model":"chat","messages":[{"role":"user","content":"How do I reset my password?"}]}"#,
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let q = Question::of(None, "chat", &req, 1.0).unwrap_or_else(|w| panic!("{}", w.label()));
+    cache.insert(&q, at(0.0), Bytes::from_static(b"a"), 0, now);
+    let close = at(0.1); // similarity 0.995
+    let route: std::sync::Arc<str> = "chat".into();
+    assert!(matches!(
+        cache.lookup(&q, "chat", STATIC, &close, now, 0.5),
+        Lookup::Hit { .. }
+    ));
+    assert!(matches!(
+        cache.lookup(
+            &q,
+            "chat",
+            Mode::Static {
+                threshold: 0.999,
+                audit: 0.0
+            },
+            &close,
+            now,
+            0.5
+        ),
+        Lookup::Miss { .. }
+    ));
+    assert!(cache.estimates().is_empty(), "nothing verified yet");
+    cache.verified(&route, false, 0.5);
+    let e = cache.estimates();
+    assert_eq!(e.len(), 1);
+    // One would-be hit; one wrong verification at p = 0.5 stands for two: capped at 1.
+    assert_eq!((&*e[0].0, e[0].1), ("chat", 1.0));
 }

@@ -186,6 +186,9 @@ pub struct SemanticCacheConfig {
     pub mode: SemanticMode,
     /// The cosine similarity from which a stored answer is served (static mode).
     pub threshold: f64,
+    /// The share of would-be hits also asked upstream, to measure the error (static mode;
+    /// the verified mode samples by its own rule).
+    pub verify_share: f64,
     /// The largest share of wrong answers served (verified mode).
     pub max_error: f64,
     /// Below this similarity a question is a miss without asking (verified mode).
@@ -200,6 +203,52 @@ pub struct SemanticCacheConfig {
     /// The embedding model's folder (relative to the config file's), as
     /// `scripts/install-embedder` fills it.
     pub model: String,
+    /// An OpenAI-compatible embeddings upstream to embed with instead of the model.
+    pub embeddings: Option<SemanticEmbeddingsConfig>,
+    /// `[cache.semantic.groups.NAME]`: a model group's own settings.
+    pub groups: std::collections::BTreeMap<String, SemanticGroupConfig>,
+}
+
+/// `[cache.semantic.embeddings]`: questions embedded by an OpenAI-compatible `/embeddings`
+/// upstream (OpenAI, vLLM, TEI, Ollama) named in `[providers]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SemanticEmbeddingsConfig {
+    /// The `[providers.NAME]` entry (of kind `openai`) whose base URL and key it uses.
+    pub provider: String,
+    /// The embedding model asked for.
+    pub model: String,
+    /// Vector length asked for, for models that can shorten theirs.
+    #[serde(default)]
+    pub dimensions: Option<u32>,
+    /// How long a lookup waits for the vector before the request goes on uncached.
+    #[serde(
+        with = "humantime_serde",
+        default = "SemanticEmbeddingsConfig::timeout"
+    )]
+    pub timeout: Duration,
+}
+
+impl SemanticEmbeddingsConfig {
+    /// The default wait for a vector: 1 s.
+    pub fn timeout() -> Duration {
+        Duration::from_secs(1)
+    }
+}
+
+/// `[cache.semantic.groups.NAME]`: one model group's semantic cache, where it differs.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SemanticGroupConfig {
+    /// `false`: the group's requests are never cached by meaning.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Its static threshold.
+    #[serde(default)]
+    pub threshold: Option<f64>,
+    /// Its maximum error rate (verified mode).
+    #[serde(default)]
+    pub max_error: Option<f64>,
 }
 
 impl Default for SemanticCacheConfig {
@@ -208,12 +257,15 @@ impl Default for SemanticCacheConfig {
             enabled: false,
             mode: SemanticMode::Static,
             threshold: 0.9,
+            verify_share: 0.0,
             max_error: 0.02,
             min_similarity: 0.6,
             temperature_ceiling: 1.0,
             ttl: Duration::from_secs(3600),
             max_bytes: DEFAULT_CACHE_BYTES,
             model: "models/static-64".into(),
+            embeddings: None,
+            groups: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -798,3 +798,60 @@ fn the_semantic_cache_is_off_unless_asked_for_and_its_settings_are_checked() {
         assert!(c.errors.iter().any(|d| d.path == path), "{path}\n{shown}");
     }
 }
+
+#[test]
+fn the_semantic_cache_names_its_embeddings_upstream_and_groups_and_each_is_checked() {
+    let base = "[providers.tei]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:8080/v1\"\n\
+                [providers.claude]\nkind = \"anthropic\"\nbase_url = \"https://api.anthropic.com/v1\"\n\
+                [models.chat]\ndeployments = [{ provider = \"tei\", model = \"x\" }]\n";
+    let good = format!(
+        "[cache.semantic]\nenabled = true\nverify_share = 0.05\n\
+         embeddings = {{ provider = \"tei\", model = \"bge-small\", dimensions = 256 }}\n\
+         groups = {{ chat = {{ threshold = 0.95, max_error = 0.01 }} }}\n{base}"
+    );
+    let cfg = load(&good, &env(&[]), &[]).unwrap();
+    let s = &cfg.cache.semantic;
+    let e = s.embeddings.as_ref().unwrap();
+    assert_eq!((e.provider.as_str(), e.dimensions), ("tei", Some(256)));
+    assert_eq!(e.timeout, Duration::from_secs(1));
+    assert_eq!(s.groups["chat"].max_error, Some(0.01));
+    assert_eq!(s.verify_share, 0.05);
+    let bad = format!(
+        "[cache.semantic]\nenabled = true\nverify_share = 2\n\
+         embeddings = {{ provider = \"claude\", model = \"\", timeout = \"0s\" }}\n\
+         groups = {{ nosuch = {{ threshold = 0 }}, chat = {{ max_error = 1 }} }}\n{base}"
+    );
+    let c = check(&bad, &env(&[]), &[], Secrets::Required);
+    let shown = c.errors.to_string();
+    for (path, words) in [
+        ("cache.semantic.verify_share", "from 0 to 1"),
+        (
+            "cache.semantic.embeddings.provider",
+            "not OpenAI-compatible",
+        ),
+        ("cache.semantic.embeddings.model", "must name"),
+        ("cache.semantic.embeddings.timeout", "longer than zero"),
+        ("cache.semantic.groups.nosuch", "not a model group"),
+        ("cache.semantic.groups.nosuch.threshold", "above 0"),
+        ("cache.semantic.groups.chat.max_error", "below 1"),
+    ] {
+        assert!(
+            c.errors
+                .iter()
+                .any(|d| d.path == path && d.message.contains(words)),
+            "{path}: {words}\n{shown}"
+        );
+    }
+    let unknown = format!(
+        "[cache.semantic]\nembeddings = {{ provider = \"nosuch\", model = \"m\" }}\n{base}"
+    );
+    let c = check(&unknown, &env(&[]), &[], Secrets::Required);
+    assert!(
+        c.errors
+            .iter()
+            .any(|d| d.path == "cache.semantic.embeddings.provider"
+                && d.message.contains("not in [providers]")),
+        "{}",
+        c.errors
+    );
+}

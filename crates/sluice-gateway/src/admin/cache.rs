@@ -41,6 +41,9 @@ pub async fn show(State(gw): State<Arc<Gateway>>) -> Json<serde_json::Value> {
                 "ttl_seconds": p.ttl.as_secs_f64(),
                 "embedder": s.embedder.name(),
                 "temperature_ceiling": s.cache.ceiling(),
+                "error_estimates": s.cache.estimates().into_iter().map(|(group, estimate, evidence)| {
+                    json!({"group": &*group, "estimate": estimate, "recent_verifications": evidence})
+                }).collect::<Vec<_>>(),
             })
         }
     };

@@ -1,4 +1,5 @@
-//! A builder from a whole configuration: every section turned into the builder's calls.
+//! A builder from a whole configuration (every section turned into the builder's calls), and the
+//! semantic cache's builder calls.
 
 use std::sync::Arc;
 
@@ -10,23 +11,99 @@ use sluice_telemetry::AccessFormat;
 use super::{BuildError, GatewayBuilder, policies};
 
 impl GatewayBuilder {
-    /// The semantic cache `c` describes, its model's folder taken relative to `base` (the
-    /// config file's folder); nothing when it is off. A missing model is an error naming its
-    /// folder and the command that installs it.
+    /// Caches answers by meaning under `policy`, up to `temperature` `ceiling`, with
+    /// questions embedded by `embedder`.
+    pub fn semantic_cache(
+        self,
+        policy: sluice_cache::semantic::Policy,
+        ceiling: f64,
+        embedder: Arc<sluice_embed::Embedder>,
+    ) -> Self {
+        self.semantic_cache_with(policy, ceiling, embedder, Vec::new())
+    }
+
+    /// As [`GatewayBuilder::semantic_cache`], with groups whose mode is their own (`None`:
+    /// the group is not cached by meaning).
+    pub fn semantic_cache_with(
+        self,
+        policy: sluice_cache::semantic::Policy,
+        ceiling: f64,
+        embedder: Arc<sluice_embed::Embedder>,
+        groups: Vec<(String, Option<sluice_cache::semantic::Mode>)>,
+    ) -> Self {
+        let mut cache = sluice_cache::semantic::SemanticCache::new(policy, ceiling);
+        for (group, mode) in groups {
+            cache = cache.with_route(&group, mode);
+        }
+        self.semantic_cache_from(cache, embedder)
+    }
+
+    /// Caches answers by meaning in `cache` (one filled beforehand, say), with questions
+    /// embedded by `embedder`.
+    pub fn semantic_cache_from(
+        mut self,
+        cache: sluice_cache::semantic::SemanticCache,
+        embedder: Arc<sluice_embed::Embedder>,
+    ) -> Self {
+        self.semantic = Some(Arc::new(crate::walk::semantic::Semantic {
+            cache,
+            embedder,
+            coins: parking_lot::Mutex::new(rand::SeedableRng::seed_from_u64(0x5e3a_c0de)),
+            served: moka::sync::Cache::new(crate::walk::semantic::HITS_KEPT),
+        }));
+        self
+    }
+
+    /// The semantic cache `cfg` describes: embedded by its `[cache.semantic.embeddings]`
+    /// upstream (a provider of `cfg`, its key read from `env`), else by the model in the
+    /// folder `model` names relative to `base` (the config file's folder); nothing when it
+    /// is off. A missing model is an error naming its folder and the command that installs
+    /// it.
     pub fn semantic_from_config(
         self,
-        c: &sluice_config::gateway::SemanticCacheConfig,
+        cfg: &GatewayConfig,
+        env: &dyn Env,
         base: &std::path::Path,
     ) -> Result<Self, BuildError> {
+        let c = &cfg.cache.semantic;
         if !c.enabled {
             return Ok(self);
         }
-        let dir = base.join(&c.model);
-        let embedder = sluice_embed::Embedder::load(&dir)?;
-        Ok(self.semantic_cache(
+        let embedder = match &c.embeddings {
+            Some(e) => {
+                let provider = cfg
+                    .providers
+                    .iter()
+                    .find(|(n, _)| *n == e.provider)
+                    .map(|(_, p)| p)
+                    .ok_or_else(|| {
+                        BuildError::Embeddings(format!("no provider `{}`", e.provider))
+                    })?;
+                let settings = crate::assemble::providers::openai_settings(provider, env);
+                let upstream = sluice_providers::embeddings::Embeddings::new(
+                    &e.provider,
+                    settings,
+                    &e.model,
+                    e.dimensions,
+                )
+                .map_err(|err| BuildError::Embeddings(err.to_string()))?;
+                sluice_embed::Embedder::remote(upstream, e.timeout)
+            }
+            None => sluice_embed::Embedder::load(&base.join(&c.model))?,
+        };
+        let routes = c
+            .groups
+            .iter()
+            .map(|(name, g)| {
+                let mode = (g.enabled != Some(false)).then(|| policies::semantic_mode(c, Some(g)));
+                (name.clone(), mode)
+            })
+            .collect();
+        Ok(self.semantic_cache_with(
             policies::semantic(c),
             c.temperature_ceiling,
-            std::sync::Arc::new(embedder),
+            Arc::new(embedder),
+            routes,
         ))
     }
 

@@ -98,6 +98,9 @@ pub enum BuildError {
         /// The missing lane.
         lane: String,
     },
+    /// The semantic cache's embeddings upstream could not be set up.
+    #[error("[cache.semantic.embeddings]: {0}")]
+    Embeddings(String),
     /// The semantic cache's embedding model would not load.
     #[error("[cache.semantic] model: {0}")]
     Embedder(#[from] sluice_embed::EmbedError),
@@ -163,7 +166,7 @@ pub struct GatewayBuilder {
     /// Model names that choose a group by rules.
     task_routes: Vec<TaskRoute>,
     routers: Vec<(String, Vec<String>, RouterPolicy)>,
-    semantic: Option<crate::walk::semantic::Semantic>,
+    semantic: Option<Arc<crate::walk::semantic::Semantic>>,
     router_state: Vec<(String, Vec<Stored>)>,
 }
 
@@ -228,23 +231,6 @@ impl GatewayBuilder {
     /// Adds a model name that chooses a group by rules.
     pub fn task_route(mut self, route: TaskRoute) -> Self {
         self.task_routes.push(route);
-        self
-    }
-
-    /// Caches answers by meaning under `policy`, up to `temperature` `ceiling`, with
-    /// questions embedded by `embedder`.
-    pub fn semantic_cache(
-        mut self,
-        policy: sluice_cache::semantic::Policy,
-        ceiling: f64,
-        embedder: Arc<sluice_embed::Embedder>,
-    ) -> Self {
-        self.semantic = Some(crate::walk::semantic::Semantic {
-            cache: sluice_cache::semantic::SemanticCache::new(policy, ceiling),
-            embedder,
-            coins: parking_lot::Mutex::new(rand::SeedableRng::seed_from_u64(0x5e3a_c0de)),
-            served: moka::sync::Cache::new(crate::walk::semantic::HITS_KEPT),
-        });
         self
     }
 

@@ -65,20 +65,29 @@ pub fn task_route(name: &str, r: &RouteConfig) -> TaskRoute {
 
 /// The semantic cache's policy `[cache.semantic]` describes.
 pub fn semantic(c: &sluice_config::gateway::SemanticCacheConfig) -> sluice_cache::semantic::Policy {
-    use sluice_cache::semantic::Mode;
-    use sluice_config::gateway::SemanticMode;
     sluice_cache::semantic::Policy {
-        mode: match c.mode {
-            SemanticMode::Static => Mode::Static {
-                threshold: c.threshold,
-            },
-            SemanticMode::Verified => Mode::Verified {
-                delta: c.max_error,
-                floor: c.min_similarity,
-            },
-        },
+        mode: semantic_mode(c, None),
         ttl: c.ttl,
         max_bytes: usize::try_from(c.max_bytes).unwrap_or(usize::MAX),
+    }
+}
+
+/// The mode of `[cache.semantic]`, with a group's own threshold and error bound over it.
+pub fn semantic_mode(
+    c: &sluice_config::gateway::SemanticCacheConfig,
+    group: Option<&sluice_config::gateway::SemanticGroupConfig>,
+) -> sluice_cache::semantic::Mode {
+    use sluice_cache::semantic::Mode;
+    use sluice_config::gateway::SemanticMode;
+    match c.mode {
+        SemanticMode::Static => Mode::Static {
+            threshold: group.and_then(|g| g.threshold).unwrap_or(c.threshold),
+            audit: c.verify_share,
+        },
+        SemanticMode::Verified => Mode::Verified {
+            delta: group.and_then(|g| g.max_error).unwrap_or(c.max_error),
+            floor: c.min_similarity,
+        },
     }
 }
 

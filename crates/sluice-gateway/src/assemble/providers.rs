@@ -9,12 +9,22 @@ use sluice_providers::{
     Anthropic, AnthropicSettings, HttpSettings, OpenAiCompat, OpenAiSettings, Provider,
 };
 
-/// The adapter for one `[providers.NAME]` entry, with its key read from the environment.
-pub fn from_config(
-    name: &str,
+/// Where an OpenAI-compatible `[providers.NAME]` entry lives, with its key read from the
+/// environment (for its chat adapter, or for an embeddings endpoint).
+pub fn openai_settings(cfg: &ProviderConfig, env: &dyn Env) -> OpenAiSettings {
+    let (api_key, headers, http) = common(cfg, env);
+    OpenAiSettings {
+        base_url: cfg.base_url.clone(),
+        api_key,
+        headers,
+        http,
+    }
+}
+
+fn common(
     cfg: &ProviderConfig,
     env: &dyn Env,
-) -> Result<Arc<dyn Provider>, GatewayError> {
+) -> (Option<String>, Vec<(String, String)>, HttpSettings) {
     let http = HttpSettings {
         connect_timeout: cfg.connect_timeout,
         first_byte_timeout: cfg.first_byte_timeout,
@@ -28,31 +38,35 @@ pub fn from_config(
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    (api_key, headers, http)
+}
+
+/// The adapter for one `[providers.NAME]` entry, with its key read from the environment.
+pub fn from_config(
+    name: &str,
+    cfg: &ProviderConfig,
+    env: &dyn Env,
+) -> Result<Arc<dyn Provider>, GatewayError> {
     Ok(match cfg.kind {
-        ProviderKind::Openai => Arc::new(OpenAiCompat::new(
-            name,
-            OpenAiSettings {
-                base_url: cfg.base_url.clone(),
-                api_key,
-                headers,
-                http,
-            },
-        )?),
-        ProviderKind::Anthropic => Arc::new(Anthropic::new(
-            name,
-            AnthropicSettings {
-                base_url: cfg.base_url.clone(),
-                api_key,
-                version: cfg
-                    .anthropic_version
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_VERSION.into()),
-                default_max_tokens: cfg.default_max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-                cache_breakpoints: (cfg.cache_breakpoints != Some(false))
-                    .then(|| cfg.cache_min_tokens.unwrap_or(DEFAULT_CACHE_MIN_TOKENS)),
-                headers,
-                http,
-            },
-        )?),
+        ProviderKind::Openai => Arc::new(OpenAiCompat::new(name, openai_settings(cfg, env))?),
+        ProviderKind::Anthropic => {
+            let (api_key, headers, http) = common(cfg, env);
+            Arc::new(Anthropic::new(
+                name,
+                AnthropicSettings {
+                    base_url: cfg.base_url.clone(),
+                    api_key,
+                    version: cfg
+                        .anthropic_version
+                        .clone()
+                        .unwrap_or_else(|| DEFAULT_VERSION.into()),
+                    default_max_tokens: cfg.default_max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+                    cache_breakpoints: (cfg.cache_breakpoints != Some(false))
+                        .then(|| cfg.cache_min_tokens.unwrap_or(DEFAULT_CACHE_MIN_TOKENS)),
+                    headers,
+                    http,
+                },
+            )?)
+        }
     })
 }

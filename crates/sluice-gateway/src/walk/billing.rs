@@ -135,6 +135,11 @@ pub(crate) fn entry(record: &CallRecord, answered: Option<&Priced>) -> Entry {
         extra_micros: record.extra_cost_micros,
         cache: if record.cache == Some(sluice_core::CacheLookup::Semantic) {
             CacheOutcome::Semantic
+        } else if matches!(
+            record.semantic,
+            Some(sluice_core::SemanticLookup::Verify { .. })
+        ) {
+            CacheOutcome::SemanticVerify
         } else if hit {
             CacheOutcome::Exact
         } else if usage.cached_tokens > 0 {

@@ -151,6 +151,7 @@ async fn walk(
             &group.name,
             &request,
         )
+        .await
     {
         return Ok(Answer::Cached(served));
     }

@@ -65,13 +65,14 @@ pub struct ByMeaning {
     pub question: Question,
     /// Its vector.
     pub vector: Vec<f32>,
-    /// The entry whose answer this call's verifies, and at what similarity.
-    pub verifies: Option<(u64, f64)>,
+    /// The entry whose answer this call's verifies, at what similarity, and the
+    /// probability with which it was chosen for verifying.
+    pub verifies: Option<(u64, f64, f64)>,
 }
 
 /// Looks `request` up by meaning; a served answer, or `None` (the call then stores its
 /// answer under the question, unless the client said `no-store`).
-pub fn consult(
+pub async fn consult(
     gw: &Gateway,
     sem: &Semantic,
     call: &mut Call,
@@ -80,6 +81,7 @@ pub fn consult(
     group: &str,
     request: &ChatRequest,
 ) -> Option<Served> {
+    let mode = sem.cache.mode(group)?;
     let record = |call: &mut Call, what: SemanticLookup| {
         gw.telemetry.semantic(group, &what);
         call.record_mut().semantic = Some(what);
@@ -96,11 +98,19 @@ pub fn consult(
             return None;
         }
     };
-    let vector = match sem.embedder.embed(&question.text) {
+    let embedded = match sem.embedder.embed_local(&question.text) {
+        Some(v) => v,
+        None => {
+            let id = call.record().request_id.clone();
+            let v = sem.embedder.embed(&[&question.text], id.as_str()).await;
+            v.and_then(|mut v| v.pop().ok_or(sluice_embed::EmbedError::Empty))
+        }
+    };
+    let vector = match embedded {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(error = %e, "the question could not be embedded; not cached by meaning");
-            record(call, SemanticLookup::Ineligible("no_embedding"));
+            record(call, SemanticLookup::Ineligible(e.label()));
             return None;
         }
     };
@@ -116,7 +126,7 @@ pub fn consult(
     }
     let now = Instant::now();
     let u: f64 = sem.coins.lock().random();
-    match sem.cache.lookup(&question, &vector, now, u) {
+    match sem.cache.lookup(&question, group, mode, &vector, now, u) {
         Lookup::Hit { id, similarity } => {
             let stored = sem.cache.answer(question.partition, id)?;
             match stored.body_for(request.stream, request.include_usage) {
@@ -155,7 +165,7 @@ pub fn consult(
                 best,
             },
         ),
-        Lookup::Verify { id, similarity } => {
+        Lookup::Verify { id, similarity, p } => {
             // Asked upstream too; its answer is served and compared with the entry's.
             record(
                 call,
@@ -164,7 +174,7 @@ pub fn consult(
                     similarity,
                 },
             );
-            call.store_by_meaning(by_meaning(question, vector, Some((id, similarity))));
+            call.store_by_meaning(by_meaning(question, vector, Some((id, similarity, p))));
             return None;
         }
     }
@@ -192,18 +202,40 @@ fn said(body: &[u8]) -> Option<Said> {
     }
 }
 
-/// Whether two answers agree: structured ones exactly, text ones by meaning.
-fn agree(sem: &Semantic, fresh: &[u8], cached: &[u8]) -> bool {
+/// Whether two answers agree: structured ones exactly, text ones by meaning (`Texts`: when
+/// that needs the embeddings upstream).
+enum Agree {
+    Known(bool),
+    Texts(String, String),
+}
+
+fn agree(sem: &Semantic, fresh: &[u8], cached: &[u8]) -> Agree {
     match (said(fresh), said(cached)) {
-        (Some(Said::Exact(a)), Some(Said::Exact(b))) => a == b,
+        (Some(Said::Exact(a)), Some(Said::Exact(b))) => Agree::Known(a == b),
+        (Some(Said::Text(a)), Some(Said::Text(b))) if a == b => Agree::Known(true),
         (Some(Said::Text(a)), Some(Said::Text(b))) => {
-            a == b
-                || match (sem.embedder.embed(&a), sem.embedder.embed(&b)) {
-                    (Ok(x), Ok(y)) => cosine(&x, &y) >= ANSWERS_AGREE,
-                    _ => false,
-                }
+            match (sem.embedder.embed_local(&a), sem.embedder.embed_local(&b)) {
+                (Some(Ok(x)), Some(Ok(y))) => Agree::Known(cosine(&x, &y) >= ANSWERS_AGREE),
+                (Some(_), Some(_)) => Agree::Known(false),
+                _ => Agree::Texts(a, b),
+            }
         }
-        _ => false,
+        _ => Agree::Known(false),
+    }
+}
+
+/// Two answer texts compared through the embeddings upstream; `None` when it failed (the
+/// verification then teaches nothing).
+async fn agree_remote(sem: &Semantic, a: &str, b: &str, request_id: &str) -> Option<bool> {
+    match sem.embedder.embed(&[a, b], request_id).await {
+        Ok(v) => match v.as_slice() {
+            [x, y] => Some(cosine(x, y) >= ANSWERS_AGREE),
+            _ => None,
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "a verification's answers could not be compared");
+            None
+        }
     }
 }
 
@@ -220,12 +252,37 @@ pub fn settle(
     now: Instant,
 ) {
     let group = record.model_group.clone().unwrap_or_else(|| Arc::from(""));
-    if let Some((id, similarity)) = q.verifies
+    if let Some((id, similarity, p)) = q.verifies
         && let Some(cached) = sem.cache.answer(q.question.partition, id)
     {
-        let right = agree(sem, body, &cached.body);
+        let right = match agree(sem, body, &cached.body) {
+            Agree::Known(right) => right,
+            Agree::Texts(a, b) => {
+                // Compared through the embeddings upstream, after the answer has gone out
+                // (the record cannot wait for it; the metrics and the entry learn it).
+                let Some(sem) = gw.semantic.clone() else {
+                    return;
+                };
+                let (telemetry, request_id) = (gw.telemetry.clone(), record.request_id.clone());
+                let fresh = body.clone();
+                tokio::spawn(async move {
+                    let Some(right) = agree_remote(&sem, &a, &b, request_id.as_str()).await else {
+                        return;
+                    };
+                    sem.cache
+                        .observe(q.question.partition, id, similarity, right);
+                    sem.cache.verified(&group, right, p);
+                    telemetry.semantic_verified(&group, right);
+                    if !right {
+                        sem.cache.insert(&q.question, q.vector, fresh, cost, now);
+                    }
+                });
+                return;
+            }
+        };
         sem.cache
             .observe(q.question.partition, id, similarity, right);
+        sem.cache.verified(&group, right, p);
         gw.telemetry.semantic_verified(&group, right);
         record.semantic_verified = Some(right);
         if right {

@@ -247,6 +247,22 @@ pub fn rig_over(
     }
 }
 
+/// The default embedding model, loaded once (`./scripts/test` installs it and names its
+/// folder in `SLUICE_EMBEDDER_DIR`).
+pub fn embedder() -> Arc<sluice_embed::Embedder> {
+    static E: std::sync::OnceLock<Arc<sluice_embed::Embedder>> = std::sync::OnceLock::new();
+    E.get_or_init(|| {
+        let Ok(dir) = std::env::var("SLUICE_EMBEDDER_DIR") else {
+            panic!(
+                "SLUICE_EMBEDDER_DIR is not set: run ./scripts/test, which installs the model, \
+                 or scripts/install-embedder DIR and point it there"
+            );
+        };
+        Arc::new(sluice_embed::Embedder::load(std::path::Path::new(&dir)).unwrap())
+    })
+    .clone()
+}
+
 /// What a client got: status, body (JSON, or `Null` for a stream), raw body, headers.
 pub struct Got {
     pub status: u16,
