@@ -84,10 +84,8 @@ async fn a_failing_upstream_is_an_upstream_error() {
 
 #[tokio::test(start_paused = true)]
 async fn an_upstream_that_does_not_answer_is_given_up_on_after_the_timeout() {
-    let router = axum::Router::new().route(
-        "/v1/embeddings",
-        post(std::future::pending::<&'static str>),
-    );
+    let router =
+        axum::Router::new().route("/v1/embeddings", post(std::future::pending::<&'static str>));
     let e = Embedder::remote(upstream(serve(router).await), Duration::from_millis(300));
     let started = tokio::time::Instant::now();
     let err = e.embed(&["abc"], "req-3").await.unwrap_err();

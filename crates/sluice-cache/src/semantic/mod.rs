@@ -136,18 +136,42 @@ pub struct Index {
 struct Partition {
     entries: Vec<Entry>,
     vectors: Vec<f32>,
+    /// Each row's [`Facts::fingerprint`].
+    prints: Vec<u64>,
     dim: usize,
+    /// Each entry's row, by id.
+    rows: HashMap<u64, usize>,
 }
 
 impl Partition {
-    fn remove(&mut self, i: usize) -> Entry {
+    fn get(&self, id: u64) -> Option<&Entry> {
+        self.entries.get(*self.rows.get(&id)?)
+    }
+
+    fn get_mut(&mut self, id: u64) -> Option<&mut Entry> {
+        self.entries.get_mut(*self.rows.get(&id)?)
+    }
+
+    fn push(&mut self, vector: &[f32], e: Entry) {
+        self.rows.insert(e.id, self.entries.len());
+        self.vectors.extend_from_slice(vector);
+        self.prints.push(e.facts.fingerprint());
+        self.entries.push(e);
+    }
+
+    /// Removes entry `id`: the last row takes its place.
+    fn remove(&mut self, id: u64) -> Option<Entry> {
+        let i = self.rows.remove(&id)?;
         let last = self.entries.len() - 1;
         if i != last {
             let (head, tail) = self.vectors.split_at_mut(last * self.dim);
             head[i * self.dim..(i + 1) * self.dim].copy_from_slice(&tail[..self.dim]);
+            let moved = self.entries[last].id;
+            self.rows.insert(moved, i);
         }
         self.vectors.truncate(last * self.dim);
-        self.entries.swap_remove(i)
+        self.prints.swap_remove(i);
+        Some(self.entries.swap_remove(i))
     }
 }
 
@@ -236,10 +260,13 @@ impl Index {
                 best: None,
             };
         }
-        for (i, row) in part.vectors.chunks_exact(part.dim).enumerate() {
+        let print = facts.fingerprint();
+        let rows = part.vectors.chunks_exact(part.dim).zip(&part.prints);
+        for (i, (row, &p)) in rows.enumerate() {
             let s = cosine(v, row);
             let beats_nearest = nearest.is_none_or(|(b, _)| s > b);
-            let beats_allowed = allowed.is_none_or(|(b, _)| s > b);
+            // The guards' digest first: an entry whose facts differ is never read for them.
+            let beats_allowed = p == print && allowed.is_none_or(|(b, _)| s > b);
             if !beats_nearest && !beats_allowed {
                 continue; // most rows: their entry is never read
             }
@@ -250,7 +277,6 @@ impl Index {
             if beats_nearest {
                 nearest = Some((s, e));
             }
-            // The guards only for an entry that would beat the best allowed so far.
             if beats_allowed && facts.compatible(&e.facts).is_ok() {
                 allowed = Some((s, e));
             }
@@ -296,11 +322,7 @@ impl Index {
 
     /// Entry `id`, if it is held.
     pub fn get(&self, partition: u64, id: u64) -> Option<&Entry> {
-        self.partitions
-            .get(&partition)?
-            .entries
-            .iter()
-            .find(|e| e.id == id)
+        self.partitions.get(&partition)?.get(id)
     }
 
     /// Stores an answer; returns its id. The oldest entries (and the expired) leave until
@@ -332,16 +354,18 @@ impl Index {
         } else if part.dim != vector.len() {
             return None; // another embedder's vector: never comparable
         }
-        part.vectors.extend_from_slice(&vector);
-        part.entries.push(Entry {
-            id,
-            facts,
-            answer,
-            stored_at: now,
-            cost_micros,
-            threshold: Threshold::default(),
-            weight,
-        });
+        part.push(
+            &vector,
+            Entry {
+                id,
+                facts,
+                answer,
+                stored_at: now,
+                cost_micros,
+                threshold: Threshold::default(),
+                weight,
+            },
+        );
         self.order.push_back((partition, id));
         self.bytes += weight;
         Some(id)
@@ -353,7 +377,7 @@ impl Index {
         if let Some(e) = self
             .partitions
             .get_mut(&partition)
-            .and_then(|p| p.entries.iter_mut().find(|e| e.id == id))
+            .and_then(|p| p.get_mut(id))
         {
             e.threshold.observe(similarity, right);
         }
@@ -374,8 +398,7 @@ impl Index {
             return false;
         };
         if let Some(part) = self.partitions.get_mut(&p) {
-            if let Some(i) = part.entries.iter().position(|e| e.id == id) {
-                let e = part.remove(i);
+            if let Some(e) = part.remove(id) {
                 self.bytes -= e.weight;
             }
             if part.entries.is_empty() {
