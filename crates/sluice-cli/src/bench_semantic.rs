@@ -316,7 +316,7 @@ fn cost(a: &SemanticArgs, e: &Arc<Embedder>) -> anyhow::Result<()> {
                 topics[i % topics.len()]
             );
             let req = ChatRequest::from_bytes(question_body(&text))?;
-            let q = Question::of(None, "bench", &req, 1.0)
+            let q = Question::of(None, "bench", &req, cache.limits())
                 .map_err(|w| anyhow::anyhow!("not a question: {}", w.label()))?;
             let v = local(e, &q.text)?;
             cache.insert(&q, v, answer.clone(), 0, now);

@@ -191,10 +191,28 @@ async fn tenants_prompts_sampling_and_cache_control_keep_answers_apart() {
     )
     .await;
     assert_eq!(r.a.calls(), 3);
+    let tools = ask(
+        q,
+        r#""tools":[{"type":"function","function":{"name":"lookup","parameters":{}}}],"#,
+    );
+    send(&r.router, &[("x-sluice-tenant", "acme")], "i-2t", &tools).await;
+    assert_eq!(r.a.calls(), 4, "another tool list");
+    // Other sampling settings, even below the ceiling, are another partition.
+    let warmer = ask(q, "").replace(r#""temperature":0"#, r#""temperature":0.3"#);
+    send(&r.router, &[("x-sluice-tenant", "acme")], "i-2s", &warmer).await;
+    let top_p = ask(q, r#""top_p":0.5,"#);
+    send(&r.router, &[("x-sluice-tenant", "acme")], "i-2p", &top_p).await;
+    assert_eq!(r.a.calls(), 6, "other sampling settings");
+    for id in ["i-2t", "i-2s", "i-2p"] {
+        assert!(
+            matches!(semantic(&r, id), SemanticLookup::Miss { best: None, .. }),
+            "{id}: nothing in its partition"
+        );
+    }
     // Too hot a temperature is not served by meaning.
     let hot = ask(q, "").replace(r#""temperature":0"#, r#""temperature":1.5"#);
     send(&r.router, &[("x-sluice-tenant", "acme")], "i-3", &hot).await;
-    assert_eq!(r.a.calls(), 4);
+    assert_eq!(r.a.calls(), 7);
     assert_eq!(
         semantic(&r, "i-3"),
         SemanticLookup::Ineligible("temperature")
@@ -216,7 +234,7 @@ async fn tenants_prompts_sampling_and_cache_control_keep_answers_apart() {
         &ask(q, ""),
     )
     .await;
-    assert_eq!(r.a.calls(), 6);
+    assert_eq!(r.a.calls(), 9);
     // The same tenant, prompt and settings: served.
     send(
         &r.router,
@@ -225,7 +243,7 @@ async fn tenants_prompts_sampling_and_cache_control_keep_answers_apart() {
         &ask("how do i reset my password", ""),
     )
     .await;
-    assert_eq!(r.a.calls(), 6);
+    assert_eq!(r.a.calls(), 9);
 }
 
 #[tokio::test(start_paused = true)]

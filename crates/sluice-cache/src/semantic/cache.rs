@@ -9,14 +9,14 @@ use hashbrown::HashMap;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::{ErrorEstimate, Index, Lookup, Mode, Policy, Question};
+use super::{ErrorEstimate, Index, Limits, Lookup, Mode, Policy, Question};
 use crate::Stored;
 
 /// The semantic cache.
 #[derive(Debug)]
 pub struct SemanticCache {
     index: Mutex<Index>,
-    ceiling: f64,
+    limits: Limits,
     /// Routes (model groups) whose mode is not the policy's; `None`: not cached by meaning.
     routes: HashMap<String, Option<Mode>>,
     estimates: Mutex<HashMap<Arc<str>, ErrorEstimate>>,
@@ -27,7 +27,7 @@ impl SemanticCache {
     pub fn new(policy: Policy, ceiling: f64) -> Self {
         Self {
             index: Mutex::new(Index::new(policy)),
-            ceiling,
+            limits: Limits::new(ceiling),
             routes: HashMap::new(),
             estimates: Mutex::new(HashMap::new()),
         }
@@ -75,9 +75,20 @@ impl SemanticCache {
             .verified(right, p);
     }
 
+    /// With messages up to `max_chars` matched by meaning.
+    pub fn with_max_chars(mut self, max_chars: usize) -> Self {
+        self.limits.max_chars = max_chars;
+        self
+    }
+
+    /// What a request must stay within to be matched.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
     /// The hottest `temperature` it serves.
     pub fn ceiling(&self) -> f64 {
-        self.ceiling
+        self.limits.temperature_ceiling
     }
 
     /// Its policy.

@@ -35,7 +35,7 @@ use tokio::time::Instant;
 pub use cache::SemanticCache;
 pub use estimate::ErrorEstimate;
 pub use guard::{Facts, Mismatch};
-pub use question::{Ineligible, Question};
+pub use question::{Ineligible, Limits, Question};
 pub use verified::Threshold;
 
 /// How a route's semantic hits are decided.

@@ -3,7 +3,9 @@
 //! (system prompt, tools, sampling settings, response format) and every earlier message,
 //! byte for byte, hashed into the partition the entry lives in. A request the cache must not
 //! answer by meaning (sampling too hot, several choices asked for, tool results in the
-//! conversation, a last message that is not the user's text) is not a question.
+//! conversation, a last message that is not the user's text, or one too long to be a
+//! question: a document, which would cost more to embed than it could save) is not a
+//! question.
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -17,6 +19,28 @@ const DELIVERY_FIELDS: [&str; 2] = ["stream", "stream_options"];
 /// The temperature of a request that sets none (OpenAI's default).
 pub const DEFAULT_TEMPERATURE: f64 = 1.0;
 
+/// The longest message matched by meaning by default, in characters.
+pub const DEFAULT_MAX_CHARS: usize = 2000;
+
+/// What a request must stay within to be matched by meaning.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Limits {
+    /// The hottest `temperature`.
+    pub temperature_ceiling: f64,
+    /// The longest newest user message, in characters.
+    pub max_chars: usize,
+}
+
+impl Limits {
+    /// Up to `temperature_ceiling`, messages up to [`DEFAULT_MAX_CHARS`].
+    pub fn new(temperature_ceiling: f64) -> Self {
+        Self {
+            temperature_ceiling,
+            max_chars: DEFAULT_MAX_CHARS,
+        }
+    }
+}
+
 /// Why a request is not matched by meaning.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ineligible {
@@ -28,6 +52,8 @@ pub enum Ineligible {
     ToolResults,
     /// Its last message is not a user's text.
     NotAQuestion,
+    /// Its last message is longer than a question.
+    TooLong,
 }
 
 impl Ineligible {
@@ -38,6 +64,7 @@ impl Ineligible {
             Self::Choices => "n",
             Self::ToolResults => "tool_results",
             Self::NotAQuestion => "not_a_question",
+            Self::TooLong => "too_long",
         }
     }
 }
@@ -78,13 +105,13 @@ impl Question {
         tenant: Option<&str>,
         group: &str,
         request: &ChatRequest,
-        ceiling: f64,
+        limits: &Limits,
     ) -> Result<Self, Ineligible> {
         let temperature = request
             .value("temperature")
             .and_then(|v| v.as_f64())
             .unwrap_or(DEFAULT_TEMPERATURE);
-        if temperature > ceiling {
+        if temperature > limits.temperature_ceiling {
             return Err(Ineligible::Temperature);
         }
         if request
@@ -117,6 +144,9 @@ impl Question {
             .and_then(text_of)
             .filter(|t| !t.trim().is_empty())
             .ok_or(Ineligible::NotAQuestion)?;
+        if text.len() > limits.max_chars && text.chars().count() > limits.max_chars {
+            return Err(Ineligible::TooLong);
+        }
         let mut h = Sha256::new();
         let mut part = |bytes: &[u8]| {
             h.update((bytes.len() as u64).to_le_bytes());
@@ -163,7 +193,7 @@ mod tests {
     }
 
     fn q(tenant: &str, body: &str) -> Result<Question, Ineligible> {
-        Question::of(Some(tenant), "chat", &req(body), 1.0)
+        Question::of(Some(tenant), "chat", &req(body), &Limits::new(1.0))
     }
 
     const ASK: &str = r#"{"model":"chat","temperature":0,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"How do I reset my password?"}]}"#;
@@ -199,7 +229,7 @@ mod tests {
             assert_ne!(d.map(|q| q.partition), Ok(a.partition));
         }
         assert_ne!(
-            Question::of(Some("acme"), "big", &req(ASK), 1.0).map(|q| q.partition),
+            Question::of(Some("acme"), "big", &req(ASK), &Limits::new(1.0)).map(|q| q.partition),
             Ok(a.partition)
         );
     }
@@ -210,7 +240,7 @@ mod tests {
         assert_eq!(q("acme", &hot), Err(Ineligible::Temperature));
         let unset = ASK.replace(r#""temperature":0,"#, "");
         assert_eq!(
-            Question::of(None, "chat", &req(&unset), 0.5),
+            Question::of(None, "chat", &req(&unset), &Limits::new(0.5)),
             Err(Ineligible::Temperature)
         );
         let many = ASK.replace(r#""temperature":0"#, r#""temperature":0,"n":3"#);
@@ -222,5 +252,10 @@ mod tests {
         let parts = r#"{"model":"chat","temperature":0,"messages":[{"role":"user","content":[{"type":"text","text":"How do I reset my password?"}]}]}"#;
         assert!(q("acme", parts).is_ok_and(|q| q.text.starts_with("How do I reset")));
         assert_eq!(Ineligible::ToolResults.label(), "tool_results");
+        // A document is not a question; the limit counts characters, not bytes.
+        let long = ASK.replace("How do I reset my password?", &"word ".repeat(500));
+        assert_eq!(q("acme", &long), Err(Ineligible::TooLong));
+        let cjk = ASK.replace("How do I reset my password?", &"密".repeat(1500));
+        assert!(q("acme", &cjk).is_ok(), "1,500 characters, 4,500 bytes");
     }
 }

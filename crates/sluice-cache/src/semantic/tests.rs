@@ -255,7 +255,8 @@ fn a_route_may_have_its_own_mode_or_none_and_would_be_hits_feed_its_estimate() {
         br#"{"model":"chat","messages":[{"role":"user","content":"How do I reset my password?"}]}"#,
     ))
     .unwrap_or_else(|e| panic!("{e}"));
-    let q = Question::of(None, "chat", &req, 1.0).unwrap_or_else(|w| panic!("{}", w.label()));
+    let q = Question::of(None, "chat", &req, cache.limits())
+        .unwrap_or_else(|w| panic!("{}", w.label()));
     cache.insert(&q, at(0.0), Bytes::from_static(b"a"), 0, now);
     let close = at(0.1); // similarity 0.995
     let route: std::sync::Arc<str> = "chat".into();

@@ -101,6 +101,9 @@ pub(super) fn cache(doc: &Document<'_>, c: &CacheConfig, diags: &mut Vec<Diagnos
     if s.ttl.is_zero() {
         diags.push(doc.diag(&at("ttl"), "must be longer than zero"));
     }
+    if s.max_question_chars == 0 {
+        diags.push(doc.diag(&at("max_question_chars"), "must be at least 1"));
+    }
     if s.max_bytes < 1024 {
         diags.push(doc.diag(&at("max_bytes"), "must be at least 1024"));
     }

@@ -195,6 +195,9 @@ pub struct SemanticCacheConfig {
     pub min_similarity: f64,
     /// Requests with a hotter `temperature` are not served from it (unset counts as 1).
     pub temperature_ceiling: f64,
+    /// A newest user message longer than this many characters is not matched (a document
+    /// costs more to embed than it could save).
+    pub max_question_chars: usize,
     /// How long an answer is served after it was stored.
     #[serde(with = "humantime_serde")]
     pub ttl: Duration,
@@ -261,6 +264,7 @@ impl Default for SemanticCacheConfig {
             max_error: 0.02,
             min_similarity: 0.6,
             temperature_ceiling: 1.0,
+            max_question_chars: 2000,
             ttl: Duration::from_secs(3600),
             max_bytes: DEFAULT_CACHE_BYTES,
             model: "models/static-64".into(),

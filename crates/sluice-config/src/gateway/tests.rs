@@ -784,13 +784,14 @@ fn the_semantic_cache_is_off_unless_asked_for_and_its_settings_are_checked() {
     let cfg = load(&on, &env(&[]), &["sim"]).unwrap();
     assert!(cfg.cache.semantic.enabled && cfg.cache.semantic.threshold == 0.95);
     let bad = format!(
-        "[cache.semantic]\nenabled = true\nthreshold = 1.5\ntemperature_ceiling = -1\nttl = \"0s\"\nmax_bytes = 10\nmodel = \"\"\n{base}"
+        "[cache.semantic]\nenabled = true\nthreshold = 1.5\ntemperature_ceiling = -1\nmax_question_chars = 0\nttl = \"0s\"\nmax_bytes = 10\nmodel = \"\"\n{base}"
     );
     let c = check(&bad, &env(&[]), &["sim"], Secrets::Required);
     let shown = c.errors.to_string();
     for path in [
         "cache.semantic.threshold",
         "cache.semantic.temperature_ceiling",
+        "cache.semantic.max_question_chars",
         "cache.semantic.ttl",
         "cache.semantic.max_bytes",
         "cache.semantic.model",

@@ -91,20 +91,16 @@ impl GatewayBuilder {
             }
             None => sluice_embed::Embedder::load(&base.join(&c.model))?,
         };
-        let routes = c
-            .groups
-            .iter()
-            .map(|(name, g)| {
-                let mode = (g.enabled != Some(false)).then(|| policies::semantic_mode(c, Some(g)));
-                (name.clone(), mode)
-            })
-            .collect();
-        Ok(self.semantic_cache_with(
+        let mut cache = sluice_cache::semantic::SemanticCache::new(
             policies::semantic(c),
             c.temperature_ceiling,
-            Arc::new(embedder),
-            routes,
-        ))
+        )
+        .with_max_chars(c.max_question_chars);
+        for (name, g) in &c.groups {
+            let mode = (g.enabled != Some(false)).then(|| policies::semantic_mode(c, Some(g)));
+            cache = cache.with_route(name, mode);
+        }
+        Ok(self.semantic_cache_from(cache, Arc::new(embedder)))
     }
 
     /// A builder holding everything `cfg` describes, HTTP providers included (the semantic

@@ -91,7 +91,7 @@ pub async fn consult(
         record(call, SemanticLookup::Ineligible("no-store"));
         return None;
     }
-    let question = match Question::of(tenant, group, request, sem.cache.ceiling()) {
+    let question = match Question::of(tenant, group, request, sem.cache.limits()) {
         Ok(q) => q,
         Err(why) => {
             record(call, SemanticLookup::Ineligible(why.label()));
