@@ -216,7 +216,25 @@ pub fn run(a: &SemanticArgs) -> anyhow::Result<ExitCode> {
         100.0 * wrong as f64 / asked.max(1) as f64,
         100.0 * a.max_error
     );
-    cost(a, &e)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    cost(&rt, a, &e, e.clone())?;
+    // The other embedder: the same model behind an OpenAI-compatible `/v1/embeddings` on a
+    // loopback port, served by this process (the round trip and the JSON both ways).
+    let remote = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let at = listener.local_addr()?;
+        tokio::spawn(axum::serve(listener, sluice_embed::serve::router(e.clone())).into_future());
+        let settings = sluice_providers::OpenAiSettings {
+            base_url: format!("http://{at}/v1"),
+            ..sluice_providers::OpenAiSettings::default()
+        };
+        let up =
+            sluice_providers::embeddings::Embeddings::new("loopback", settings, "static-64", None)?;
+        anyhow::Ok(Arc::new(Embedder::remote(up, Duration::from_secs(5))))
+    })?;
+    cost(&rt, a, &e, remote)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -280,14 +298,16 @@ async fn ask(router: &axum::Router, body: Bytes) -> anyhow::Result<Duration> {
 /// warmer), one holding `n` entries in the questions' partition (the worst case: every
 /// entry scanned). Each miss stores its answer and the oldest entry leaves, so the count
 /// holds.
-fn cost(a: &SemanticArgs, e: &Arc<Embedder>) -> anyhow::Result<()> {
+fn cost(
+    rt: &tokio::runtime::Runtime,
+    a: &SemanticArgs,
+    e: &Embedder,
+    lookups: Arc<Embedder>,
+) -> anyhow::Result<()> {
     println!(
         "\nCost of a miss through the gateway, the semantic cache on ({}) beside off, in one run:",
-        e.name()
+        lookups.name()
     );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     let answer = Bytes::from(vec![b'x'; a.answer_bytes]);
     let topics = [
         "shipping",
@@ -323,7 +343,7 @@ fn cost(a: &SemanticArgs, e: &Arc<Embedder>) -> anyhow::Result<()> {
         }
         let (entries, bytes) = cache.size();
         cache = cache.bounded(usize::try_from(bytes)?);
-        let on = gateway(Some((cache, e.clone())))?;
+        let on = gateway(Some((cache, lookups.clone())))?;
         let off = gateway(None)?;
         let rounds = a.rounds;
         let (mut h_on, mut h_off) = (

@@ -5,6 +5,8 @@
 //! The other backend is an OpenAI-compatible `/embeddings` upstream (OpenAI, vLLM, TEI,
 //! Ollama), asked within a time limit.
 
+pub mod serve;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -10,12 +10,10 @@
 mod scripted;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use axum::Json;
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::json;
 use sluice_cache::semantic::{Mode, Policy};
 use sluice_core::{SemanticLookup, Usage};
 use sluice_embed::Embedder;
@@ -54,49 +52,31 @@ fn lookup(r: &Rig, id: &str) -> Option<SemanticLookup> {
     r.record(id).semantic
 }
 
-/// A stand-in for an embeddings server (TEI, vLLM) serving the default model over HTTP on
-/// a loopback port; answers 503 while `down`; counts its calls.
-async fn embeddings_server(down: Arc<AtomicBool>, calls: Arc<AtomicU32>) -> String {
-    let model = embedder();
-    let router = axum::Router::new().route(
-        "/v1/embeddings",
-        axum::routing::post(move |Json(body): Json<Value>| {
-            let (model, down, calls) = (model.clone(), down.clone(), calls.clone());
-            async move {
-                calls.fetch_add(1, Ordering::SeqCst);
-                if down.load(Ordering::SeqCst) {
-                    return Err(axum::http::StatusCode::SERVICE_UNAVAILABLE);
-                }
-                let data: Vec<Value> = body["input"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| {
-                        let v = model.embed_local(t.as_str().unwrap()).unwrap().unwrap();
-                        json!({"object": "embedding", "index": i, "embedding": v})
-                    })
-                    .collect();
-                Ok(Json(
-                    json!({"object": "list", "data": data, "model": body["model"]}),
-                ))
-            }
-        }),
-    );
+/// The default model served over HTTP on a loopback port, as an embeddings server (TEI,
+/// vLLM) would serve it; its base URL, and what stops it.
+async fn embeddings_server() -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let at = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    format!("http://{at}/v1")
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, sluice_embed::serve::router(embedder()))
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    (format!("http://{at}/v1"), stop, server)
 }
 
 // On the real clock: the embeddings server is reached over a socket.
 #[tokio::test]
 async fn an_embeddings_upstream_serves_by_meaning_and_its_failure_only_skips_the_cache() {
-    let (down, calls) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicU32::new(0)),
-    );
-    let base = embeddings_server(down.clone(), calls.clone()).await;
+    let (base, stop, server) = embeddings_server().await;
     let settings = OpenAiSettings {
         base_url: base,
         ..OpenAiSettings::default()
@@ -142,12 +122,13 @@ async fn an_embeddings_upstream_serves_by_meaning_and_its_failure_only_skips_the
         lookup(&r, "e-1")
     );
     assert_eq!(r.a.calls(), 1, "served by meaning");
-    assert_eq!(calls.load(Ordering::SeqCst), 2, "one embedding a question");
     let page = get_json(&r.router, "/admin/cache").await;
     assert_eq!(page["semantic"]["embedder"], "openai:tei/static-64");
 
-    // The embeddings server fails: the request goes upstream, uncached, and it is counted.
-    down.store(true, Ordering::SeqCst);
+    // The embeddings server goes away: the request goes upstream, uncached, and it is
+    // counted.
+    stop.send(()).unwrap();
+    server.await.unwrap();
     let got = send(
         &r.router,
         &[],
