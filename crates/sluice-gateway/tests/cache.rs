@@ -9,7 +9,6 @@
 #[path = "scripted/mod.rs"]
 mod scripted;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,11 +16,12 @@ use serde_json::Value;
 use sluice_core::{CacheLookup, Usage};
 use sluice_economy::Limits;
 use sluice_gateway::GatewayBuilder;
-use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore};
 use sluice_tail::BreakerPolicy;
 use tokio::time::sleep;
 
-use crate::scripted::{End, Got, PRICE, Rig, admin, ask_with, get_json, rig, scrape, send};
+use crate::scripted::{
+    End, Got, PRICE, Rig, admin, ask_with, get_json, ledgered, rig, scrape, send,
+};
 
 const USAGE: Usage = Usage {
     prompt_tokens: 1_000,
@@ -301,12 +301,7 @@ async fn a_hit_is_served_while_every_breaker_of_the_group_is_open() {
 #[tokio::test]
 async fn the_ledger_counts_a_hit_at_no_cost_with_what_it_saved() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(AnyStore::Sqlite(
-        SqliteStore::open(&dir.path().join("ledger.db"), Durability::Disk)
-            .await
-            .unwrap(),
-    ));
-    let (ledger, _writer) = Ledger::start(store.clone());
+    let (ledger, store) = ledgered(&dir.path().join("ledger.db")).await;
     let r = cached(|b| b.ledger(ledger, store.clone()));
     for id in ["l-1", "l-2", "l-3"] {
         assert_eq!(ask_with(&r.router, &ACME, id, false).await.status, 200);

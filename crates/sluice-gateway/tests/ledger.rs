@@ -14,10 +14,10 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use sluice_core::Usage;
 use sluice_economy::Micros;
-use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore, Store, UsageQuery};
+use sluice_ledger::{Store, UsageQuery};
 use tower::ServiceExt;
 
-use crate::scripted::{End, PRICE, ask_with, get_json, rig, scrape};
+use crate::scripted::{End, PRICE, ask_with, get_json, ledgered, rig, scrape};
 
 const USAGE: Usage = Usage {
     prompt_tokens: 1_000,
@@ -26,15 +26,6 @@ const USAGE: Usage = Usage {
     cache_write_tokens: 0,
     reasoning_tokens: 40,
 };
-
-/// A store in `path` and a ledger writing into it.
-async fn ledgered(path: &std::path::Path) -> (Ledger, Arc<AnyStore>) {
-    let store = Arc::new(AnyStore::Sqlite(
-        SqliteStore::open(path, Durability::Disk).await.unwrap(),
-    ));
-    let (ledger, _writer) = Ledger::start(store.clone());
-    (ledger, store)
-}
 
 async fn get(router: &axum::Router, path: &str) -> (u16, String) {
     let req = http::Request::get(path).body(Body::empty()).unwrap();

@@ -7,17 +7,17 @@
 #[path = "scripted/mod.rs"]
 mod scripted;
 
-use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 use sluice_economy::{InfoOverride, Micros, Price};
 use sluice_gateway::GatewayBuilder;
-use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore};
 use sluice_routing::auto::{Belief, RouterPolicy, Stored};
 use sluice_tail::BreakerPolicy;
 
-use crate::scripted::{End, PRICE, Rig, dep_on, get_json, post, rig_over, scrape, send};
+use crate::scripted::{
+    End, PRICE, Rig, dep_on, get_json, ledgered, post, rig_over, scrape, send,
+};
 
 const CHEAP: Price = Price {
     input: Micros(200_000),
@@ -250,13 +250,7 @@ async fn the_other_candidates_take_what_the_winner_cannot() {
 async fn what_it_learnt_survives_a_restart_through_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
-    let open = || async {
-        let store = Arc::new(AnyStore::Sqlite(
-            SqliteStore::open(&path, Durability::Disk).await.unwrap(),
-        ));
-        let (ledger, _writer) = Ledger::start(store.clone());
-        (ledger, store)
-    };
+    let open = || ledgered(&path);
     let (ledger, store) = open().await;
     let r = routed(|b| b.ledger(ledger, store));
     send(&r.router, &[QA], "p-0", &body(10)).await;

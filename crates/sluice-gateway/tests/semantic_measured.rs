@@ -17,11 +17,12 @@ use serde_json::json;
 use sluice_cache::semantic::{Mode, Policy};
 use sluice_core::{SemanticLookup, Usage};
 use sluice_embed::Embedder;
-use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore};
 use sluice_providers::OpenAiSettings;
 use sluice_providers::embeddings::Embeddings;
 
-use crate::scripted::{PRICE, Rig, dep, embedder, get_json, rig_over, scrape, send};
+use crate::scripted::{
+    PRICE, Rig, dep, embedder, get_json, ledgered, rig_over, scrape, send,
+};
 
 const ANSWER: &str = r#"{"id":"c-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Use the reset link."},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}"#;
 
@@ -206,12 +207,7 @@ async fn a_model_group_has_its_own_threshold_or_no_semantic_cache() {
 #[tokio::test]
 async fn audited_hits_are_verified_billed_and_give_the_route_an_error_estimate() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(AnyStore::Sqlite(
-        SqliteStore::open(&dir.path().join("ledger.db"), Durability::Disk)
-            .await
-            .unwrap(),
-    ));
-    let (ledger, _writer) = Ledger::start(store.clone());
+    let (ledger, store) = ledgered(&dir.path().join("ledger.db")).await;
     let r = rig_over(vec![dep("a", 1)], |b| {
         b.price("m", PRICE)
             .ledger(ledger, store.clone())

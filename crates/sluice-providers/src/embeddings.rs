@@ -52,18 +52,7 @@ impl Embeddings {
         model: &str,
         dimensions: Option<u32>,
     ) -> Result<Self, GatewayError> {
-        let bearer = settings.api_key.as_ref().map(|k| format!("Bearer {k}"));
-        let mut headers: Vec<(&str, &str, bool)> = bearer
-            .iter()
-            .map(|b| ("authorization", b.as_str(), true))
-            .collect();
-        headers.extend(
-            settings
-                .headers
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str(), false)),
-        );
-        let endpoint = Endpoint::new(&settings.http, &settings.base_url, "embeddings", &headers)?;
+        let endpoint = settings.endpoint("embeddings")?;
         Ok(Self {
             name: Arc::from(name),
             endpoint,

@@ -31,6 +31,23 @@ pub struct OpenAiSettings {
     pub http: HttpSettings,
 }
 
+impl OpenAiSettings {
+    /// The endpoint at `path` under the base URL, with the bearer key and the extra headers.
+    pub fn endpoint(&self, path: &str) -> Result<http::Endpoint, GatewayError> {
+        let bearer = self.api_key.as_ref().map(|k| format!("Bearer {k}"));
+        let mut headers: Vec<(&str, &str, bool)> = bearer
+            .iter()
+            .map(|b| ("authorization", b.as_str(), true))
+            .collect();
+        headers.extend(
+            self.headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str(), false)),
+        );
+        http::Endpoint::new(&self.http, &self.base_url, path, &headers)
+    }
+}
+
 /// An OpenAI-compatible upstream with its own connection pool.
 pub struct OpenAiCompat {
     name: Arc<str>,
@@ -41,23 +58,7 @@ pub struct OpenAiCompat {
 impl OpenAiCompat {
     /// Builds the adapter and its pooled client.
     pub fn new(name: &str, settings: OpenAiSettings) -> Result<Self, GatewayError> {
-        let bearer = settings.api_key.as_ref().map(|k| format!("Bearer {k}"));
-        let mut headers: Vec<(&str, &str, bool)> = bearer
-            .iter()
-            .map(|b| ("authorization", b.as_str(), true))
-            .collect();
-        headers.extend(
-            settings
-                .headers
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str(), false)),
-        );
-        let endpoint = http::Endpoint::new(
-            &settings.http,
-            &settings.base_url,
-            "chat/completions",
-            &headers,
-        )?;
+        let endpoint = settings.endpoint("chat/completions")?;
         Ok(Self {
             name: Arc::from(name),
             endpoint: Arc::new(endpoint),

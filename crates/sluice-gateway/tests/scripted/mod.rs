@@ -247,6 +247,19 @@ pub fn rig_over(
     }
 }
 
+/// A SQLite store in `path` and a ledger writing into it (on the real clock: the pool's
+/// timeouts would fire at once in paused time).
+pub async fn ledgered(
+    path: &std::path::Path,
+) -> (sluice_ledger::Ledger, Arc<sluice_ledger::AnyStore>) {
+    use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore};
+    let store = Arc::new(AnyStore::Sqlite(
+        SqliteStore::open(path, Durability::Disk).await.unwrap(),
+    ));
+    let (ledger, _writer) = Ledger::start(store.clone());
+    (ledger, store)
+}
+
 /// The default embedding model, loaded once (`./scripts/test` installs it and names its
 /// folder in `SLUICE_EMBEDDER_DIR`).
 pub fn embedder() -> Arc<sluice_embed::Embedder> {
