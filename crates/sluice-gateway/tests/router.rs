@@ -7,7 +7,6 @@
 #[path = "scripted/mod.rs"]
 mod scripted;
 
-
 use bytes::Bytes;
 use serde_json::{Value, json};
 use sluice_economy::{InfoOverride, Micros, Price};
@@ -15,9 +14,7 @@ use sluice_gateway::GatewayBuilder;
 use sluice_routing::auto::{Belief, RouterPolicy, Stored};
 use sluice_tail::BreakerPolicy;
 
-use crate::scripted::{
-    End, PRICE, Rig, dep_on, get_json, ledgered, post, rig_over, scrape, send,
-};
+use crate::scripted::{End, PRICE, Rig, dep_on, get_json, ledgered, post, rig_over, scrape, send};
 
 const CHEAP: Price = Price {
     input: Micros(200_000),

@@ -20,9 +20,7 @@ use sluice_embed::Embedder;
 use sluice_providers::OpenAiSettings;
 use sluice_providers::embeddings::Embeddings;
 
-use crate::scripted::{
-    PRICE, Rig, dep, embedder, get_json, ledgered, rig_over, scrape, send,
-};
+use crate::scripted::{PRICE, Rig, dep, embedder, get_json, ledgered, rig_over, scrape, send};
 
 const ANSWER: &str = r#"{"id":"c-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Use the reset link."},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}"#;
 

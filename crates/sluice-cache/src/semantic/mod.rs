@@ -12,13 +12,15 @@
 //!   hit is sent upstream (verified) with the probability that keeps wrong answers served
 //!   within the route's error bound; what verification finds teaches the entry.
 //!
-//! The index is an exact scan of the partition (deterministic, and at 64 dimensions faster
-//! than a graph index at the sizes one partition reaches), bounded in bytes (the oldest go
-//! first) and by a time to live on the gateway's clock.
+//! The index is an exact scan of the partition (`partition.rs`: deterministic, its result the
+//! exact one, and at 64 dimensions faster than a graph index at the sizes one partition
+//! reaches), bounded in bytes (the oldest go first) and by a time to live on the gateway's
+//! clock.
 
 pub mod cache;
 pub mod estimate;
 pub mod guard;
+mod partition;
 pub mod question;
 pub mod verified;
 
@@ -35,6 +37,8 @@ use tokio::time::Instant;
 pub use cache::SemanticCache;
 pub use estimate::ErrorEstimate;
 pub use guard::{Facts, Mismatch};
+use partition::Partition;
+pub use partition::{Quantised, cosine, quantise};
 pub use question::{Ineligible, Limits, Question};
 pub use verified::Threshold;
 
@@ -130,69 +134,6 @@ pub struct Index {
     next_id: u64,
 }
 
-/// One partition's entries, their vectors side by side in one buffer (row `i` is entry
-/// `i`'s): a scan reads memory in order instead of chasing a pointer per entry.
-#[derive(Debug, Default)]
-struct Partition {
-    entries: Vec<Entry>,
-    vectors: Vec<f32>,
-    /// Each row's [`Facts::fingerprint`].
-    prints: Vec<u64>,
-    dim: usize,
-    /// Each entry's row, by id.
-    rows: HashMap<u64, usize>,
-}
-
-impl Partition {
-    fn get(&self, id: u64) -> Option<&Entry> {
-        self.entries.get(*self.rows.get(&id)?)
-    }
-
-    fn get_mut(&mut self, id: u64) -> Option<&mut Entry> {
-        self.entries.get_mut(*self.rows.get(&id)?)
-    }
-
-    fn push(&mut self, vector: &[f32], e: Entry) {
-        self.rows.insert(e.id, self.entries.len());
-        self.vectors.extend_from_slice(vector);
-        self.prints.push(e.facts.fingerprint());
-        self.entries.push(e);
-    }
-
-    /// Removes entry `id`: the last row takes its place.
-    fn remove(&mut self, id: u64) -> Option<Entry> {
-        let i = self.rows.remove(&id)?;
-        let last = self.entries.len() - 1;
-        if i != last {
-            let (head, tail) = self.vectors.split_at_mut(last * self.dim);
-            head[i * self.dim..(i + 1) * self.dim].copy_from_slice(&tail[..self.dim]);
-            let moved = self.entries[last].id;
-            self.rows.insert(moved, i);
-        }
-        self.vectors.truncate(last * self.dim);
-        self.prints.swap_remove(i);
-        Some(self.entries.swap_remove(i))
-    }
-}
-
-/// The cosine similarity of two unit vectors (eight running sums, so the loop vectorises).
-pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let mut acc = [0.0_f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    f64::from(acc.iter().sum::<f32>() + tail)
-}
-
 impl Index {
     /// An empty index.
     pub fn new(policy: Policy) -> Self {
@@ -252,35 +193,14 @@ impl Index {
                 best: None,
             };
         };
-        let mut nearest: Option<(f64, &Entry)> = None;
-        let mut allowed: Option<(f64, &Entry)> = None;
         if v.len() != part.dim {
             return Lookup::Miss {
                 refused: None,
                 best: None,
             };
         }
-        let print = facts.fingerprint();
-        let rows = part.vectors.chunks_exact(part.dim).zip(&part.prints);
-        for (i, (row, &p)) in rows.enumerate() {
-            let s = cosine(v, row);
-            let beats_nearest = nearest.is_none_or(|(b, _)| s > b);
-            // The guards' digest first: an entry whose facts differ is never read for them.
-            let beats_allowed = p == print && allowed.is_none_or(|(b, _)| s > b);
-            if !beats_nearest && !beats_allowed {
-                continue; // most rows: their entry is never read
-            }
-            let e = &part.entries[i];
-            if !self.live(e, now) {
-                continue;
-            }
-            if beats_nearest {
-                nearest = Some((s, e));
-            }
-            if beats_allowed && facts.compatible(&e.facts).is_ok() {
-                allowed = Some((s, e));
-            }
-        }
+        let found = part.scan(v, facts, now, |e, now| self.live(e, now));
+        let (nearest, allowed) = (found.nearest, found.allowed);
         let refused = match (nearest, allowed) {
             (Some((_, n)), Some((_, a))) if n.id == a.id => None,
             (Some((_, n)), _) => facts.compatible(&n.facts).err(),
@@ -336,7 +256,8 @@ impl Index {
         cost_micros: u64,
         now: Instant,
     ) -> Option<u64> {
-        let weight = answer.len() + vector.len() * 4 + ENTRY_OVERHEAD;
+        // The vector twice: its floats and its bytes.
+        let weight = answer.len() + vector.len() * 5 + ENTRY_OVERHEAD;
         if weight > self.policy.max_bytes {
             return None;
         }

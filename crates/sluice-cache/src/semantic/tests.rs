@@ -33,6 +33,19 @@ fn look(ix: &Index, partition: u64, v: &[f32], f: &Facts, now: Instant, u: f64) 
     ix.lookup(partition, v, f, now, u, ix.policy().mode)
 }
 
+/// An entry with `id` and `facts`, stored at `now`.
+pub(super) fn entry(id: u64, facts: Facts, now: Instant) -> Entry {
+    Entry {
+        id,
+        facts,
+        answer: Bytes::new(),
+        stored_at: now,
+        cost_micros: 0,
+        threshold: Threshold::default(),
+        weight: 0,
+    }
+}
+
 fn facts(text: &str) -> Facts {
     Facts::of(text)
 }
