@@ -134,7 +134,7 @@ fn the_guards_pass_over_a_closer_entry_that_names_something_else() {
 fn entries_expire_and_the_oldest_leave_when_full() {
     let now = Instant::now();
     let mut p = policy(STATIC);
-    p.max_bytes = 3 * (8 * 4 + ENTRY_OVERHEAD + 100);
+    p.max_bytes = 3 * (8 * 5 + ENTRY_OVERHEAD + 100);
     let mut ix = Index::new(p);
     let body = Bytes::from(vec![b'x'; 100]);
     let q = facts("q");
