@@ -285,6 +285,11 @@ pub struct CallRecord {
     /// For an answer served from the cache: what it cost when it was first bought, in
     /// micro-units (what serving it again saved).
     pub cache_saved_micros: u64,
+    /// What the provider's prompt cache saved on this call's answer, in micro-units: its
+    /// cached tokens at the full input price less their cached price (0 when unpriced).
+    pub prompt_cache_saved_micros: u64,
+    /// What writing to the provider's prompt cache cost beyond the full input price.
+    pub prompt_cache_premium_micros: u64,
     /// The answer reported no usage: it was settled from the estimate (the prompt's
     /// estimated tokens and the output the call reserved), never at zero.
     pub usage_estimated: bool,
@@ -434,6 +439,8 @@ impl CallRecord {
             cache: None,
             by_prefix: None,
             cache_saved_micros: 0,
+            prompt_cache_saved_micros: 0,
+            prompt_cache_premium_micros: 0,
             usage_estimated: false,
             unpriced: false,
             route: None,

@@ -47,6 +47,21 @@ impl Price {
         let write = i128::from(usage.cache_write_tokens) * (i128::from(self.cache_write.0) - full);
         (read - write) / 1_000_000
     }
+
+    /// The two sides of [`Price::cache_saving`], each rounded down: what reading cached
+    /// tokens saved, and what writing them cost beyond the full input price (either is 0
+    /// when the cached price is not below, or the write price not above, the input's).
+    pub fn cache_read_and_write(&self, usage: &Usage) -> (u64, u64) {
+        let full = u128::from(self.input.0);
+        let read = u128::from(usage.cached_tokens)
+            * full.saturating_sub(u128::from(self.cached_input.0))
+            / 1_000_000;
+        let write = u128::from(usage.cache_write_tokens)
+            * u128::from(self.cache_write.0).saturating_sub(full)
+            / 1_000_000;
+        let narrow = |x: u128| u64::try_from(x).unwrap_or(u64::MAX);
+        (narrow(read), narrow(write))
+    }
 }
 
 /// What a call to a model with no price gets.

@@ -68,6 +68,9 @@ async fn every_call_leaves_a_row_and_usage_totals_them_by_tenant() {
     assert_eq!(rows[0]["tokens"]["reasoning"], 120);
     assert_eq!(rows[0]["cost_micros"], 3 * one);
     assert_eq!(rows[0]["cache_saved_micros"], 3 * saved);
+    // The provider prompt-cache hit rate, and what it saved, as an SLI of its own.
+    assert_eq!(rows[0]["cached_share"], 0.8);
+    assert_eq!(rows[0]["prompt_cache_saved_micros"], 3 * saved);
     assert_eq!(rows[0]["cache_hits"], 3);
     assert_eq!(rows[1]["tenant"], "globex");
     assert_eq!(
@@ -90,6 +93,33 @@ async fn every_call_leaves_a_row_and_usage_totals_them_by_tenant() {
         metrics.contains("sluice_ledger_rows_committed_total 5"),
         "{metrics}"
     );
+    for (line, n) in [
+        (
+            r#"sluice_prompt_cache_tokens_total{tenant="acme",group="chat",upstream="a",kind="prompt"}"#,
+            3_000,
+        ),
+        (
+            r#"sluice_prompt_cache_tokens_total{tenant="acme",group="chat",upstream="a",kind="cached"}"#,
+            2_400,
+        ),
+        (
+            r#"sluice_prompt_cache_tokens_total{tenant="globex",group="chat",upstream="a",kind="cached"}"#,
+            800,
+        ),
+        (
+            r#"sluice_prompt_cache_micros_total{tenant="acme",group="chat",upstream="a",kind="saved"}"#,
+            3 * saved,
+        ),
+        (
+            r#"sluice_prompt_cache_micros_total{tenant="acme",group="chat",upstream="a",kind="write_premium"}"#,
+            0,
+        ),
+    ] {
+        assert!(
+            metrics.contains(&format!("{line} {n}")),
+            "{line} {n}\n{metrics}"
+        );
+    }
     assert!(
         metrics.contains("sluice_ledger_rows_pending 0"),
         "{metrics}"
@@ -111,7 +141,10 @@ async fn every_call_leaves_a_row_and_usage_totals_them_by_tenant() {
         lines[0].starts_with("model,requests,errors,prompt_tokens,"),
         "{csv}"
     );
-    assert!(lines[1].starts_with("m,3,0,3000,2400,0,300,120,"), "{csv}");
+    assert!(
+        lines[1].starts_with("m,3,0,3000,2400,0.800,0,300,120,"),
+        "{csv}"
+    );
     assert_eq!(lines.len(), 2);
 
     // The rows themselves, with the request ids the clients saw.

@@ -202,6 +202,16 @@ pub struct UsageRow {
     pub verifications: u64,
     /// What those calls cost, in micro-units (included in `cost_micros`).
     pub verification_micros: u64,
+    /// Of `saved_micros`, what providers' prompt caches saved (less write premiums).
+    pub prompt_cache_saved_micros: i64,
+}
+
+impl UsageRow {
+    /// The provider prompt-cache hit rate: the share of prompt tokens the providers' caches
+    /// served (`None` without prompt tokens).
+    pub fn cached_share(&self) -> Option<f64> {
+        (self.prompt_tokens > 0).then(|| self.cached_tokens as f64 / self.prompt_tokens as f64)
+    }
 }
 
 #[cfg(test)]

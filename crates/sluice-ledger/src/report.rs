@@ -55,22 +55,31 @@ pub fn total(rows: &[UsageRow]) -> UsageRow {
         t.cache_hits += r.cache_hits;
         t.verifications += r.verifications;
         t.verification_micros += r.verification_micros;
+        t.prompt_cache_saved_micros += r.prompt_cache_saved_micros;
     }
     t
 }
 
 /// The value columns, by header, read from a row.
-fn values(r: &UsageRow) -> [(&'static str, String); 15] {
+fn values(r: &UsageRow) -> [(&'static str, String); 17] {
     [
         ("requests", r.requests.to_string()),
         ("errors", r.errors.to_string()),
         ("prompt_tokens", r.prompt_tokens.to_string()),
         ("cached_tokens", r.cached_tokens.to_string()),
+        (
+            "cached_share",
+            r.cached_share().map_or("-".into(), |s| format!("{s:.3}")),
+        ),
         ("cache_write_tokens", r.cache_write_tokens.to_string()),
         ("completion_tokens", r.completion_tokens.to_string()),
         ("reasoning_tokens", r.reasoning_tokens.to_string()),
         ("cost", units(i128::from(r.cost_micros))),
         ("cache_saved", units(i128::from(r.saved_micros))),
+        (
+            "prompt_cache_saved",
+            units(i128::from(r.prompt_cache_saved_micros)),
+        ),
         ("hedge_retry_cost", units(i128::from(r.extra_micros))),
         ("hedges", r.hedges.to_string()),
         ("retries", r.retries.to_string()),
@@ -102,6 +111,11 @@ fn row_json(q: &UsageQuery, r: &UsageRow) -> Value {
     );
     m.insert("cost_micros".into(), json!(r.cost_micros));
     m.insert("cache_saved_micros".into(), json!(r.saved_micros));
+    m.insert("cached_share".into(), json!(r.cached_share()));
+    m.insert(
+        "prompt_cache_saved_micros".into(),
+        json!(r.prompt_cache_saved_micros),
+    );
     m.insert("hedge_retry_cost_micros".into(), json!(r.extra_micros));
     m.insert("hedges".into(), json!(r.hedges));
     m.insert("retries".into(), json!(r.retries));

@@ -413,6 +413,9 @@ where
     select.push(sum(
         "CASE WHEN cache = 'semantic_verify' THEN cost_micros ELSE 0 END",
     ));
+    select.push(sum(
+        "CASE WHEN cache IN ('exact', 'semantic') THEN 0 ELSE saved_micros END",
+    ));
     let mut b = QueryBuilder::<DB>::new(format!("SELECT {} FROM {TABLE}", select.join(", ")));
     push_filter(&mut b, q);
     if !keys.is_empty() {
@@ -445,6 +448,7 @@ where
                 cache_hits: u(12)?,
                 verifications: u(13)?,
                 verification_micros: u(14)?,
+                prompt_cache_saved_micros: row.try_get::<i64, usize>(n + 15)?,
             })
         })
         .collect::<Result<_, sqlx::Error>>()

@@ -207,6 +207,7 @@ impl Telemetry {
             for (counter, n) in tokens.iter().zip(counts) {
                 counter.inc_by(n);
             }
+            self.count_prompt_cache(rec, group, upstream, &u, &s);
             if let Some(cost) = rec.cost_micros {
                 let labels = || CostLabels {
                     group: group.clone(),
@@ -216,6 +217,47 @@ impl Telemetry {
                     .get_or_init(|| m.cost_micros.get_or_create(&labels()).clone())
                     .inc_by(cost);
             }
+        }
+    }
+
+    /// The provider prompt cache's share of a call's prompt, and its money, per tenant.
+    fn count_prompt_cache(
+        &self,
+        rec: &CallRecord,
+        group: &Arc<str>,
+        upstream: &Arc<str>,
+        u: &sluice_core::Usage,
+        s: &Series,
+    ) {
+        let mut by_tenant = s.prompt_cache.lock();
+        let counters = by_tenant.entry(rec.tenant.clone()).or_insert_with(|| {
+            let tenant = rec.tenant.clone().unwrap_or_else(|| Arc::from("-"));
+            let labels = |kind| crate::metrics::PromptCacheLabels {
+                tenant: tenant.clone(),
+                group: group.clone(),
+                upstream: upstream.clone(),
+                kind,
+            };
+            let m = &self.metrics;
+            // One at a time: a family's guard must be gone before it is asked again.
+            let token = |kind| m.prompt_cache_tokens.get_or_create(&labels(kind)).clone();
+            let money = |kind| m.prompt_cache_micros.get_or_create(&labels(kind)).clone();
+            let prompt = token("prompt");
+            let cached = token("cached");
+            let write = token("cache_write");
+            let saved = money("saved");
+            let premium = money("write_premium");
+            [prompt, cached, write, saved, premium]
+        });
+        let counts = [
+            u.prompt_tokens,
+            u.cached_tokens,
+            u.cache_write_tokens,
+            rec.prompt_cache_saved_micros,
+            rec.prompt_cache_premium_micros,
+        ];
+        for (counter, n) in counters.iter().zip(counts) {
+            counter.inc_by(n);
         }
     }
 

@@ -97,6 +97,19 @@ pub struct TokenLabels {
     pub kind: &'static str,
 }
 
+/// Labels of the prompt-cache counters: per tenant (`-` for none), group and upstream.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PromptCacheLabels {
+    /// The tenant.
+    pub tenant: Arc<str>,
+    /// Model group.
+    pub group: Arc<str>,
+    /// Upstream.
+    pub upstream: Arc<str>,
+    /// Tokens: `prompt`, `cached` or `cache_write`; money: `saved` or `write_premium`.
+    pub kind: &'static str,
+}
+
 /// Labels of the cost counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CostLabels {
@@ -310,6 +323,10 @@ pub struct Metrics {
     /// Each group's current estimate of the share of wrong answers among its semantic
     /// would-be hits.
     pub semantic_error_estimate: Family<GroupLabels, Gauge<f64, AtomicU64>>,
+    /// Prompt tokens and those the provider's cache served or wrote, per tenant.
+    pub prompt_cache_tokens: Family<PromptCacheLabels, Counter>,
+    /// What the provider's cache saved, and what writing to it cost beyond the input price.
+    pub prompt_cache_micros: Family<PromptCacheLabels, Counter>,
 }
 
 impl Metrics {
@@ -351,6 +368,8 @@ impl Metrics {
             semantic: Family::default(),
             semantic_verifications: Family::default(),
             semantic_error_estimate: Family::default(),
+            prompt_cache_tokens: Family::default(),
+            prompt_cache_micros: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
@@ -508,6 +527,16 @@ impl Metrics {
             "semantic_cache_verifications",
             "Semantic entries' answers verified against the upstream's (the verified mode), by group and result: agreed or differed (a measured error)",
             m.semantic_verifications.clone(),
+        );
+        r.register(
+            "prompt_cache_tokens",
+            "Prompt tokens by tenant, group and upstream (kind=prompt), and of them what the provider's prompt cache served (cached) or was written to it (cache_write), from each provider's usage: the prompt-cache hit rate is cached over prompt",
+            m.prompt_cache_tokens.clone(),
+        );
+        r.register(
+            "prompt_cache_micros",
+            "What the provider's prompt cache saved (kind=saved: cached tokens at the full input price less their cached price) and what writing to it cost beyond the input price (write_premium), in micro-units, by tenant, group and upstream",
+            m.prompt_cache_micros.clone(),
         );
         r.register(
             "semantic_cache_error_estimate",

@@ -30,6 +30,8 @@ pub(crate) struct Series {
     /// Prompt, completion, cached and cache-write tokens.
     pub tokens: OnceLock<[Counter; 4]>,
     pub cost: OnceLock<Counter>,
+    /// Per tenant: prompt, cached and cache-write tokens; saved and write-premium money.
+    pub prompt_cache: Mutex<HashMap<Option<Arc<str>>, [Counter; 5]>>,
 }
 
 /// Owned key: group, upstream, streamed.

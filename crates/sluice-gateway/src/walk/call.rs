@@ -229,6 +229,13 @@ impl Call {
         let priced = answered.and_then(|i| self.priced.get(i));
         self.record.unpriced =
             self.record.usage.is_some() && priced.is_some_and(|p| p.price.is_none());
+        if let (Some(u), Some(price)) = (&self.record.usage, priced.and_then(|p| p.price.as_ref()))
+            && self.answered.is_some()
+        {
+            let (saved, premium) = price.cache_read_and_write(u);
+            self.record.prompt_cache_saved_micros = saved;
+            self.record.prompt_cache_premium_micros = premium;
+        }
         let costs = billing::costs(&self.record, &self.priced, self.answered);
         self.record.cost_micros = costs.total();
         self.record.extra_cost_micros = costs.extra;
