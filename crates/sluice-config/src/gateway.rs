@@ -12,6 +12,7 @@ const SECTIONS: &[&str] = &[
     "telemetry",
     "ledger",
     "cache",
+    "prefixes",
     "billing",
     "lanes",
     "tenants",
@@ -47,6 +48,8 @@ pub struct GatewayConfig {
     pub ledger: LedgerConfig,
     /// `[cache]`.
     pub cache: CacheConfig,
+    /// `[prefixes]`.
+    pub prefixes: PrefixesConfig,
     /// `[billing]`.
     pub billing: BillingConfig,
     /// `[lanes.*]`, in priority order (the defaults when none are given).
@@ -151,6 +154,18 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
         checks::ledger(&doc, l, env, &mut diags, &mut unset);
     }
     let cache: Option<CacheConfig> = doc.section("cache", &mut diags);
+    let prefixes: Option<PrefixesConfig> = doc.section("prefixes", &mut diags);
+    if let Some(p) = &prefixes
+        && !(0.0..=1.0).contains(&p.watch)
+    {
+        diags.push(doc.diag(
+            &[
+                crate::document::Seg::Key("prefixes".into()),
+                crate::document::Seg::Key("watch".into()),
+            ],
+            "must be from 0 to 1",
+        ));
+    }
     if let Some(c) = &cache {
         checks::cache(&doc, c, &mut diags);
     }
@@ -218,6 +233,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
                 telemetry,
                 ledger,
                 cache,
+                prefixes: prefixes.unwrap_or_default(),
                 billing,
                 lanes,
                 tenants,

@@ -62,6 +62,8 @@ pub struct Gateway {
     pub(crate) cache: Option<AnswerCache>,
     /// The semantic cache and its embedder, when answers are cached by meaning.
     pub(crate) semantic: Option<Arc<crate::walk::semantic::Semantic>>,
+    /// Whether requests that should share a cached prefix do, when watched.
+    pub(crate) prefixes: Option<crate::walk::prefixes::PrefixWatch>,
     /// What automatic routers learn from: their answers awaiting feedback.
     pub(crate) learning: crate::feedback::Learning,
 }

@@ -464,6 +464,18 @@ impl Telemetry {
             .inc();
     }
 
+    /// Counts a sampled request that did not share its prefix, and why.
+    pub fn prefix_churn(&self, tenant: &str, group: &str, cause: &'static str) {
+        self.metrics
+            .prefix_churn
+            .get_or_create(&crate::metrics::ChurnLabels {
+                tenant: Arc::from(tenant),
+                group: Arc::from(group),
+                cause,
+            })
+            .inc();
+    }
+
     /// Sets a group's semantic error estimate, read at a scrape.
     pub fn set_semantic_error(&self, group: &Arc<str>, estimate: f64) {
         self.metrics

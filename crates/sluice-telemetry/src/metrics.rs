@@ -110,6 +110,18 @@ pub struct PromptCacheLabels {
     pub kind: &'static str,
 }
 
+/// Labels of the prefix-churn counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChurnLabels {
+    /// The tenant (`-` for none).
+    pub tenant: Arc<str>,
+    /// Model group.
+    pub group: Arc<str>,
+    /// What parted the prefixes: `timestamp`, `date`, `uuid`, `request_id`, `whitespace`,
+    /// `tool_order`, `key_order`.
+    pub cause: &'static str,
+}
+
 /// Labels of the cost counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CostLabels {
@@ -327,6 +339,8 @@ pub struct Metrics {
     pub prompt_cache_tokens: Family<PromptCacheLabels, Counter>,
     /// What the provider's cache saved, and what writing to it cost beyond the input price.
     pub prompt_cache_micros: Family<PromptCacheLabels, Counter>,
+    /// Sampled requests that did not share their tenant and group's prefix, by cause.
+    pub prefix_churn: Family<ChurnLabels, Counter>,
 }
 
 impl Metrics {
@@ -370,6 +384,7 @@ impl Metrics {
             semantic_error_estimate: Family::default(),
             prompt_cache_tokens: Family::default(),
             prompt_cache_micros: Family::default(),
+            prefix_churn: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
@@ -537,6 +552,11 @@ impl Metrics {
             "prompt_cache_micros",
             "What the provider's prompt cache saved (kind=saved: cached tokens at the full input price less their cached price) and what writing to it cost beyond the input price (write_premium), in micro-units, by tenant, group and upstream",
             m.prompt_cache_micros.clone(),
+        );
+        r.register(
+            "prefix_churn",
+            "Sampled requests whose tools or system prompt did not share a prefix with their tenant and group's recent ones, by the cause sluice saw (a timestamp, a date, a UUID or request id, reordered tools or JSON keys, whitespace): each one a provider prompt-cache miss that a stable prompt would have hit",
+            m.prefix_churn.clone(),
         );
         r.register(
             "semantic_cache_error_estimate",

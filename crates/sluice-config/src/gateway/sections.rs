@@ -162,6 +162,22 @@ pub struct CacheConfig {
     pub semantic: SemanticCacheConfig,
 }
 
+/// `[prefixes]`: watching whether requests that should share a cached prompt prefix do.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+#[serde(default)]
+pub struct PrefixesConfig {
+    /// The share of requests whose stable prefix (tools, system prompt) is compared with
+    /// their tenant and group's recent ones (0: none).
+    pub watch: f64,
+}
+
+impl Default for PrefixesConfig {
+    fn default() -> Self {
+        Self { watch: 0.05 }
+    }
+}
+
 /// How semantic hits are decided.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]

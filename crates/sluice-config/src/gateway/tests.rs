@@ -856,3 +856,21 @@ fn the_semantic_cache_names_its_embeddings_upstream_and_groups_and_each_is_check
         c.errors
     );
 }
+
+#[test]
+fn the_prefix_watch_samples_a_share_of_requests() {
+    let base = "[models.chat]\ndeployments = [{ provider = \"sim\", model = \"x\" }]\n";
+    let cfg = load(base, &env(&[]), &["sim"]).unwrap();
+    assert_eq!(cfg.prefixes.watch, 0.05);
+    let off = format!("[prefixes]\nwatch = 0\n{base}");
+    assert_eq!(load(&off, &env(&[]), &["sim"]).unwrap().prefixes.watch, 0.0);
+    let bad = format!("[prefixes]\nwatch = 1.5\n{base}");
+    let c = check(&bad, &env(&[]), &["sim"], Secrets::Required);
+    assert!(
+        c.errors
+            .iter()
+            .any(|d| d.path == "prefixes.watch" && d.message.contains("from 0 to 1")),
+        "{}",
+        c.errors
+    );
+}

@@ -5,6 +5,7 @@
 
 pub mod cache;
 pub mod keys;
+pub mod prefixes;
 pub mod router;
 pub mod tenants;
 pub mod upstreams;

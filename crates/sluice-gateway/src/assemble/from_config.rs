@@ -11,6 +11,12 @@ use sluice_telemetry::AccessFormat;
 use super::{BuildError, GatewayBuilder, policies};
 
 impl GatewayBuilder {
+    /// Watches `share` of requests for prefix churn (0: none).
+    pub fn watch_prefixes(mut self, share: f64) -> Self {
+        self.prefixes = (share > 0.0).then(|| crate::walk::prefixes::PrefixWatch::new(share));
+        self
+    }
+
     /// Caches answers by meaning under `policy`, up to `temperature` `ceiling`, with
     /// questions embedded by `embedder`.
     pub fn semantic_cache(
@@ -116,6 +122,7 @@ impl GatewayBuilder {
         if cfg.cache.enabled {
             b = b.answer_cache(cfg.cache.ttl, cfg.cache.max_bytes);
         }
+        b = b.watch_prefixes(cfg.prefixes.watch);
         let format = match cfg.telemetry.access_log {
             AccessLogFormat::Off => None,
             AccessLogFormat::Json => Some(AccessFormat::Json),

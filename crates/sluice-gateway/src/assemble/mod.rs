@@ -167,6 +167,7 @@ pub struct GatewayBuilder {
     task_routes: Vec<TaskRoute>,
     routers: Vec<(String, Vec<String>, RouterPolicy)>,
     semantic: Option<Arc<crate::walk::semantic::Semantic>>,
+    pub(super) prefixes: Option<crate::walk::prefixes::PrefixWatch>,
     router_state: Vec<(String, Vec<Stored>)>,
 }
 
@@ -198,6 +199,7 @@ impl Default for GatewayBuilder {
             task_routes: Vec::new(),
             routers: Vec::new(),
             semantic: None,
+            prefixes: Some(crate::walk::prefixes::PrefixWatch::new(0.05)),
             router_state: Vec::new(),
         }
     }
@@ -547,6 +549,7 @@ impl GatewayBuilder {
                 .with_routers(routers),
             learning: crate::feedback::Learning::default(),
             semantic: self.semantic,
+            prefixes: self.prefixes,
             lanes: self.lanes,
             tenant_lanes: RwLock::new(tenant_lanes),
             configured_tenants,

@@ -12,6 +12,7 @@ pub mod deadline;
 pub mod dispatch;
 pub mod ingress;
 pub mod metering;
+pub mod prefixes;
 pub mod rescue;
 pub mod respond;
 pub mod route;
@@ -162,6 +163,12 @@ async fn walk(
     //    every deployment is unavailable, the tenant's quota or credits refuse it at this
     //    group's price, or the upstream says the prompt is too long. The first group's error
     //    is the answer when every group failed.
+    //    The prefix watch (a sampled share): does this request share its tools and system
+    //    prompt with its tenant and group's recent ones, and if not, why not.
+    if let Some(w) = &gw.prefixes {
+        let id = call.record().request_id.clone();
+        prefixes::observe(gw, w, id.as_str(), tenant.as_deref(), &group.name, &request);
+    }
     let fallbacks = route::fallbacks(gw, group, others, &caller);
     let taken = async {
         let mut group = group;
