@@ -200,6 +200,19 @@ mod tests {
         v
     }
 
+    /// A unit vector near `centre`.
+    fn near(centre: &[f32], rng: &mut StdRng) -> Vec<f32> {
+        let noise = unit(rng, centre.len());
+        let mut v: Vec<f32> = centre
+            .iter()
+            .zip(&noise)
+            .map(|(c, n)| c + 0.3 * n)
+            .collect();
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= n);
+        v
+    }
+
     #[test]
     fn the_bound_holds_for_every_pair() {
         let mut rng = StdRng::seed_from_u64(3);
@@ -233,14 +246,7 @@ mod tests {
         let texts = ["order 1", "order 2", "an order"];
         let mut rows = Vec::new();
         for id in 0..3000_u64 {
-            let noise = unit(&mut rng, d);
-            let mut v: Vec<f32> = centre
-                .iter()
-                .zip(&noise)
-                .map(|(c, n)| c + 0.3 * n)
-                .collect();
-            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-            v.iter_mut().for_each(|x| *x /= n);
+            let v = near(&centre, &mut rng);
             let facts = Facts::of(texts[(id % 3) as usize]);
             part.push(&v, super::super::tests::entry(id, facts.clone(), now));
             rows.push((v, facts));
@@ -250,14 +256,7 @@ mod tests {
             part.remove(id);
         }
         for _ in 0..200 {
-            let noise = unit(&mut rng, d);
-            let mut q: Vec<f32> = centre
-                .iter()
-                .zip(&noise)
-                .map(|(c, n)| c + 0.3 * n)
-                .collect();
-            let n = q.iter().map(|x| x * x).sum::<f32>().sqrt();
-            q.iter_mut().for_each(|x| *x /= n);
+            let q = near(&centre, &mut rng);
             let facts = Facts::of(texts[rng.random_range(0..3)]);
             let found = part.scan(&q, &facts, now, |_, _| true);
             // Every row scored exactly.
