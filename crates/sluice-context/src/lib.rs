@@ -4,3 +4,4 @@
 //! never keeping or reporting the text.
 
 pub mod churn;
+pub mod normalise;

@@ -140,6 +140,28 @@ impl ChatRequest {
         self.fields.get(name)
     }
 
+    /// The same request with the fields named in `replaced` given new JSON text; every other
+    /// field keeps its text as the client wrote it, in the client's order.
+    pub fn with_fields(&self, replaced: &[(&str, &[u8])]) -> Result<Self, GatewayError> {
+        let mut out = Vec::with_capacity(self.body_len() + 64);
+        out.push(b'{');
+        for (i, (k, v)) in self.fields().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut out, k).map_err(|e| {
+                GatewayError::new(ErrorKind::Internal, format!("writing the body: {e}"))
+            })?;
+            out.push(b':');
+            match replaced.iter().find(|(name, _)| *name == k) {
+                Some((_, text)) => out.extend_from_slice(text),
+                None => out.extend_from_slice(v),
+            }
+        }
+        out.push(b'}');
+        Self::from_bytes(Bytes::from(out))
+    }
+
     /// The body's field `name` as a JSON value.
     pub fn value(&self, name: &str) -> Option<Value> {
         self.field(name).map(to_value)

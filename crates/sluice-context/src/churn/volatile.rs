@@ -119,7 +119,8 @@ fn has_time(t: &[u8]) -> bool {
     shape(t).contains("99:99")
 }
 
-fn kind(t: &[u8]) -> Option<Cause> {
+/// The kind of volatile token `t` is, if it is one.
+pub fn kind(t: &[u8]) -> Option<Cause> {
     if t.is_empty() {
         return None;
     }
@@ -148,6 +149,27 @@ fn kind(t: &[u8]) -> Option<Cause> {
         return Some(Cause::RequestId);
     }
     None
+}
+
+/// Whether `line` holds a volatile token (a timestamp, a date, a UUID, an id).
+pub fn holds_volatile(line: &str) -> bool {
+    let b = line.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if token_byte(b[i]) {
+            let t = token_at(b, i);
+            if kind(t).is_some() {
+                return true;
+            }
+            i += b[i..]
+                .iter()
+                .position(|&c| !token_byte(c))
+                .unwrap_or(b.len() - i);
+        } else {
+            i += 1;
+        }
+    }
+    false
 }
 
 /// Whether `a` and `b` differ only in whitespace.

@@ -163,11 +163,10 @@ async fn walk(
     //    every deployment is unavailable, the tenant's quota or credits refuse it at this
     //    group's price, or the upstream says the prompt is too long. The first group's error
     //    is the answer when every group failed.
-    //    The prefix watch (a sampled share): does this request share its tools and system
+    //    The prefix watch (one request in every 1 / share): does this request share its tools and system
     //    prompt with its tenant and group's recent ones, and if not, why not.
     if let Some(w) = &gw.prefixes {
-        let id = call.record().request_id.clone();
-        prefixes::observe(gw, w, id.as_str(), tenant.as_deref(), &group.name, &request);
+        prefixes::observe(gw, w, tenant.as_deref(), &group.name, &request);
     }
     let fallbacks = route::fallbacks(gw, group, others, &caller);
     let taken = async {

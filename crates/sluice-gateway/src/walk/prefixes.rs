@@ -1,6 +1,8 @@
-//! The prefix watch's step in a request's walk: a sampled share of requests hand their
+//! The prefix watch's step in a request's walk: one request in every `1 / share` hands its
 //! stable section (tools, system prompt) to `sluice-context`'s watch, which says whether it
 //! shares a prefix with its tenant and group's recent ones, and why not; churn is counted.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use sluice_context::churn::{Sample, Verdict, Watch};
@@ -11,8 +13,10 @@ use crate::Gateway;
 /// The watch, and which requests it samples.
 #[derive(Debug)]
 pub struct PrefixWatch {
-    /// A request whose id hashes below this is sampled.
-    below: u64,
+    /// One request in this many is sampled.
+    every: u64,
+    /// Requests seen.
+    seen: AtomicU64,
     /// The share sampled, as configured.
     pub share: f64,
     /// What the samples showed.
@@ -22,24 +26,29 @@ pub struct PrefixWatch {
 impl PrefixWatch {
     /// Samples `share` of requests.
     pub fn new(share: f64) -> Self {
+        let every = if share > 0.0 {
+            (1.0 / share.min(1.0)).round().max(1.0) as u64
+        } else {
+            u64::MAX
+        };
         Self {
-            below: (share.clamp(0.0, 1.0) * u64::MAX as f64) as u64,
+            every,
+            seen: AtomicU64::new(0),
             share,
             watch: Mutex::new(Watch::new()),
         }
     }
 }
 
-/// Hands `request` of `tenant` in `group` to the watch when its id is sampled.
+/// Hands `request` of `tenant` in `group` to the watch when it is its turn.
 pub fn observe(
     gw: &Gateway,
     w: &PrefixWatch,
-    request_id: &str,
     tenant: Option<&str>,
     group: &str,
     request: &ChatRequest,
 ) {
-    if sluice_routing::ticket_hash(0x7072_6566, 0, request_id) >= w.below {
+    if !w.seen.fetch_add(1, Ordering::Relaxed).is_multiple_of(w.every) {
         return;
     }
     let Some(sample) = Sample::of(request) else {
