@@ -290,6 +290,8 @@ pub struct CallRecord {
     pub prompt_cache_saved_micros: u64,
     /// What writing to the provider's prompt cache cost beyond the full input price.
     pub prompt_cache_premium_micros: u64,
+    /// What normalisation changed in the prompt: (tools reordered, system lines moved).
+    pub normalised: Option<(bool, u32)>,
     /// The answer reported no usage: it was settled from the estimate (the prompt's
     /// estimated tokens and the output the call reserved), never at zero.
     pub usage_estimated: bool,
@@ -441,6 +443,7 @@ impl CallRecord {
             cache_saved_micros: 0,
             prompt_cache_saved_micros: 0,
             prompt_cache_premium_micros: 0,
+            normalised: None,
             usage_estimated: false,
             unpriced: false,
             route: None,

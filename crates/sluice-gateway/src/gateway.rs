@@ -64,6 +64,8 @@ pub struct Gateway {
     pub(crate) semantic: Option<Arc<crate::walk::semantic::Semantic>>,
     /// Whether requests that should share a cached prefix do, when watched.
     pub(crate) prefixes: Option<crate::walk::prefixes::PrefixWatch>,
+    /// Groups whose prompts are normalised, and how.
+    pub(crate) shapes: HashMap<Arc<str>, sluice_context::normalise::Normalise>,
     /// What automatic routers learn from: their answers awaiting feedback.
     pub(crate) learning: crate::feedback::Learning,
 }

@@ -101,3 +101,41 @@ async fn the_watch_can_be_off() {
     .await;
     assert_eq!(v, json!({"enabled": false}));
 }
+
+#[tokio::test(start_paused = true)]
+async fn with_normalisation_the_timestamp_moves_out_of_the_prefix_and_requests_share_it() {
+    let shape = sluice_context::normalise::Normalise {
+        tools: true,
+        volatile: true,
+    };
+    let r = rig(false, |b| {
+        b.admin_token("t0k")
+            .watch_prefixes(1.0)
+            .normalise("chat", shape)
+    });
+    let acme = [("x-sluice-tenant", "acme")];
+    for i in 0..5 {
+        let system = format!("{RULES}\nCurrent time: 2026-12-01T10:00:{:02}Z.", i * 7);
+        let id = format!("n-{i}");
+        let got = send(&r.router, &acme, &id, &body(&system, "Is clause 4 fair?")).await;
+        assert_eq!(got.status, 200);
+        assert_eq!(r.record(&id).normalised, Some((false, 1)), "one line moved");
+    }
+    let (_, v) = admin(
+        &r.router,
+        "GET",
+        "/admin/prefixes",
+        Some("t0k"),
+        Value::Null,
+    )
+    .await;
+    let row = &v["watched"][0];
+    assert_eq!(
+        (&row["shared"], &row["churn"]),
+        (&json!(4), &json!({})),
+        "{v}"
+    );
+    // A stable prompt is not rewritten.
+    send(&r.router, &acme, "n-s", &body(RULES, "Is clause 4 fair?")).await;
+    assert_eq!(r.record("n-s").normalised, None);
+}

@@ -464,6 +464,16 @@ impl Telemetry {
             .inc();
     }
 
+    /// Counts a request whose normalisation failed (it went as it came).
+    pub fn normalise_failed(&self, group: &Arc<str>) {
+        self.metrics
+            .normalise_failures
+            .get_or_create(&GroupLabels {
+                group: group.clone(),
+            })
+            .inc();
+    }
+
     /// Counts a sampled request that did not share its prefix, and why.
     pub fn prefix_churn(&self, tenant: &str, group: &str, cause: &'static str) {
         self.metrics

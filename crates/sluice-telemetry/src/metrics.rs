@@ -341,6 +341,8 @@ pub struct Metrics {
     pub prompt_cache_micros: Family<PromptCacheLabels, Counter>,
     /// Sampled requests that did not share their tenant and group's prefix, by cause.
     pub prefix_churn: Family<ChurnLabels, Counter>,
+    /// Requests whose normalisation failed, by group (they went as they came).
+    pub normalise_failures: Family<GroupLabels, Counter>,
 }
 
 impl Metrics {
@@ -385,6 +387,7 @@ impl Metrics {
             prompt_cache_tokens: Family::default(),
             prompt_cache_micros: Family::default(),
             prefix_churn: Family::default(),
+            normalise_failures: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
@@ -552,6 +555,11 @@ impl Metrics {
             "prompt_cache_micros",
             "What the provider's prompt cache saved (kind=saved: cached tokens at the full input price less their cached price) and what writing to it cost beyond the input price (write_premium), in micro-units, by tenant, group and upstream",
             m.prompt_cache_micros.clone(),
+        );
+        r.register(
+            "normalise_failures",
+            "Requests whose prompt normalisation failed, by group: they went upstream as they came",
+            m.normalise_failures.clone(),
         );
         r.register(
             "prefix_churn",

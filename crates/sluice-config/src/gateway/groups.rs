@@ -234,6 +234,9 @@ pub struct ModelGroupConfig {
     /// that prefix last, so its provider's prompt cache hits. Off when absent.
     #[serde(default)]
     pub affinity: Option<AffinityConfig>,
+    /// Normalisation that keeps meaning and makes prompts cacheable. Off when absent.
+    #[serde(default)]
+    pub normalise: Option<NormaliseConfig>,
     /// Groups that take a request in this order, within the same request and its deadline,
     /// when this one cannot: every deployment unavailable, the tenant's quota refused, the
     /// prompt too long for every deployment's context window, or an upstream saying so.
@@ -244,6 +247,18 @@ pub struct ModelGroupConfig {
 /// `[models.GROUP] affinity`: send a request to the deployment that last served the longest
 /// prefix of its `messages`, when that prefix is at least `min_share` of them and the
 /// deployment is free; otherwise route by weight.
+/// `[models.GROUP] normalise`: what is rewritten so that requests share a cached prefix.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[serde(default)]
+pub struct NormaliseConfig {
+    /// Tools in a stable order (by function name), their JSON keys sorted.
+    pub tools: bool,
+    /// Lines of the system prompt holding a timestamp, date, UUID or id moved to a system
+    /// message at the end of the conversation.
+    pub volatile: bool,
+}
+
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 #[serde(default)]

@@ -862,6 +862,12 @@ fn the_prefix_watch_samples_a_share_of_requests() {
     let base = "[models.chat]\ndeployments = [{ provider = \"sim\", model = \"x\" }]\n";
     let cfg = load(base, &env(&[]), &["sim"]).unwrap();
     assert_eq!(cfg.prefixes.watch, 0.05);
+    let shaped = "[models.chat]\ndeployments = [{ provider = \"sim\", model = \"x\" }]\nnormalise = { volatile = true }\n";
+    let cfg = load(shaped, &env(&[]), &["sim"]).unwrap();
+    let n = cfg.models[0].1.normalise.unwrap();
+    assert!(n.volatile && !n.tools);
+    let typo = shaped.replace("volatile", "volatil");
+    assert!(load(&typo, &env(&[]), &["sim"]).is_err());
     let off = format!("[prefixes]\nwatch = 0\n{base}");
     assert_eq!(load(&off, &env(&[]), &["sim"]).unwrap().prefixes.watch, 0.0);
     let bad = format!("[prefixes]\nwatch = 1.5\n{base}");

@@ -11,6 +11,12 @@ use sluice_telemetry::AccessFormat;
 use super::{BuildError, GatewayBuilder, policies};
 
 impl GatewayBuilder {
+    /// Normalises the prompts of `group` as `n` says.
+    pub fn normalise(mut self, group: &str, n: sluice_context::normalise::Normalise) -> Self {
+        self.shapes.insert(Arc::from(group), n);
+        self
+    }
+
     /// Watches `share` of requests for prefix churn (0: none).
     pub fn watch_prefixes(mut self, share: f64) -> Self {
         self.prefixes = (share > 0.0).then(|| crate::walk::prefixes::PrefixWatch::new(share));
@@ -190,6 +196,15 @@ impl GatewayBuilder {
             b = b.model_info(model, &policies::info_override(c))?;
         }
         for (group, m) in &cfg.models {
+            if let Some(n) = m.normalise {
+                b = b.normalise(
+                    group,
+                    sluice_context::normalise::Normalise {
+                        tools: n.tools,
+                        volatile: n.volatile,
+                    },
+                );
+            }
             b = b.model_with(group, m.deployments.clone(), policies::of_group(m));
             if !m.fallbacks.is_empty() {
                 b = b.fallbacks(group, &m.fallbacks);

@@ -168,6 +168,7 @@ pub struct GatewayBuilder {
     routers: Vec<(String, Vec<String>, RouterPolicy)>,
     semantic: Option<Arc<crate::walk::semantic::Semantic>>,
     pub(super) prefixes: Option<crate::walk::prefixes::PrefixWatch>,
+    pub(super) shapes: HashMap<Arc<str>, sluice_context::normalise::Normalise>,
     router_state: Vec<(String, Vec<Stored>)>,
 }
 
@@ -200,6 +201,7 @@ impl Default for GatewayBuilder {
             routers: Vec::new(),
             semantic: None,
             prefixes: Some(crate::walk::prefixes::PrefixWatch::new(0.05)),
+            shapes: HashMap::new(),
             router_state: Vec::new(),
         }
     }
@@ -550,6 +552,7 @@ impl GatewayBuilder {
             learning: crate::feedback::Learning::default(),
             semantic: self.semantic,
             prefixes: self.prefixes,
+            shapes: self.shapes,
             lanes: self.lanes,
             tenant_lanes: RwLock::new(tenant_lanes),
             configured_tenants,

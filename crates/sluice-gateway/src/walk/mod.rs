@@ -120,6 +120,26 @@ async fn walk(
     let deadline = budget.map(|b| call.record().timings.received + b);
     call.record_mut().timings.deadline = deadline;
 
+    //    Normalisation (when its group asks for it): tools in a stable order, volatile
+    //    system-prompt lines moved to the end, so requests share a cached prefix; before
+    //    the caches, which then key the prompt as it is sent.
+    let request = match gw.shapes.get(&*group.name) {
+        Some(n) => match sluice_context::normalise::normalise(&request, *n) {
+            Ok(Some(done)) => {
+                let moved = u32::try_from(done.lines_moved).unwrap_or(u32::MAX);
+                call.record_mut().normalised = Some((done.tools, moved));
+                Arc::new(done.request)
+            }
+            Ok(None) => Arc::clone(&request),
+            Err(e) => {
+                tracing::warn!(error = %e, "normalisation failed; the request goes as it came");
+                gw.telemetry.normalise_failed(&group.name);
+                Arc::clone(&request)
+            }
+        },
+        None => Arc::clone(&request),
+    };
+
     // 5. The answer cache: the same request from the same tenant is answered from it, before
     //    a deployment is picked or anything is reserved, so a hit needs no upstream (not
     //    even a healthy one) and spends no credits or quota. A miss is marked for storing

@@ -48,7 +48,11 @@ pub fn observe(
     group: &str,
     request: &ChatRequest,
 ) {
-    if !w.seen.fetch_add(1, Ordering::Relaxed).is_multiple_of(w.every) {
+    if !w
+        .seen
+        .fetch_add(1, Ordering::Relaxed)
+        .is_multiple_of(w.every)
+    {
         return;
     }
     let Some(sample) = Sample::of(request) else {
