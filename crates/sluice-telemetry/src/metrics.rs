@@ -548,12 +548,12 @@ impl Metrics {
         );
         r.register(
             "prompt_cache_tokens",
-            "Prompt tokens by tenant, group and upstream (kind=prompt), and of them what the provider's prompt cache served (cached) or was written to it (cache_write), from each provider's usage: the prompt-cache hit rate is cached over prompt",
+            "Prompt tokens (kind=prompt) and those the provider's cache served (cached) or wrote (cache_write), by tenant, group and upstream: the hit rate is cached over prompt",
             m.prompt_cache_tokens.clone(),
         );
         r.register(
             "prompt_cache_micros",
-            "What the provider's prompt cache saved (kind=saved: cached tokens at the full input price less their cached price) and what writing to it cost beyond the input price (write_premium), in micro-units, by tenant, group and upstream",
+            "What the provider's prompt cache saved (kind=saved) and what its writes cost beyond the input price (write_premium), in micro-units, by tenant, group and upstream",
             m.prompt_cache_micros.clone(),
         );
         r.register(
@@ -563,12 +563,12 @@ impl Metrics {
         );
         r.register(
             "prefix_churn",
-            "Sampled requests whose tools or system prompt did not share a prefix with their tenant and group's recent ones, by the cause sluice saw (a timestamp, a date, a UUID or request id, reordered tools or JSON keys, whitespace): each one a provider prompt-cache miss that a stable prompt would have hit",
+            "Sampled requests whose tools or system prompt did not share their tenant and group's recent prefix, by the cause seen (timestamp, date, uuid, request_id, whitespace, tool_order, key_order)",
             m.prefix_churn.clone(),
         );
         r.register(
             "semantic_cache_error_estimate",
-            "The current estimate of the share of wrong answers among a group's semantic would-be hits (served or verified), from its sampled verifications, each weighted by the inverse of its sampling probability; absent before any",
+            "The estimated share of wrong answers among a group's semantic would-be hits, from sampled verifications weighted by the inverse of their probability",
             m.semantic_error_estimate.clone(),
         );
         m

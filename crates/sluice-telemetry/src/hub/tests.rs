@@ -135,6 +135,7 @@ fn a_scrape_stays_small_enough_to_read() {
         }
     }
     let page = t.render(now + Duration::from_secs(2));
-    // 155 KB with six buckets a doubling everywhere and a total-time histogram per attempt.
-    assert!(page.len() < 64_000, "{} bytes", page.len());
+    // 155 KB with six buckets a doubling everywhere and a total-time histogram per attempt;
+    // the prompt cache's five series per tenant, group and upstream add about 3 KB here.
+    assert!(page.len() < 68_000, "{} bytes", page.len());
 }
