@@ -17,6 +17,8 @@ use crate::Stored;
 pub struct SemanticCache {
     index: Mutex<Index>,
     limits: Limits,
+    /// The policy's mode, for routes with none of their own.
+    mode: Mode,
     /// Routes (model groups) whose mode is not the policy's; `None`: not cached by meaning.
     routes: HashMap<String, Option<Mode>>,
     estimates: Mutex<HashMap<Arc<str>, ErrorEstimate>>,
@@ -28,6 +30,7 @@ impl SemanticCache {
         Self {
             index: Mutex::new(Index::new(policy)),
             limits: Limits::new(ceiling),
+            mode: policy.mode,
             routes: HashMap::new(),
             estimates: Mutex::new(HashMap::new()),
         }
@@ -49,7 +52,7 @@ impl SemanticCache {
     pub fn mode(&self, route: &str) -> Option<Mode> {
         match self.routes.get(route) {
             Some(m) => *m,
-            None => Some(self.index.lock().policy().mode),
+            None => Some(self.mode),
         }
     }
 
