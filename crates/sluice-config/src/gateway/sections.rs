@@ -174,7 +174,7 @@ pub struct PrefixesConfig {
 
 impl Default for PrefixesConfig {
     fn default() -> Self {
-        Self { watch: 0.05 }
+        Self { watch: 0.01 }
     }
 }
 

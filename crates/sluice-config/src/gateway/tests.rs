@@ -861,7 +861,7 @@ fn the_semantic_cache_names_its_embeddings_upstream_and_groups_and_each_is_check
 fn the_prefix_watch_samples_a_share_of_requests() {
     let base = "[models.chat]\ndeployments = [{ provider = \"sim\", model = \"x\" }]\n";
     let cfg = load(base, &env(&[]), &["sim"]).unwrap();
-    assert_eq!(cfg.prefixes.watch, 0.05);
+    assert_eq!(cfg.prefixes.watch, 0.01);
     let shaped = "[models.chat]\ndeployments = [{ provider = \"sim\", model = \"x\" }]\nnormalise = { volatile = true }\n";
     let cfg = load(shaped, &env(&[]), &["sim"]).unwrap();
     let n = cfg.models[0].1.normalise.unwrap();

@@ -200,7 +200,7 @@ impl Default for GatewayBuilder {
             task_routes: Vec::new(),
             routers: Vec::new(),
             semantic: None,
-            prefixes: Some(crate::walk::prefixes::PrefixWatch::new(0.05)),
+            prefixes: Some(crate::walk::prefixes::PrefixWatch::new(0.01)),
             shapes: HashMap::new(),
             router_state: Vec::new(),
         }
