@@ -9,6 +9,7 @@
 use serde_json::{Map, Value};
 use sluice_core::{ChatRequest, GatewayError};
 
+use crate::churn::sorted_keys;
 use crate::churn::volatile::holds_volatile;
 
 /// What to normalise.
@@ -29,22 +30,6 @@ pub struct Normalised {
     pub tools: bool,
     /// System-prompt lines moved to the end.
     pub lines_moved: usize,
-}
-
-fn sorted_keys(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            let mut out = Map::new();
-            for k in keys {
-                out.insert(k.clone(), sorted_keys(&m[k]));
-            }
-            Value::Object(out)
-        }
-        Value::Array(items) => Value::Array(items.iter().map(sorted_keys).collect()),
-        other => other.clone(),
-    }
 }
 
 fn tool_name(t: &Value) -> &str {

@@ -172,7 +172,7 @@ fn lcp(a: &[u8], b: &[u8]) -> usize {
 }
 
 /// `v` with every object's keys in sorted order.
-fn sorted_keys(v: &Value) -> Value {
+pub(crate) fn sorted_keys(v: &Value) -> Value {
     match v {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
