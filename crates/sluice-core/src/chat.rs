@@ -162,6 +162,31 @@ impl ChatRequest {
         Self::from_bytes(Bytes::from(out))
     }
 
+    /// The same request with field `name` set to the JSON text `text`: replaced where the
+    /// client sent it, else added after its last field; every other field as written.
+    pub fn with_field(&self, name: &str, text: &[u8]) -> Result<Self, GatewayError> {
+        if self.field(name).is_some() {
+            return self.with_fields(&[(name, text)]);
+        }
+        let mut out = Vec::with_capacity(self.body_len() + name.len() + text.len() + 4);
+        out.push(b'{');
+        for (k, v) in self.fields() {
+            serde_json::to_writer(&mut out, k).map_err(|e| {
+                GatewayError::new(ErrorKind::Internal, format!("writing the body: {e}"))
+            })?;
+            out.push(b':');
+            out.extend_from_slice(v);
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, name).map_err(|e| {
+            GatewayError::new(ErrorKind::Internal, format!("writing the body: {e}"))
+        })?;
+        out.push(b':');
+        out.extend_from_slice(text);
+        out.push(b'}');
+        Self::from_bytes(Bytes::from(out))
+    }
+
     /// The body's field `name` as a JSON value.
     pub fn value(&self, name: &str) -> Option<Value> {
         self.field(name).map(to_value)

@@ -17,6 +17,6 @@ pub use ids::RequestId;
 pub use ratelimit::{Quota, RateLimits};
 pub use record::{
     AnswerFlaw, Attempt, AttemptKind, AttemptOutcome, AutoChoice, CacheLookup, CallRecord,
-    CandidateEstimate, FallbackTaken, Phase, RouteTaken, SemanticLookup, Stage, Timings,
+    CandidateEstimate, FallbackTaken, Phase, Round, RouteTaken, SemanticLookup, Stage, Timings,
 };
 pub use usage::Usage;

@@ -292,6 +292,12 @@ pub struct CallRecord {
     pub prompt_cache_premium_micros: u64,
     /// What normalisation changed in the prompt: (tools reordered, system lines moved).
     pub normalised: Option<(bool, u32)>,
+    /// The `prompt_cache_key` sluice added (the client sent none).
+    pub prompt_cache_key: Option<Arc<str>>,
+    /// Compression of an over-long prompt: its estimated tokens (before, after).
+    pub compressed: Option<(u64, u64)>,
+    /// Progressive loading of a long document: every round's call, first to last.
+    pub rounds: Vec<Round>,
     /// The answer reported no usage: it was settled from the estimate (the prompt's
     /// estimated tokens and the output the call reserved), never at zero.
     pub usage_estimated: bool,
@@ -401,6 +407,15 @@ pub struct CandidateEstimate {
     pub available: bool,
 }
 
+/// One round of progressive loading: a call to the upstream with more of the document.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Round {
+    /// Its usage as the upstream reported it (summed into the call's usage, and billed).
+    pub usage: Option<crate::Usage>,
+    /// Whether its answer said the context did not suffice.
+    pub insufficient: bool,
+}
+
 /// A fallback a call took: from which group to which, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FallbackTaken {
@@ -444,6 +459,9 @@ impl CallRecord {
             prompt_cache_saved_micros: 0,
             prompt_cache_premium_micros: 0,
             normalised: None,
+            prompt_cache_key: None,
+            compressed: None,
+            rounds: Vec::new(),
             usage_estimated: false,
             unpriced: false,
             route: None,

@@ -28,6 +28,17 @@ impl Usage {
         self.prompt_tokens + self.completion_tokens
     }
 
+    /// The usage of two calls together (progressive loading's rounds, billed as one call).
+    pub fn plus(&self, o: &Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens + o.prompt_tokens,
+            completion_tokens: self.completion_tokens + o.completion_tokens,
+            cached_tokens: self.cached_tokens + o.cached_tokens,
+            cache_write_tokens: self.cache_write_tokens + o.cache_write_tokens,
+            reasoning_tokens: self.reasoning_tokens + o.reasoning_tokens,
+        }
+    }
+
     /// Input tokens billed at the full, uncached price.
     pub fn uncached_prompt_tokens(&self) -> u64 {
         self.prompt_tokens
@@ -51,6 +62,9 @@ mod tests {
         };
         assert_eq!(u.total_tokens(), 1050);
         assert_eq!(u.uncached_prompt_tokens(), 100);
+        let two = u.plus(&u);
+        assert_eq!((two.prompt_tokens, two.cached_tokens), (2000, 1600));
+        assert_eq!(two.total_tokens(), 2100);
     }
 
     #[test]

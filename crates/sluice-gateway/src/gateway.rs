@@ -64,8 +64,10 @@ pub struct Gateway {
     pub(crate) semantic: Option<Arc<crate::walk::semantic::Semantic>>,
     /// Whether requests that should share a cached prefix do, when watched.
     pub(crate) prefixes: Option<crate::walk::prefixes::PrefixWatch>,
-    /// Groups whose prompts are normalised, and how.
-    pub(crate) shapes: HashMap<Arc<str>, sluice_context::normalise::Normalise>,
+    /// Groups whose prompts are shaped (normalised, compressed, loaded progressively), and how.
+    pub(crate) shapes: HashMap<Arc<str>, sluice_context::Shaping>,
+    /// Per group deriving prompt-cache keys: the keys handed out lately.
+    pub(crate) cache_keys: HashMap<Arc<str>, Mutex<sluice_context::cache_key::Keys>>,
     /// What automatic routers learn from: their answers awaiting feedback.
     pub(crate) learning: crate::feedback::Learning,
 }

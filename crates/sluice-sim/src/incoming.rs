@@ -57,6 +57,7 @@ pub fn incoming(body: &Map<String, Value>, request_id: &str) -> Incoming {
         prompt_tokens: tokens_of(text.len()).max(1),
         prefix_hashes: prefix_hashes(&text),
         max_tokens,
+        text,
     }
 }
 

@@ -6,6 +6,7 @@
 //! before production, and sluice's own tail tests stand on it.
 
 pub mod cache;
+pub mod contract;
 pub mod dist;
 pub mod harness;
 pub mod incoming;
@@ -13,6 +14,7 @@ pub mod judge;
 pub mod limits;
 pub mod load;
 pub mod provider;
+pub mod reader;
 pub mod scenario;
 pub mod script;
 pub mod server;

@@ -53,6 +53,18 @@ fn text(from: u32, n: u32) -> String {
         .collect()
 }
 
+/// Tokens `from..from + n` of `content` (four bytes a token, on char boundaries).
+fn piece(content: &str, from: u32, n: u32) -> String {
+    let at = |t: u32| {
+        let mut i = (t as usize * 4).min(content.len());
+        while !content.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    content[at(from)..at(from + n)].to_string()
+}
+
 fn usage_of(p: &AnswerPlan) -> Usage {
     Usage {
         prompt_tokens: p.prompt_tokens,
@@ -98,7 +110,10 @@ pub fn answer(p: &AnswerPlan, r: &Render) -> Vec<Step> {
 /// A complete answer's JSON body.
 pub fn complete_body(p: &AnswerPlan, r: &Render) -> Bytes {
     let u = usage_of(p);
-    let content = text(0, p.output_tokens);
+    let content = p
+        .content
+        .clone()
+        .unwrap_or_else(|| text(0, p.output_tokens));
     let v = match r.api {
         Api::Openai => json!({
             "id": id(p, r.api), "object": "chat.completion", "created": 0, "model": r.model,
@@ -152,7 +167,10 @@ fn stream(p: &AnswerPlan, r: &Render) -> Vec<Step> {
         {
             steps.push(Step::Wait(stall));
         }
-        let t = text(sent, n);
+        let t = match &p.content {
+            Some(c) => piece(c, sent, n),
+            None => text(sent, n),
+        };
         steps.push(match r.api {
             Api::Openai if sent == 0 => {
                 openai(json!({"role": "assistant", "content": t}), Value::Null)

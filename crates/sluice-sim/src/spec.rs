@@ -59,6 +59,13 @@ pub struct UpstreamSpec {
     pub quality: BTreeMap<String, f64>,
     /// What its tokens cost, in USD per million (unpriced when absent).
     pub price: Option<SimPrice>,
+    /// Time to read each prompt token not served from the prompt cache, added to the time to
+    /// first token (prefill; 0: prompt length does not matter).
+    #[serde(with = "sluice_config::duration")]
+    pub prefill_per_token: Duration,
+    /// The model reads ([`crate::reader`]): it answers "what is the X?" only when its prompt
+    /// holds "the X is V.", and answers `INSUFFICIENT_CONTEXT` otherwise.
+    pub reader: bool,
 }
 
 /// A simulated model's price, in USD per million tokens.
@@ -97,6 +104,8 @@ impl Default for UpstreamSpec {
             degradations: Vec::new(),
             quality: BTreeMap::new(),
             price: None,
+            prefill_per_token: Duration::ZERO,
+            reader: false,
         }
     }
 }

@@ -29,6 +29,8 @@ pub struct Incoming {
     pub prefix_hashes: Vec<u64>,
     /// The client's output cap.
     pub max_tokens: Option<u64>,
+    /// The prompt's text (what a reading model reads).
+    pub text: Vec<u8>,
 }
 
 /// Why a request failed.
@@ -63,6 +65,8 @@ pub struct AnswerPlan {
     pub rate: RateState,
     /// Sequence number (for ids).
     pub seq: u64,
+    /// What the answer says, when the model reads its prompt (else filler words).
+    pub content: Option<String>,
 }
 
 /// What happens to a request.
@@ -364,14 +368,24 @@ impl SimUpstream {
         } else {
             1.0
         };
-        let output_tokens = spec.output().sample(&mut rng, req.max_tokens);
+        let content = spec
+            .reader
+            .then(|| crate::reader::answer(&req.text, crate::reader::DEFAULT_SENTINEL));
+        let output_tokens = match &content {
+            Some(c) => u32::try_from(crate::cache::tokens_of(c.len())).unwrap_or(u32::MAX),
+            None => spec.output().sample(&mut rng, req.max_tokens),
+        };
+        let prefill = spec
+            .prefill_per_token
+            .saturating_mul(u32::try_from(req.prompt_tokens - cached).unwrap_or(u32::MAX));
         let mid_stream_stall = mid_stall.then(|| {
             st.stats.mid_stream_stalls += 1;
             (output_tokens / 2, faults.mid_stream_stall)
         });
         st.stats.answered += 1;
         Plan::Answer(AnswerPlan {
-            ttft: body_ttft.mul_f64(cache_speedup * factor) + stall.mul_f64(factor),
+            ttft: (body_ttft.mul_f64(cache_speedup) + prefill).mul_f64(factor)
+                + stall.mul_f64(factor),
             per_token: spec.per_token.mul_f64(factor * load),
             tokens_per_chunk: spec.tokens_per_chunk.max(1),
             output_tokens,
@@ -380,6 +394,7 @@ impl SimUpstream {
             mid_stream_stall,
             rate,
             seq: st.seq,
+            content,
         })
     }
 }

@@ -474,6 +474,41 @@ impl Telemetry {
             .inc();
     }
 
+    /// Counts what compression or progressive loading (`stage`) did with a request of
+    /// `group` (`kind`), and its prompt tokens before and as sent when it shaped it.
+    pub fn context_shaped(
+        &self,
+        group: &Arc<str>,
+        stage: &'static str,
+        kind: &'static str,
+        tokens: Option<(u64, u64)>,
+    ) {
+        let c = &self.metrics.context;
+        let labels = |kind| crate::context::ShapingLabels {
+            group: group.clone(),
+            stage,
+            kind,
+        };
+        c.requests.get_or_create(&labels(kind)).inc();
+        if let Some((before, after)) = tokens {
+            c.tokens.get_or_create(&labels("before")).inc_by(before);
+            c.tokens.get_or_create(&labels("after")).inc_by(after);
+        }
+    }
+
+    /// Counts the calls progressive loading made for one request of `group`.
+    pub fn context_rounds(&self, group: &Arc<str>, rounds: u64) {
+        self.metrics
+            .context
+            .rounds
+            .get_or_create(&crate::context::ShapingLabels {
+                group: group.clone(),
+                stage: "progressive",
+                kind: "round",
+            })
+            .inc_by(rounds);
+    }
+
     /// Counts a sampled request that did not share its prefix, and why.
     pub fn prefix_churn(&self, tenant: &str, group: &str, cause: &'static str) {
         self.metrics

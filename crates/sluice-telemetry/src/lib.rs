@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod buckets;
+pub mod context;
 pub mod hub;
 pub mod metrics;
 mod series;

@@ -343,6 +343,8 @@ pub struct Metrics {
     pub prefix_churn: Family<ChurnLabels, Counter>,
     /// Requests whose normalisation failed, by group (they went as they came).
     pub normalise_failures: Family<GroupLabels, Counter>,
+    /// Compression and progressive loading.
+    pub context: crate::context::ContextMetrics,
 }
 
 impl Metrics {
@@ -388,6 +390,7 @@ impl Metrics {
             prompt_cache_micros: Family::default(),
             prefix_churn: Family::default(),
             normalise_failures: Family::default(),
+            context: crate::context::ContextMetrics::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
@@ -558,7 +561,7 @@ impl Metrics {
         );
         r.register(
             "normalise_failures",
-            "Requests whose prompt normalisation failed, by group: they went upstream as they came",
+            "Requests whose prompt normalisation or prompt_cache_key failed, by group: they went upstream as they came",
             m.normalise_failures.clone(),
         );
         r.register(
@@ -571,6 +574,7 @@ impl Metrics {
             "The estimated share of wrong answers among a group's semantic would-be hits, from sampled verifications weighted by the inverse of their probability",
             m.semantic_error_estimate.clone(),
         );
+        m.context.register(r);
         m
     }
 }

@@ -189,6 +189,33 @@ fn group_policies(
             diags.push(doc.diag(&at("affinity", "ttl"), "must be longer than zero"));
         }
     }
+    if let Some(c) = &m.compress
+        && c.budget == Some(0)
+    {
+        diags.push(doc.diag(&at("compress", "budget"), "must be at least 1 token"));
+    }
+    if let Some(k) = &m.prompt_cache_key {
+        if k.per_key_rpm == 0 {
+            diags.push(doc.diag(&at("prompt_cache_key", "per_key_rpm"), "must be at least 1"));
+        }
+        if k.keys == 0 {
+            diags.push(doc.diag(&at("prompt_cache_key", "keys"), "must be at least 1"));
+        }
+    }
+    if let Some(p) = &m.progressive {
+        if p.rounds == 0 {
+            diags.push(doc.diag(&at("progressive", "rounds"), "must be at least 1"));
+        }
+        if p.round_tokens < 100 {
+            diags.push(doc.diag(
+                &at("progressive", "round_tokens"),
+                "must be at least 100 tokens",
+            ));
+        }
+        if p.sentinel.trim().is_empty() {
+            diags.push(doc.diag(&at("progressive", "sentinel"), "must not be empty"));
+        }
+    }
     if let Some(l) = &m.limit
         && (l.min == 0 || l.min > l.max || !(l.min..=l.max).contains(&l.initial))
     {

@@ -237,6 +237,17 @@ pub struct ModelGroupConfig {
     /// Normalisation that keeps meaning and makes prompts cacheable. Off when absent.
     #[serde(default)]
     pub normalise: Option<NormaliseConfig>,
+    /// Compression of prompts over a token budget (the document in the newest user message
+    /// only). Off when absent.
+    #[serde(default)]
+    pub compress: Option<CompressConfig>,
+    /// Progressive loading of long documents (complete answers only). Off when absent.
+    #[serde(default)]
+    pub progressive: Option<ProgressiveConfig>,
+    /// A `prompt_cache_key` derived from tenant and prefix for requests that send none
+    /// (OpenAI-compatible upstreams that accept the field). Off when absent.
+    #[serde(default)]
+    pub prompt_cache_key: Option<PromptCacheKeyConfig>,
     /// Groups that take a request in this order, within the same request and its deadline,
     /// when this one cannot: every deployment unavailable, the tenant's quota refused, the
     /// prompt too long for every deployment's context window, or an upstream saying so.
@@ -257,6 +268,63 @@ pub struct NormaliseConfig {
     /// Lines of the system prompt holding a timestamp, date, UUID or id moved to a system
     /// message at the end of the conversation.
     pub volatile: bool,
+}
+
+/// `[models.GROUP] compress`: over `budget` prompt tokens, the document in the newest user
+/// message loses its boilerplate and duplicates and keeps the passages most relevant to the
+/// question.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[serde(default)]
+pub struct CompressConfig {
+    /// Prompt tokens before compression starts; absent: the group's smallest context window
+    /// less the request's `max_tokens`.
+    pub budget: Option<u64>,
+}
+
+/// `[models.GROUP] prompt_cache_key`: one key per tenant and stable prefix, spread over up
+/// to `keys` keys so that none carries more than `per_key_rpm` requests a minute.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[serde(default)]
+pub struct PromptCacheKeyConfig {
+    /// Requests a minute one key may carry (OpenAI: about 15).
+    pub per_key_rpm: u32,
+    /// Keys one prefix may be spread over.
+    pub keys: u32,
+}
+
+impl Default for PromptCacheKeyConfig {
+    fn default() -> Self {
+        Self {
+            per_key_rpm: 15,
+            keys: 4,
+        }
+    }
+}
+
+/// `[models.GROUP] progressive`: a document longer than `round_tokens` is sent a round at a
+/// time, most relevant passages first, while the answer is `sentinel`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[serde(default)]
+pub struct ProgressiveConfig {
+    /// Tokens of the document each round sends.
+    pub round_tokens: u64,
+    /// Calls at most, the first included.
+    pub rounds: u32,
+    /// What an answer says when the passages sent did not suffice.
+    pub sentinel: String,
+}
+
+impl Default for ProgressiveConfig {
+    fn default() -> Self {
+        Self {
+            round_tokens: 8_000,
+            rounds: 3,
+            sentinel: "INSUFFICIENT_CONTEXT".into(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]

@@ -880,3 +880,32 @@ fn the_prefix_watch_samples_a_share_of_requests() {
         c.errors
     );
 }
+
+#[test]
+fn compression_and_progressive_loading_are_read_and_checked() {
+    let ok = "[models.docs]\ndeployments = [{ provider = \"sim\", model = \"x\" }]\ncompress = { budget = 6000 }\nprogressive = { round_tokens = 4000, rounds = 2 }\nprompt_cache_key = {}\n";
+    let cfg = load(ok, &env(&[]), &["sim"]).unwrap();
+    let m = &cfg.models[0].1;
+    assert_eq!(m.compress.unwrap().budget, Some(6000));
+    let p = m.progressive.as_ref().unwrap();
+    assert_eq!((p.round_tokens, p.rounds), (4000, 2));
+    assert_eq!(p.sentinel, "INSUFFICIENT_CONTEXT");
+    let k = m.prompt_cache_key.unwrap();
+    assert_eq!((k.per_key_rpm, k.keys), (15, 4));
+    let bad = "[models.docs]\ndeployments = [{ provider = \"sim\", model = \"x\" }]\ncompress = { budget = 0 }\nprogressive = { round_tokens = 10, rounds = 0, sentinel = \" \" }\nprompt_cache_key = { keys = 0, per_key_rpm = 0 }\n";
+    let c = check(bad, &env(&[]), &["sim"], Secrets::Required);
+    for field in [
+        "models.docs.compress.budget",
+        "models.docs.progressive.rounds",
+        "models.docs.progressive.round_tokens",
+        "models.docs.progressive.sentinel",
+        "models.docs.prompt_cache_key.keys",
+        "models.docs.prompt_cache_key.per_key_rpm",
+    ] {
+        assert!(
+            c.errors.iter().any(|d| d.path == field),
+            "{field} not named in {}",
+            c.errors
+        );
+    }
+}

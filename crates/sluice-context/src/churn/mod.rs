@@ -99,6 +99,11 @@ impl Sample {
         })
     }
 
+    /// The stable section's bytes (tools as sent, then the leading system messages).
+    pub fn text(&self) -> &[u8] {
+        &self.text
+    }
+
     /// A sample of `text` whose first `tools_len` bytes are the tools (for tests).
     pub fn from_parts(text: &[u8], tools_len: usize) -> Self {
         Self {

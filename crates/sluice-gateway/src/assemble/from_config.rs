@@ -13,7 +13,26 @@ use super::{BuildError, GatewayBuilder, policies};
 impl GatewayBuilder {
     /// Normalises the prompts of `group` as `n` says.
     pub fn normalise(mut self, group: &str, n: sluice_context::normalise::Normalise) -> Self {
-        self.shapes.insert(Arc::from(group), n);
+        self.shapes.entry(Arc::from(group)).or_default().normalise = Some(n);
+        self
+    }
+
+    /// Compresses the prompts of `group` over their budget as `c` says.
+    pub fn compress(mut self, group: &str, c: sluice_context::compress::Compress) -> Self {
+        self.shapes.entry(Arc::from(group)).or_default().compress = Some(c);
+        self
+    }
+
+    /// Adds a provider prompt-cache key to `group`'s requests that send none, spread as `s`
+    /// says.
+    pub fn prompt_cache_key(mut self, group: &str, s: sluice_context::cache_key::Spread) -> Self {
+        self.shapes.entry(Arc::from(group)).or_default().cache_key = Some(s);
+        self
+    }
+
+    /// Loads the long documents of `group`'s requests progressively as `p` says.
+    pub fn progressive(mut self, group: &str, p: sluice_context::progressive::Progressive) -> Self {
+        self.shapes.entry(Arc::from(group)).or_default().progressive = Some(p);
         self
     }
 
@@ -202,6 +221,31 @@ impl GatewayBuilder {
                     sluice_context::normalise::Normalise {
                         tools: n.tools,
                         volatile: n.volatile,
+                    },
+                );
+            }
+            if let Some(c) = m.compress {
+                b = b.compress(
+                    group,
+                    sluice_context::compress::Compress { budget: c.budget },
+                );
+            }
+            if let Some(k) = m.prompt_cache_key {
+                b = b.prompt_cache_key(
+                    group,
+                    sluice_context::cache_key::Spread {
+                        per_key_rpm: k.per_key_rpm,
+                        keys: k.keys,
+                    },
+                );
+            }
+            if let Some(p) = &m.progressive {
+                b = b.progressive(
+                    group,
+                    sluice_context::progressive::Progressive {
+                        round_tokens: p.round_tokens,
+                        rounds: p.rounds,
+                        sentinel: p.sentinel.clone(),
                     },
                 );
             }

@@ -168,7 +168,7 @@ pub struct GatewayBuilder {
     routers: Vec<(String, Vec<String>, RouterPolicy)>,
     semantic: Option<Arc<crate::walk::semantic::Semantic>>,
     pub(super) prefixes: Option<crate::walk::prefixes::PrefixWatch>,
-    pub(super) shapes: HashMap<Arc<str>, sluice_context::normalise::Normalise>,
+    pub(super) shapes: HashMap<Arc<str>, sluice_context::Shaping>,
     router_state: Vec<(String, Vec<Stored>)>,
 }
 
@@ -552,6 +552,17 @@ impl GatewayBuilder {
             learning: crate::feedback::Learning::default(),
             semantic: self.semantic,
             prefixes: self.prefixes,
+            cache_keys: self
+                .shapes
+                .iter()
+                .filter_map(|(g, s)| {
+                    let spread = s.cache_key?;
+                    Some((
+                        g.clone(),
+                        parking_lot::Mutex::new(sluice_context::cache_key::Keys::new(spread)),
+                    ))
+                })
+                .collect(),
             shapes: self.shapes,
             lanes: self.lanes,
             tenant_lanes: RwLock::new(tenant_lanes),

@@ -8,6 +8,7 @@ pub mod auto;
 pub mod billing;
 pub mod cache;
 pub mod call;
+pub mod context;
 pub mod deadline;
 pub mod dispatch;
 pub mod ingress;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use http::HeaderMap;
-use sluice_core::{ChatRequest, ErrorKind, GatewayError};
+use sluice_core::{ErrorKind, GatewayError};
 use sluice_routing::fallback::{self, Reason};
 use sluice_tail::admission::Ask;
 use tokio::time::{Instant, timeout_at};
@@ -123,22 +124,7 @@ async fn walk(
     //    Normalisation (when its group asks for it): tools in a stable order, volatile
     //    system-prompt lines moved to the end, so requests share a cached prefix; before
     //    the caches, which then key the prompt as it is sent.
-    let request = match gw.shapes.get(&*group.name) {
-        Some(n) => match sluice_context::normalise::normalise(&request, *n) {
-            Ok(Some(done)) => {
-                let moved = u32::try_from(done.lines_moved).unwrap_or(u32::MAX);
-                call.record_mut().normalised = Some((done.tools, moved));
-                Arc::new(done.request)
-            }
-            Ok(None) => Arc::clone(&request),
-            Err(e) => {
-                tracing::warn!(error = %e, "normalisation failed; the request goes as it came");
-                gw.telemetry.normalise_failed(&group.name);
-                Arc::clone(&request)
-            }
-        },
-        None => Arc::clone(&request),
-    };
+    let request = context::normalise(gw, call, &group.name, &request);
 
     // 5. The answer cache: the same request from the same tenant is answered from it, before
     //    a deployment is picked or anything is reserved, so a hit needs no upstream (not
@@ -188,6 +174,13 @@ async fn walk(
     if let Some(w) = &gw.prefixes {
         prefixes::observe(gw, w, tenant.as_deref(), &group.name, &request);
     }
+    //    Compression or progressive loading (when the group asks for either): a request over
+    //    its token budget keeps only the passages of its document most relevant to its
+    //    question; a long document goes a round of passages at a time while the answer says
+    //    they did not suffice. After the caches (a hit needs neither) and before the context
+    //    window is checked (a document too long for it may fit once shaped).
+    let shaped = context::shape(gw, call, group, &request);
+    let size = route::PromptSize::of(&shaped.request);
     let fallbacks = route::fallbacks(gw, group, others, &caller);
     let taken = async {
         let mut group = group;
@@ -195,7 +188,7 @@ async fn walk(
         let mut first_err: Option<GatewayError> = None;
         loop {
             let (err, reason) =
-                match take(gw, call, group, &request, &ask, tenant.as_ref(), &size).await {
+                match take(gw, call, group, &shaped, &ask, tenant.as_ref(), &size).await {
                     Ok(answer) => return Ok(answer),
                     Err(failed) => failed,
                 };
@@ -226,11 +219,12 @@ async fn take(
     gw: &Gateway,
     call: &mut Call,
     group: &sluice_routing::ModelGroup,
-    request: &Arc<ChatRequest>,
+    shaped: &context::Shaped,
     ask: &Ask,
     tenant: Option<&Arc<str>>,
     size: &route::PromptSize<'_>,
 ) -> Result<Answer, (GatewayError, Option<Reason>)> {
+    let (request, rounds) = (&shaped.request, shaped.rounds.as_ref());
     let failed = |e: GatewayError| {
         let reason = fallback::reason_for(&e);
         (e, reason)
@@ -254,7 +248,9 @@ async fn take(
     // 7. Credits and quotas: the call's worst case is reserved for its tenant, on the routed
     //    deployment's price, and settled when the call ends. After routing, because the price
     //    is the model's; before dispatch, because nothing may be spent that is not covered.
-    let held = metering::reserve(gw, tenant, deployment, request).map_err(failed)?;
+    //    Progressive loading reserves for the whole document its rounds may send.
+    let whole = rounds.map_or(&**request, |r| r.original());
+    let held = metering::reserve(gw, tenant, deployment, whole).map_err(failed)?;
     call.hold(held);
 
     // 8. Dispatch: admission (a slot under the deployment's concurrency limit, waiting in the
@@ -262,9 +258,21 @@ async fn take(
     //    proper status; a slow attempt is hedged, a failed one retried, when the group says so
     //    and the deadline leaves time. Last, because all of it works on the routed deployment
     //    and its latency window.
-    dispatch::dispatch(gw, call, group, deployment, request.clone(), ask.clone())
+    let answer = dispatch::dispatch(gw, call, group, deployment, request.clone(), ask.clone())
         .await
-        .map_err(failed)
+        .map_err(failed)?;
+
+    // 9. Progressive loading's later rounds, while the answer says the passages sent did not
+    //    suffice: to the same deployment, within the same deadline, billed to the same call.
+    match rounds {
+        Some(r) => {
+            let first = (request.prompt_estimate(), answer);
+            context::more(gw, call, group, deployment, r.clone(), first, ask)
+                .await
+                .map_err(failed)
+        }
+        None => Ok(answer),
+    }
 }
 
 /// Answers with the error (with the call's `Server-Timing`) and settles the call.

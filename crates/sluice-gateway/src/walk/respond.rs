@@ -27,6 +27,11 @@ const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 const X_SLUICE_CACHE: HeaderName = HeaderName::from_static("x-sluice-cache");
 /// Which task-route rule chose the group, and the fallbacks taken.
 pub const X_SLUICE_ROUTE: HeaderName = HeaderName::from_static("x-sluice-route");
+/// Compression's prompt tokens before and after (`before=54210; after=5990`).
+const X_SLUICE_COMPRESSION: HeaderName = HeaderName::from_static("x-sluice-compression");
+/// Progressive loading's rounds and the prompt tokens they sent together
+/// (`rounds=2; insufficient=1; prompt_tokens=9120`).
+const X_SLUICE_PROGRESSIVE: HeaderName = HeaderName::from_static("x-sluice-progressive");
 
 /// What `x-sluice-upstream` says of an answer no upstream gave (refused before dispatch, or
 /// served from the answer cache).
@@ -183,6 +188,27 @@ fn headers_for(call: &Call, now: Instant, stream: bool, h: &mut HeaderMap) {
     }
     if let Some(v) = route_header(r) {
         h.insert(X_SLUICE_ROUTE, v);
+    }
+    if let Some((before, after)) = r.compressed
+        && let Ok(v) = HeaderValue::from_str(&format!("before={before}; after={after}"))
+    {
+        h.insert(X_SLUICE_COMPRESSION, v);
+    }
+    if !r.rounds.is_empty() {
+        let insufficient = r.rounds.iter().filter(|x| x.insufficient).count();
+        let sent: u64 = r
+            .rounds
+            .iter()
+            .filter_map(|x| x.usage)
+            .map(|u| u.prompt_tokens)
+            .sum();
+        let text = format!(
+            "rounds={}; insufficient={insufficient}; prompt_tokens={sent}",
+            r.rounds.len()
+        );
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            h.insert(X_SLUICE_PROGRESSIVE, v);
+        }
     }
 }
 

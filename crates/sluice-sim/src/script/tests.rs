@@ -12,6 +12,7 @@ fn plan(tokens: u32) -> AnswerPlan {
         mid_stream_stall: None,
         rate: RateState::default(),
         seq: 1,
+        content: None,
     }
 }
 
@@ -103,4 +104,29 @@ fn complete_bodies_translate() {
         (u.prompt_tokens, u.completion_tokens, u.cached_tokens),
         (2000, 5, 1024)
     );
+}
+
+#[test]
+fn a_read_answer_is_the_content_whole_and_streamed_in_pieces() {
+    let mut p = plan(5);
+    p.content = Some("The term is 3 years.".into());
+    let body = complete_body(&p, &render(Api::Openai, false));
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        v["choices"][0]["message"]["content"],
+        "The term is 3 years."
+    );
+    let mut text = String::new();
+    for s in answer(&p, &render(Api::Openai, true)) {
+        if let Step::Frame(f) = s
+            && let Some(json) = std::str::from_utf8(&f).unwrap().strip_prefix("data: ")
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(json.trim())
+            && let Some(t) = v
+                .pointer("/choices/0/delta/content")
+                .and_then(|t| t.as_str())
+        {
+            text.push_str(t);
+        }
+    }
+    assert_eq!(text, "The term is 3 years.");
 }

@@ -10,6 +10,7 @@ fn req(id: &str) -> Incoming {
         prompt_tokens: 100,
         prefix_hashes: Vec::new(),
         max_tokens: None,
+        text: Vec::new(),
     }
 }
 
@@ -122,6 +123,7 @@ fn a_warm_prefix_reports_cached_tokens_and_starts_sooner() {
         prompt_tokens: crate::cache::tokens_of(prompt.len()),
         prefix_hashes: crate::cache::prefix_hashes(&prompt),
         max_tokens: None,
+        text: prompt.clone(),
     };
     let Plan::Answer(cold) = up.plan(&r, now) else {
         panic!()
@@ -234,4 +236,41 @@ fn the_same_seed_plans_the_same_answers() {
             b.plan(&req(&i.to_string()), now)
         );
     }
+}
+
+#[test]
+fn prefill_time_grows_with_the_uncached_prompt_and_a_reader_answers_from_it() {
+    let now = Instant::now();
+    let spec = UpstreamSpec {
+        ttft_sigma: 0.0,
+        prefill_per_token: Duration::from_millis(1),
+        reader: true,
+        ..UpstreamSpec::default()
+    };
+    let up = SimUpstream::new("u", spec, 1, now);
+    let ask = |id: &str, text: &str| Incoming {
+        request_id: id.into(),
+        prompt_tokens: crate::cache::tokens_of(text.len()),
+        prefix_hashes: Vec::new(),
+        max_tokens: None,
+        text: text.as_bytes().to_vec(),
+    };
+    let short = ask("s", "What is the term?");
+    let long = ask(
+        "l",
+        &format!(
+            "{} the term is 3 years. What is the term?",
+            "x ".repeat(2000)
+        ),
+    );
+    let (Plan::Answer(s), Plan::Answer(l)) = (up.plan(&short, now), up.plan(&long, now)) else {
+        panic!()
+    };
+    assert_eq!(
+        l.ttft - s.ttft,
+        Duration::from_millis(l.prompt_tokens - s.prompt_tokens)
+    );
+    assert_eq!(s.content.as_deref(), Some(crate::reader::DEFAULT_SENTINEL));
+    assert_eq!(l.content.as_deref(), Some("The term is 3 years."));
+    assert_eq!(u64::from(l.output_tokens), crate::cache::tokens_of(20));
 }

@@ -1,0 +1,172 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+
+fn page(n: usize, of: usize, body: &str) -> String {
+    format!("ACME SERVICES AGREEMENT - CONFIDENTIAL\n\n{body}\n\nPage {n} of {of}\n\n")
+}
+
+fn contract() -> String {
+    let mut s = String::new();
+    s.push_str(&page(
+        1,
+        3,
+        "ARTICLE 1 - DEFINITIONS\n\n1.1 Terms used here have the meanings given in the schedule.\n\n1.2 Headings are for convenience only.",
+    ));
+    s.push_str(&page(
+        2,
+        3,
+        "ARTICLE 2 - TERMINATION\n\n2.1 Either party may terminate for material breach.\n\n2.2 The notice period for termination for convenience is 90 days.",
+    ));
+    s.push_str(&page(
+        3,
+        3,
+        "ARTICLE 3 - LIABILITY\n\n3.1 The cap on aggregate liability is EUR 2,000,000.\n\n1.2 Headings are for convenience only.",
+    ));
+    s
+}
+
+#[test]
+fn headers_and_footers_are_boilerplate_after_their_first_occurrence() {
+    let text = contract();
+    let p = Passages::of(&text);
+    let headers: Vec<Kind> = p
+        .list()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| p.text(*i).starts_with("ACME"))
+        .map(|(_, x)| x.kind)
+        .collect();
+    assert_eq!(headers, [Kind::Body, Kind::Boilerplate, Kind::Boilerplate]);
+    let footers: Vec<Kind> = p
+        .list()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| p.text(*i).starts_with("Page"))
+        .map(|(_, x)| x.kind)
+        .collect();
+    assert_eq!(footers, [Kind::Body, Kind::Boilerplate, Kind::Boilerplate]);
+}
+
+#[test]
+fn clauses_are_passages_under_their_article_and_repeats_are_duplicates() {
+    let text = contract();
+    let p = Passages::of(&text);
+    let i = (0..p.list().len())
+        .find(|i| p.text(*i).starts_with("2.2 "))
+        .unwrap();
+    assert_eq!(
+        p.text(i),
+        "2.2 The notice period for termination for convenience is 90 days."
+    );
+    let h = p.list()[i].heading.unwrap();
+    assert_eq!(p.text(h), "ARTICLE 2 - TERMINATION");
+    assert_eq!(p.list()[h].kind, Kind::Heading);
+    let repeats: Vec<Kind> = (0..p.list().len())
+        .filter(|i| p.text(*i).starts_with("1.2 "))
+        .map(|i| p.list()[i].kind)
+        .collect();
+    assert_eq!(repeats, [Kind::Body, Kind::Duplicate]);
+}
+
+#[test]
+fn the_clause_that_answers_ranks_first_and_is_written_under_its_heading() {
+    let text = contract();
+    let p = Passages::of(&text);
+    let ranked = p.ranked("What is the notice period for termination for convenience?");
+    assert!(
+        p.text(ranked[0]).starts_with("2.2 "),
+        "{}",
+        p.text(ranked[0])
+    );
+    let liability = p.ranked("What is the cap on aggregate liability?");
+    assert!(p.text(liability[0]).starts_with("3.1 "));
+    let out = p.write(&[ranked[0]]);
+    assert_eq!(
+        out,
+        "ARTICLE 2 - TERMINATION\n\n[...]\n\n2.2 The notice period for termination for convenience is 90 days."
+    );
+}
+
+#[test]
+fn fill_respects_the_budget_and_written_text_keeps_document_order() {
+    let text = contract();
+    let p = Passages::of(&text);
+    let ranked = p.ranked("termination liability");
+    for budget in [10, 30, 60, 200] {
+        let chosen = p.fill(&ranked, budget);
+        let written = p.write(&chosen);
+        assert!(tokens_of(written.len()) <= budget, "{budget}: {written}");
+        // Document order: every chosen passage's text appears in the order of the text.
+        let mut at = 0;
+        let mut sorted = chosen.clone();
+        sorted.sort();
+        for i in sorted {
+            let found = written[at..].find(p.text(i)).unwrap();
+            at += found;
+        }
+    }
+    assert!(p.fill(&ranked, 0).is_empty());
+}
+
+#[test]
+fn a_long_paragraph_is_cut_at_sentence_ends() {
+    let sentence = "The supplier shall keep records of every service it provides. ";
+    let text = sentence.repeat(80);
+    let p = Passages::of(&text);
+    assert!(p.list().len() >= 3);
+    for (i, x) in p.list().iter().enumerate() {
+        assert!(x.end - x.start <= MAX_PASSAGE_BYTES);
+        assert!(p.text(i).ends_with('.'), "{:?}", p.text(i));
+    }
+    let total: usize = p.list().iter().map(|x| x.end - x.start).sum();
+    assert!(total + p.list().len() >= text.trim().len());
+}
+
+#[test]
+fn a_sentence_longer_than_a_passage_is_cut_at_a_space_and_multibyte_text_is_safe() {
+    let text = "é".repeat(500) + " " + &"ü".repeat(1200);
+    let p = Passages::of(&text);
+    let joined: String = (0..p.list().len()).map(|i| p.text(i)).collect();
+    assert_eq!(joined.chars().filter(|c| *c == 'ü').count(), 1200);
+}
+
+#[test]
+fn headings_are_recognised_and_sentences_are_not() {
+    assert!(looks_like_heading("ARTICLE 7 - LIMITATION OF LIABILITY"));
+    assert!(looks_like_heading("7. Term and Termination"));
+    assert!(looks_like_heading("# Overview"));
+    assert!(looks_like_heading("PAYMENT TERMS"));
+    assert!(!looks_like_heading("The supplier shall pay."));
+    assert!(!looks_like_heading(
+        "7.3 the parties agree that this applies"
+    ));
+    assert!(!looks_like_heading(""));
+}
+
+#[test]
+fn terms_drop_stop_words_and_case() {
+    let t: Vec<String> = terms("What is the Notice-Period of a 90 day term?").collect();
+    assert_eq!(t, ["notice", "period", "90", "day", "term"]);
+}
+
+#[test]
+fn ranking_is_the_same_every_time() {
+    let text = contract();
+    let a = Passages::of(&text).ranked("convenience termination notice");
+    let b = Passages::of(&text).ranked("convenience termination notice");
+    assert_eq!(a, b);
+}
+
+#[test]
+fn rows_that_differ_in_their_numbers_are_kept() {
+    let text = "Fee for year 1: EUR 100\nFee for year 2: EUR 120\nFee for year 3: EUR 140\n\n\
+                The fee for year 1 is due in March.\n\nThe fee for year 2 is due in March.";
+    let p = Passages::of(text);
+    assert!(
+        p.list().iter().all(|x| x.kind == Kind::Body),
+        "{:?}",
+        p.list()
+    );
+    assert_eq!(p.bodies().count(), 3);
+}

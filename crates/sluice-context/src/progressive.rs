@@ -1,0 +1,259 @@
+//! Progressive loading of a long document: the first call carries the passages most relevant
+//! to the question (as many as a round's tokens allow) with an instruction to answer with a
+//! sentinel when they do not suffice; when the answer is that sentinel, the next call carries
+//! the conversation so far, the model's answer, and the next passages by relevance, up to a
+//! number of rounds. Each round's prompt starts with the previous round's, so the provider's
+//! prompt cache serves what was already sent. State and decisions only: the caller makes the
+//! calls.
+
+use serde_json::{Map, Value};
+use sluice_core::ChatRequest;
+
+use crate::document::{self, Found};
+use crate::passages::{Passages, tokens_of};
+
+/// The sentinel a model answers with when the excerpts do not hold the answer.
+pub const DEFAULT_SENTINEL: &str = "INSUFFICIENT_CONTEXT";
+
+/// How a route loads documents progressively.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Progressive {
+    /// Tokens of document passages each round sends.
+    pub round_tokens: u64,
+    /// Calls at most, the first included.
+    pub rounds: u32,
+    /// What an answer says when the excerpts did not suffice.
+    pub sentinel: String,
+}
+
+impl Default for Progressive {
+    fn default() -> Self {
+        Self {
+            round_tokens: 8_000,
+            rounds: 3,
+            sentinel: DEFAULT_SENTINEL.into(),
+        }
+    }
+}
+
+/// One document's rounds: what was sent, and what is left.
+#[derive(Clone, Debug)]
+pub struct Rounds {
+    cfg: Progressive,
+    original: ChatRequest,
+    found: Found,
+    /// Body passages by relevance, not yet sent.
+    left: Vec<usize>,
+    /// The messages of the last call.
+    messages: Vec<Value>,
+    /// Calls made so far.
+    round: u32,
+    /// Tokens of the whole document.
+    document_tokens: u64,
+}
+
+fn instruction(sentinel: &str) -> String {
+    format!(
+        "Excerpts of a longer document follow, the passages most relevant to the question first chosen. \
+If they do not hold what the question needs, answer with exactly {sentinel} and more of the document will follow."
+    )
+}
+
+/// The text of a complete OpenAI answer's first choice, when it has one.
+pub fn answer_text(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    v.pointer("/choices/0/message/content")?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The next passages of `left` (by relevance) that fit `tokens`, taken out of it and written
+/// in document order.
+fn take_excerpt(left: &mut Vec<usize>, passages: &Passages<'_>, tokens: u64) -> String {
+    let chosen = passages.fill(left, tokens);
+    let taken: hashbrown::HashSet<usize> = chosen.iter().copied().collect();
+    left.retain(|i| !taken.contains(i));
+    passages.write(&chosen)
+}
+
+impl Rounds {
+    /// The rounds of `request` and its first call, when its newest user message holds a
+    /// document longer than a round (otherwise it goes whole: `None`).
+    pub fn start(request: &ChatRequest, cfg: &Progressive) -> Option<(Self, ChatRequest)> {
+        let Some(Value::Array(messages)) = request.value("messages") else {
+            return None;
+        };
+        let found = document::find(&messages)?;
+        let document_tokens = tokens_of(found.document.len());
+        if document_tokens <= cfg.round_tokens {
+            return None;
+        }
+        let passages = Passages::of(&found.document);
+        let mut left = passages.ranked(&found.question);
+        let excerpt = take_excerpt(&mut left, &passages, cfg.round_tokens);
+        let text = format!("{}\n\n{excerpt}", instruction(&cfg.sentinel));
+        let messages = document::replace(&messages, &found, &text);
+        let me = Self {
+            cfg: cfg.clone(),
+            original: request.clone(),
+            found,
+            left,
+            messages,
+            round: 1,
+            document_tokens,
+        };
+        let first = me.request()?;
+        Some((me, first))
+    }
+
+    /// The request as the client sent it (the whole document).
+    pub fn original(&self) -> &ChatRequest {
+        &self.original
+    }
+
+    /// Calls made so far.
+    pub fn round(&self) -> u32 {
+        self.round
+    }
+
+    /// Tokens of the whole document.
+    pub fn document_tokens(&self) -> u64 {
+        self.document_tokens
+    }
+
+    /// Whether `answer` (a complete answer's body) says the excerpts did not suffice.
+    pub fn insufficient(&self, answer: &[u8]) -> bool {
+        answer_text(answer).is_some_and(|t| t.contains(&self.cfg.sentinel))
+    }
+
+    /// The next call after `answer`, when it said the excerpts did not suffice and rounds
+    /// and passages are left; `None`: the answer stands.
+    pub fn next(&mut self, answer: &[u8]) -> Option<ChatRequest> {
+        if self.round >= self.cfg.rounds || self.left.is_empty() {
+            return None;
+        }
+        let said = answer_text(answer).filter(|t| t.contains(&self.cfg.sentinel))?;
+        let excerpt = take_excerpt(
+            &mut self.left,
+            &Passages::of(&self.found.document),
+            self.cfg.round_tokens,
+        );
+        if excerpt.is_empty() {
+            return None;
+        }
+        let mut assistant = Map::new();
+        assistant.insert("role".into(), Value::from("assistant"));
+        assistant.insert("content".into(), Value::from(said));
+        let mut user = Map::new();
+        user.insert("role".into(), Value::from("user"));
+        user.insert(
+            "content".into(),
+            Value::from(format!(
+                "More of the document:\n\n{excerpt}\n\n{}",
+                self.found.question
+            )),
+        );
+        self.messages.push(Value::Object(assistant));
+        self.messages.push(Value::Object(user));
+        self.round += 1;
+        self.request()
+    }
+
+    fn request(&self) -> Option<ChatRequest> {
+        let raw = serde_json::to_vec(&Value::Array(self.messages.clone())).ok()?;
+        self.original.with_fields(&[("messages", &raw)]).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn doc() -> String {
+        let mut s = String::new();
+        for a in 1..=40 {
+            s.push_str(&format!(
+                "ARTICLE {a} - MATTER {a}\n\n{a}.1 Topic word{a} and more word{a} text about matter {a} goes here at some length.\n\n"
+            ));
+        }
+        s
+    }
+
+    fn request(question: &str) -> ChatRequest {
+        let body = json!({"model": "m", "messages": [
+            {"role": "system", "content": "Review."},
+            {"role": "user", "content": format!("{}\n\n{question}", doc())}
+        ]});
+        ChatRequest::parse(body.to_string().as_bytes()).unwrap()
+    }
+
+    fn answer(text: &str) -> Vec<u8> {
+        json!({"choices": [{"message": {"role": "assistant", "content": text}}]})
+            .to_string()
+            .into_bytes()
+    }
+
+    fn cfg() -> Progressive {
+        Progressive {
+            round_tokens: 60,
+            rounds: 3,
+            sentinel: DEFAULT_SENTINEL.into(),
+        }
+    }
+
+    fn user_text(r: &ChatRequest, i: usize) -> String {
+        r.value("messages").unwrap()[i]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn the_first_round_sends_the_most_relevant_passages_and_the_instruction() {
+        let (rounds, first) = Rounds::start(&request("What about word7?"), &cfg()).unwrap();
+        let u = user_text(&first, 1);
+        assert!(u.contains("7.1 Topic word7"), "{u}");
+        assert!(u.contains(DEFAULT_SENTINEL));
+        assert!(u.ends_with("What about word7?"));
+        assert!(first.prompt_estimate() < request("What about word7?").prompt_estimate() / 4);
+        assert_eq!(rounds.round(), 1);
+    }
+
+    #[test]
+    fn an_insufficient_answer_brings_the_next_passages_after_the_conversation_so_far() {
+        let (mut rounds, first) = Rounds::start(&request("What about word7?"), &cfg()).unwrap();
+        assert!(rounds.insufficient(&answer(DEFAULT_SENTINEL)));
+        let second = rounds.next(&answer(DEFAULT_SENTINEL)).unwrap();
+        let m1 = first.value("messages").unwrap();
+        let m2 = second.value("messages").unwrap();
+        // The first round's messages are the second's prefix, byte for byte.
+        assert_eq!(m2.as_array().unwrap()[..2], m1.as_array().unwrap()[..]);
+        assert_eq!(m2[2]["role"], "assistant");
+        let more = user_text(&second, 3);
+        assert!(more.starts_with("More of the document:"));
+        assert!(!more.contains("7.1 Topic word7"), "a passage is sent once");
+        assert!(more.ends_with("What about word7?"));
+        assert_eq!(rounds.round(), 2);
+        assert!(rounds.next(&answer(DEFAULT_SENTINEL)).is_some());
+        assert!(
+            rounds.next(&answer(DEFAULT_SENTINEL)).is_none(),
+            "three rounds at most"
+        );
+    }
+
+    #[test]
+    fn a_real_answer_stands_and_a_short_document_goes_whole() {
+        let (mut rounds, _) = Rounds::start(&request("What about word7?"), &cfg()).unwrap();
+        assert!(!rounds.insufficient(&answer("It is word7.")));
+        assert!(rounds.next(&answer("It is word7.")).is_none());
+        let big = Progressive {
+            round_tokens: 1_000_000,
+            ..cfg()
+        };
+        assert!(Rounds::start(&request("What?"), &big).is_none());
+    }
+}

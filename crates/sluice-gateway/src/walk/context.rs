@@ -1,0 +1,228 @@
+//! The prompt's own shaping, carried out: normalisation, compression and progressive loading
+//! decide in `sluice-context`; this step applies their decisions to the request, the call's
+//! record and the metrics, and makes progressive loading's follow-up calls.
+
+use std::sync::Arc;
+
+use sluice_context::compress::{self, Outcome};
+use sluice_context::progressive::Rounds;
+use sluice_core::{ChatRequest, GatewayError, Round, Usage};
+use sluice_routing::{Deployment, ModelGroup};
+use sluice_tail::admission::Ask;
+
+use crate::Gateway;
+use crate::walk::call::Call;
+use crate::walk::dispatch::{self, Answer};
+
+/// `request` normalised as its group asks (tools in a stable order, volatile system lines
+/// moved to the end); as it came when the group does not, nothing changed, or it failed
+/// (logged and counted).
+pub fn normalise(
+    gw: &Gateway,
+    call: &mut Call,
+    group: &Arc<str>,
+    request: &Arc<ChatRequest>,
+) -> Arc<ChatRequest> {
+    let Some(n) = gw.shapes.get(group).and_then(|s| s.normalise) else {
+        return Arc::clone(request);
+    };
+    match sluice_context::normalise::normalise(request, n) {
+        Ok(Some(done)) => {
+            let moved = u32::try_from(done.lines_moved).unwrap_or(u32::MAX);
+            call.record_mut().normalised = Some((done.tools, moved));
+            Arc::new(done.request)
+        }
+        Ok(None) => Arc::clone(request),
+        Err(e) => {
+            tracing::warn!(error = %e, "normalisation failed; the request goes as it came");
+            gw.telemetry.normalise_failed(group);
+            Arc::clone(request)
+        }
+    }
+}
+
+/// A request as it goes upstream, with its rounds when it is loaded progressively.
+pub struct Shaped {
+    /// What goes upstream (the first round's request, when there are rounds).
+    pub request: Arc<ChatRequest>,
+    /// Progressive loading's state.
+    pub rounds: Option<Rounds>,
+}
+
+/// What goes upstream for `request` in `group`: its first round when the group loads long
+/// documents progressively and this is one (complete answers only), else the request
+/// compressed when the group compresses and it is over its budget, else the request as it
+/// came.
+pub fn shape(
+    gw: &Gateway,
+    call: &mut Call,
+    group: &ModelGroup,
+    request: &Arc<ChatRequest>,
+) -> Shaped {
+    let keyed = cache_key(gw, call, group, request);
+    let (request, rounds) = shape_parts(gw, call, group, &keyed);
+    Shaped { request, rounds }
+}
+
+/// `request` with a `prompt_cache_key` derived from its tenant and stable prefix, when its
+/// group derives them and the client sent none (never overriding the client's); after the
+/// answer cache, whose key it must not split.
+fn cache_key(
+    gw: &Gateway,
+    call: &mut Call,
+    group: &ModelGroup,
+    request: &Arc<ChatRequest>,
+) -> Arc<ChatRequest> {
+    let Some(keys) = gw.cache_keys.get(&group.name) else {
+        return Arc::clone(request);
+    };
+    if request.field("prompt_cache_key").is_some() {
+        return Arc::clone(request);
+    }
+    let Some(sample) = sluice_context::churn::Sample::of(request) else {
+        return Arc::clone(request);
+    };
+    let tenant = call.record().tenant.clone();
+    let key = keys.lock().key(
+        tokio::time::Instant::now(),
+        tenant.as_deref().unwrap_or(""),
+        sample.text(),
+    );
+    let text = serde_json::Value::from(key.as_str()).to_string();
+    match request.with_field("prompt_cache_key", text.as_bytes()) {
+        Ok(keyed) => {
+            call.record_mut().prompt_cache_key = Some(Arc::from(key));
+            Arc::new(keyed)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "adding prompt_cache_key failed; the request goes without");
+            gw.telemetry.normalise_failed(&group.name);
+            Arc::clone(request)
+        }
+    }
+}
+
+fn shape_parts(
+    gw: &Gateway,
+    call: &mut Call,
+    group: &ModelGroup,
+    request: &Arc<ChatRequest>,
+) -> (Arc<ChatRequest>, Option<Rounds>) {
+    let Some(shaping) = gw.shapes.get(&group.name) else {
+        return (Arc::clone(request), None);
+    };
+    if let Some(p) = &shaping.progressive {
+        if request.stream {
+            gw.telemetry
+                .context_shaped(&group.name, "progressive", "stream", None);
+        } else if let Some((rounds, first)) = Rounds::start(request, p) {
+            return (Arc::new(first), Some(rounds));
+        }
+    }
+    let Some(c) = shaping.compress else {
+        return (Arc::clone(request), None);
+    };
+    let budget = c.budget.or_else(|| {
+        let window = group.smallest_window()?;
+        Some(window.saturating_sub(request.max_tokens().unwrap_or(0)))
+    });
+    let Some(budget) = budget else {
+        gw.telemetry
+            .context_shaped(&group.name, "compress", "no_budget", None);
+        return (Arc::clone(request), None);
+    };
+    match compress::compress(request, budget) {
+        Outcome::Under => (Arc::clone(request), None),
+        Outcome::Compressed(done) => {
+            let r = call.record_mut();
+            r.compressed = Some((done.before, done.after));
+            // What an attempt that reports no usage is billed from: the prompt as sent.
+            r.prompt_estimate = done.after;
+            gw.telemetry.context_shaped(
+                &group.name,
+                "compress",
+                "compressed",
+                Some((done.before, done.after)),
+            );
+            (Arc::new(done.request), None)
+        }
+        Outcome::Skipped(why) => {
+            tracing::debug!(why = why.as_str(), "over its budget, not compressed");
+            gw.telemetry
+                .context_shaped(&group.name, "compress", why.as_str(), None);
+            (Arc::clone(request), None)
+        }
+    }
+}
+
+/// Progressive loading's follow-up calls after `answer`, the first round's: while the answer
+/// says the passages did not suffice and rounds are left, the next passages go to the same
+/// deployment within the same deadline. The client gets the last answer; the call's usage is
+/// every round's, and so is its bill.
+pub async fn more(
+    gw: &Gateway,
+    call: &mut Call,
+    group: &ModelGroup,
+    deployment: &Deployment,
+    mut rounds: Rounds,
+    first: (u64, Answer),
+    ask: &Ask,
+) -> Result<Answer, GatewayError> {
+    let mut total = Usage::default();
+    let mut sent = 0;
+    let (mut last, mut answer) = first;
+    loop {
+        let Answer::Complete {
+            attempt,
+            body,
+            usage,
+            at,
+            permit,
+        } = answer
+        else {
+            return Ok(answer);
+        };
+        sent += last;
+        let insufficient = rounds.insufficient(&body);
+        let used = usage.unwrap_or_else(|| {
+            // No usage reported: this round is billed from its estimate, never at zero.
+            call.record_mut().usage_estimated = true;
+            Usage {
+                prompt_tokens: last,
+                completion_tokens: (body.len() as u64).div_ceil(4),
+                ..Usage::default()
+            }
+        });
+        total = total.plus(&used);
+        call.record_mut().rounds.push(Round {
+            usage,
+            insufficient,
+        });
+        // Should a later round fail, the call still owes what the earlier ones used.
+        call.record_mut().usage = Some(total);
+        let Some(next) = rounds.next(&body) else {
+            let outcome = if insufficient {
+                "insufficient"
+            } else {
+                "answered"
+            };
+            let whole = call.record().prompt_estimate;
+            gw.telemetry
+                .context_shaped(&group.name, "progressive", outcome, Some((whole, sent)));
+            gw.telemetry
+                .context_rounds(&group.name, u64::from(rounds.round()));
+            return Ok(Answer::Complete {
+                attempt,
+                body,
+                usage: Some(total),
+                at,
+                permit,
+            });
+        };
+        // The slot is given back before the next round queues for one.
+        drop(permit);
+        last = next.prompt_estimate();
+        answer =
+            dispatch::dispatch(gw, call, group, deployment, Arc::new(next), ask.clone()).await?;
+    }
+}

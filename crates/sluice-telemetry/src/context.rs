@@ -1,0 +1,54 @@
+//! Metrics of the prompt's own shaping: compression and progressive loading, whose ratio of
+//! tokens sent to tokens received is an SLI of its own.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+/// Labels of the shaping counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShapingLabels {
+    /// Model group.
+    pub group: Arc<str>,
+    /// `compress` or `progressive`.
+    pub stage: &'static str,
+    /// For tokens: `before` or `after`; for requests: what happened (`compressed`, `under`,
+    /// `no_document`, `prefix_over_budget`, `no_budget`, `rewrite_failed`; `answered`,
+    /// `insufficient`, `whole`, `stream`).
+    pub kind: &'static str,
+}
+
+/// The shaping families.
+#[derive(Clone, Debug, Default)]
+pub struct ContextMetrics {
+    /// Estimated prompt tokens of shaped requests before shaping and as sent.
+    pub tokens: Family<ShapingLabels, Counter>,
+    /// Requests over a budget or holding a long document, by what shaping did with them.
+    pub requests: Family<ShapingLabels, Counter>,
+    /// Calls made by progressive loading's rounds, the first included.
+    pub rounds: Family<ShapingLabels, Counter>,
+}
+
+impl ContextMetrics {
+    /// Registers the families under `r` (already prefixed `sluice`).
+    pub fn register(&self, r: &mut Registry) {
+        r.register(
+            "context_tokens",
+            "Estimated prompt tokens of requests compression or progressive loading shaped, before (kind=before) and as sent (after; every round summed): the ratio is the compression rate",
+            self.tokens.clone(),
+        );
+        r.register(
+            "context_requests",
+            "Requests compression or progressive loading looked at, by stage and what it did (compressed, under, no_document, prefix_over_budget, no_budget, rewrite_failed; answered, insufficient, whole, stream)",
+            self.requests.clone(),
+        );
+        r.register(
+            "context_rounds",
+            "Upstream calls progressive loading made, by group (kind=round)",
+            self.rounds.clone(),
+        );
+    }
+}
