@@ -20,6 +20,10 @@ pub struct Usage {
     /// The part of `completion_tokens` a reasoning model spent thinking (billed as output).
     #[serde(default)]
     pub reasoning_tokens: u64,
+    /// The part of `cache_write_tokens` written to be kept an hour (Anthropic's 1-hour time
+    /// to live, priced above the 5-minute write).
+    #[serde(default)]
+    pub cache_write_long_tokens: u64,
 }
 
 impl Usage {
@@ -36,6 +40,7 @@ impl Usage {
             cached_tokens: self.cached_tokens + o.cached_tokens,
             cache_write_tokens: self.cache_write_tokens + o.cache_write_tokens,
             reasoning_tokens: self.reasoning_tokens + o.reasoning_tokens,
+            cache_write_long_tokens: self.cache_write_long_tokens + o.cache_write_long_tokens,
         }
     }
 
@@ -59,6 +64,7 @@ mod tests {
             cached_tokens: 800,
             cache_write_tokens: 100,
             reasoning_tokens: 0,
+            cache_write_long_tokens: 0,
         };
         assert_eq!(u.total_tokens(), 1050);
         assert_eq!(u.uncached_prompt_tokens(), 100);

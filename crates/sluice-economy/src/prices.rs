@@ -23,13 +23,24 @@ pub struct Price {
     pub output: Micros,
 }
 
+/// How many times the input price a write kept an hour costs (Anthropic's 1-hour time to
+/// live; its 5-minute write is the model's `cache_write`).
+pub const LONG_WRITE_FACTOR: u64 = 2;
+
 impl Price {
+    /// What a million tokens written to be kept an hour cost.
+    pub fn long_write(&self) -> Micros {
+        Micros(self.input.0.saturating_mul(LONG_WRITE_FACTOR))
+    }
+
     /// The cost of `usage`, rounded up to the next micro-unit.
     pub fn cost(&self, usage: &Usage) -> Micros {
+        let long = usage.cache_write_long_tokens.min(usage.cache_write_tokens);
         let parts = [
             (usage.uncached_prompt_tokens(), self.input),
             (usage.cached_tokens, self.cached_input),
-            (usage.cache_write_tokens, self.cache_write),
+            (usage.cache_write_tokens - long, self.cache_write),
+            (long, self.long_write()),
             (usage.completion_tokens, self.output),
         ];
         let per_million: u128 = parts
@@ -44,7 +55,10 @@ impl Price {
     pub fn cache_saving(&self, usage: &Usage) -> i128 {
         let full = i128::from(self.input.0);
         let read = i128::from(usage.cached_tokens) * (full - i128::from(self.cached_input.0));
-        let write = i128::from(usage.cache_write_tokens) * (i128::from(self.cache_write.0) - full);
+        let long = usage.cache_write_long_tokens.min(usage.cache_write_tokens);
+        let write = i128::from(usage.cache_write_tokens - long)
+            * (i128::from(self.cache_write.0) - full)
+            + i128::from(long) * (i128::from(self.long_write().0) - full);
         (read - write) / 1_000_000
     }
 
@@ -56,8 +70,10 @@ impl Price {
         let read = u128::from(usage.cached_tokens)
             * full.saturating_sub(u128::from(self.cached_input.0))
             / 1_000_000;
-        let write = u128::from(usage.cache_write_tokens)
+        let long = usage.cache_write_long_tokens.min(usage.cache_write_tokens);
+        let write = (u128::from(usage.cache_write_tokens - long)
             * u128::from(self.cache_write.0).saturating_sub(full)
+            + u128::from(long) * u128::from(self.long_write().0).saturating_sub(full))
             / 1_000_000;
         let narrow = |x: u128| u64::try_from(x).unwrap_or(u64::MAX);
         (narrow(read), narrow(write))
@@ -210,6 +226,7 @@ mod tests {
             cached_tokens: cached,
             cache_write_tokens: write,
             reasoning_tokens: 0,
+            cache_write_long_tokens: 0,
         }
     }
 
@@ -226,6 +243,20 @@ mod tests {
         assert_eq!(claude.cost(&usage(1_000, 1_000, 0, 0)), Micros(300));
         assert_eq!(claude.cache_saving(&usage(1_000, 1_000, 0, 0)), 2_700);
         assert_eq!(claude.cache_saving(&usage(1_000, 0, 1_000, 0)), -750);
+        // A 1-hour write costs 2x: 1,000 tokens at 6.00 a million, 3,000 above the input.
+        let hour = Usage {
+            cache_write_long_tokens: 1_000,
+            ..usage(1_000, 0, 1_000, 0)
+        };
+        assert_eq!(claude.cost(&hour), Micros(6_000));
+        assert_eq!(claude.cache_read_and_write(&hour), (0, 3_000));
+        assert_eq!(claude.cache_saving(&hour), -3_000);
+        // Half of the writes long: 500 at 3.75 and 500 at 6.00.
+        let half = Usage {
+            cache_write_long_tokens: 500,
+            ..usage(1_000, 0, 1_000, 0)
+        };
+        assert_eq!(claude.cost(&half), Micros(4_875));
     }
 
     #[test]

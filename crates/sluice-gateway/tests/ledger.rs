@@ -25,6 +25,7 @@ const USAGE: Usage = Usage {
     cached_tokens: 800,
     cache_write_tokens: 0,
     reasoning_tokens: 40,
+    cache_write_long_tokens: 0,
 };
 
 async fn get(router: &axum::Router, path: &str) -> (u16, String) {

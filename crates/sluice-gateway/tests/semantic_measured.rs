@@ -30,6 +30,7 @@ const USAGE: Usage = Usage {
     cached_tokens: 0,
     cache_write_tokens: 0,
     reasoning_tokens: 0,
+    cache_write_long_tokens: 0,
 };
 
 fn policy(mode: Mode) -> Policy {

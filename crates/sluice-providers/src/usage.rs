@@ -63,6 +63,7 @@ impl OpenAiUsage {
                 .as_ref()
                 .and_then(|d| d.reasoning_tokens)
                 .unwrap_or(0),
+            cache_write_long_tokens: 0,
         }
     }
 }
@@ -99,6 +100,20 @@ pub struct AnthropicUsage {
     /// Input tokens read from the cache.
     #[serde(default)]
     pub cache_read_input_tokens: Option<u64>,
+    /// The cache writes by time to live.
+    #[serde(default)]
+    pub cache_creation: Option<CacheCreation>,
+}
+
+/// Anthropic's `usage.cache_creation`: the cache writes by time to live.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct CacheCreation {
+    /// Written to be kept 5 minutes.
+    #[serde(default)]
+    pub ephemeral_5m_input_tokens: Option<u64>,
+    /// Written to be kept an hour.
+    #[serde(default)]
+    pub ephemeral_1h_input_tokens: Option<u64>,
 }
 
 impl AnthropicUsage {
@@ -119,6 +134,9 @@ impl AnthropicUsage {
             &mut self.cache_read_input_tokens,
             later.cache_read_input_tokens,
         );
+        if later.cache_creation.is_some() {
+            self.cache_creation = later.cache_creation;
+        }
     }
 
     /// Normalised usage: prompt tokens include cache reads and writes.
@@ -131,6 +149,11 @@ impl AnthropicUsage {
             cached_tokens: read,
             cache_write_tokens: write,
             reasoning_tokens: 0,
+            cache_write_long_tokens: self
+                .cache_creation
+                .and_then(|c| c.ephemeral_1h_input_tokens)
+                .unwrap_or(0)
+                .min(write),
         }
     }
 }

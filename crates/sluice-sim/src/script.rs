@@ -72,6 +72,7 @@ fn usage_of(p: &AnswerPlan) -> Usage {
         cached_tokens: p.cached_tokens,
         cache_write_tokens: 0,
         reasoning_tokens: 0,
+        cache_write_long_tokens: 0,
     }
 }
 

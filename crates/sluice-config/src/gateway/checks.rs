@@ -460,6 +460,7 @@ pub(super) fn provider(
             ("default_max_tokens", p.default_max_tokens.is_some()),
             ("cache_breakpoints", p.cache_breakpoints.is_some()),
             ("cache_min_tokens", p.cache_min_tokens.is_some()),
+            ("cache_ttl", p.cache_ttl.is_some()),
         ] {
             if set {
                 diags.push(doc.diag(&at(field), "only applies to kind = \"anthropic\""));

@@ -183,6 +183,25 @@ pub struct ProviderConfig {
     /// 1,024.
     #[serde(default)]
     pub cache_min_tokens: Option<u64>,
+    /// Anthropic only: how long placed breakpoints keep their prefix: `"auto"` (the
+    /// default: 1 hour for a prefix typically reused 5 to 60 minutes apart, else 5
+    /// minutes), `"5m"` or `"1h"`.
+    #[serde(default)]
+    pub cache_ttl: Option<CacheTtlConfig>,
+}
+
+/// `cache_ttl` of an Anthropic provider.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+pub enum CacheTtlConfig {
+    /// Chosen per prefix from its reuse.
+    #[serde(rename = "auto")]
+    Auto,
+    /// 5 minutes.
+    #[serde(rename = "5m")]
+    FiveMinutes,
+    /// 1 hour.
+    #[serde(rename = "1h")]
+    OneHour,
 }
 
 mod defaults {

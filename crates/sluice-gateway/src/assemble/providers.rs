@@ -2,9 +2,11 @@
 
 use std::sync::Arc;
 
-use sluice_config::gateway::{Env, ProviderConfig, ProviderKind};
+use sluice_config::gateway::{CacheTtlConfig, Env, ProviderConfig, ProviderKind};
 use sluice_core::GatewayError;
-use sluice_providers::anthropic::{DEFAULT_CACHE_MIN_TOKENS, DEFAULT_MAX_TOKENS, DEFAULT_VERSION};
+use sluice_providers::anthropic::{
+    CacheTtl, DEFAULT_CACHE_MIN_TOKENS, DEFAULT_MAX_TOKENS, DEFAULT_VERSION,
+};
 use sluice_providers::{
     Anthropic, AnthropicSettings, HttpSettings, OpenAiCompat, OpenAiSettings, Provider,
 };
@@ -63,6 +65,11 @@ pub fn from_config(
                     default_max_tokens: cfg.default_max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
                     cache_breakpoints: (cfg.cache_breakpoints != Some(false))
                         .then(|| cfg.cache_min_tokens.unwrap_or(DEFAULT_CACHE_MIN_TOKENS)),
+                    cache_ttl: match cfg.cache_ttl {
+                        None | Some(CacheTtlConfig::Auto) => CacheTtl::Auto,
+                        Some(CacheTtlConfig::FiveMinutes) => CacheTtl::FiveMinutes,
+                        Some(CacheTtlConfig::OneHour) => CacheTtl::OneHour,
+                    },
                     headers,
                     http,
                 },

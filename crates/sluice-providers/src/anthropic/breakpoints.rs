@@ -10,8 +10,26 @@
 //! client marked anything itself. A write costs 1.25 times the input price and a read 0.1:
 //! one read within the cache's five minutes pays for the write, and these are the prefixes
 //! that get read again; the newest block alone, which may never recur, is not marked.
+//!
+//! Each mark's time to live comes from a choice the caller makes per prefix (`ttl`, given a
+//! digest of the blocks up to the mark; see [`super::ttl`]). Anthropic wants marks kept
+//! longer before those kept shorter, so a system mark before an hour-long history mark is
+//! kept an hour too.
+
+use std::hash::BuildHasher;
 
 use serde_json::{Map, Value, json};
+
+use super::ttl::Ttl;
+
+/// How marks get their time to live: a digest of the prompt up to each mark, and a choice
+/// per digest.
+pub struct TtlChoice<'a> {
+    /// Hashes block text into the digest.
+    pub hasher: &'a hashbrown::DefaultHashBuilder,
+    /// The time to live for a prefix's digest.
+    pub choose: &'a mut dyn FnMut(u64) -> Ttl,
+}
 
 /// Bytes of text counted as one token.
 const BYTES_PER_TOKEN: u64 = 4;
@@ -24,21 +42,37 @@ enum At {
 }
 
 /// Places breakpoints in `body` (a Messages request as translated) where the prefix before
-/// them is at least `min_tokens` long.
-pub fn place(body: &mut Value, min_tokens: u64) {
+/// them is at least `min_tokens` long, each kept 5 minutes unless `ttl` chooses otherwise.
+pub fn place(body: &mut Value, min_tokens: u64, mut ttl: Option<TtlChoice<'_>>) {
     let Some(obj) = body.as_object() else {
         return;
     };
     if obj.contains_key("cache_control") || marked(obj) {
         return;
     }
-    // Every block in prompt order, with the prompt's estimated tokens up to its end.
-    let mut blocks: Vec<(At, u64)> = Vec::new();
-    let mut bytes = obj.get("tools").map_or(0, |t| t.to_string().len() as u64);
+    // Every block in prompt order, with the prompt's estimated tokens up to its end and (when
+    // times to live are chosen) a digest of the prompt up to its end.
+    let mut blocks: Vec<(At, u64, u64)> = Vec::new();
+    let tools = obj.get("tools").map(Value::to_string);
+    let mut bytes = tools.as_ref().map_or(0, |t| t.len() as u64);
+    let hasher = ttl.as_ref().map(|t| t.hasher);
+    let mut digest = match (hasher, &tools) {
+        (Some(h), Some(t)) => h.hash_one(t.as_bytes()),
+        _ => 0,
+    };
+    let fold = |digest: &mut u64, b: &Value| {
+        if let Some(h) = hasher {
+            *digest = match b.get("text").and_then(Value::as_str) {
+                Some(t) => h.hash_one((*digest, t)),
+                None => h.hash_one((*digest, b.to_string())),
+            };
+        }
+    };
     if let Some(Value::Array(system)) = obj.get("system") {
         for (i, b) in system.iter().enumerate() {
             bytes += block_bytes(b);
-            blocks.push((At::System(i), bytes / BYTES_PER_TOKEN));
+            fold(&mut digest, b);
+            blocks.push((At::System(i), bytes / BYTES_PER_TOKEN, digest));
         }
     }
     let system_end = blocks.last().copied();
@@ -47,7 +81,8 @@ pub fn place(body: &mut Value, min_tokens: u64) {
             if let Some(Value::Array(content)) = msg.get("content") {
                 for (i, b) in content.iter().enumerate() {
                     bytes += block_bytes(b);
-                    blocks.push((At::Message(m, i), bytes / BYTES_PER_TOKEN));
+                    fold(&mut digest, b);
+                    blocks.push((At::Message(m, i), bytes / BYTES_PER_TOKEN, digest));
                 }
             }
         }
@@ -56,21 +91,35 @@ pub fn place(body: &mut Value, min_tokens: u64) {
         .len()
         .checked_sub(2)
         .and_then(|i| blocks.get(i).copied());
-    let mut marks = Vec::with_capacity(2);
-    if let Some((at, tokens)) = system_end
+    let mut marks: Vec<(At, Ttl)> = Vec::with_capacity(2);
+    let mut kept = |digest: u64| match ttl.as_mut() {
+        Some(t) => (t.choose)(digest),
+        None => Ttl::FiveMinutes,
+    };
+    if let Some((at, tokens, digest)) = system_end
         && tokens >= min_tokens
     {
-        marks.push(at);
+        marks.push((at, kept(digest)));
     }
-    if let Some((at, tokens)) = history_end
+    if let Some((at, tokens, digest)) = history_end
         && tokens >= min_tokens
         && matches!(at, At::Message(..))
     {
-        marks.push(at);
+        let t = kept(digest);
+        if t == Ttl::OneHour
+            && let Some(first) = marks.first_mut()
+        {
+            first.1 = Ttl::OneHour;
+        }
+        marks.push((at, t));
     }
-    for at in marks {
+    for (at, t) in marks {
         if let Some(Value::Object(b)) = block_mut(body, at) {
-            b.insert("cache_control".into(), json!({"type": "ephemeral"}));
+            let mark = match t {
+                Ttl::FiveMinutes => json!({"type": "ephemeral"}),
+                Ttl::OneHour => json!({"type": "ephemeral", "ttl": "1h"}),
+            };
+            b.insert("cache_control".into(), mark);
         }
     }
 }
@@ -153,7 +202,7 @@ mod tests {
             "system": [text(2000), text(3000)],
             "messages": [{"role": "user", "content": [text(9000)]}],
         });
-        place(&mut body, 1024);
+        place(&mut body, 1024, None);
         assert_eq!(marks(&body), ["system[1]"]);
         assert_eq!(body["system"][1]["cache_control"]["type"], "ephemeral");
     }
@@ -168,13 +217,13 @@ mod tests {
                 {"role": "user", "content": [text(100)]},
             ],
         });
-        place(&mut chat, 1024);
+        place(&mut chat, 1024, None);
         assert_eq!(marks(&chat), ["system[0]", "messages[1][0]"]);
 
         let mut doc = json!({
             "messages": [{"role": "user", "content": [text(20_000), text(200)]}],
         });
-        place(&mut doc, 1024);
+        place(&mut doc, 1024, None);
         assert_eq!(marks(&doc), ["messages[0][0]"]);
     }
 
@@ -189,7 +238,7 @@ mod tests {
             ],
         });
         let before = short.clone();
-        place(&mut short, 1024);
+        place(&mut short, 1024, None);
         assert_eq!(short, before, "about 500 tokens: under the minimum");
 
         let mut client = json!({
@@ -199,7 +248,76 @@ mod tests {
                 text(10)]}],
         });
         let before = client.clone();
-        place(&mut client, 1024);
+        place(&mut client, 1024, None);
         assert_eq!(client, before, "the client manages its own breakpoints");
+    }
+
+    #[test]
+    fn a_mark_asks_for_the_hour_its_prefix_needs_and_the_system_mark_follows() {
+        let hasher = hashbrown::DefaultHashBuilder::default();
+        let body = || {
+            json!({"system": [text(8000)], "messages": [
+                {"role": "user", "content": [text(8000)]},
+                {"role": "assistant", "content": [text(40)]},
+                {"role": "user", "content": [text(40)]}
+            ]})
+        };
+        // History kept an hour: the system mark before it is too.
+        let mut b = body();
+        let mut seen = Vec::new();
+        let mut choose = |d: u64| {
+            seen.push(d);
+            if seen.len() == 2 {
+                Ttl::OneHour
+            } else {
+                Ttl::FiveMinutes
+            }
+        };
+        place(
+            &mut b,
+            1024,
+            Some(TtlChoice {
+                hasher: &hasher,
+                choose: &mut choose,
+            }),
+        );
+        assert_eq!(
+            b["system"][0]["cache_control"],
+            json!({"type": "ephemeral", "ttl": "1h"})
+        );
+        assert_eq!(
+            b["messages"][1]["content"][0]["cache_control"],
+            json!({"type": "ephemeral", "ttl": "1h"})
+        );
+        // The same prompt gives the same digests; a different system prompt others.
+        let digests = |b: &mut Value| {
+            let mut d = Vec::new();
+            let mut choose = |x: u64| {
+                d.push(x);
+                Ttl::FiveMinutes
+            };
+            place(
+                b,
+                1024,
+                Some(TtlChoice {
+                    hasher: &hasher,
+                    choose: &mut choose,
+                }),
+            );
+            d
+        };
+        let first = digests(&mut body());
+        assert_eq!(first, digests(&mut body()));
+        let mut other = body();
+        other["system"][0]["text"] = json!("y".repeat(8000));
+        let second = digests(&mut other);
+        assert_ne!(first[0], second[0]);
+        assert_eq!(first.len(), 2);
+        let mut five = body();
+        digests(&mut five);
+        assert_eq!(
+            five["system"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
     }
 }

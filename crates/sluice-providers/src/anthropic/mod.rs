@@ -5,6 +5,7 @@ mod breakpoints;
 mod request;
 mod response;
 mod stream;
+pub mod ttl;
 
 use std::sync::Arc;
 
@@ -42,10 +43,24 @@ pub struct AnthropicSettings {
     /// Prompt-cache breakpoints placed for clients that mark none, on prefixes of at least
     /// this many tokens; `None`: never.
     pub cache_breakpoints: Option<u64>,
+    /// How long a placed breakpoint asks the cache to keep its prefix.
+    pub cache_ttl: CacheTtl,
     /// Extra headers for every request.
     pub headers: Vec<(String, String)>,
     /// Connection and timeout settings.
     pub http: HttpSettings,
+}
+
+/// How long placed breakpoints keep their prefix.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CacheTtl {
+    /// Chosen per prefix from how often it is reused ([`ttl`]).
+    #[default]
+    Auto,
+    /// Always 5 minutes.
+    FiveMinutes,
+    /// Always 1 hour.
+    OneHour,
 }
 
 impl Default for AnthropicSettings {
@@ -56,6 +71,7 @@ impl Default for AnthropicSettings {
             version: DEFAULT_VERSION.into(),
             default_max_tokens: DEFAULT_MAX_TOKENS,
             cache_breakpoints: Some(DEFAULT_CACHE_MIN_TOKENS),
+            cache_ttl: CacheTtl::Auto,
             headers: Vec::new(),
             http: HttpSettings::default(),
         }
@@ -67,6 +83,9 @@ pub struct Anthropic {
     name: Arc<str>,
     endpoint: Arc<http::Endpoint>,
     settings: AnthropicSettings,
+    /// Each prefix's reuse, when times to live are chosen.
+    reuse: parking_lot::Mutex<ttl::Reuse>,
+    hasher: hashbrown::DefaultHashBuilder,
 }
 
 impl Anthropic {
@@ -88,7 +107,37 @@ impl Anthropic {
             name: Arc::from(name),
             endpoint: Arc::new(endpoint),
             settings,
+            reuse: parking_lot::Mutex::new(ttl::Reuse::new()),
+            hasher: hashbrown::DefaultHashBuilder::default(),
         })
+    }
+}
+
+impl Anthropic {
+    /// Places breakpoints, each kept as the settings say (per prefix, when `Auto`).
+    fn place(&self, v: &mut serde_json::Value, min_tokens: u64) {
+        let fixed = |t: ttl::Ttl| move |_: u64| t;
+        match self.settings.cache_ttl {
+            CacheTtl::Auto => {
+                let now = tokio::time::Instant::now();
+                let mut reuse = self.reuse.lock();
+                let mut choose = |d: u64| reuse.observe(now, d);
+                let choice = breakpoints::TtlChoice {
+                    hasher: &self.hasher,
+                    choose: &mut choose,
+                };
+                breakpoints::place(v, min_tokens, Some(choice));
+            }
+            CacheTtl::FiveMinutes => breakpoints::place(v, min_tokens, None),
+            CacheTtl::OneHour => {
+                let mut choose = fixed(ttl::Ttl::OneHour);
+                let choice = breakpoints::TtlChoice {
+                    hasher: &self.hasher,
+                    choose: &mut choose,
+                };
+                breakpoints::place(v, min_tokens, Some(choice));
+            }
+        }
     }
 }
 
@@ -100,7 +149,7 @@ impl Provider for Anthropic {
         let body = translate_request(&call.request, &call.model, self.settings.default_max_tokens)
             .map(|mut v| {
                 if let Some(min_tokens) = self.settings.cache_breakpoints {
-                    breakpoints::place(&mut v, min_tokens);
+                    self.place(&mut v, min_tokens);
                 }
                 v
             })

@@ -251,3 +251,40 @@ fn anthropic_errors_become_openai_errors() {
     assert_eq!(out["error"]["type"], "rate_limit_error");
     assert!(error_to_openai(b"not json").is_none());
 }
+
+#[tokio::test(start_paused = true)]
+async fn breakpoints_of_a_prefix_reused_every_twenty_minutes_ask_for_an_hour() {
+    let up = Anthropic::new("claude", AnthropicSettings::default()).unwrap();
+    let req = request(json!({"model": "review", "messages": [
+        {"role": "system", "content": "You review contracts. ".repeat(400)},
+        {"role": "user", "content": "Clause 4?"}
+    ]}));
+    let mut marks = Vec::new();
+    for _ in 0..4 {
+        let mut v = translate_request(&req, "claude-sonnet-4-5", 4096).unwrap();
+        up.place(&mut v, 1024);
+        marks.push(v["system"][0]["cache_control"].clone());
+        tokio::time::advance(std::time::Duration::from_secs(20 * 60)).await;
+    }
+    let five = json!({"type": "ephemeral"});
+    let hour = json!({"type": "ephemeral", "ttl": "1h"});
+    assert_eq!(marks, [five.clone(), five, hour.clone(), hour]);
+    // Fixed at five minutes, nothing is learnt.
+    let fixed = Anthropic::new(
+        "claude",
+        AnthropicSettings {
+            cache_ttl: CacheTtl::FiveMinutes,
+            ..AnthropicSettings::default()
+        },
+    )
+    .unwrap();
+    for _ in 0..4 {
+        let mut v = translate_request(&req, "claude-sonnet-4-5", 4096).unwrap();
+        fixed.place(&mut v, 1024);
+        assert_eq!(
+            v["system"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+        tokio::time::advance(std::time::Duration::from_secs(20 * 60)).await;
+    }
+}

@@ -95,3 +95,22 @@ fn reasoning_tokens_are_read_and_rendered() {
         768
     );
 }
+
+#[test]
+fn anthropic_reports_which_writes_are_kept_an_hour() {
+    let u: AnthropicUsage = serde_json::from_value(json!({
+        "input_tokens": 10, "cache_creation_input_tokens": 3000, "cache_read_input_tokens": 0,
+        "output_tokens": 5,
+        "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 2000}
+    }))
+    .unwrap();
+    let n = u.normalise();
+    assert_eq!(
+        (n.cache_write_tokens, n.cache_write_long_tokens),
+        (3000, 2000)
+    );
+    let plain: AnthropicUsage =
+        serde_json::from_value(json!({"input_tokens": 1, "cache_creation_input_tokens": 9}))
+            .unwrap();
+    assert_eq!(plain.normalise().cache_write_long_tokens, 0);
+}

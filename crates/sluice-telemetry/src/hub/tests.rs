@@ -24,6 +24,7 @@ fn record(now: Instant, ttfb_ms: u64, total_ms: u64) -> CallRecord {
         cached_tokens: 64,
         cache_write_tokens: 0,
         reasoning_tokens: 0,
+        cache_write_long_tokens: 0,
     });
     rec
 }
