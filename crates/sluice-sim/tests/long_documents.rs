@@ -16,7 +16,8 @@ use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use sluice_config::gateway::DeploymentConfig;
-use sluice_core::{CallRecord, ChatRequest, GatewayError};
+use sluice_core::{CallRecord, ChatRequest, GatewayError, Usage};
+use sluice_economy::{Micros, Price};
 use sluice_gateway::GatewayBuilder;
 use sluice_providers::{Provider, UpstreamCall, UpstreamResponse};
 use sluice_sim::UpstreamSpec;
@@ -29,6 +30,13 @@ use tower::ServiceExt;
 const DOCUMENTS: u64 = 200;
 const BUDGET: u64 = 6_000;
 const ROUND: u64 = 4_000;
+/// What the reader's tokens cost, per million: 1.00 in, 0.10 cached, 2.00 out.
+const PRICE: Price = Price {
+    input: Micros(1_000_000),
+    cached_input: Micros(100_000),
+    cache_write: Micros(1_000_000),
+    output: Micros(2_000_000),
+};
 
 /// Passes calls to the simulator, keeping each request as it reached the upstream.
 struct Recording {
@@ -89,6 +97,7 @@ fn rig() -> Rig {
         b = b.model(group, vec![d]);
     }
     b = b
+        .price("reader", PRICE)
         .compress(
             "compressed",
             sluice_context::compress::Compress {
@@ -160,6 +169,17 @@ async fn ask(router: &axum::Router, id: String, body: String) -> Seen {
         progressive,
         latency: start.elapsed(),
     }
+}
+
+/// A progressive call's usage is its rounds' sum, and its cost that usage's price.
+fn assert_billed(r: &CallRecord) {
+    assert!(!r.rounds.is_empty());
+    let sum = r
+        .rounds
+        .iter()
+        .fold(Usage::default(), |acc, x| acc.plus(&x.usage.unwrap()));
+    assert_eq!(r.usage, Some(sum));
+    assert_eq!(r.cost_micros, Some(PRICE.cost(&sum).0));
 }
 
 fn p99(mut v: Vec<Duration>) -> Duration {
@@ -266,14 +286,7 @@ async fn two_hundred_long_contracts_compressed_and_loaded_progressively() {
         .iter()
         .filter(|r| r.model_group.as_deref() == Some("progressive"))
     {
-        assert!(!r.rounds.is_empty());
-        let sum: u64 = r
-            .rounds
-            .iter()
-            .map(|x| x.usage.unwrap().prompt_tokens)
-            .sum();
-        assert_eq!(r.usage.unwrap().prompt_tokens, sum);
-        assert!(r.cost_micros.is_none() || r.cost_micros > Some(0));
+        assert_billed(r);
     }
 }
 
@@ -318,6 +331,7 @@ async fn a_document_the_first_round_misses_is_answered_in_a_later_round() {
     assert!(r.rounds.len() >= 2);
     assert!(r.rounds[0].insufficient);
     assert!(!r.rounds.last().unwrap().insufficient);
+    assert_billed(r);
     // The later round's prompt starts with the earlier one's: the provider's cache read it.
     assert!(r.rounds[1].usage.unwrap().cached_tokens > 0);
     // Each round went to the upstream; the client saw one answer.
