@@ -14,6 +14,7 @@ mod ledger_cmd;
 mod scenario_cmd;
 mod serve;
 mod sim_cmd;
+mod slo_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,6 +81,25 @@ enum Command {
     Keys {
         #[command(subcommand)]
         command: KeysCommand,
+    },
+    /// Service-level objectives.
+    Slo {
+        #[command(subcommand)]
+        command: SloCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SloCommand {
+    /// Write the Prometheus recording and alerting rules for the configuration's `[slo.*]`:
+    /// multi-window, multi-burn-rate alerts per SLO and culprit.
+    Rules {
+        /// The configuration file.
+        #[arg(long, short, default_value = "sluice.toml")]
+        config: PathBuf,
+        /// Where to write them (standard output when absent).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -192,6 +212,9 @@ fn main() -> ExitCode {
         Command::Config {
             command: ConfigCommand::Check { file, strict },
         } => config_cmd::check(&file, strict),
+        Command::Slo {
+            command: SloCommand::Rules { config, out },
+        } => slo_cmd::rules(&config, out.as_deref()),
         Command::Keys {
             command:
                 KeysCommand::New {

@@ -23,6 +23,7 @@ const SECTIONS: &[&str] = &[
     "catalog",
     "routes",
     "routers",
+    "slo",
 ];
 
 mod checks;
@@ -30,10 +31,12 @@ mod choosing;
 mod groups;
 mod routes;
 mod sections;
+mod slos;
 
 pub use groups::*;
 pub use routes::*;
 pub use sections::*;
+pub use slos::{SloConfig, SloKind, SloMeasure};
 
 /// A validated gateway configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,6 +73,8 @@ pub struct GatewayConfig {
     pub routes: Vec<(String, RouteConfig)>,
     /// `[routers.*]`: model names that learn which candidate group to choose, in file order.
     pub routers: Vec<(String, RouterConfig)>,
+    /// `[slo.*]`: the objectives calls are judged by, in file order.
+    pub slos: Vec<(String, SloConfig)>,
 }
 
 /// Where secrets are looked up; tests pass a map, the binary passes the process environment.
@@ -191,6 +196,8 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     let mut route_names: Vec<&str> = routes.iter().map(|(n, _)| n.as_str()).collect();
     route_names.extend(routers.iter().map(|(n, _)| n.as_str()));
     checks::keys(&doc, &keys, &lanes, &models, &route_names, &mut diags);
+    let slos: Vec<(String, SloConfig)> = doc.map_section("slo", &mut diags);
+    slos::check(&doc, &slos, &lanes, &models, &mut diags);
 
     let listen = server.as_ref().and_then(|s| {
         checks::server(
@@ -244,6 +251,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
                 catalog,
                 routes,
                 routers,
+                slos,
             }
         }
         _ => {

@@ -292,6 +292,8 @@ pub struct CallRecord {
     pub prompt_cache_premium_micros: u64,
     /// What normalisation changed in the prompt: (tools reordered, system lines moved).
     pub normalised: Option<(bool, u32)>,
+    /// 429s the upstream answered this call's attempts.
+    pub upstream_429s: u32,
     /// The `prompt_cache_key` sluice added (the client sent none).
     pub prompt_cache_key: Option<Arc<str>>,
     /// Compression of an over-long prompt: its estimated tokens (before, after).
@@ -460,6 +462,7 @@ impl CallRecord {
             prompt_cache_premium_micros: 0,
             normalised: None,
             prompt_cache_key: None,
+            upstream_429s: 0,
             compressed: None,
             rounds: Vec::new(),
             usage_estimated: false,

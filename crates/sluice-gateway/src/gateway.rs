@@ -66,6 +66,8 @@ pub struct Gateway {
     pub(crate) prefixes: Option<crate::walk::prefixes::PrefixWatch>,
     /// Groups whose prompts are shaped (normalised, compressed, loaded progressively), and how.
     pub(crate) shapes: HashMap<Arc<str>, sluice_context::Shaping>,
+    /// The SLOs every finished call is judged by.
+    pub(crate) slos: Vec<sluice_telemetry::slo::Slo>,
     /// Per group deriving prompt-cache keys: the keys handed out lately.
     pub(crate) cache_keys: HashMap<Arc<str>, Mutex<sluice_context::cache_key::Keys>>,
     /// What automatic routers learn from: their answers awaiting feedback.
@@ -136,6 +138,23 @@ impl Gateway {
             .start(deployment.name.clone(), now, pushback.quiet_for);
     }
 
+    /// Counts `record` as an event of each SLO that covers it. Whether its upstream is
+    /// pausing after a 429 is read once, for the SLOs that ask.
+    fn judge_slos(&self, record: &CallRecord) {
+        let upstream = record
+            .upstream
+            .as_ref()
+            .or_else(|| record.attempts.last().map(|a| &a.upstream));
+        let now = Instant::now();
+        let cooling = upstream.is_some_and(|u| self.is_cooling(u, now));
+        for slo in &self.slos {
+            let facts = sluice_telemetry::slo::Facts::of(record, slo.measure(), cooling);
+            if let Some(v) = slo.judge(&facts) {
+                self.telemetry.slo_event(&slo.name, v);
+            }
+        }
+    }
+
     /// Whether `deployment` answered 429 recently enough that no hedge should go there.
     pub fn is_cooling(&self, deployment: &Arc<str>, now: Instant) -> bool {
         self.cooling.lock().active(deployment, now)
@@ -165,6 +184,9 @@ impl Gateway {
     /// ledger is kept).
     pub(crate) fn settle(&self, record: &CallRecord, entry: Option<sluice_ledger::Entry>) {
         self.telemetry.observe(record);
+        if !self.slos.is_empty() {
+            self.judge_slos(record);
+        }
         if record.route.as_ref().is_some_and(|r| r.auto.is_some()) {
             self.learning.settled(self, record);
         }

@@ -1,5 +1,5 @@
-//! Metrics of the prompt's own shaping: compression and progressive loading, whose ratio of
-//! tokens sent to tokens received is an SLI of its own.
+//! Metrics of the prompt's own shaping (compression and progressive loading, whose ratio of
+//! tokens sent to tokens received is an SLI of its own) and of the SLOs' events.
 
 use std::sync::Arc;
 
@@ -21,6 +21,17 @@ pub struct ShapingLabels {
     pub kind: &'static str,
 }
 
+/// Labels of the SLO event counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SloLabels {
+    /// The SLO.
+    pub slo: Arc<str>,
+    /// `good` or `bad`.
+    pub outcome: &'static str,
+    /// Whose fault a bad event was (`none` for a good one).
+    pub culprit: &'static str,
+}
+
 /// The shaping families.
 #[derive(Clone, Debug, Default)]
 pub struct ContextMetrics {
@@ -30,6 +41,8 @@ pub struct ContextMetrics {
     pub requests: Family<ShapingLabels, Counter>,
     /// Calls made by progressive loading's rounds, the first included.
     pub rounds: Family<ShapingLabels, Counter>,
+    /// SLO events by verdict and culprit.
+    pub slo_events: Family<SloLabels, Counter>,
 }
 
 impl ContextMetrics {
@@ -44,6 +57,11 @@ impl ContextMetrics {
             "context_requests",
             "Requests compression or progressive loading looked at, by stage and what it did (compressed, under, no_document, prefix_over_budget, no_budget, rewrite_failed; answered, insufficient, whole, stream)",
             self.requests.clone(),
+        );
+        r.register(
+            "slo_events",
+            "Requests judged by each configured SLO: good, or bad with its culprit (upstream_slow, upstream_rate_limited, upstream_errors, sluice_queueing, sluice_overhead); `sluice slo rules` turns them into burn-rate alerts",
+            self.slo_events.clone(),
         );
         r.register(
             "context_rounds",

@@ -496,6 +496,23 @@ impl Telemetry {
         }
     }
 
+    /// Counts one event of SLO `slo`.
+    pub fn slo_event(&self, slo: &Arc<str>, verdict: crate::slo::Verdict) {
+        let (outcome, culprit) = match verdict {
+            crate::slo::Verdict::Good => ("good", "none"),
+            crate::slo::Verdict::Bad(c) => ("bad", c.label()),
+        };
+        self.metrics
+            .context
+            .slo_events
+            .get_or_create(&crate::context::SloLabels {
+                slo: slo.clone(),
+                outcome,
+                culprit,
+            })
+            .inc();
+    }
+
     /// Counts the calls progressive loading made for one request of `group`.
     pub fn context_rounds(&self, group: &Arc<str>, rounds: u64) {
         self.metrics

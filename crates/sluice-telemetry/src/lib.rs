@@ -10,6 +10,7 @@ pub mod context;
 pub mod hub;
 pub mod metrics;
 mod series;
+pub mod slo;
 pub mod windows;
 
 pub use access::{AccessFormat, AccessLog};

@@ -36,6 +36,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// Judges every finished call by `slo` (counted in `sluice_slo_events_total`).
+    pub fn slo(mut self, slo: sluice_telemetry::slo::Slo) -> Self {
+        self.slos.push(slo);
+        self
+    }
+
     /// Watches `share` of requests for prefix churn (0: none).
     pub fn watch_prefixes(mut self, share: f64) -> Self {
         self.prefixes = (share > 0.0).then(|| crate::walk::prefixes::PrefixWatch::new(share));
@@ -256,6 +262,9 @@ impl GatewayBuilder {
         }
         for (name, r) in &cfg.routers {
             b = b.router(name, &r.candidates, policies::router(r));
+        }
+        for slo in policies::slos(cfg) {
+            b = b.slo(slo);
         }
         for (name, r) in &cfg.routes {
             b = b.task_route(policies::task_route(name, r));

@@ -169,6 +169,7 @@ pub struct GatewayBuilder {
     semantic: Option<Arc<crate::walk::semantic::Semantic>>,
     pub(super) prefixes: Option<crate::walk::prefixes::PrefixWatch>,
     pub(super) shapes: HashMap<Arc<str>, sluice_context::Shaping>,
+    pub(super) slos: Vec<sluice_telemetry::slo::Slo>,
     router_state: Vec<(String, Vec<Stored>)>,
 }
 
@@ -202,6 +203,7 @@ impl Default for GatewayBuilder {
             semantic: None,
             prefixes: Some(crate::walk::prefixes::PrefixWatch::new(0.01)),
             shapes: HashMap::new(),
+            slos: Vec::new(),
             router_state: Vec::new(),
         }
     }
@@ -552,6 +554,7 @@ impl GatewayBuilder {
             learning: crate::feedback::Learning::default(),
             semantic: self.semantic,
             prefixes: self.prefixes,
+            slos: self.slos,
             cache_keys: self
                 .shapes
                 .iter()

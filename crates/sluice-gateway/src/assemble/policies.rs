@@ -181,6 +181,46 @@ pub fn lane_specs(lanes: &[(String, LaneConfig)]) -> Vec<LaneSpec> {
         .collect()
 }
 
+/// The SLOs of a configuration, as the gateway judges calls by them and `sluice slo rules`
+/// writes alerts for them.
+pub fn slos(cfg: &sluice_config::gateway::GatewayConfig) -> Vec<sluice_telemetry::slo::Slo> {
+    use sluice_config::gateway::{SloKind, SloMeasure};
+    use sluice_telemetry::slo::{Measure, Objective, Slo};
+    cfg.slos
+        .iter()
+        .filter_map(|(name, s)| {
+            let objective = match s.kind {
+                SloKind::Latency => Objective::Latency {
+                    measure: match s.measure {
+                        SloMeasure::Ttfb => Measure::Ttfb,
+                        SloMeasure::Total => Measure::Total,
+                    },
+                    threshold: s.threshold?,
+                    target: s.objective?,
+                },
+                SloKind::Availability => Objective::Availability {
+                    target: s.objective?,
+                },
+                SloKind::PromptCacheShare => Objective::CacheShare { floor: s.floor? },
+            };
+            Some(Slo {
+                name: std::sync::Arc::from(name.as_str()),
+                objective,
+                lanes: s
+                    .lanes
+                    .iter()
+                    .map(|l| std::sync::Arc::from(l.as_str()))
+                    .collect(),
+                groups: s
+                    .groups
+                    .iter()
+                    .map(|g| std::sync::Arc::from(g.as_str()))
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -250,6 +250,9 @@ fn conclude(
 /// deployment's admission and keeps hedges away).
 fn fail(gw: &Gateway, call: &mut Call, i: usize, d: &Deployment, e: &GatewayError) {
     let now = Instant::now();
+    if e.is_rate_limited() {
+        call.record_mut().upstream_429s += 1;
+    }
     gw.attempt_failed(d, e, now);
     call.end_attempt(i, AttemptOutcome::Failed(e.kind), now);
 }

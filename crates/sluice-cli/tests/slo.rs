@@ -1,0 +1,82 @@
+//! `sluice slo rules` against Prometheus' own checker: the rules shipped in
+//! `deploy/prometheus/` are what the example configuration generates, `promtool check rules`
+//! accepts them, and `promtool test rules` shows an upstream slowdown firing only the
+//! upstream alert and a queue in sluice only sluice's. `scripts/test` installs Debian's
+//! `prometheus` package (which carries `promtool`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+fn promtool(args: &[&str]) -> String {
+    let out = Command::new("promtool")
+        .args(args)
+        .current_dir(repo().join("deploy/prometheus"))
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "promtool could not run ({e}): scripts/test installs Debian's prometheus package"
+            )
+        });
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "promtool {args:?}: {text}");
+    text
+}
+
+#[test]
+fn the_shipped_rules_are_what_the_example_generates() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["slo", "rules", "--config"])
+        .arg(repo().join("sluice.example.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shipped =
+        std::fs::read_to_string(repo().join("deploy/prometheus/sluice-rules.yml")).unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        shipped,
+        "regenerate: sluice slo rules -c sluice.example.toml -o deploy/prometheus/sluice-rules.yml"
+    );
+}
+
+#[test]
+fn promtool_accepts_the_rules_and_their_tests_pass() {
+    let checked = promtool(&["check", "rules", "sluice-rules.yml"]);
+    assert!(checked.contains("SUCCESS: 37 rules found"), "{checked}");
+    let tested = promtool(&["test", "rules", "sluice-rules.test.yml"]);
+    assert!(tested.contains("SUCCESS"), "{tested}");
+}
+
+#[test]
+fn a_configuration_without_slos_is_refused_by_name() {
+    let dir = std::env::temp_dir().join(format!("sluice-slo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("none.toml");
+    std::fs::write(
+        &file,
+        "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[models.m]\ndeployments = [{ provider = \"p\", model = \"x\" }]\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["slo", "rules", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has no [slo.*] section"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,258 @@
+//! Service-level objectives: whether a finished call was a good or a bad event of an SLO, and
+//! when bad, whose fault it was, so that an alert can say "the upstream is slow" apart from
+//! "sluice is queueing". The judge is a pure function of what the call record says (and
+//! whether its upstream is rate-limiting right now); [`rules`] writes the Prometheus rules
+//! that turn the counts into multi-window, multi-burn-rate alerts per culprit.
+
+pub mod rules;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_core::{CallRecord, ErrorKind};
+
+/// Which latency a latency objective bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measure {
+    /// Arrival to the first byte of the answer.
+    Ttfb,
+    /// Arrival to the last byte.
+    Total,
+}
+
+/// What an SLO promises.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Objective {
+    /// At least `target` of answered requests within `threshold`.
+    Latency {
+        /// Which latency.
+        measure: Measure,
+        /// The bound.
+        threshold: Duration,
+        /// The share of good events promised (0.99).
+        target: f64,
+    },
+    /// At least `target` of requests answered without a server-side error.
+    Availability {
+        /// The share promised (0.999).
+        target: f64,
+    },
+    /// At least `floor` of prompt tokens served from the provider's prompt cache (judged
+    /// from the token counters, not per request).
+    CacheShare {
+        /// The least share.
+        floor: f64,
+    },
+}
+
+/// One SLO, over the requests of some lanes and model groups (all when empty).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slo {
+    /// Its name (a metric label).
+    pub name: Arc<str>,
+    /// What it promises.
+    pub objective: Objective,
+    /// Lanes it covers (all when empty).
+    pub lanes: Vec<Arc<str>>,
+    /// Model groups it covers (all when empty).
+    pub groups: Vec<Arc<str>>,
+}
+
+/// Whose fault a bad event was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Culprit {
+    /// The upstream took longer than the objective allows.
+    UpstreamSlow,
+    /// The upstream answered 429, or the call met a deployment paused after one: sluice
+    /// waited for the provider's rate limit.
+    UpstreamRateLimited,
+    /// The upstream failed (5xx, timeout, connection, unreadable answer, breaker open).
+    UpstreamErrors,
+    /// The call waited in sluice's queue (admission) for a slot.
+    SluiceQueueing,
+    /// Time inside sluice other than queueing, or sluice's own failure.
+    SluiceOverhead,
+}
+
+impl Culprit {
+    /// Every culprit, in the order rules are written.
+    pub const ALL: [Culprit; 5] = [
+        Self::UpstreamSlow,
+        Self::UpstreamRateLimited,
+        Self::UpstreamErrors,
+        Self::SluiceQueueing,
+        Self::SluiceOverhead,
+    ];
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::UpstreamSlow => "upstream_slow",
+            Self::UpstreamRateLimited => "upstream_rate_limited",
+            Self::UpstreamErrors => "upstream_errors",
+            Self::SluiceQueueing => "sluice_queueing",
+            Self::SluiceOverhead => "sluice_overhead",
+        }
+    }
+}
+
+/// An event's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Within the objective.
+    Good,
+    /// Outside it, and why.
+    Bad(Culprit),
+}
+
+/// What the judge reads of a finished call.
+#[derive(Clone, Copy, Debug)]
+pub struct Facts<'a> {
+    /// Its lane.
+    pub lane: Option<&'a str>,
+    /// Its model group.
+    pub group: Option<&'a str>,
+    /// The status the client got.
+    pub status: u16,
+    /// Its error, if any.
+    pub error: Option<ErrorKind>,
+    /// Arrival to dispatch (parse, route, queue).
+    pub queue: Duration,
+    /// Dispatch to the upstream's first byte (or last, for [`Measure::Total`]).
+    pub upstream: Duration,
+    /// Arrival to the first byte sent (the whole call when none was).
+    pub ttfb: Duration,
+    /// Arrival to the end.
+    pub total: Duration,
+    /// 429s its attempts met.
+    pub upstream_429s: u32,
+    /// Whether its upstream is pausing after a 429 now.
+    pub cooling: bool,
+}
+
+impl<'a> Facts<'a> {
+    /// The facts of `r`, its upstream cooling or not.
+    pub fn of(r: &'a CallRecord, measure: Measure, cooling: bool) -> Self {
+        let t = &r.timings;
+        let total = t.total().unwrap_or_default();
+        let ttfb = t
+            .first_byte
+            .map_or(total, |f| f.saturating_duration_since(t.received));
+        let upstream = match measure {
+            Measure::Ttfb => t.upstream_ttfb(),
+            Measure::Total => t.upstream_total(),
+        };
+        Self {
+            lane: r.lane.as_deref(),
+            group: r.model_group.as_deref(),
+            status: r.status,
+            error: r.error,
+            queue: t.queue().unwrap_or(total),
+            upstream: upstream.unwrap_or_default(),
+            ttfb,
+            total,
+            upstream_429s: r.upstream_429s,
+            cooling,
+        }
+    }
+}
+
+/// Whether the client's own doing decides the status (a bad request, a refused key, its
+/// quota or credits, leaving early): not an event of any SLO.
+fn clients_doing(status: u16) -> bool {
+    (400..500).contains(&status)
+}
+
+/// Who took the time of a slow or timed-out call: the rate limit when one was met, else the
+/// largest of queueing, the upstream, and the rest.
+fn slow_culprit(f: &Facts<'_>, value: Duration) -> Culprit {
+    if f.upstream_429s > 0 || f.cooling {
+        return Culprit::UpstreamRateLimited;
+    }
+    let rest = value.saturating_sub(f.queue + f.upstream);
+    if f.upstream >= f.queue && f.upstream >= rest {
+        Culprit::UpstreamSlow
+    } else if f.queue >= rest {
+        Culprit::SluiceQueueing
+    } else {
+        Culprit::SluiceOverhead
+    }
+}
+
+impl Slo {
+    /// Whether a call of `lane` and `group` is one of this SLO's.
+    pub fn covers(&self, lane: Option<&str>, group: Option<&str>) -> bool {
+        let has = |list: &[Arc<str>], v: Option<&str>| {
+            list.is_empty() || v.is_some_and(|v| list.iter().any(|x| &**x == v))
+        };
+        has(&self.lanes, lane) && has(&self.groups, group)
+    }
+
+    /// The latency this SLO measures, when it is a latency objective.
+    pub fn measure(&self) -> Measure {
+        match self.objective {
+            Objective::Latency { measure, .. } => measure,
+            _ => Measure::Ttfb,
+        }
+    }
+
+    /// The verdict on a call, `None` when it is no event of this SLO.
+    pub fn judge(&self, f: &Facts<'_>) -> Option<Verdict> {
+        if !self.covers(f.lane, f.group) {
+            return None;
+        }
+        // An upstream's 429 passed to the client is the provider's limit, not the client's.
+        if f.status == 429 && f.upstream_429s > 0 {
+            return match self.objective {
+                Objective::CacheShare { .. } => None,
+                _ => Some(Verdict::Bad(Culprit::UpstreamRateLimited)),
+            };
+        }
+        if clients_doing(f.status) {
+            return None;
+        }
+        match self.objective {
+            Objective::CacheShare { .. } => None,
+            Objective::Latency {
+                measure, threshold, ..
+            } => {
+                if f.status >= 500 {
+                    // A failure is availability's to count; a time-out is slow too.
+                    return (f.error == Some(ErrorKind::DeadlineExceeded))
+                        .then(|| Verdict::Bad(slow_culprit(f, f.total)));
+                }
+                let value = match measure {
+                    Measure::Ttfb => f.ttfb,
+                    Measure::Total => f.total,
+                };
+                Some(if value <= threshold {
+                    Verdict::Good
+                } else {
+                    Verdict::Bad(slow_culprit(f, value))
+                })
+            }
+            Objective::Availability { .. } => {
+                if f.status < 500 {
+                    return Some(Verdict::Good);
+                }
+                let rate_limited = f.upstream_429s > 0 || f.cooling;
+                Some(Verdict::Bad(match f.error {
+                    Some(
+                        ErrorKind::UpstreamTimeout
+                        | ErrorKind::UpstreamConnect
+                        | ErrorKind::UpstreamServerError
+                        | ErrorKind::UpstreamProtocol
+                        | ErrorKind::UpstreamUnavailable,
+                    ) => Culprit::UpstreamErrors,
+                    Some(ErrorKind::Overloaded) if rate_limited => Culprit::UpstreamRateLimited,
+                    Some(ErrorKind::Overloaded) => Culprit::SluiceQueueing,
+                    Some(ErrorKind::DeadlineExceeded) => slow_culprit(f, f.total),
+                    _ => Culprit::SluiceOverhead,
+                }))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,229 @@
+//! Prometheus rules for the SLOs: recording rules for each SLO's bad-event ratio per culprit
+//! over the windows of the multi-window, multi-burn-rate table (Google SRE Workbook, "Alerting
+//! on SLOs": page at 14.4 times the budget over 1 h and 5 min or 6 times over 6 h and 30 min;
+//! ticket at 3 times over 1 d and 2 h or once over 3 d and 6 h), and one alert per SLO and
+//! culprit whose annotations say which it is and where to look. An upstream slowdown burns
+//! only the `upstream_slow` ratio, a queue in sluice only `sluice_queueing`, so each alert
+//! fires for its own cause.
+
+use std::fmt::Write;
+
+use super::{Culprit, Objective, Slo};
+
+/// The windows ratios are recorded over.
+pub const WINDOWS: [&str; 7] = ["5m", "30m", "1h", "2h", "6h", "1d", "3d"];
+
+/// (severity, long window, short window, burn rate): each pair must both burn.
+pub const BURNS: [(&str, &str, &str, f64); 4] = [
+    ("page", "1h", "5m", 14.4),
+    ("page", "6h", "30m", 6.0),
+    ("ticket", "1d", "2h", 3.0),
+    ("ticket", "3d", "6h", 1.0),
+];
+
+/// The metric the gateway counts events in.
+pub const EVENTS: &str = "sluice_slo_events_total";
+
+/// The alert's name for `c`.
+pub fn alert_name(c: Culprit) -> &'static str {
+    match c {
+        Culprit::UpstreamSlow => "SluiceUpstreamSlow",
+        Culprit::UpstreamRateLimited => "SluiceUpstreamRateLimited",
+        Culprit::UpstreamErrors => "SluiceUpstreamErrors",
+        Culprit::SluiceQueueing => "SluiceQueueing",
+        Culprit::SluiceOverhead => "SluiceOverhead",
+    }
+}
+
+/// What an alert on `c` tells the engineer.
+fn advice(c: Culprit) -> (&'static str, &'static str) {
+    match c {
+        Culprit::UpstreamSlow => (
+            "the LLM is slow: upstream time to first byte is spending the error budget, not sluice",
+            "sluice_upstream_ttfb_seconds by upstream, /admin/latency, the provider's status page; hedging and fallbacks",
+        ),
+        Culprit::UpstreamRateLimited => (
+            "the provider's rate limit: 429s and the pauses after them are spending the error budget",
+            "sluice_attempts_total{outcome=\"failed\"} 429s by upstream, batch lane share, /admin/upstreams cooling_after_429, the provider quota",
+        ),
+        Culprit::UpstreamErrors => (
+            "the upstream is failing: its 5xx, timeouts and dropped connections are spending the error budget",
+            "sluice_requests_total by upstream and code, sluice_breaker_state, /admin/upstreams",
+        ),
+        Culprit::SluiceQueueing => (
+            "we are slow: requests wait in sluice's queue for a slot, the upstream answers in time",
+            "sluice_queue_seconds and queued requests per lane, sluice_concurrency_limit, the batch lane's share of traffic",
+        ),
+        Culprit::SluiceOverhead => (
+            "we are slow: time inside sluice other than queueing, or sluice's own errors",
+            "sluice_requests_total{code=\"internal\"}, the gateway's CPU and logs, Server-Timing of slow requests",
+        ),
+    }
+}
+
+fn budget(slo: &Slo) -> Option<f64> {
+    match slo.objective {
+        Objective::Latency { target, .. } | Objective::Availability { target } => {
+            Some(1.0 - target)
+        }
+        Objective::CacheShare { .. } => None,
+    }
+}
+
+/// The rules file for `slos`, as Prometheus reads it.
+pub fn rules(slos: &[Slo]) -> String {
+    let mut out =
+        String::from("# Written by `sluice slo rules`; regenerate rather than edit.\ngroups:\n");
+    let events: Vec<&Slo> = slos.iter().filter(|s| budget(s).is_some()).collect();
+    if !events.is_empty() {
+        out.push_str("  - name: sluice-slo-recording\n    rules:\n");
+        for w in WINDOWS {
+            let _ = write!(
+                out,
+                "      - record: sluice_slo:events:rate{w}\n        expr: sum by (slo) (rate({EVENTS}[{w}]))\n"
+            );
+            let _ = write!(
+                out,
+                "      - record: sluice_slo:bad:ratio_rate{w}\n        expr: sum by (slo, culprit) (rate({EVENTS}{{outcome=\"bad\"}}[{w}])) / on (slo) group_left sum by (slo) (rate({EVENTS}[{w}]))\n"
+            );
+        }
+        out.push_str("  - name: sluice-slo-alerts\n    rules:\n");
+        for slo in &events {
+            let Some(budget) = budget(slo) else {
+                continue;
+            };
+            for c in Culprit::ALL {
+                for severity in ["page", "ticket"] {
+                    write_alert(&mut out, slo, budget, c, severity);
+                }
+            }
+        }
+    }
+    let shares: Vec<(&Slo, f64)> = slos
+        .iter()
+        .filter_map(|s| match s.objective {
+            Objective::CacheShare { floor } => Some((s, floor)),
+            _ => None,
+        })
+        .collect();
+    if !shares.is_empty() {
+        out.push_str("  - name: sluice-slo-prompt-cache\n    rules:\n");
+        for w in ["5m", "1h"] {
+            let _ = write!(
+                out,
+                "      - record: sluice_slo:prompt_cache_share:ratio_rate{w}\n        expr: sum by (group) (rate(sluice_prompt_cache_tokens_total{{kind=\"cached\"}}[{w}])) / sum by (group) (rate(sluice_prompt_cache_tokens_total{{kind=\"prompt\"}}[{w}]))\n"
+            );
+        }
+        for (slo, floor) in shares {
+            let groups = group_selector(slo);
+            let _ = write!(
+                out,
+                "      - alert: SluicePromptCacheShareLow\n        expr: sluice_slo:prompt_cache_share:ratio_rate1h{groups} < {floor} and sluice_slo:prompt_cache_share:ratio_rate5m{groups} < {floor}\n        for: 15m\n        labels:\n          severity: ticket\n          slo: {name}\n          culprit: prompt_churn\n        annotations:\n          summary: \"{name}: the provider's prompt cache serves less than {floor} of the prompt tokens of {{{{ $labels.group }}}}\"\n          look_at: \"GET /admin/prefixes (what parts the prefixes: timestamps, ids, tool order), sluice_prefix_churn_total, normalise and affinity on the group\"\n",
+                name = slo.name,
+            );
+        }
+    }
+    out
+}
+
+/// A label selector for an SLO's model groups (`{group=~"a|b"}`), or nothing.
+fn group_selector(slo: &Slo) -> String {
+    if slo.groups.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = slo.groups.iter().map(|g| &**g).collect();
+    format!("{{group=~\"{}\"}}", names.join("|"))
+}
+
+fn write_alert(out: &mut String, slo: &Slo, budget: f64, c: Culprit, severity: &str) {
+    let name = &slo.name;
+    let culprit = c.label();
+    let series =
+        |w: &str| format!("sluice_slo:bad:ratio_rate{w}{{slo=\"{name}\", culprit=\"{culprit}\"}}");
+    let branches: Vec<String> = BURNS
+        .iter()
+        .filter(|(s, ..)| *s == severity)
+        .map(|(_, long, short, burn)| {
+            let limit = format_limit(burn * budget);
+            format!(
+                "({} > {limit} and {} > {limit})",
+                series(long),
+                series(short)
+            )
+        })
+        .collect();
+    let (summary, look_at) = advice(c);
+    let _ = write!(
+        out,
+        "      - alert: {alert}\n        expr: {expr}\n        labels:\n          severity: {severity}\n          slo: {name}\n          culprit: {culprit}\n        annotations:\n          summary: \"{name}: {summary}\"\n          look_at: \"{look_at}\"\n",
+        alert = alert_name(c),
+        expr = branches.join(" or "),
+        look_at = look_at.replace('"', "\\\""),
+    );
+}
+
+/// A threshold written without float noise (`0.144`, not `0.14400000000000002`).
+fn format_limit(x: f64) -> String {
+    let s = format!("{x:.10}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::Measure;
+    use super::*;
+
+    fn slos() -> Vec<Slo> {
+        vec![
+            Slo {
+                name: "interactive_ttfb".into(),
+                objective: Objective::Latency {
+                    measure: Measure::Ttfb,
+                    threshold: Duration::from_secs(4),
+                    target: 0.99,
+                },
+                lanes: vec!["interactive".into()],
+                groups: Vec::new(),
+            },
+            Slo {
+                name: "cache".into(),
+                objective: Objective::CacheShare { floor: 0.5 },
+                lanes: Vec::new(),
+                groups: vec!["chat".into(), "docs".into()],
+            },
+        ]
+    }
+
+    #[test]
+    fn every_culprit_gets_a_page_and_a_ticket_at_the_workbook_burn_rates() {
+        let r = rules(&slos());
+        for c in Culprit::ALL {
+            assert_eq!(r.matches(&format!("alert: {}\n", alert_name(c))).count(), 2);
+        }
+        assert!(r.contains(
+            "(sluice_slo:bad:ratio_rate1h{slo=\"interactive_ttfb\", culprit=\"upstream_slow\"} > 0.144 and sluice_slo:bad:ratio_rate5m{slo=\"interactive_ttfb\", culprit=\"upstream_slow\"} > 0.144) or (sluice_slo:bad:ratio_rate6h{slo=\"interactive_ttfb\", culprit=\"upstream_slow\"} > 0.06"
+        ));
+        assert!(r.contains(
+            "ratio_rate3d{slo=\"interactive_ttfb\", culprit=\"sluice_queueing\"} > 0.01 and"
+        ));
+        for w in WINDOWS {
+            assert!(r.contains(&format!("record: sluice_slo:bad:ratio_rate{w}\n")));
+        }
+        assert!(r.contains("alert: SluicePromptCacheShareLow"));
+        assert!(r.contains("ratio_rate1h{group=~\"chat|docs\"} < 0.5"));
+    }
+
+    #[test]
+    fn limits_are_written_without_float_noise() {
+        assert_eq!(format_limit(14.4 * 0.01), "0.144");
+        assert_eq!(format_limit(6.0 * 0.001), "0.006");
+        assert_eq!(format_limit(1.0), "1");
+    }
+
+    #[test]
+    fn no_slos_no_groups() {
+        assert_eq!(rules(&[]).lines().count(), 2);
+    }
+}

@@ -1,0 +1,171 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn ttfb_slo() -> Slo {
+    Slo {
+        name: "ttfb".into(),
+        objective: Objective::Latency {
+            measure: Measure::Ttfb,
+            threshold: ms(4_000),
+            target: 0.99,
+        },
+        lanes: vec!["interactive".into()],
+        groups: Vec::new(),
+    }
+}
+
+fn availability() -> Slo {
+    Slo {
+        name: "availability".into(),
+        objective: Objective::Availability { target: 0.999 },
+        lanes: Vec::new(),
+        groups: Vec::new(),
+    }
+}
+
+/// A call of the interactive lane: `queue` then `upstream` to its first byte.
+fn facts(queue: u64, upstream: u64) -> Facts<'static> {
+    Facts {
+        lane: Some("interactive"),
+        group: Some("chat"),
+        status: 200,
+        error: None,
+        queue: ms(queue),
+        upstream: ms(upstream),
+        ttfb: ms(queue + upstream),
+        total: ms(queue + upstream + 500),
+        upstream_429s: 0,
+        cooling: false,
+    }
+}
+
+#[test]
+fn a_fast_call_is_good_and_a_slow_one_is_blamed_on_its_largest_part() {
+    let s = ttfb_slo();
+    assert_eq!(s.judge(&facts(10, 900)), Some(Verdict::Good));
+    assert_eq!(
+        s.judge(&facts(10, 5_000)),
+        Some(Verdict::Bad(Culprit::UpstreamSlow))
+    );
+    assert_eq!(
+        s.judge(&facts(4_500, 800)),
+        Some(Verdict::Bad(Culprit::SluiceQueueing))
+    );
+    let mut overhead = facts(100, 200);
+    overhead.ttfb = ms(4_500);
+    assert_eq!(
+        s.judge(&overhead),
+        Some(Verdict::Bad(Culprit::SluiceOverhead))
+    );
+}
+
+#[test]
+fn a_rate_limit_met_or_in_force_is_the_culprit_whatever_took_the_time() {
+    let s = ttfb_slo();
+    let mut paced = facts(4_500, 800);
+    paced.cooling = true;
+    assert_eq!(
+        s.judge(&paced),
+        Some(Verdict::Bad(Culprit::UpstreamRateLimited))
+    );
+    let mut hit = facts(10, 5_000);
+    hit.upstream_429s = 1;
+    assert_eq!(
+        s.judge(&hit),
+        Some(Verdict::Bad(Culprit::UpstreamRateLimited))
+    );
+    // Good is good, 429 or not.
+    let mut fine = facts(10, 900);
+    fine.upstream_429s = 2;
+    assert_eq!(s.judge(&fine), Some(Verdict::Good));
+}
+
+#[test]
+fn other_lanes_client_errors_and_failures_are_no_latency_event() {
+    let s = ttfb_slo();
+    let mut batch = facts(10, 5_000);
+    batch.lane = Some("batch");
+    assert_eq!(s.judge(&batch), None);
+    let mut bad_request = facts(0, 0);
+    bad_request.status = 400;
+    bad_request.error = Some(ErrorKind::InvalidRequest);
+    assert_eq!(s.judge(&bad_request), None);
+    let mut failed = facts(10, 100);
+    failed.status = 502;
+    failed.error = Some(ErrorKind::UpstreamServerError);
+    assert_eq!(s.judge(&failed), None);
+    let mut late = facts(4_800, 0);
+    late.status = 504;
+    late.error = Some(ErrorKind::DeadlineExceeded);
+    late.total = ms(5_000);
+    assert_eq!(s.judge(&late), Some(Verdict::Bad(Culprit::SluiceQueueing)));
+}
+
+#[test]
+fn availability_tells_upstream_failures_from_sluices() {
+    let s = availability();
+    let fail = |status, error| {
+        let mut f = facts(10, 100);
+        f.status = status;
+        f.error = Some(error);
+        s.judge(&f)
+    };
+    assert_eq!(s.judge(&facts(10, 100)), Some(Verdict::Good));
+    assert_eq!(
+        fail(502, ErrorKind::UpstreamServerError),
+        Some(Verdict::Bad(Culprit::UpstreamErrors))
+    );
+    assert_eq!(
+        fail(503, ErrorKind::UpstreamUnavailable),
+        Some(Verdict::Bad(Culprit::UpstreamErrors))
+    );
+    assert_eq!(
+        fail(503, ErrorKind::Overloaded),
+        Some(Verdict::Bad(Culprit::SluiceQueueing))
+    );
+    assert_eq!(
+        fail(500, ErrorKind::Internal),
+        Some(Verdict::Bad(Culprit::SluiceOverhead))
+    );
+    assert_eq!(
+        fail(429, ErrorKind::QuotaExceeded),
+        None,
+        "the tenant's quota"
+    );
+    let mut passed_on = facts(10, 100);
+    passed_on.status = 429;
+    passed_on.error = Some(ErrorKind::UpstreamRejected);
+    passed_on.upstream_429s = 1;
+    assert_eq!(
+        s.judge(&passed_on),
+        Some(Verdict::Bad(Culprit::UpstreamRateLimited)),
+        "the provider's 429 passed on"
+    );
+    assert_eq!(
+        ttfb_slo().judge(&passed_on),
+        Some(Verdict::Bad(Culprit::UpstreamRateLimited))
+    );
+    let mut paced = facts(10, 100);
+    paced.status = 503;
+    paced.error = Some(ErrorKind::Overloaded);
+    paced.cooling = true;
+    assert_eq!(
+        s.judge(&paced),
+        Some(Verdict::Bad(Culprit::UpstreamRateLimited))
+    );
+}
+
+#[test]
+fn an_slo_covers_its_lanes_and_groups() {
+    let mut s = availability();
+    assert!(s.covers(None, None));
+    s.groups = vec!["chat".into()];
+    assert!(s.covers(Some("batch"), Some("chat")));
+    assert!(!s.covers(Some("batch"), Some("docs")));
+    assert!(!s.covers(Some("batch"), None));
+}
