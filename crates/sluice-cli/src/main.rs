@@ -100,6 +100,10 @@ enum SloCommand {
         /// Where to write them (standard output when absent).
         #[arg(long, short)]
         out: Option<PathBuf>,
+        /// Every window this many times shorter (1 h reads 6 min at 10), for rehearsing an
+        /// incident against a real Prometheus; the recorded series keep their names.
+        #[arg(long, default_value_t = 1)]
+        speed: u32,
     },
 }
 
@@ -213,8 +217,8 @@ fn main() -> ExitCode {
             command: ConfigCommand::Check { file, strict },
         } => config_cmd::check(&file, strict),
         Command::Slo {
-            command: SloCommand::Rules { config, out },
-        } => slo_cmd::rules(&config, out.as_deref()),
+            command: SloCommand::Rules { config, out, speed },
+        } => slo_cmd::rules(&config, out.as_deref(), speed),
         Command::Keys {
             command:
                 KeysCommand::New {

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use sluice_config::gateway::{self, ProcessEnv, Secrets};
 
-/// Writes the rules for the SLOs of `config` to `out` (standard output when `None`).
-pub fn rules(config: &Path, out: Option<&Path>) -> anyhow::Result<ExitCode> {
+/// Writes the rules for the SLOs of `config` to `out` (standard output when `None`), their
+/// windows `speed` times shorter.
+pub fn rules(config: &Path, out: Option<&Path>, speed: u32) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
     let checked = gateway::check(&text, &ProcessEnv, &[], Secrets::Warn);
@@ -18,7 +19,10 @@ pub fn rules(config: &Path, out: Option<&Path>) -> anyhow::Result<ExitCode> {
     if slos.is_empty() {
         anyhow::bail!("{} has no [slo.*] section", config.display());
     }
-    let rules = sluice_telemetry::slo::rules::rules(&slos);
+    if speed == 0 {
+        anyhow::bail!("--speed must be at least 1");
+    }
+    let rules = sluice_telemetry::slo::rules::rules_at(&slos, speed);
     match out {
         Some(p) => std::fs::write(p, rules).with_context(|| format!("writing {}", p.display()))?,
         None => print!("{rules}"),

@@ -5,39 +5,26 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "shared/mod.rs"]
+mod shared;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use futures::future::BoxFuture;
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use serde_json::json;
-use sluice_config::gateway::DeploymentConfig;
-use sluice_core::{ChatRequest, GatewayError};
+use sluice_core::ChatRequest;
 use sluice_gateway::GatewayBuilder;
-use sluice_providers::{Provider, UpstreamCall, UpstreamResponse};
 use sluice_sim::UpstreamSpec;
 use sluice_sim::provider::SimProvider;
 use sluice_sim::upstream::SimUpstream;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
-struct Recording {
-    inner: SimProvider,
-    seen: Arc<Mutex<Vec<ChatRequest>>>,
-}
-
-impl Provider for Recording {
-    fn call(
-        &self,
-        call: UpstreamCall,
-    ) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
-        self.seen.lock().push((*call.request).clone());
-        self.inner.call(call)
-    }
-}
+use crate::shared::{Recording, deployment};
 
 async fn send(router: &axum::Router, tenant: &str, body: serde_json::Value) {
     let req = http::Request::post("/v1/chat/completions")
@@ -73,17 +60,7 @@ async fn keys_follow_tenant_and_prefix_and_spread_past_the_rate() {
                 seen: seen.clone(),
             }),
         )
-        .model(
-            "chat",
-            vec![DeploymentConfig {
-                provider: "openai".into(),
-                model: "m".into(),
-                weight: 1,
-                name: None,
-                rpm: None,
-                tpm: None,
-            }],
-        )
+        .model("chat", vec![deployment("openai", "m")])
         .prompt_cache_key("chat", sluice_context::cache_key::Spread::default());
     let router = sluice_gateway::server::router(b.build().unwrap());
     let body = |system: &str, q: usize| {

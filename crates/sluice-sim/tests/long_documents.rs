@@ -7,25 +7,27 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "shared/mod.rs"]
+mod shared;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use futures::future::BoxFuture;
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use sluice_config::gateway::DeploymentConfig;
-use sluice_core::{CallRecord, ChatRequest, GatewayError, Usage};
+use sluice_core::{CallRecord, ChatRequest, Usage};
 use sluice_economy::{Micros, Price};
 use sluice_gateway::GatewayBuilder;
-use sluice_providers::{Provider, UpstreamCall, UpstreamResponse};
 use sluice_sim::UpstreamSpec;
 use sluice_sim::contract::{Contract, contract};
 use sluice_sim::provider::SimProvider;
 use sluice_sim::upstream::SimUpstream;
 use tokio::time::Instant;
 use tower::ServiceExt;
+
+use crate::shared::{Recording, deployment};
 
 const DOCUMENTS: u64 = 200;
 const BUDGET: u64 = 6_000;
@@ -37,22 +39,6 @@ const PRICE: Price = Price {
     cache_write: Micros(1_000_000),
     output: Micros(2_000_000),
 };
-
-/// Passes calls to the simulator, keeping each request as it reached the upstream.
-struct Recording {
-    inner: SimProvider,
-    seen: Arc<Mutex<Vec<ChatRequest>>>,
-}
-
-impl Provider for Recording {
-    fn call(
-        &self,
-        call: UpstreamCall,
-    ) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
-        self.seen.lock().push((*call.request).clone());
-        self.inner.call(call)
-    }
-}
 
 fn spec() -> UpstreamSpec {
     UpstreamSpec {
@@ -86,14 +72,7 @@ fn rig() -> Rig {
             seen: seen.clone(),
         };
         b = b.provider(group, Arc::new(p));
-        let d = DeploymentConfig {
-            provider: group.into(),
-            model: "reader".into(),
-            weight: 1,
-            name: Some(group.into()),
-            rpm: None,
-            tpm: None,
-        };
+        let d = deployment(group, "reader");
         b = b.model(group, vec![d]);
     }
     b = b

@@ -5,13 +5,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "shared/mod.rs"]
+mod shared;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use http_body_util::BodyExt;
 use serde_json::json;
-use sluice_config::gateway::DeploymentConfig;
 use sluice_gateway::GatewayBuilder;
 use sluice_gateway::assemble::GroupPolicies;
 use sluice_sim::UpstreamSpec;
@@ -21,6 +23,8 @@ use sluice_tail::limit::LimitSpec;
 use sluice_telemetry::slo::{Measure, Objective, Slo};
 use tokio::time::Instant;
 use tower::ServiceExt;
+
+use crate::shared::deployment;
 
 const REQUESTS: usize = 20;
 
@@ -81,14 +85,7 @@ async fn each_kind_of_trouble_is_blamed_on_its_own_culprit() {
     ] {
         let up = Arc::new(SimUpstream::new(group, s, 9, now));
         b = b.provider(group, Arc::new(SimProvider(up)));
-        let d = DeploymentConfig {
-            provider: group.into(),
-            model: "m".into(),
-            weight: 1,
-            name: Some(group.into()),
-            rpm: None,
-            tpm: None,
-        };
+        let d = deployment(group, "m");
         let p = GroupPolicies {
             limit,
             ..GroupPolicies::default()

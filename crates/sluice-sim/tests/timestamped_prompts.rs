@@ -7,6 +7,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "shared/mod.rs"]
+mod shared;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +17,6 @@ use axum::body::Body;
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use sluice_config::gateway::DeploymentConfig;
 use sluice_core::CallRecord;
 use sluice_gateway::GatewayBuilder;
 use sluice_sim::UpstreamSpec;
@@ -22,6 +24,8 @@ use sluice_sim::provider::SimProvider;
 use sluice_sim::upstream::SimUpstream;
 use tokio::time::Instant;
 use tower::ServiceExt;
+
+use crate::shared::deployment;
 
 const CONVERSATIONS: usize = 20;
 const TURNS: usize = 5;
@@ -101,14 +105,7 @@ async fn normalised_timestamped_prompts_are_served_from_the_provider_cache() {
         };
         let up = Arc::new(SimUpstream::new(group, spec, 5, now));
         b = b.provider(group, Arc::new(SimProvider(up)));
-        let d = DeploymentConfig {
-            provider: group.into(),
-            model: "m".into(),
-            weight: 1,
-            name: Some(group.into()),
-            rpm: None,
-            tpm: None,
-        };
+        let d = deployment(group, "m");
         b = b.model(group, vec![d]);
     }
     b = b.normalise(

@@ -70,21 +70,49 @@ fn budget(slo: &Slo) -> Option<f64> {
     }
 }
 
+/// Seconds in a window's name (`5m`, `1h`, `3d`).
+fn seconds(window: &str) -> u64 {
+    let (n, unit) = window.split_at(window.len() - 1);
+    let n: u64 = n.parse().unwrap_or(0);
+    n * match unit {
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => 1,
+    }
+}
+
+/// The range a window's rules read, `speed` times shorter (a rehearsal's clock): the name
+/// itself at speed 1, else whole seconds.
+fn range(window: &str, speed: u32) -> String {
+    if speed <= 1 {
+        return window.to_string();
+    }
+    format!("{}s", (seconds(window) / u64::from(speed)).max(1))
+}
+
 /// The rules file for `slos`, as Prometheus reads it.
 pub fn rules(slos: &[Slo]) -> String {
+    rules_at(slos, 1)
+}
+
+/// [`rules`] with every window `speed` times shorter, for rehearsing an incident against a
+/// real Prometheus in minutes rather than hours (the recorded series keep their names).
+pub fn rules_at(slos: &[Slo], speed: u32) -> String {
     let mut out =
         String::from("# Written by `sluice slo rules`; regenerate rather than edit.\ngroups:\n");
     let events: Vec<&Slo> = slos.iter().filter(|s| budget(s).is_some()).collect();
     if !events.is_empty() {
         out.push_str("  - name: sluice-slo-recording\n    rules:\n");
         for w in WINDOWS {
+            let r = range(w, speed);
             let _ = write!(
                 out,
-                "      - record: sluice_slo:events:rate{w}\n        expr: sum by (slo) (rate({EVENTS}[{w}]))\n"
+                "      - record: sluice_slo:events:rate{w}\n        expr: sum by (slo) (rate({EVENTS}[{r}]))\n"
             );
             let _ = write!(
                 out,
-                "      - record: sluice_slo:bad:ratio_rate{w}\n        expr: sum by (slo, culprit) (rate({EVENTS}{{outcome=\"bad\"}}[{w}])) / on (slo) group_left sum by (slo) (rate({EVENTS}[{w}]))\n"
+                "      - record: sluice_slo:bad:ratio_rate{w}\n        expr: sum by (slo, culprit) (rate({EVENTS}{{outcome=\"bad\"}}[{r}])) / on (slo) group_left sum by (slo) (rate({EVENTS}[{r}]))\n"
             );
         }
         out.push_str("  - name: sluice-slo-alerts\n    rules:\n");
@@ -109,16 +137,18 @@ pub fn rules(slos: &[Slo]) -> String {
     if !shares.is_empty() {
         out.push_str("  - name: sluice-slo-prompt-cache\n    rules:\n");
         for w in ["5m", "1h"] {
+            let r = range(w, speed);
             let _ = write!(
                 out,
-                "      - record: sluice_slo:prompt_cache_share:ratio_rate{w}\n        expr: sum by (group) (rate(sluice_prompt_cache_tokens_total{{kind=\"cached\"}}[{w}])) / sum by (group) (rate(sluice_prompt_cache_tokens_total{{kind=\"prompt\"}}[{w}]))\n"
+                "      - record: sluice_slo:prompt_cache_share:ratio_rate{w}\n        expr: sum by (group) (rate(sluice_prompt_cache_tokens_total{{kind=\"cached\"}}[{r}])) / sum by (group) (rate(sluice_prompt_cache_tokens_total{{kind=\"prompt\"}}[{r}]))\n"
             );
         }
+        let pending = range("15m", speed);
         for (slo, floor) in shares {
             let groups = group_selector(slo);
             let _ = write!(
                 out,
-                "      - alert: SluicePromptCacheShareLow\n        expr: sluice_slo:prompt_cache_share:ratio_rate1h{groups} < {floor} and sluice_slo:prompt_cache_share:ratio_rate5m{groups} < {floor}\n        for: 15m\n        labels:\n          severity: ticket\n          slo: {name}\n          culprit: prompt_churn\n        annotations:\n          summary: \"{name}: the provider's prompt cache serves less than {floor} of the prompt tokens of {{{{ $labels.group }}}}\"\n          look_at: \"GET /admin/prefixes (what parts the prefixes: timestamps, ids, tool order), sluice_prefix_churn_total, normalise and affinity on the group\"\n",
+                "      - alert: SluicePromptCacheShareLow\n        expr: sluice_slo:prompt_cache_share:ratio_rate1h{groups} < {floor} and sluice_slo:prompt_cache_share:ratio_rate5m{groups} < {floor}\n        for: {pending}\n        labels:\n          severity: ticket\n          slo: {name}\n          culprit: prompt_churn\n        annotations:\n          summary: \"{name}: the provider's prompt cache serves less than {floor} of the prompt tokens of {{{{ $labels.group }}}}\"\n          look_at: \"GET /admin/prefixes (what parts the prefixes: timestamps, ids, tool order), sluice_prefix_churn_total, normalise and affinity on the group\"\n",
                 name = slo.name,
             );
         }
@@ -213,6 +243,17 @@ mod tests {
         }
         assert!(r.contains("alert: SluicePromptCacheShareLow"));
         assert!(r.contains("ratio_rate1h{group=~\"chat|docs\"} < 0.5"));
+    }
+
+    #[test]
+    fn a_rehearsal_reads_shorter_ranges_under_the_same_names() {
+        let r = rules_at(&slos(), 10);
+        assert!(r.contains("record: sluice_slo:bad:ratio_rate1h\n"));
+        assert!(r.contains("[360s]"), "1 h at speed 10");
+        assert!(r.contains("[30s]"), "5 min at speed 10");
+        assert!(r.contains("for: 90s"));
+        assert!(!r.contains("[1h]"));
+        assert_eq!(rules_at(&slos(), 1), rules(&slos()));
     }
 
     #[test]
