@@ -80,3 +80,46 @@ fn a_configuration_without_slos_is_refused_by_name() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("has no [slo.*] section"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn every_query_of_the_grafana_dashboard_is_promql_prometheus_accepts() {
+    let text = std::fs::read_to_string(repo().join("deploy/grafana/sluice.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    let mut n = 0;
+    for p in v["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().unwrap() {
+            // Grafana's variables, as Grafana fills them in.
+            let expr = t["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$__rate_interval", "1m")
+                .replace("$group", ".*");
+            n += 1;
+            rules.push_str(&format!(
+                "      - record: dashboard_query_{n}\n        expr: {}\n",
+                serde_json::Value::from(expr)
+            ));
+        }
+    }
+    assert!(n >= 16, "{n} queries");
+    let dir = std::env::temp_dir().join(format!("sluice-dash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("dashboard.yml"), rules).unwrap();
+    let out = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(dir.join("dashboard.yml"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("SUCCESS: {n} rules found")),
+        "{text}"
+    );
+}

@@ -44,15 +44,15 @@ fn advice(c: Culprit) -> (&'static str, &'static str) {
         ),
         Culprit::UpstreamRateLimited => (
             "the provider's rate limit: 429s and the pauses after them are spending the error budget",
-            "sluice_attempts_total{outcome=\"failed\"} 429s by upstream, batch lane share, /admin/upstreams cooling_after_429, the provider quota",
+            "sluice_upstream_attempts_total by upstream and outcome, the batch lane's share of sluice_requests_total, /admin/upstreams cooling_after_429, the provider's quota",
         ),
         Culprit::UpstreamErrors => (
             "the upstream is failing: its 5xx, timeouts and dropped connections are spending the error budget",
-            "sluice_requests_total by upstream and code, sluice_breaker_state, /admin/upstreams",
+            "sluice_requests_total by upstream and code, sluice_upstream_breaker_state, /admin/upstreams",
         ),
         Culprit::SluiceQueueing => (
             "we are slow: requests wait in sluice's queue for a slot, the upstream answers in time",
-            "sluice_queue_seconds and queued requests per lane, sluice_concurrency_limit, the batch lane's share of traffic",
+            "sluice_queue_duration_seconds and sluice_admission_requests{state=\"queued\"} per lane, sluice_upstream_concurrency_limit, the batch lane's share of traffic",
         ),
         Culprit::SluiceOverhead => (
             "we are slow: time inside sluice other than queueing, or sluice's own errors",
