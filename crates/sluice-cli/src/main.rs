@@ -10,6 +10,7 @@ mod bench_semantic;
 mod child;
 mod config_cmd;
 mod demo;
+mod diagnose_cmd;
 mod ledger_cmd;
 mod scenario_cmd;
 mod serve;
@@ -82,6 +83,9 @@ enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// What changed between the last window of calls and the baseline before it, from a
+    /// running gateway's `/admin/diagnose`, in plain words.
+    Diagnose(Box<diagnose_cmd::DiagnoseArgs>),
     /// Service-level objectives.
     Slo {
         #[command(subcommand)]
@@ -216,6 +220,7 @@ fn main() -> ExitCode {
         Command::Config {
             command: ConfigCommand::Check { file, strict },
         } => config_cmd::check(&file, strict),
+        Command::Diagnose(a) => diagnose_cmd::run(&a),
         Command::Slo {
             command: SloCommand::Rules { config, out, speed },
         } => slo_cmd::rules(&config, out.as_deref(), speed),

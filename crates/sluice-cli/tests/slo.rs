@@ -123,3 +123,69 @@ fn every_query_of_the_grafana_dashboard_is_promql_prometheus_accepts() {
         "{text}"
     );
 }
+
+#[test]
+fn diagnose_asks_a_running_gateway_and_prints_its_answer() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = std::env::temp_dir().join(format!("sluice-diag-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gw.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\n[ledger]\nstore = \"off\"\n[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[models.m]\ndeployments = [{{ provider = \"p\", model = \"x\" }}]\n"
+        ),
+    )
+    .unwrap();
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["serve", "--config"])
+        .arg(&file)
+        .env("SLUICE_LOG", "error")
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "diagnose",
+                "--url",
+                &url,
+                "--window",
+                "1m",
+                "--baseline",
+                "5m",
+            ])
+            .output()
+            .unwrap()
+    };
+    // The gateway takes a moment to listen: asked until it answers, for 20 s at most.
+    let mut out = run();
+    for _ in 0..200 {
+        if out.status.success() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        out = run();
+    }
+    let _ = serve.kill();
+    let _ = serve.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.starts_with("nothing is wrong: 0 calls against 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("0 calls in the last 60 s, 0 in the 300 s before"),
+        "{text}"
+    );
+}

@@ -24,6 +24,7 @@ const SECTIONS: &[&str] = &[
     "routes",
     "routers",
     "slo",
+    "diagnose",
 ];
 
 mod checks;
@@ -36,7 +37,7 @@ mod slos;
 pub use groups::*;
 pub use routes::*;
 pub use sections::*;
-pub use slos::{SloConfig, SloKind, SloMeasure};
+pub use slos::{DiagnoseConfig, SloConfig, SloKind, SloMeasure};
 
 /// A validated gateway configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,6 +76,8 @@ pub struct GatewayConfig {
     pub routers: Vec<(String, RouterConfig)>,
     /// `[slo.*]`: the objectives calls are judged by, in file order.
     pub slos: Vec<(String, SloConfig)>,
+    /// `[diagnose]`.
+    pub diagnose: DiagnoseConfig,
 }
 
 /// Where secrets are looked up; tests pass a map, the binary passes the process environment.
@@ -197,6 +200,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     route_names.extend(routers.iter().map(|(n, _)| n.as_str()));
     checks::keys(&doc, &keys, &lanes, &models, &route_names, &mut diags);
     let slos: Vec<(String, SloConfig)> = doc.map_section("slo", &mut diags);
+    let diagnose: Option<DiagnoseConfig> = doc.section("diagnose", &mut diags);
     slos::check(&doc, &slos, &lanes, &models, &mut diags);
 
     let listen = server.as_ref().and_then(|s| {
@@ -252,6 +256,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
                 routes,
                 routers,
                 slos,
+                diagnose: diagnose.unwrap_or_default(),
             }
         }
         _ => {

@@ -66,6 +66,8 @@ pub struct Gateway {
     pub(crate) prefixes: Option<crate::walk::prefixes::PrefixWatch>,
     /// Groups whose prompts are shaped (normalised, compressed, loaded progressively), and how.
     pub(crate) shapes: HashMap<Arc<str>, sluice_context::Shaping>,
+    /// The last calls, for the incident explainer (`None`: kept none).
+    pub(crate) recent: Option<crate::admin::diagnose::Recent>,
     /// The SLOs every finished call is judged by.
     pub(crate) slos: Vec<sluice_telemetry::slo::Slo>,
     /// Per group deriving prompt-cache keys: the keys handed out lately.
@@ -186,6 +188,9 @@ impl Gateway {
         self.telemetry.observe(record);
         if !self.slos.is_empty() {
             self.judge_slos(record);
+        }
+        if let Some(recent) = &self.recent {
+            recent.push(record, Instant::now());
         }
         if record.route.as_ref().is_some_and(|r| r.auto.is_some()) {
             self.learning.settled(self, record);

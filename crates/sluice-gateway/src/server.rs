@@ -32,6 +32,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/admin/usage", get(usage_api::usage))
         .route("/admin/router", get(admin::router::show))
         .route("/admin/prefixes", get(admin::prefixes::show))
+        .route("/admin/diagnose", get(admin::diagnose::show))
         .route(
             "/admin/cache",
             get(cache_api::show).delete(cache_api::purge),

@@ -63,6 +63,9 @@ pub struct UpstreamSpec {
     /// first token (prefill; 0: prompt length does not matter).
     #[serde(with = "sluice_config::duration")]
     pub prefill_per_token: Duration,
+    /// Whether answers announce the rate limits (`x-ratelimit-*`); some providers send only a
+    /// 429's `Retry-After` (default true).
+    pub rate_headers: bool,
     /// The model reads ([`crate::reader`]): it answers "what is the X?" only when its prompt
     /// holds "the X is V.", and answers `INSUFFICIENT_CONTEXT` otherwise.
     pub reader: bool,
@@ -105,6 +108,7 @@ impl Default for UpstreamSpec {
             quality: BTreeMap::new(),
             price: None,
             prefill_per_token: Duration::ZERO,
+            rate_headers: true,
             reader: false,
         }
     }

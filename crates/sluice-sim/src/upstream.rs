@@ -314,11 +314,19 @@ impl SimUpstream {
         let expected_out = req
             .max_tokens
             .unwrap_or(u64::from(spec.output_tokens_median));
+        let announced = |mut r: RateState| {
+            if !spec.rate_headers {
+                // Only a 429's Retry-After: the limits themselves are not announced.
+                r.requests = None;
+                r.tokens = None;
+            }
+            r
+        };
         if let Some(limited) = rate_limit(st, now, req.prompt_tokens + expected_out) {
             st.stats.rate_limited += 1;
-            return Plan::RateLimited(limited);
+            return Plan::RateLimited(announced(limited));
         }
-        let rate = rate_state(st, now, None);
+        let rate = announced(rate_state(st, now, None));
         let faults = &spec.faults;
         let roll: f64 = rng.random();
         let mut edge = 0.0;

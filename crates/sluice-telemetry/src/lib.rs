@@ -7,6 +7,7 @@
 pub mod access;
 pub mod buckets;
 pub mod context;
+pub mod diagnose;
 pub mod hub;
 pub mod metrics;
 mod series;

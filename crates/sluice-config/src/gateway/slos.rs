@@ -1,5 +1,5 @@
 //! `[slo.NAME]`: the service-level objectives every finished call is judged by, and what
-//! `sluice slo rules` writes alerts for.
+//! `sluice slo rules` writes alerts for; `[diagnose]`: the calls the incident explainer keeps.
 
 use std::time::Duration;
 
@@ -9,6 +9,21 @@ use crate::diagnostic::Diagnostic;
 use crate::document::{Document, Seg};
 
 use super::{LaneConfig, ModelGroupConfig};
+
+/// `[diagnose]`: the incident explainer's memory.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[serde(default)]
+pub struct DiagnoseConfig {
+    /// The last calls kept (about 100 bytes each; 0: none, and `/admin/diagnose` is off).
+    pub keep: usize,
+}
+
+impl Default for DiagnoseConfig {
+    fn default() -> Self {
+        Self { keep: 20_000 }
+    }
+}
 
 /// What an SLO measures.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 //! `/healthz`, `/readyz` and `/metrics` are not admin: see `public`.
 
 pub mod cache;
+pub mod diagnose;
 pub mod keys;
 pub mod prefixes;
 pub mod router;

@@ -36,6 +36,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// Keeps the last `keep` calls for the incident explainer (0: none).
+    pub fn diagnose_keep(mut self, keep: usize) -> Self {
+        self.diagnose_keep = keep;
+        self
+    }
+
     /// Judges every finished call by `slo` (counted in `sluice_slo_events_total`).
     pub fn slo(mut self, slo: sluice_telemetry::slo::Slo) -> Self {
         self.slos.push(slo);
@@ -266,6 +272,7 @@ impl GatewayBuilder {
         for slo in policies::slos(cfg) {
             b = b.slo(slo);
         }
+        b = b.diagnose_keep(cfg.diagnose.keep);
         for (name, r) in &cfg.routes {
             b = b.task_route(policies::task_route(name, r));
         }

@@ -134,6 +134,8 @@ pub enum BuildError {
 /// The concurrency limit of a deployment that is paced but not limited: room enough never
 /// to be the constraint.
 const UNLIMITED: usize = 100_000;
+/// Calls the incident explainer keeps by default (about 2 MB).
+pub const DEFAULT_DIAGNOSE_KEEP: usize = 20_000;
 
 /// Assembles a [`Gateway`].
 pub struct GatewayBuilder {
@@ -170,6 +172,7 @@ pub struct GatewayBuilder {
     pub(super) prefixes: Option<crate::walk::prefixes::PrefixWatch>,
     pub(super) shapes: HashMap<Arc<str>, sluice_context::Shaping>,
     pub(super) slos: Vec<sluice_telemetry::slo::Slo>,
+    pub(super) diagnose_keep: usize,
     router_state: Vec<(String, Vec<Stored>)>,
 }
 
@@ -204,6 +207,7 @@ impl Default for GatewayBuilder {
             prefixes: Some(crate::walk::prefixes::PrefixWatch::new(0.01)),
             shapes: HashMap::new(),
             slos: Vec::new(),
+            diagnose_keep: DEFAULT_DIAGNOSE_KEEP,
             router_state: Vec::new(),
         }
     }
@@ -555,6 +559,8 @@ impl GatewayBuilder {
             semantic: self.semantic,
             prefixes: self.prefixes,
             slos: self.slos,
+            recent: (self.diagnose_keep > 0)
+                .then(|| crate::admin::diagnose::Recent::new(self.diagnose_keep)),
             cache_keys: self
                 .shapes
                 .iter()

@@ -1,0 +1,172 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+
+/// A deterministic spread in [0, 1): call `i`'s draw.
+fn u(i: usize, salt: u64) -> f64 {
+    let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ salt;
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 29;
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+/// `n` calls: `batch` of them in the batch lane, `limited` met a 429 and waited `wait`
+/// seconds in the queue for it, the upstream's first byte `ttfb` seconds (times a spread), a
+/// second of stream.
+struct Shape {
+    n: usize,
+    batch: f64,
+    limited: f64,
+    wait: f64,
+    ttfb: f64,
+    upstream: &'static str,
+    salt: u64,
+}
+
+fn calls(s: &Shape) -> Vec<Summary> {
+    (0..s.n)
+        .map(|i| {
+            let lane = if u(i, s.salt ^ 1) < s.batch {
+                "batch"
+            } else {
+                "interactive"
+            };
+            let limited = u(i, s.salt ^ 2) < s.limited;
+            let queue = 0.01
+                + if limited {
+                    s.wait * (0.5 + u(i, s.salt ^ 3))
+                } else {
+                    0.0
+                };
+            let up = s.ttfb * (0.5 + 2.0 * u(i, s.salt ^ 4).powi(3));
+            Summary {
+                lane: lane.into(),
+                upstream: s.upstream.into(),
+                status: 200,
+                queue: secs(queue),
+                upstream_ttfb: secs(up),
+                ttfb: secs(queue + up),
+                total: secs(queue + up + 1.0),
+                rate_limited: limited,
+                hedged: false,
+                retried: false,
+                cache_hit: false,
+            }
+        })
+        .collect()
+}
+
+fn calm(salt: u64) -> Shape {
+    Shape {
+        n: 2_000,
+        batch: 0.12,
+        limited: 0.001,
+        wait: 2.0,
+        ttfb: 1.5,
+        upstream: "east",
+        salt,
+    }
+}
+
+#[test]
+fn the_seeds_incident_is_rate_limit_contention_not_a_slower_llm() {
+    let baseline = calls(&calm(1));
+    let incident = calls(&Shape {
+        batch: 0.31,
+        limited: 0.047,
+        wait: 12.0,
+        ..calm(2)
+    });
+    let d = explain(&baseline, &incident);
+    assert_eq!(d.verdict, Verdict::RateLimitContention, "{}", d.summary);
+    assert!(
+        d.summary
+            .starts_with("rate-limit contention, not a slower LLM"),
+        "{}",
+        d.summary
+    );
+    let batch = d.changes.iter().find(|c| c.what == "batch share").unwrap();
+    assert!((0.10..0.14).contains(&batch.before), "{batch:?}");
+    assert!((0.28..0.34).contains(&batch.after), "{batch:?}");
+    assert!(
+        d.summary.contains("batch share 11.2% -> 31.6%"),
+        "{}",
+        d.summary
+    );
+    assert!(d.summary.contains("429 rate 0.1% -> 4."), "{}", d.summary);
+    assert!(d.summary.contains("P99 interactive"), "{}", d.summary);
+    assert!(
+        !d.changes
+            .iter()
+            .any(|c| c.what.starts_with("upstream east")),
+        "the upstream did not change: {:?}",
+        d.changes
+    );
+}
+
+#[test]
+fn an_upstream_brownout_is_the_upstream_named() {
+    let baseline = calls(&calm(3));
+    let brownout = calls(&Shape {
+        ttfb: 3.5,
+        ..calm(4)
+    });
+    let d = explain(&baseline, &brownout);
+    assert_eq!(d.verdict, Verdict::UpstreamSlower, "{}", d.summary);
+    assert!(
+        d.summary.contains("the upstream got slower (east)"),
+        "{}",
+        d.summary
+    );
+    assert!(!d.summary.contains("429"), "{}", d.summary);
+}
+
+#[test]
+fn a_quiet_period_says_nothing_is_wrong() {
+    let d = explain(&calls(&calm(5)), &calls(&calm(6)));
+    assert_eq!(d.verdict, Verdict::Quiet, "{}: {:?}", d.summary, d.changes);
+    assert!(d.summary.starts_with("nothing is wrong"), "{}", d.summary);
+    assert!(d.changes.is_empty(), "{:?}", d.changes);
+}
+
+#[test]
+fn queueing_without_a_rate_limit_is_sluices() {
+    let baseline = calls(&calm(7));
+    let mut queued = calls(&calm(8));
+    for (i, c) in queued.iter_mut().enumerate() {
+        if u(i, 99) < 0.1 {
+            c.queue = secs(8.0);
+            c.ttfb = c.queue + c.upstream_ttfb;
+            c.total = c.ttfb + secs(1.0);
+        }
+    }
+    let d = explain(&baseline, &queued);
+    assert_eq!(d.verdict, Verdict::Queueing, "{}", d.summary);
+    assert!(d.summary.starts_with("sluice is queueing"), "{}", d.summary);
+}
+
+#[test]
+fn failures_without_a_longer_tail_are_errors() {
+    let baseline = calls(&calm(9));
+    let mut failing = calls(&calm(10));
+    for (i, c) in failing.iter_mut().enumerate() {
+        if u(i, 7) < 0.05 {
+            c.status = 502;
+        }
+    }
+    let d = explain(&baseline, &failing);
+    assert_eq!(d.verdict, Verdict::Errors, "{}", d.summary);
+    assert!(d.summary.contains("error rate 0.0% -> 5."), "{}", d.summary);
+}
+
+#[test]
+fn empty_windows_are_quiet() {
+    let d = explain(&[], &[]);
+    assert_eq!(d.verdict, Verdict::Quiet);
+    assert_eq!(d.recent.calls, 0);
+}
