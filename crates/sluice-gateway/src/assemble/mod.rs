@@ -3,6 +3,7 @@
 //! default lanes, telemetry.
 
 mod from_config;
+mod group_policies;
 pub mod policies;
 pub mod providers;
 mod routers;
@@ -37,36 +38,7 @@ use sluice_routing::limiter::Limiter;
 use sluice_routing::rules::TaskRoute;
 use sluice_routing::{Deployment, ModelGroup, Routes, ticket_hash};
 
-/// The policies of one model group; `None` takes the builder's default.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct GroupPolicies {
-    /// Hedging of slow requests.
-    pub hedge: Option<HedgePolicy>,
-    /// Concurrency limit per deployment.
-    pub limit: Option<LimitSpec>,
-    /// Retries of failed attempts.
-    pub retry: Option<RetryPolicy>,
-    /// A circuit breaker per deployment.
-    pub breaker: Option<BreakerPolicy>,
-    /// The deadline of a request that carries none of its own.
-    pub timeout: Option<Duration>,
-    /// Routing by prompt prefix.
-    pub affinity: Option<AffinityPolicy>,
-}
-
-impl GroupPolicies {
-    /// Each policy of `self`, or of `defaults` where `self` has none.
-    fn or(self, defaults: GroupPolicies) -> Self {
-        Self {
-            hedge: self.hedge.or(defaults.hedge),
-            limit: self.limit.or(defaults.limit),
-            retry: self.retry.or(defaults.retry),
-            breaker: self.breaker.or(defaults.breaker),
-            timeout: self.timeout.or(defaults.timeout),
-            affinity: self.affinity.or(defaults.affinity),
-        }
-    }
-}
+pub use group_policies::GroupPolicies;
 
 /// Why a gateway could not be assembled.
 #[derive(Debug, thiserror::Error)]

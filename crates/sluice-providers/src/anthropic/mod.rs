@@ -120,8 +120,8 @@ impl Anthropic {
         match self.settings.cache_ttl {
             CacheTtl::Auto => {
                 let now = tokio::time::Instant::now();
-                let mut reuse = self.reuse.lock();
-                let mut choose = |d: u64| reuse.observe(now, d);
+                // Locked per mark only: the prompt is hashed outside the lock.
+                let mut choose = |d: u64| self.reuse.lock().observe(now, d);
                 let choice = breakpoints::TtlChoice {
                     hasher: &self.hasher,
                     choose: &mut choose,
