@@ -124,8 +124,8 @@ fn every_query_of_the_grafana_dashboard_is_promql_prometheus_accepts() {
     );
 }
 
-#[test]
-fn diagnose_asks_a_running_gateway_and_prints_its_answer() {
+#[tokio::test]
+async fn diagnose_asks_a_running_gateway_and_prints_its_answer() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -168,7 +168,7 @@ fn diagnose_asks_a_running_gateway_and_prints_its_answer() {
         if out.status.success() {
             break;
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         out = run();
     }
     let _ = serve.kill();

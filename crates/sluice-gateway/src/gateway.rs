@@ -69,7 +69,7 @@ pub struct Gateway {
     /// The last calls, for the incident explainer (`None`: kept none).
     pub(crate) recent: Option<crate::admin::diagnose::Recent>,
     /// The SLOs every finished call is judged by.
-    pub(crate) slos: Vec<sluice_telemetry::slo::Slo>,
+    pub(crate) slos: Vec<crate::admin::slo::Judged>,
     /// Per group deriving prompt-cache keys: the keys handed out lately.
     pub(crate) cache_keys: HashMap<Arc<str>, Mutex<sluice_context::cache_key::Keys>>,
     /// What automatic routers learn from: their answers awaiting feedback.
@@ -149,10 +149,12 @@ impl Gateway {
             .or_else(|| record.attempts.last().map(|a| &a.upstream));
         let now = Instant::now();
         let cooling = upstream.is_some_and(|u| self.is_cooling(u, now));
-        for slo in &self.slos {
+        for judged in &self.slos {
+            let slo = &judged.slo;
             let facts = sluice_telemetry::slo::Facts::of(record, slo.measure(), cooling);
             if let Some(v) = slo.judge(&facts) {
                 self.telemetry.slo_event(&slo.name, v);
+                judged.count(v);
             }
         }
     }

@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod assemble;
+pub mod dashboard;
 pub mod feedback;
 pub mod gateway;
 pub mod public;

@@ -33,6 +33,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/admin/router", get(admin::router::show))
         .route("/admin/prefixes", get(admin::prefixes::show))
         .route("/admin/diagnose", get(admin::diagnose::show))
+        .route("/admin/slo", get(admin::slo::show))
         .route(
             "/admin/cache",
             get(cache_api::show).delete(cache_api::purge),
@@ -45,6 +46,8 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/healthz", get(public::healthz))
         .route("/readyz", get(public::readyz))
         .route("/metrics", get(public::metrics))
+        .route("/dashboard", get(crate::dashboard::page))
+        .route("/dashboard/app.js", get(crate::dashboard::script))
         .merge(admin_routes)
         .fallback(public::not_found)
         .method_not_allowed_fallback(public::method_not_allowed)

@@ -8,6 +8,7 @@ pub mod diagnose;
 pub mod keys;
 pub mod prefixes;
 pub mod router;
+pub mod slo;
 pub mod tenants;
 pub mod upstreams;
 pub mod usage;

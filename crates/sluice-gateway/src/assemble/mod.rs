@@ -530,7 +530,11 @@ impl GatewayBuilder {
             learning: crate::feedback::Learning::default(),
             semantic: self.semantic,
             prefixes: self.prefixes,
-            slos: self.slos,
+            slos: self
+                .slos
+                .into_iter()
+                .map(crate::admin::slo::Judged::new)
+                .collect(),
             recent: (self.diagnose_keep > 0)
                 .then(|| crate::admin::diagnose::Recent::new(self.diagnose_keep)),
             cache_keys: self

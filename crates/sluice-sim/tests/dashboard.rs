@@ -1,0 +1,303 @@
+//! The live dashboard in a real browser (Debian's `chromium`, headless, which `scripts/test`
+//! installs): sluice on a loopback port in front of simulated upstreams, a few hundred
+//! requests through it, then the page loaded. It loads with no script error, polls, and its
+//! numbers are those of `/admin/latency`, `/admin/slo` and `/metrics`; a screenshot is saved.
+//! On the wall clock (a browser cannot run in virtual time): every wait is bounded.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "shared/mod.rs"]
+mod shared;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sluice_economy::{Micros, Price};
+use sluice_gateway::GatewayBuilder;
+use sluice_gateway::server::Server;
+use sluice_sim::UpstreamSpec;
+use sluice_sim::provider::SimProvider;
+use sluice_sim::upstream::SimUpstream;
+use sluice_telemetry::slo::{Measure, Objective, Slo};
+use tokio::time::Instant;
+
+use crate::shared::deployment;
+
+/// Runs headless Chromium on `url` with `args` for `budget` ms of page time, killed after a
+/// minute; (stdout, stderr).
+async fn chromium(url: &str, budget: u32, args: &[&str]) -> (String, String) {
+    let child = tokio::process::Command::new("chromium")
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--virtual-time-budget={budget}"))
+        .args(args)
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "chromium could not start ({e}): scripts/test installs Debian's chromium package"
+            )
+        });
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("chromium did not finish within a minute")
+        .unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The `data-key` cells of the page: (key, text).
+fn cells(dom: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = dom;
+    while let Some(at) = rest.find("data-key=\"") {
+        rest = &rest[at + "data-key=\"".len()..];
+        let key = &rest[..rest.find('"').unwrap()];
+        let text_at = rest.find('>').unwrap() + 1;
+        let text = &rest[text_at..text_at + rest[text_at..].find('<').unwrap()];
+        out.push((key.to_string(), text.to_string()));
+    }
+    out
+}
+
+/// The text of the row whose first cell is `first`: its cells after the first.
+fn row(dom: &str, first: &str) -> Vec<String> {
+    let at = dom
+        .find(&format!("<td>{first}</td>"))
+        .unwrap_or_else(|| panic!("no row {first}"));
+    let end = at + dom[at..].find("</tr>").unwrap();
+    dom[at..end]
+        .split("<td")
+        .skip(2)
+        .map(|c| {
+            let t = &c[c.find('>').unwrap() + 1..];
+            t[..t.find('<').unwrap()].to_string()
+        })
+        .collect()
+}
+
+/// The sum of `name`'s samples in a Prometheus text page whose labels hold `with`.
+fn metric(text: &str, name: &str, with: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter(|l| l.contains(with))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
+    let now = Instant::now();
+    let mut b = GatewayBuilder::new().seed(4);
+    for (name, ms) in [("east", 30), ("west", 60)] {
+        let spec = UpstreamSpec {
+            ttft_median: Duration::from_millis(ms),
+            ttft_sigma: 0.4,
+            per_token: Duration::from_millis(1),
+            output_tokens_median: 20,
+            ..UpstreamSpec::default()
+        };
+        let up = Arc::new(SimUpstream::new(name, spec, 4, now));
+        b = b.provider(name, Arc::new(SimProvider(up)));
+    }
+    let price = Price {
+        input: Micros(2_000_000),
+        cached_input: Micros(200_000),
+        cache_write: Micros(2_000_000),
+        output: Micros(8_000_000),
+    };
+    let gw = b
+        .model(
+            "chat",
+            vec![deployment("east", "m"), deployment("west", "m")],
+        )
+        .price("m", price)
+        .limits(sluice_tail::limit::LimitSpec::Fixed(32))
+        .slo(Slo {
+            name: "chat_ttfb".into(),
+            objective: Objective::Latency {
+                measure: Measure::Ttfb,
+                threshold: Duration::from_millis(120),
+                target: 0.9,
+            },
+            lanes: Vec::new(),
+            groups: Vec::new(),
+        })
+        .build()
+        .unwrap();
+    let server = Server::bind(gw, "127.0.0.1:0".parse().unwrap(), Duration::from_secs(1))
+        .await
+        .unwrap();
+    let addr = server.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let system = "You review contracts against the rule book. ".repeat(120);
+    let calls: Vec<_> = (0..300)
+        .map(|i| {
+            let c = client.clone();
+            let body = json!({"model": "chat", "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": format!("question {i}")}
+            ]});
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(10 * i)).await;
+                let r = c
+                    .post(format!("http://{addr}/v1/chat/completions"))
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200);
+                r.bytes().await.unwrap();
+            })
+        })
+        .collect();
+    for c in calls {
+        c.await.unwrap();
+    }
+
+    let url = format!("http://{addr}/dashboard");
+    let (dom, log) = chromium(&url, 6_000, &["--dump-dom"]).await;
+    let get = |path: &str| {
+        let c = client.clone();
+        let u = format!("http://{addr}{path}");
+        async move { c.get(u).send().await.unwrap().text().await.unwrap() }
+    };
+    let latency: Value = serde_json::from_str(&get("/admin/latency").await).unwrap();
+    let slos: Value = serde_json::from_str(&get("/admin/slo").await).unwrap();
+    let metrics = get("/metrics").await;
+    // The screenshot under load: requests keep coming while the page polls.
+    let loading = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let load = tokio::spawn({
+        let (c, on, body) = (
+            client.clone(),
+            loading.clone(),
+            json!({"model": "chat", "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": "more"}
+            ]}),
+        );
+        async move {
+            let mut i = 0u64;
+            while on.load(std::sync::atomic::Ordering::Relaxed) {
+                i += 1;
+                let (c, mut b) = (c.clone(), body.clone());
+                b["messages"][1]["content"] = json!(format!("more {i}"));
+                tokio::spawn(async move {
+                    let _ = c
+                        .post(format!("http://{addr}/v1/chat/completions"))
+                        .json(&b)
+                        .send()
+                        .await;
+                });
+                tokio::time::sleep(Duration::from_millis(15)).await;
+            }
+        }
+    });
+    let shot = std::env::temp_dir().join(format!("sluice-dashboard-{}.png", std::process::id()));
+    let arg = format!("--screenshot={}", shot.display());
+    let (_, shot_log) = chromium(
+        &url,
+        30_000,
+        &[&arg, "--window-size=1400,1200", "--hide-scrollbars"],
+    )
+    .await;
+    loading.store(false, std::sync::atomic::Ordering::Relaxed);
+    load.await.unwrap();
+    let _ = stop.send(());
+    let _ = serving.await;
+
+    // Loaded, polled, and no script error (the page counts them; Chromium logs them).
+    assert!(dom.contains("data-errors=\"0\""), "script errors: {log}");
+    assert!(
+        !dom.contains("data-updates=\"0\""),
+        "the page never polled: {log}"
+    );
+    for line in log.lines().chain(shot_log.lines()) {
+        assert!(
+            !(line.contains("CONSOLE") && (line.contains("Uncaught") || line.contains("rror"))),
+            "console error: {line}"
+        );
+    }
+    // Its latency table is /admin/latency's, within a few percent (the window rotates).
+    let cells = cells(&dom);
+    let mut compared = 0;
+    for u in latency["upstreams"].as_array().unwrap() {
+        for phase in ["ttfb", "total"] {
+            for p in ["p50", "p95", "p99", "p999"] {
+                let k = format!(
+                    "{}|{}|{}|{phase}|{p}",
+                    u["group"].as_str().unwrap(),
+                    u["upstream"].as_str().unwrap(),
+                    u["mode"].as_str().unwrap()
+                );
+                let shown: f64 = cells
+                    .iter()
+                    .find(|(key, _)| *key == k)
+                    .unwrap_or_else(|| panic!("no cell {k}"))
+                    .1
+                    .parse()
+                    .unwrap();
+                let want = u[phase][p].as_f64().unwrap();
+                assert!(
+                    (shown - want).abs() <= 1.0 + want * 0.05,
+                    "{k}: page {shown}, /admin/latency {want}"
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert_eq!(compared, 16, "two upstreams, two phases, four percentiles");
+    // Its SLO row is /admin/slo's.
+    let s = &slos["slos"][0];
+    let slo_row = row(&dom, "chat_ttfb");
+    assert_eq!(slo_row[1], s["good"].to_string(), "{slo_row:?} {s}");
+    assert_eq!(slo_row[2], s["bad"].to_string(), "{slo_row:?} {s}");
+    // Its spend and provider prompt-cache share are /metrics'.
+    let spend: f64 = row(&dom, "group chat")[0].parse().unwrap();
+    let want = metric(&metrics, "sluice_cost_micros_total", "") / 1e6;
+    assert!(
+        want > 0.0 && (spend - want).abs() < 1e-3,
+        "spend {spend}, /metrics {want}"
+    );
+    let shown: f64 = row(&dom, "provider prompt cache chat")[0]
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
+    let tokens = "sluice_prompt_cache_tokens_total";
+    let want = 100.0 * metric(&metrics, tokens, "kind=\"cached\"")
+        / metric(&metrics, tokens, "kind=\"prompt\"");
+    assert!(
+        want > 50.0 && (shown - want).abs() < 0.1,
+        "page {shown}%, /metrics {want:.2}%"
+    );
+    // A screenshot was taken.
+    let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        size > 20_000,
+        "screenshot {} is {size} bytes: {shot_log}",
+        shot.display()
+    );
+    if let Ok(keep) = std::env::var("SLUICE_DASHBOARD_SCREENSHOT") {
+        std::fs::copy(&shot, Path::new(&keep)).unwrap();
+    }
+    std::fs::remove_file(&shot).unwrap();
+}
