@@ -147,7 +147,8 @@ impl Gateway {
             .upstream
             .as_ref()
             .or_else(|| record.attempts.last().map(|a| &a.upstream));
-        let now = Instant::now();
+        // The call settled just now: its end is the clock's reading.
+        let now = record.timings.done.unwrap_or_else(Instant::now);
         let cooling = upstream.is_some_and(|u| self.is_cooling(u, now));
         for judged in &self.slos {
             let slo = &judged.slo;
@@ -192,7 +193,7 @@ impl Gateway {
             self.judge_slos(record);
         }
         if let Some(recent) = &self.recent {
-            recent.push(record, Instant::now());
+            recent.push(record);
         }
         if record.route.as_ref().is_some_and(|r| r.auto.is_some()) {
             self.learning.settled(self, record);

@@ -35,8 +35,9 @@ impl Recent {
         }
     }
 
-    /// Keeps `r`, finished at `now`.
-    pub fn push(&self, r: &CallRecord, now: Instant) {
+    /// Keeps `r`, as of its end (the record's `done`, set as it settles).
+    pub fn push(&self, r: &CallRecord) {
+        let now = r.timings.done.unwrap_or(r.timings.received);
         let none = &self.none;
         let t = &r.timings;
         let total = t.total().unwrap_or_default();
