@@ -17,14 +17,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sluice_economy::{Micros, Price};
 use sluice_gateway::GatewayBuilder;
-use sluice_gateway::server::Server;
 use sluice_sim::UpstreamSpec;
 use sluice_sim::provider::SimProvider;
 use sluice_sim::upstream::SimUpstream;
 use sluice_telemetry::slo::{Measure, Objective, Slo};
 use tokio::time::Instant;
 
-use crate::shared::deployment;
+use crate::shared::{Serving, deployment};
 
 /// Runs headless Chromium on `url` with `args` for `budget` ms of page time, killed after a
 /// minute; (stdout, stderr).
@@ -140,14 +139,8 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
         })
         .build()
         .unwrap();
-    let server = Server::bind(gw, "127.0.0.1:0".parse().unwrap(), Duration::from_secs(1))
-        .await
-        .unwrap();
-    let addr = server.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(server.run(async {
-        let _ = stopped.await;
-    }));
+    let serving = Serving::start(gw).await;
+    let addr = serving.addr;
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let system = "You review contracts against the rule book. ".repeat(120);
     let calls: Vec<_> = (0..300)
@@ -222,8 +215,7 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
     .await;
     loading.store(false, std::sync::atomic::Ordering::Relaxed);
     load.await.unwrap();
-    let _ = stop.send(());
-    let _ = serving.await;
+    serving.stop().await;
 
     // Loaded, polled, and no script error (the page counts them; Chromium logs them).
     assert!(dom.contains("data-errors=\"0\""), "script errors: {log}");

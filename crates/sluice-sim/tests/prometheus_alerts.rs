@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sluice_gateway::GatewayBuilder;
-use sluice_gateway::server::Server;
 use sluice_sim::UpstreamSpec;
 use sluice_sim::provider::SimProvider;
 use sluice_sim::spec::Degradation;
@@ -29,7 +28,7 @@ use sluice_sim::upstream::SimUpstream;
 use sluice_telemetry::slo::{Measure, Objective, Slo};
 use tokio::time::Instant;
 
-use crate::shared::deployment;
+use crate::shared::{Serving, deployment};
 
 /// Windows this many times shorter than the shipped rules'.
 const SPEED: u32 = 10;
@@ -182,14 +181,8 @@ async fn rehearse(
         .slo(slo())
         .build()
         .unwrap();
-    let server = Server::bind(gw, "127.0.0.1:0".parse().unwrap(), Duration::from_secs(1))
-        .await
-        .unwrap();
-    let addr = server.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(server.run(async {
-        let _ = stopped.await;
-    }));
+    let serving = Serving::start(gw).await;
+    let addr = serving.addr;
     let rules = sluice_telemetry::slo::rules::rules_at(&[slo()], SPEED);
     let prom = start_prometheus(name, addr, &rules);
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
@@ -227,8 +220,7 @@ async fn rehearse(
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     drop(prom);
-    let _ = stop.send(());
-    let _ = serving.await;
+    serving.stop().await;
     (seen, took)
 }
 

@@ -1,9 +1,12 @@
 //! What several of the simulator's end-to-end tests share: a provider that keeps each request
-//! as it reached the upstream, and a deployment named after its provider.
+//! as it reached the upstream, a deployment named after its provider, and a gateway served
+//! on a loopback port.
 
 #![allow(dead_code)]
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
@@ -37,5 +40,46 @@ pub fn deployment(provider: &str, model: &str) -> DeploymentConfig {
         name: Some(provider.into()),
         rpm: None,
         tpm: None,
+    }
+}
+
+/// A gateway served on a loopback port until dropped.
+pub struct Serving {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<sluice_gateway::server::Stopped>>>,
+}
+
+impl Serving {
+    /// Serves `gw` on a free loopback port.
+    pub async fn start(gw: Arc<sluice_gateway::Gateway>) -> Self {
+        let server = sluice_gateway::server::Server::bind(
+            gw,
+            "127.0.0.1:0".parse().unwrap(),
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap();
+        let addr = server.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Self {
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Stops it and waits for it to drain.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
     }
 }
