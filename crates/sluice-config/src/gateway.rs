@@ -25,6 +25,7 @@ const SECTIONS: &[&str] = &[
     "routers",
     "slo",
     "diagnose",
+    "traces",
 ];
 
 mod checks;
@@ -33,11 +34,13 @@ mod groups;
 mod routes;
 mod sections;
 mod slos;
+mod traces;
 
 pub use groups::*;
 pub use routes::*;
 pub use sections::*;
 pub use slos::{DiagnoseConfig, SloConfig, SloKind, SloMeasure};
+pub use traces::{TraceProtocol, TracesConfig};
 
 /// A validated gateway configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -78,6 +81,8 @@ pub struct GatewayConfig {
     pub slos: Vec<(String, SloConfig)>,
     /// `[diagnose]`.
     pub diagnose: DiagnoseConfig,
+    /// `[traces]`.
+    pub traces: TracesConfig,
 }
 
 /// Where secrets are looked up; tests pass a map, the binary passes the process environment.
@@ -202,6 +207,10 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     let slos: Vec<(String, SloConfig)> = doc.map_section("slo", &mut diags);
     let diagnose: Option<DiagnoseConfig> = doc.section("diagnose", &mut diags);
     slos::check(&doc, &slos, &lanes, &models, &mut diags);
+    let traces: Option<TracesConfig> = doc.section("traces", &mut diags);
+    if let Some(t) = &traces {
+        traces::check(&doc, t, &mut diags);
+    }
 
     let listen = server.as_ref().and_then(|s| {
         checks::server(
@@ -257,6 +266,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
                 routers,
                 slos,
                 diagnose: diagnose.unwrap_or_default(),
+                traces: traces.unwrap_or_default(),
             }
         }
         _ => {

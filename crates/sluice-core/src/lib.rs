@@ -9,6 +9,7 @@ pub mod ids;
 pub mod prefix;
 pub mod ratelimit;
 pub mod record;
+pub mod trace;
 pub mod usage;
 
 pub use chat::{ChatRequest, DEFAULT_OUTPUT_ESTIMATE};
@@ -19,4 +20,5 @@ pub use record::{
     AnswerFlaw, Attempt, AttemptKind, AttemptOutcome, AutoChoice, CacheLookup, CallRecord,
     CandidateEstimate, FallbackTaken, Phase, Round, RouteTaken, SemanticLookup, Stage, Timings,
 };
+pub use trace::{Marks, TraceIds};
 pub use usage::Usage;

@@ -44,6 +44,8 @@ pub struct Timings {
     pub done: Option<Instant>,
     /// When the request's deadline runs out, if it has one.
     pub deadline: Option<Instant>,
+    /// When the steps before dispatch ended, for traced calls.
+    pub marks: crate::Marks,
 }
 
 impl Timings {
@@ -56,6 +58,7 @@ impl Timings {
             first_byte: None,
             done: None,
             deadline: None,
+            marks: crate::Marks::default(),
         }
     }
 
@@ -320,6 +323,8 @@ pub struct CallRecord {
     /// When the call verified a semantic entry: whether the entry's answer agreed with the
     /// upstream's.
     pub semantic_verified: Option<bool>,
+    /// Its trace, when sluice traces calls.
+    pub trace: Option<Arc<crate::TraceIds>>,
 }
 
 /// What the semantic cache did with a request.
@@ -427,6 +432,8 @@ pub struct FallbackTaken {
     pub to: Arc<str>,
     /// Why: `unavailable`, `quota`, `context_window` or `context_length`.
     pub reason: &'static str,
+    /// How many attempts the call had made when it took the fallback.
+    pub after: usize,
 }
 
 /// Status recorded when the client disconnected before the answer ended (nginx's convention).
@@ -473,6 +480,7 @@ impl CallRecord {
             flaw: None,
             semantic: None,
             semantic_verified: None,
+            trace: None,
         }
     }
 

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use sluice_cache::AnswerCache;
 use sluice_routing::{Deployment, Routes};
 
-pub use crate::assemble::{BuildError, GatewayBuilder, GroupPolicies};
+pub use crate::assemble::{BuildError, GatewayBuilder, GroupPolicies, TraceSetup};
 
 /// A function told about every finished call (the demo and tests collect records with it).
 pub type RecordSink = Arc<dyn Fn(&CallRecord) + Send + Sync>;
@@ -74,6 +74,8 @@ pub struct Gateway {
     pub(crate) cache_keys: HashMap<Arc<str>, Mutex<sluice_context::cache_key::Keys>>,
     /// What automatic routers learn from: their answers awaiting feedback.
     pub(crate) learning: crate::feedback::Learning,
+    /// Tracing, when calls are traced.
+    pub(crate) traces: Option<sluice_trace::Tracer>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -140,9 +142,9 @@ impl Gateway {
             .start(deployment.name.clone(), now, pushback.quiet_for);
     }
 
-    /// Counts `record` as an event of each SLO that covers it. Whether its upstream is
-    /// pausing after a 429 is read once, for the SLOs that ask.
-    fn judge_slos(&self, record: &CallRecord) {
+    /// Counts `record` as an event of each SLO that covers it; returns whether one judged it
+    /// bad. Whether its upstream is pausing after a 429 is read once, for the SLOs that ask.
+    fn judge_slos(&self, record: &CallRecord) -> bool {
         let upstream = record
             .upstream
             .as_ref()
@@ -150,13 +152,24 @@ impl Gateway {
         // The call settled just now: its end is the clock's reading.
         let now = record.timings.done.unwrap_or_else(Instant::now);
         let cooling = upstream.is_some_and(|u| self.is_cooling(u, now));
+        let mut bad = false;
         for judged in &self.slos {
             let slo = &judged.slo;
             let facts = sluice_telemetry::slo::Facts::of(record, slo.measure(), cooling);
             if let Some(v) = slo.judge(&facts) {
                 self.telemetry.slo_event(&slo.name, v);
                 judged.count(v);
+                bad |= v != sluice_telemetry::slo::Verdict::Good;
             }
+        }
+        bad
+    }
+
+    /// Sends what the trace exporter holds and waits up to `wait` for it (at shutdown).
+    /// Blocks the calling thread.
+    pub fn close_traces(&self, wait: std::time::Duration) {
+        if let Some(t) = &self.traces {
+            t.close(wait);
         }
     }
 
@@ -189,8 +202,11 @@ impl Gateway {
     /// ledger is kept).
     pub(crate) fn settle(&self, record: &CallRecord, entry: Option<sluice_ledger::Entry>) {
         self.telemetry.observe(record);
-        if !self.slos.is_empty() {
-            self.judge_slos(record);
+        let over_slo = !self.slos.is_empty() && self.judge_slos(record);
+        if let Some(t) = &self.traces
+            && let Some(kept) = t.settle(record, over_slo, Instant::now())
+        {
+            self.telemetry.trace_kept(kept.label());
         }
         if let Some(recent) = &self.recent {
             recent.push(record);

@@ -17,5 +17,5 @@ pub mod public;
 pub mod server;
 pub mod walk;
 
-pub use gateway::{Gateway, GatewayBuilder};
+pub use gateway::{Gateway, GatewayBuilder, TraceSetup};
 pub use server::{Server, ShutdownHandle};

@@ -129,13 +129,14 @@ impl Endpoint {
         body: Vec<u8>,
         request_id: &str,
         remaining_ms: Option<u64>,
+        trace: Option<&crate::TraceHeaders>,
     ) -> http::Request<Full<Bytes>> {
         let mut req = http::Request::new(Full::new(Bytes::from(body)));
         *req.method_mut() = http::Method::POST;
         *req.uri_mut() = self.url.clone();
-        // Sized once for the fixed headers and the three added here (a clone of the fixed map
+        // Sized once for the fixed headers and the five added here (a clone of the fixed map
         // would grow again on the first insert).
-        let mut h = HeaderMap::with_capacity(self.headers.len() + 3);
+        let mut h = HeaderMap::with_capacity(self.headers.len() + 5);
         for (name, value) in &self.headers {
             h.append(name.clone(), value.clone());
         }
@@ -148,6 +149,12 @@ impl Endpoint {
         }
         if let Some(ms) = remaining_ms {
             h.insert(crate::TIMEOUT_HEADER_NAME, HeaderValue::from(ms));
+        }
+        if let Some(t) = trace {
+            h.insert(TRACEPARENT, t.traceparent.clone());
+            if let Some(state) = &t.tracestate {
+                h.insert(TRACESTATE, state.clone());
+            }
         }
         *req.headers_mut() = h;
         req
@@ -249,6 +256,11 @@ pub struct Accepted {
     pub body: TimedBody,
 }
 
+/// W3C Trace Context's header naming the caller's span.
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+/// W3C Trace Context's vendor entries.
+const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+
 /// Renders an upstream's error body for OpenAI clients; `None` passes it through verbatim.
 pub type TranslateError = fn(&[u8]) -> Option<Bytes>;
 
@@ -267,6 +279,7 @@ pub async fn send(
         body,
         call.request_id.as_str(),
         call.remaining_ms(Instant::now()),
+        call.trace.as_ref(),
     );
     exchange(
         upstream,
@@ -288,7 +301,7 @@ pub async fn send_plain(
     body: Vec<u8>,
     request_id: &str,
 ) -> Result<Accepted, GatewayError> {
-    let request = endpoint.request(body, request_id, None);
+    let request = endpoint.request(body, request_id, None, None);
     exchange(upstream, settings, endpoint, request, None, |_| None).await
 }
 

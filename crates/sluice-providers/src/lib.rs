@@ -44,6 +44,18 @@ pub struct UpstreamCall {
     pub deadline: Option<Instant>,
     /// Where the provider leaves what the answer said of its rate limits.
     pub rate_report: RateReport,
+    /// The W3C trace context sent upstream, when the call is traced.
+    pub trace: Option<TraceHeaders>,
+}
+
+/// The `traceparent` (naming the attempt's span as the parent) and the client's
+/// `tracestate` an HTTP upstream is sent.
+#[derive(Clone, Debug)]
+pub struct TraceHeaders {
+    /// `traceparent`.
+    pub traceparent: ::http::HeaderValue,
+    /// `tracestate`, when the client sent one.
+    pub tracestate: Option<::http::HeaderValue>,
 }
 
 /// The header that carries a request's remaining time budget, in milliseconds: read from

@@ -1,5 +1,6 @@
 //! Metrics of the prompt's own shaping (compression and progressive loading, whose ratio of
-//! tokens sent to tokens received is an SLI of its own) and of the SLOs' events.
+//! tokens sent to tokens received is an SLI of its own), of the SLOs' events, and of the
+//! traces kept and exported.
 
 use std::sync::Arc;
 
@@ -32,6 +33,14 @@ pub struct SloLabels {
     pub culprit: &'static str,
 }
 
+/// Labels of the trace counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TraceLabels {
+    /// For kept traces, why (`head`, `error`, `over_slo`); for exports, what happened
+    /// (`exported`, `failed`, `dropped`).
+    pub outcome: &'static str,
+}
+
 /// The shaping families.
 #[derive(Clone, Debug, Default)]
 pub struct ContextMetrics {
@@ -43,6 +52,10 @@ pub struct ContextMetrics {
     pub rounds: Family<ShapingLabels, Counter>,
     /// SLO events by verdict and culprit.
     pub slo_events: Family<SloLabels, Counter>,
+    /// Traces kept, by why.
+    pub traces_kept: Family<TraceLabels, Counter>,
+    /// Kept traces by what became of them.
+    pub traces: Family<TraceLabels, Counter>,
 }
 
 impl ContextMetrics {
@@ -64,9 +77,39 @@ impl ContextMetrics {
             self.slo_events.clone(),
         );
         r.register(
+            "traces_kept",
+            "Calls whose trace was kept, by why: head (sampled when it arrived), error (it failed), over_slo (an SLO judged it bad)",
+            self.traces_kept.clone(),
+        );
+        r.register(
+            "traces",
+            "Kept traces by what became of them: exported (the collector took them), failed (it refused them, was unreachable or too slow), dropped (the exporter's queue was full)",
+            self.traces.clone(),
+        );
+        r.register(
             "context_rounds",
             "Upstream calls progressive loading made, by group (kind=round)",
             self.rounds.clone(),
         );
+    }
+}
+
+impl crate::Telemetry {
+    /// Counts a call whose trace was kept, and why.
+    pub fn trace_kept(&self, why: &'static str) {
+        self.metrics()
+            .context
+            .traces_kept
+            .get_or_create(&TraceLabels { outcome: why })
+            .inc();
+    }
+
+    /// Counts `n` kept traces that ended as `outcome` (`exported`, `failed`, `dropped`).
+    pub fn traces(&self, outcome: &'static str, n: u64) {
+        self.metrics()
+            .context
+            .traces
+            .get_or_create(&TraceLabels { outcome })
+            .inc_by(n);
     }
 }

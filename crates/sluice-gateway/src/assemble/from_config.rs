@@ -176,7 +176,12 @@ impl GatewayBuilder {
                         source,
                     }
                 })?;
-            b = b.provider(name, provider);
+            b = b
+                .provider(name, provider)
+                .provider_server(name, &p.base_url);
+        }
+        if let Some(setup) = super::TraceSetup::from_config(&cfg.traces) {
+            b = b.traces(setup);
         }
         if let Some(var) = &cfg.server.admin_token_env
             && let Some(token) = env.get(var)

@@ -7,6 +7,7 @@ mod group_policies;
 pub mod policies;
 pub mod providers;
 mod routers;
+mod traces;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -39,6 +40,7 @@ use sluice_routing::rules::TaskRoute;
 use sluice_routing::{Deployment, ModelGroup, Routes, ticket_hash};
 
 pub use group_policies::GroupPolicies;
+pub use traces::TraceSetup;
 
 /// Why a gateway could not be assembled.
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +103,9 @@ pub enum BuildError {
     /// The access log's writer could not be started.
     #[error("starting the access log: {0}")]
     AccessLog(std::io::Error),
+    /// The trace exporter could not be started.
+    #[error("starting the trace exporter: {0}")]
+    Traces(#[from] sluice_trace::StartError),
 }
 
 /// The concurrency limit of a deployment that is paced but not limited: room enough never
@@ -146,6 +151,9 @@ pub struct GatewayBuilder {
     pub(super) slos: Vec<sluice_telemetry::slo::Slo>,
     pub(super) diagnose_keep: usize,
     router_state: Vec<(String, Vec<Stored>)>,
+    pub(super) traces: Option<traces::TraceSetup>,
+    /// Each provider's host and port, for the spans of its calls.
+    pub(super) servers: HashMap<String, (Arc<str>, u16)>,
 }
 
 impl Default for GatewayBuilder {
@@ -181,6 +189,8 @@ impl Default for GatewayBuilder {
             slos: Vec::new(),
             diagnose_keep: DEFAULT_DIAGNOSE_KEEP,
             router_state: Vec::new(),
+            traces: None,
+            servers: HashMap::new(),
         }
     }
 }
@@ -400,6 +410,7 @@ impl GatewayBuilder {
     pub fn build(self) -> Result<Arc<Gateway>, BuildError> {
         let seed = self.seed.unwrap_or_else(time_seed);
         let mut groups = Vec::with_capacity(self.models.len());
+        let mut upstreams = sluice_trace::Upstreams::new();
         for (group, deps, own) in &self.models {
             let p = own.or(self.defaults);
             let mut out = Vec::with_capacity(deps.len());
@@ -412,6 +423,9 @@ impl GatewayBuilder {
                             provider: d.provider.clone(),
                         })?;
                 let name = d.display_name();
+                if self.traces.is_some() {
+                    upstreams.insert(Arc::from(name.as_str()), traces::upstream(d, &self.servers));
+                }
                 // Pacing needs the queue, so a deployment with a configured rate limit gets a
                 // limiter even where its group limits no concurrency (a fixed, roomy one).
                 let pace = PaceSpec {
@@ -523,7 +537,9 @@ impl GatewayBuilder {
             None => None,
         };
         let routers = routers::build(self.routers, &self.router_state, &groups, seed)?;
+        let traces = traces::start(self.traces, upstreams, &telemetry)?;
         Ok(Arc::new(Gateway {
+            traces,
             routes: Routes::new(groups, seed)
                 .with_task_routes(self.task_routes)
                 .with_routers(routers),

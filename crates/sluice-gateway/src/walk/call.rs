@@ -8,7 +8,9 @@ use bytes::Bytes;
 use super::semantic::ByMeaning;
 use sluice_cache::{Key, Stored};
 use sluice_core::record::CLIENT_CLOSED;
-use sluice_core::{Attempt, AttemptKind, AttemptOutcome, CallRecord, ErrorKind, RequestId, Usage};
+use sluice_core::{
+    Attempt, AttemptKind, AttemptOutcome, CallRecord, ErrorKind, Marks, RequestId, Usage,
+};
 use sluice_economy::{Micros, Reservation};
 use sluice_routing::Deployment;
 use sluice_telemetry::InflightGuard;
@@ -59,6 +61,13 @@ impl Call {
             question: None,
             settled: false,
             _inflight: inflight,
+        }
+    }
+
+    /// Notes, for a traced call, that the step `which` picks ended now (the first time).
+    pub fn mark(&mut self, which: impl FnOnce(&mut Marks) -> &mut Option<Instant>) {
+        if self.record.trace.is_some() {
+            which(&mut self.record.timings.marks).get_or_insert_with(Instant::now);
         }
     }
 

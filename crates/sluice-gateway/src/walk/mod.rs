@@ -18,6 +18,7 @@ pub mod rescue;
 pub mod respond;
 pub mod route;
 pub mod semantic;
+pub mod trace;
 
 use std::sync::Arc;
 
@@ -42,6 +43,10 @@ pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> R
     let (parts, body) = req.into_parts();
     // The record opens first so that every request, even one rejected in ingress, is counted.
     let mut call = Call::open(gw.clone(), ingress::request_id(&parts.headers), now);
+    // A traced call takes the client's trace (or starts one) before anything can fail.
+    if let Some(tracer) = &gw.traces {
+        trace::begin(tracer, &mut call, &parts.headers);
+    }
     match walk(&gw, &mut call, &parts.headers, body).await {
         Ok(Answer::Cached(served)) => respond::cached(call, served),
         Ok(Answer::Complete {
@@ -87,6 +92,7 @@ async fn walk(
     let bytes = ingress::read_body(headers, body, gw.max_body_bytes).await?;
     let request = Arc::new(ingress::parse(bytes)?);
     call.record_mut().stream = request.stream;
+    call.mark(|m| &mut m.parsed);
 
     // 2. Caller, lane and time budget: read before routing so bad headers cost nothing. The
     //    caller is its API key's tenant (401 without a valid key when keys are required);
@@ -105,6 +111,7 @@ async fn walk(
     };
     call.record_mut().tenant = tenant.clone();
     call.record_mut().prompt_estimate = request.prompt_estimate();
+    call.mark(|m| &mut m.identified);
 
     // 3. Route: the model group the client named, or the one the rules of the task route it
     //    named (`auto`) choose for what the request says of itself (its task, tenant, key,
@@ -113,6 +120,7 @@ async fn walk(
     //    learnt of each for the task, and hands the rest on as fallbacks.
     let size = route::PromptSize::of(&request);
     let (group, others) = route::choose(gw, call, &request, headers, &caller, &size, asked)?;
+    call.mark(|m| &mut m.routed);
 
     // 4. Deadline: the client's budget, else the group's default, counted from arrival. It
     //    bounds everything below (waiting for an identical request's answer, queueing, every
@@ -162,6 +170,7 @@ async fn walk(
     {
         return Ok(Answer::Cached(served));
     }
+    call.mark(|m| &mut m.looked_up);
 
     // 6-8, for the group and then, when it cannot take the request, for each of its
     //    fallbacks in order, within the same deadline: the request goes to a fallback when

@@ -211,10 +211,12 @@ pub fn fits(
 /// Records that the call left `from` for `to` for `reason`.
 pub fn record_fallback(call: &mut Call, from: &ModelGroup, to: &ModelGroup, reason: Reason) {
     let record = call.record_mut();
+    let after = record.attempts.len();
     record.fallbacks.push(FallbackTaken {
         from: from.name.clone(),
         to: to.name.clone(),
         reason: reason.label(),
+        after,
     });
     record.model_group = Some(to.name.clone());
 }

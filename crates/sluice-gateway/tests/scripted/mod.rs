@@ -64,6 +64,8 @@ pub struct Scripted {
     pub usage: Arc<Mutex<Option<Usage>>>,
     /// The body of complete answers (`{"choices":[]}` when unset).
     pub answer: Arc<Mutex<Option<Bytes>>>,
+    /// The `traceparent` and `tracestate` each call carried.
+    pub traces: Arc<Mutex<Vec<(Option<String>, Option<String>)>>>,
 }
 
 /// Counts a call in progress until dropped.
@@ -100,6 +102,13 @@ impl Provider for Scripted {
     fn call(&self, c: UpstreamCall) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
         *self.calls.lock() += 1;
         self.deadlines.lock().push(c.deadline);
+        let text = |v: &http::HeaderValue| v.to_str().unwrap().to_string();
+        self.traces.lock().push((
+            c.trace.as_ref().map(|t| text(&t.traceparent)),
+            c.trace
+                .as_ref()
+                .and_then(|t| t.tracestate.as_ref().map(text)),
+        ));
         let (ms, end) = self.steps.lock().pop_front().unwrap_or((100, End::Ok));
         let usage = *self.usage.lock();
         let answer = self.answer.lock().clone();

@@ -36,6 +36,7 @@ fn call() -> UpstreamCall {
         request_id: RequestId::from_client_or_generate(Some("req-7")),
         deadline: Some(Instant::now() + Duration::from_secs(9)),
         rate_report: RateReport::default(),
+        trace: None,
     }
 }
 
@@ -120,6 +121,39 @@ async fn plain_http_endpoints_are_reached_directly_with_their_headers() {
         (8_000..=9_000).contains(&budget.parse::<u64>().unwrap()),
         "{budget}"
     );
+    assert!(
+        !head.contains("traceparent"),
+        "an untraced call sends no trace context"
+    );
+}
+
+#[tokio::test]
+async fn a_traced_call_sends_its_trace_context() {
+    let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1/", upstream.local_addr().unwrap());
+    let settings = HttpSettings::default();
+    let endpoint =
+        Endpoint::with_proxies(&settings, &base, "x", &[], &Matcher::builder().build()).unwrap();
+    let head = tokio::spawn(one_head(
+        upstream,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+    ));
+    let mut traced = call();
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    traced.trace = Some(crate::TraceHeaders {
+        traceparent: http::HeaderValue::from_static(parent),
+        tracestate: Some(http::HeaderValue::from_static("congo=t61rcWkgMzE")),
+    });
+    let mut accepted = send("p", &settings, &endpoint, b"{}".to_vec(), &traced, |_| None)
+        .await
+        .unwrap();
+    read_complete(&mut accepted).await.unwrap();
+    let head = head.await.unwrap();
+    assert!(
+        head.contains(&format!("traceparent: {parent}\r\n")),
+        "{head}"
+    );
+    assert!(head.contains("tracestate: congo=t61rcwkgmze\r\n"), "{head}");
 }
 
 #[test]

@@ -29,6 +29,7 @@ fn call() -> UpstreamCall {
         request_id: RequestId::generate(),
         deadline: None,
         rate_report: Default::default(),
+        trace: None,
     }
 }
 

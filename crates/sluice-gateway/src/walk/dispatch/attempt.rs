@@ -84,6 +84,10 @@ async fn reach(
         request_id: job.id,
         deadline: job.deadline,
         rate_report,
+        trace: job
+            .trace
+            .as_deref()
+            .and_then(|t| crate::walk::trace::upstream(t, attempt)),
     };
     match d.provider.call(call).await? {
         UpstreamResponse::Complete(c) => Ok(Answer::Complete {

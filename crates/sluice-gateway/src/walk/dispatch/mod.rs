@@ -72,6 +72,8 @@ pub(crate) struct Job {
     pub deadline: Option<Instant>,
     /// What each attempt asks admission for: its lane, its tenant, its cost in tokens.
     pub ask: Ask,
+    /// Its trace, when it is traced.
+    pub trace: Option<Arc<sluice_core::TraceIds>>,
 }
 
 /// Sends `request`, first to `primary`, asking admission for `ask`, until the call's deadline
@@ -86,11 +88,13 @@ pub async fn dispatch(
     ask: Ask,
 ) -> Result<Answer, GatewayError> {
     let lane = ask.lane;
+    call.mark(|m| &mut m.queued);
     let job = Job {
         request,
         id: call.record().request_id.clone(),
         deadline: call.record().timings.deadline,
         ask,
+        trace: call.record().trace.clone(),
     };
     let patience = gw.lanes.get(lane).map_or(DEFAULT_PATIENCE, |l| l.max_wait);
     let patient_until = call.record().timings.received + patience;
