@@ -51,6 +51,9 @@ pub enum End {
     },
 }
 
+/// The `traceparent` and `tracestate` a call carried.
+pub type Sent = (Option<String>, Option<String>);
+
 /// An upstream that answers each call after the next scripted delay, or fails.
 #[derive(Clone, Default)]
 pub struct Scripted {
@@ -65,7 +68,7 @@ pub struct Scripted {
     /// The body of complete answers (`{"choices":[]}` when unset).
     pub answer: Arc<Mutex<Option<Bytes>>>,
     /// The `traceparent` and `tracestate` each call carried.
-    pub traces: Arc<Mutex<Vec<(Option<String>, Option<String>)>>>,
+    pub traces: Arc<Mutex<Vec<Sent>>>,
 }
 
 /// Counts a call in progress until dropped.
