@@ -92,8 +92,12 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
             }
         }
         // Every call that finished is in the access log and the ledger before the process ends,
-        // and what the routers learnt is in the store.
+        // its kept trace sent (for up to the export timeout), and what the routers learnt is in
+        // the store.
         gw.sync_access_log();
+        let traced = gw.clone();
+        let wait = cfg.traces.timeout + std::time::Duration::from_secs(1);
+        tokio::task::spawn_blocking(move || traced.close_traces(wait)).await?;
         if let Some(saver) = saver {
             saver.abort();
             gw.save_routers().await?;
