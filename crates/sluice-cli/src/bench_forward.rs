@@ -1,6 +1,8 @@
 //! `sluice bench forward`: a bare HTTP/1 forwarder (a hyper server and a pooled hyper client,
 //! no parsing, no records, no policies), the floor that `sluice bench overhead --floor` sets
-//! sluice against: what one more proxy hop costs on this machine before any gateway work.
+//! sluice against: what one more proxy hop costs on this machine before any gateway work. A
+//! complete answer is read whole and sent on; a stream (`text/event-stream`) is passed
+//! through chunk by chunk as it arrives, the floor for streams.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -9,7 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -33,6 +35,9 @@ pub struct ForwardArgs {
 }
 
 type Upstream = Client<HttpConnector, Full<Bytes>>;
+
+/// A complete answer read whole, or a stream passed through.
+type Answer = Either<Full<Bytes>, Incoming>;
 
 /// Runs the forwarder until killed, on the same runtime `sluice serve` builds, so the two
 /// compare like for like.
@@ -68,14 +73,14 @@ async fn answer(
     client: Upstream,
     upstream: SocketAddr,
     req: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+) -> Result<Response<Answer>, Infallible> {
     if req.uri().path() == "/readyz" {
-        return Ok(Response::new(Full::default()));
+        return Ok(Response::new(Either::Left(Full::default())));
     }
     Ok(match relay(&client, upstream, req).await {
         Ok(r) => r,
         Err(e) => {
-            let mut r = Response::new(Full::new(Bytes::from(format!("{e:#}"))));
+            let mut r = Response::new(Either::Left(Full::new(Bytes::from(format!("{e:#}")))));
             *r.status_mut() = StatusCode::BAD_GATEWAY;
             r
         }
@@ -86,7 +91,7 @@ async fn relay(
     client: &Upstream,
     upstream: SocketAddr,
     req: Request<Incoming>,
-) -> anyhow::Result<Response<Full<Bytes>>> {
+) -> anyhow::Result<Response<Answer>> {
     let (mut parts, body) = req.into_parts();
     let body = body.collect().await?.to_bytes();
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
@@ -96,6 +101,13 @@ async fn relay(
         .request(Request::from_parts(parts, Full::new(body)))
         .await?;
     let (parts, body) = answer.into_parts();
+    let streamed = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if streamed {
+        return Ok(Response::from_parts(parts, Either::Right(body)));
+    }
     let body = body.collect().await?.to_bytes();
-    Ok(Response::from_parts(parts, Full::new(body)))
+    Ok(Response::from_parts(parts, Either::Left(Full::new(body))))
 }

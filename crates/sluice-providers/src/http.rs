@@ -134,9 +134,10 @@ impl Endpoint {
         let mut req = http::Request::new(Full::new(Bytes::from(body)));
         *req.method_mut() = http::Method::POST;
         *req.uri_mut() = self.url.clone();
-        // Sized once for the fixed headers and the five added here (a clone of the fixed map
-        // would grow again on the first insert).
-        let mut h = HeaderMap::with_capacity(self.headers.len() + 5);
+        // Sized once for the fixed headers and the three (five, traced) added here (a clone of
+        // the fixed map would grow again on the first insert).
+        let added = if trace.is_some() { 5 } else { 3 };
+        let mut h = HeaderMap::with_capacity(self.headers.len() + added);
         for (name, value) in &self.headers {
             h.append(name.clone(), value.clone());
         }

@@ -12,7 +12,9 @@ pub mod spans;
 pub mod w3c;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use sluice_core::trace::mix;
 use sluice_core::{CallRecord, TraceIds};
 use tokio::time::Instant;
 
@@ -20,29 +22,44 @@ pub use export::{ExportConfig, Exporter, Protocol, StartError, Tally};
 pub use sample::{Kept, Sampler};
 pub use spans::{Upstream, Upstreams};
 
-/// Tracing as the gateway uses it: the sampler, and the exporter kept calls go to.
+/// Tracing as the gateway uses it: the sampler, the exporter kept calls go to, and where new
+/// ids come from.
 #[derive(Debug)]
 pub struct Tracer {
     sampler: Sampler,
     exporter: Exporter,
+    /// Random bits drawn once; each new id mixes them with the next count, so ids are
+    /// unique within the process (the mix is a bijection) and spread like random ones.
+    seed: [u64; 3],
+    next: AtomicU64,
 }
 
 impl Tracer {
-    /// A tracer sampling with `sampler` and exporting to `exporter`.
-    pub fn new(sampler: Sampler, exporter: Exporter) -> Self {
-        Self { sampler, exporter }
+    /// A tracer sampling with `sampler` and exporting to `exporter`; `seed`: random bits
+    /// the new ids are drawn from.
+    pub fn new(sampler: Sampler, exporter: Exporter, seed: u128) -> Self {
+        let (hi, lo) = ((seed >> 64) as u64, seed as u64);
+        Self {
+            sampler,
+            exporter,
+            seed: [mix(hi), mix(lo), mix(hi ^ lo ^ 0x5EED)],
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// A new trace id and span id.
+    fn fresh(&self) -> (u128, u64) {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let [a, b, c] = self.seed;
+        let trace = (u128::from(mix(a ^ n)) << 64) | u128::from(mix(b ^ n));
+        (trace.max(1), mix(c ^ n).max(1))
     }
 
     /// The trace of a call that arrived with these `traceparent` and `tracestate` headers:
-    /// the client's trace, continued, or a new one; `seed` gives the new ids (random bits).
-    pub fn begin(
-        &self,
-        traceparent: Option<&[u8]>,
-        tracestate: Option<&[u8]>,
-        seed: u128,
-    ) -> TraceIds {
+    /// the client's trace, continued, or a new one.
+    pub fn begin(&self, traceparent: Option<&[u8]>, tracestate: Option<&[u8]>) -> TraceIds {
         let parent = traceparent.and_then(|t| w3c::parse(t, tracestate));
-        let span_id = sluice_core::trace::mix(seed as u64 ^ 0x5EED).max(1);
+        let (fresh_trace, span_id) = self.fresh();
         match parent {
             Some(p) => TraceIds {
                 trace_id: p.trace_id,
@@ -52,7 +69,7 @@ impl Tracer {
                 state: p.state.map(Arc::from),
             },
             None => {
-                let trace_id = seed.max(1);
+                let trace_id = fresh_trace;
                 TraceIds {
                     trace_id,
                     span_id,

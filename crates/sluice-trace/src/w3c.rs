@@ -79,12 +79,22 @@ fn state(raw: &[u8]) -> Option<String> {
     well_formed.then(|| members.join(","))
 }
 
-/// The `traceparent` of span `span_id` in trace `trace_id`: version `00`, sampled or not.
-pub fn traceparent(trace_id: u128, span_id: u64, sampled: bool) -> String {
-    format!(
-        "00-{trace_id:032x}-{span_id:016x}-{:02x}",
-        u8::from(sampled)
-    )
+/// The `traceparent` of span `span_id` in trace `trace_id`: version `00`, sampled or not
+/// (55 bytes of lowercase hex and dashes, written without the formatting machinery: one is
+/// made for every attempt of a traced call).
+pub fn traceparent(trace_id: u128, span_id: u64, sampled: bool) -> [u8; 55] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = *b"00-00000000000000000000000000000000-0000000000000000-00";
+    for (i, slot) in out[3..35].iter_mut().enumerate() {
+        *slot = HEX[((trace_id >> (124 - 4 * i)) & 0xf) as usize];
+    }
+    for (i, slot) in out[36..52].iter_mut().enumerate() {
+        *slot = HEX[((span_id >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    if sampled {
+        out[54] = b'1';
+    }
+    out
 }
 
 #[cfg(test)]
@@ -107,7 +117,15 @@ mod tests {
             p.state.as_deref(),
             Some("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7")
         );
-        assert_eq!(traceparent(p.trace_id, p.span_id, p.sampled), EXAMPLE);
+        assert_eq!(
+            &traceparent(p.trace_id, p.span_id, p.sampled)[..],
+            EXAMPLE.as_bytes()
+        );
+        let unsampled = traceparent(1, u64::MAX, false);
+        assert_eq!(
+            &unsampled[..],
+            b"00-00000000000000000000000000000001-ffffffffffffffff-00"
+        );
     }
 
     #[test]

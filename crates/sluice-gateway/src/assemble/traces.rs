@@ -109,5 +109,7 @@ pub(super) fn start(
         Arc::new(upstreams),
         Arc::new(Counted(telemetry.clone())),
     )?;
-    Ok(Some(Tracer::new(setup.sampler, exporter)))
+    // The ids' random bits, drawn once.
+    let seed = uuid::Uuid::new_v4().as_u128();
+    Ok(Some(Tracer::new(setup.sampler, exporter, seed)))
 }

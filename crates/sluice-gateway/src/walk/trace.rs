@@ -15,16 +15,14 @@ use super::call::Call;
 pub fn begin(tracer: &Tracer, call: &mut Call, headers: &HeaderMap) {
     let parent = headers.get("traceparent").map(HeaderValue::as_bytes);
     let state = headers.get("tracestate").map(HeaderValue::as_bytes);
-    // Fresh random bits for the new ids (the trace id, when the client sent none).
-    let seed = uuid::Uuid::new_v4().as_u128();
-    call.record_mut().trace = Some(Arc::new(tracer.begin(parent, state, seed)));
+    call.record_mut().trace = Some(Arc::new(tracer.begin(parent, state)));
 }
 
 /// The headers attempt `attempt` of a traced call sends upstream.
 pub fn upstream(ids: &TraceIds, attempt: usize) -> Option<TraceHeaders> {
     let parent = sluice_trace::w3c::traceparent(ids.trace_id, ids.attempt(attempt), ids.sampled);
     Some(TraceHeaders {
-        traceparent: HeaderValue::from_str(&parent).ok()?,
+        traceparent: HeaderValue::from_bytes(&parent).ok()?,
         tracestate: ids
             .state
             .as_deref()
