@@ -6,7 +6,9 @@
 //! schedule so that drift on a noisy machine hits both alike. With `--floor`, every round is
 //! followed by one of direct requests and requests through a bare hyper forwarder (`sluice
 //! bench forward`): what one more proxy hop costs here before any gateway work, so sluice's
-//! own share can be told from the hop's.
+//! own share can be told from the hop's. With `--stream`, every request is a stream of
+//! `--tokens` chunks `--token-gap` apart, and the added time to first and to last byte and
+//! the CPU a stream and a chunk are reported (the forwarder then passes streams through).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,6 +59,15 @@ pub struct OverheadArgs {
     /// proxy hop pays on this machine.
     #[arg(long)]
     pub floor: bool,
+    /// Stream every answer (SSE), `--tokens` chunks of one token each.
+    #[arg(long)]
+    pub stream: bool,
+    /// Tokens of each answer (with `--stream`, chunks of each stream).
+    #[arg(long, default_value_t = 16)]
+    pub tokens: u32,
+    /// The upstream's time between tokens.
+    #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration)]
+    pub token_gap: Duration,
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -77,6 +88,8 @@ struct RateResult {
     sluice: Point,
     /// Pooled over the rounds: sluice's percentiles minus the direct path's.
     added: Point,
+    /// The same for the time to first byte.
+    added_ttfb: Point,
     /// What sluice added in each round on its own.
     added_by_round: Vec<Point>,
     /// Each percentile's median over the rounds: what a typical round saw, not moved by one
@@ -91,6 +104,9 @@ struct RateResult {
     /// What the bare forwarder added in each round (with `--floor`).
     #[serde(skip_serializing_if = "Option::is_none")]
     floor_added_by_round: Option<Vec<Point>>,
+    /// What the bare forwarder added to the time to first byte (with `--floor`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    floor_added_ttfb: Option<Point>,
     /// Median over the rounds of what the bare forwarder added (with `--floor`).
     #[serde(skip_serializing_if = "Option::is_none")]
     floor_added_round_median: Option<Point>,
@@ -105,6 +121,9 @@ struct RateResult {
     /// CPU the bare forwarder spent per request through it (with `--floor`).
     #[serde(skip_serializing_if = "Option::is_none")]
     forwarder_cpu_us_per_request: Option<f64>,
+    /// Chunks of each answer (`--tokens` for streams, 1 for complete answers): CPU a chunk
+    /// is CPU a request over these.
+    chunks: u32,
 }
 
 #[derive(Serialize)]
@@ -125,6 +144,14 @@ fn point(s: &LaneSummary) -> Point {
         p50_ms: ms(s.total.p50),
         p99_ms: ms(s.total.p99),
         p999_ms: ms(s.total.p999),
+    }
+}
+
+fn point_ttfb(s: &LaneSummary) -> Point {
+    Point {
+        p50_ms: ms(s.ttfb.p50),
+        p99_ms: ms(s.ttfb.p99),
+        p999_ms: ms(s.ttfb.p999),
     }
 }
 
@@ -156,6 +183,8 @@ struct Measured {
 struct PathResult {
     /// Direct requests, pooled over the rounds.
     direct: Point,
+    /// Their time to first byte.
+    direct_ttfb: Point,
     /// Requests on the path, pooled over the rounds.
     path: LaneSummary,
     /// What the path added in each round.
@@ -182,10 +211,10 @@ impl Measured {
         rate: f64,
         phase: Duration,
         round: u32,
-        path: &str,
+        (path, stream): (&str, bool),
         proxy: &Child,
     ) -> anyhow::Result<()> {
-        let w = workload(rate, phase, u64::from(round), path);
+        let w = workload(rate, phase, u64::from(round), path, stream);
         let before = proxy.cpu_seconds();
         let progress = Arc::new(Progress::default());
         let one = Arc::new(Mutex::new(Recorder::new(None)?));
@@ -220,6 +249,7 @@ impl Measured {
         };
         Ok(PathResult {
             direct: point(d),
+            direct_ttfb: point_ttfb(d),
             path: p.clone(),
             rounds: self.rounds,
             cpu: self.cpu,
@@ -246,13 +276,15 @@ fn median(rounds: &[Point]) -> Option<Point> {
     })
 }
 
-/// An upstream that answers one token after 1 ms.
-fn one_ms_upstream() -> UpstreamSpec {
+/// An upstream whose first token comes after 1 ms, then `tokens - 1` more `gap` apart, one a
+/// chunk when streamed.
+fn one_ms_upstream(tokens: u32, gap: Duration) -> UpstreamSpec {
     let mut s = UpstreamSpec {
         ttft_median: Duration::from_millis(1),
         ttft_sigma: 0.0,
-        per_token: Duration::ZERO,
-        output_tokens_median: 1,
+        per_token: gap,
+        tokens_per_chunk: 1,
+        output_tokens_median: tokens.max(1),
         output_tokens_sigma: 0.0,
         ..UpstreamSpec::default()
     };
@@ -267,7 +299,9 @@ pub fn run(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
-    let sim = SimServer::new(&[("fixed".into(), one_ms_upstream())], 1);
+    let tokens = if a.stream { a.tokens.max(1) } else { 1 };
+    let upstream = one_ms_upstream(tokens, a.token_gap);
+    let sim = SimServer::new(&[("fixed".into(), upstream)], 1);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let sim_addr = listener.local_addr()?;
     tokio::spawn(serve_on(sim, listener, std::future::pending()));
@@ -317,9 +351,14 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
     };
     let forwarder = forwarder.map(|(child, _)| child);
 
+    let shape = if a.stream {
+        format!("streams of {tokens} chunks {:?} apart", a.token_gap)
+    } else {
+        "one token, complete".to_string()
+    };
     println!(
-        "sluice overhead: upstream answers in ~1 ms; {} rounds of {:?} per rate, direct and \
-         through-sluice requests interleaved at the same rate each\n",
+        "sluice overhead: upstream's first byte after ~1 ms ({shape}); {} rounds of {:?} per \
+         rate, direct and through-sluice requests interleaved at the same rate each\n",
         a.rounds, a.phase
     );
     if a.floor {
@@ -343,7 +382,7 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
             &[SLUICE]
         };
         for path in paths {
-            let warm = workload(rate.min(500.0), Duration::from_secs(1), 99, path);
+            let warm = workload(rate.min(500.0), Duration::from_secs(1), 99, path, a.stream);
             let scratch = Arc::new(Mutex::new(Recorder::new(None)?));
             let p = Arc::new(Progress::default());
             drive(target.clone(), placeholder(), &warm, "warm", scratch, p).await;
@@ -352,11 +391,11 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
         let mut floor = Measured::new()?;
         for round in 0..a.rounds {
             through
-                .round(&target, rate, a.phase, round, SLUICE, &gateway)
+                .round(&target, rate, a.phase, round, (SLUICE, a.stream), &gateway)
                 .await?;
             if let Some(fw) = &forwarder {
                 floor
-                    .round(&target, rate, a.phase, round, FLOOR, fw)
+                    .round(&target, rate, a.phase, round, (FLOOR, a.stream), fw)
                     .await?;
             }
         }
@@ -371,6 +410,11 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
             rate,
             requests_each: t.path.count,
             added: ps.minus(&t.direct),
+            added_ttfb: point_ttfb(&t.path).minus(&t.direct_ttfb),
+            floor_added_ttfb: floor
+                .as_ref()
+                .map(|f| point_ttfb(&f.path).minus(&f.direct_ttfb)),
+            chunks: tokens,
             added_round_median: median(&t.rounds),
             forwarder: floor.as_ref().map(|f| point(&f.path)),
             floor_added: floor.as_ref().map(|f| point(&f.path).minus(&f.direct)),
@@ -431,11 +475,27 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
                 by_round(rounds, r.floor_added_round_median.as_ref())
             );
         }
+        if a.stream {
+            println!(
+                "          added first byte P50/P99/P999: {}",
+                f(&r.added_ttfb)
+            );
+            if let Some(fw) = &r.floor_added_ttfb {
+                println!("          the bare forwarder's:          {}", f(fw));
+            }
+        }
+        let chunks = f64::from(r.chunks);
         if let Some(us) = r.sluice_cpu_us_per_request {
-            println!("          sluice used {us:.0} µs of CPU per request");
+            println!(
+                "          sluice used {us:.0} µs of CPU per request ({:.1} a chunk)",
+                us / chunks
+            );
         }
         if let Some(us) = r.forwarder_cpu_us_per_request {
-            println!("          the bare forwarder used {us:.0} µs of CPU per request");
+            println!(
+                "          the bare forwarder used {us:.0} µs of CPU per request ({:.1} a chunk)",
+                us / chunks
+            );
         }
         if let Some(n) = r.forwarder_errors.filter(|n| *n > 0) {
             println!("          ({n} requests through the bare forwarder failed)");
@@ -455,7 +515,11 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
     write_json(
         a.json.as_deref(),
         &Results {
-            upstream: "simulated, 1 ms, one token, non-streaming",
+            upstream: if a.stream {
+                "simulated, 1 ms to the first chunk, streaming"
+            } else {
+                "simulated, 1 ms, one token, non-streaming"
+            },
             gateway_cpus: a.gateway_cpus.clone(),
             gateway_threads: a.gateway_threads,
             rates: results,
@@ -488,13 +552,13 @@ const FLOOR: &str = "forwarder";
 /// Direct requests and requests on `path`, at `rate` each, their arrivals interleaved in one
 /// schedule: both see the same machine at the same moments, so the difference of their
 /// percentiles is not drowned by a noisy neighbour that happened to hit only one phase.
-fn workload(rate: f64, duration: Duration, seed: u64, path: &str) -> Workload {
+fn workload(rate: f64, duration: Duration, seed: u64, path: &str, stream: bool) -> Workload {
     let lane = |lane: &str| Traffic {
         lane: lane.into(),
         model: "bench".into(),
         rate,
         prompt_tokens: 200,
-        stream: false,
+        stream,
         ..Traffic::default()
     };
     Workload::build(&[lane(DIRECT), lane(path)], &[], duration, seed)

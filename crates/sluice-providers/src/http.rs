@@ -5,6 +5,9 @@
 //! gateway sends one fixed kind of request, and reqwest's URL re-parsing and redirect and
 //! retry layers cost a third more CPU a proxied request in `sluice bench overhead --floor`.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
@@ -23,7 +26,7 @@ use sluice_core::{ErrorKind, GatewayError, UpstreamReply};
 use tower::util::BoxCloneSyncService;
 
 use crate::{UpstreamCall, ratelimit};
-use tokio::time::{Instant, timeout_at};
+use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 
 /// Connection and timeout settings of one upstream.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -195,6 +198,11 @@ fn connector(
 }
 
 /// An answer's body, read chunk by chunk under the first-byte and idle timeouts.
+///
+/// One timer serves the whole body, and a chunk that arrives does not touch it: the timer
+/// stays armed at the deadline it was given, and when it fires before the wait's real
+/// deadline (chunks came since it was armed), it is armed again from the latest chunk. So a
+/// stream's chunk costs a clock read, not a timer registered and cancelled.
 pub struct TimedBody {
     chunks: BoxStream<'static, Result<Bytes, hyper::Error>>,
     first_byte_deadline: Option<Instant>,
@@ -202,34 +210,81 @@ pub struct TimedBody {
     upstream: String,
     /// When the first chunk arrived.
     pub first_byte: Option<Instant>,
+    /// When the latest chunk arrived: the idle timeout counts from it.
+    last: Option<Instant>,
+    /// The body's one timer, made at the first wait.
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl TimedBody {
-    /// Which phase a timeout hit, for the message.
-    fn deadline(&self) -> (Instant, &'static str) {
-        match self.first_byte_deadline {
-            Some(d) if self.first_byte.is_none() => (d, "first byte"),
-            _ => (Instant::now() + self.idle, "next chunk"),
+    fn new(
+        chunks: BoxStream<'static, Result<Bytes, hyper::Error>>,
+        first_byte_deadline: Option<Instant>,
+        idle: Duration,
+        upstream: String,
+    ) -> Self {
+        Self {
+            chunks,
+            first_byte_deadline,
+            idle,
+            upstream,
+            first_byte: None,
+            last: None,
+            timer: None,
+        }
+    }
+
+    /// The deadline of the wait in progress, and which phase it bounds (for the message).
+    fn deadline(&self, now: Instant) -> (Instant, &'static str) {
+        match (self.first_byte_deadline, self.last) {
+            (Some(d), None) => (d, "first byte"),
+            (_, Some(last)) => (last + self.idle, "next chunk"),
+            (None, None) => (now + self.idle, "next chunk"),
+        }
+    }
+
+    /// Polls for the next chunk (`None` at the end).
+    pub fn poll_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<Bytes>, GatewayError>> {
+        if let Poll::Ready(item) = self.chunks.poll_next_unpin(cx) {
+            return Poll::Ready(match item {
+                None => Ok(None),
+                Some(Err(e)) => Err(classify(&self.upstream, &e)),
+                Some(Ok(chunk)) => {
+                    let now = Instant::now();
+                    self.first_byte.get_or_insert(now);
+                    self.last = Some(now);
+                    Ok(Some(chunk))
+                }
+            });
+        }
+        loop {
+            let now = Instant::now();
+            let (due, what) = self.deadline(now);
+            let timer = self.timer.get_or_insert_with(|| Box::pin(sleep_until(due)));
+            // A timer armed later than the wait's deadline is brought forward; one armed
+            // earlier is left to fire, and looked at again then.
+            if timer.deadline() > due {
+                timer.as_mut().reset(due);
+            }
+            if timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            if now >= due {
+                return Poll::Ready(Err(GatewayError::new(
+                    ErrorKind::UpstreamTimeout,
+                    format!("upstream {} sent no {what} in time", self.upstream),
+                )));
+            }
+            timer.as_mut().reset(due);
         }
     }
 
     /// The next chunk, `None` at the end.
     pub async fn next(&mut self) -> Result<Option<Bytes>, GatewayError> {
-        let (deadline, what) = self.deadline();
-        match timeout_at(deadline, self.chunks.next()).await {
-            Err(_) => Err(GatewayError::new(
-                ErrorKind::UpstreamTimeout,
-                format!("upstream {} sent no {what} in time", self.upstream),
-            )),
-            Ok(None) => Ok(None),
-            Ok(Some(Err(e))) => Err(classify(&self.upstream, &e)),
-            Ok(Some(Ok(chunk))) => {
-                if self.first_byte.is_none() {
-                    self.first_byte = Some(Instant::now());
-                }
-                Ok(Some(chunk))
-            }
-        }
+        std::future::poll_fn(|cx| self.poll_chunk(cx)).await
     }
 
     /// Reads everything up to `limit` bytes.
@@ -344,13 +399,12 @@ async fn exchange(
     };
     let content_type = header("content-type");
     let retry_after = header("retry-after");
-    let mut body = TimedBody {
-        chunks: response.into_body().into_data_stream().boxed(),
-        first_byte_deadline: Some(first_byte_deadline),
-        idle: settings.idle_timeout,
-        upstream: upstream.to_string(),
-        first_byte: None,
-    };
+    let mut body = TimedBody::new(
+        response.into_body().into_data_stream().boxed(),
+        Some(first_byte_deadline),
+        settings.idle_timeout,
+        upstream.to_string(),
+    );
     if (200..300).contains(&status) {
         return Ok(Accepted { body });
     }

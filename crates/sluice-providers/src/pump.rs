@@ -3,9 +3,11 @@
 //! error only after the frames before it.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use sluice_core::{ErrorKind, GatewayError};
 
 use crate::http::TimedBody;
@@ -39,19 +41,23 @@ struct Pump<T> {
 }
 
 impl<T: Translate> Pump<T> {
-    async fn next(&mut self) -> Option<Result<StreamEvent, GatewayError>> {
+    /// The next frame (or usage), an error after the frames before it, `None` at the end.
+    fn poll_event(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<StreamEvent, GatewayError>>> {
         loop {
             if let Some(ev) = self.pending.pop_front() {
-                return Some(Ok(ev));
+                return Poll::Ready(Some(Ok(ev)));
             }
             if let Some(e) = self.error.take() {
                 self.ended = true;
-                return Some(Err(e));
+                return Poll::Ready(Some(Err(e)));
             }
             if self.ended || self.translator.finished() {
-                return None;
+                return Poll::Ready(None);
             }
-            match self.body.next().await {
+            match ready!(self.body.poll_chunk(cx)) {
                 Err(e) => self.error = Some(e),
                 Ok(None) => {
                     if self.translator.closed(&mut self.pending) {
@@ -67,7 +73,7 @@ impl<T: Translate> Pump<T> {
                     }
                 }
                 Ok(Some(chunk)) => {
-                    let pushed = self.parser.push(&chunk, &mut self.events);
+                    let pushed = self.parser.push_bytes(&chunk, &mut self.events);
                     for ev in self.events.drain(..) {
                         if let Err(e) = self.translator.event(ev, &mut self.pending) {
                             self.error = Some(e);
@@ -89,9 +95,22 @@ impl<T: Translate> Pump<T> {
     }
 }
 
-/// Streams `body` through `translator` as frames for the client.
-pub(crate) fn pump<T: Translate>(body: TimedBody, translator: T, name: Arc<str>) -> EventStream {
-    let state = Pump {
+impl<T: Translate + Unpin> Stream for Pump<T> {
+    type Item = Result<StreamEvent, GatewayError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_event(cx)
+    }
+}
+
+/// Streams `body` through `translator` as frames for the client: polled in place, so a
+/// chunk moves no state and makes no future.
+pub(crate) fn pump<T: Translate + Unpin>(
+    body: TimedBody,
+    translator: T,
+    name: Arc<str>,
+) -> EventStream {
+    Pump {
         body,
         parser: SseParser::new(),
         translator,
@@ -100,10 +119,6 @@ pub(crate) fn pump<T: Translate>(body: TimedBody, translator: T, name: Arc<str>)
         name,
         error: None,
         ended: false,
-    };
-    futures::stream::unfold(state, |mut s| async move {
-        let item = s.next().await?;
-        Some((item, s))
-    })
+    }
     .boxed()
 }

@@ -49,6 +49,40 @@ impl SseParser {
         Self::default()
     }
 
+    /// Adds a chunk and appends every event it completes to `out`, without copying what
+    /// it can: while nothing is left over from earlier chunks, each event that is one
+    /// `data: ` line ended by `\n\n` (what OpenAI-compatible servers send) is a slice of
+    /// `chunk` itself, framed as it came; the rest of the chunk goes through [`Self::push`].
+    pub fn push_bytes(
+        &mut self,
+        chunk: &Bytes,
+        out: &mut Vec<SseEvent>,
+    ) -> Result<(), LineTooLong> {
+        let mut pos = 0;
+        let clean =
+            self.buf.is_empty() && !self.pending_cr && self.lines == 0 && self.event.is_none();
+        if clean {
+            while let Some(rest) = chunk.get(pos..).filter(|r| r.starts_with(DATA_PREFIX)) {
+                let Some(nl) = memchr::memchr2(b'\n', b'\r', rest) else {
+                    break;
+                };
+                if rest.get(nl) != Some(&b'\n') || rest.get(nl + 1) != Some(&b'\n') {
+                    break;
+                }
+                out.push(SseEvent {
+                    event: None,
+                    data: chunk.slice(pos + DATA_PREFIX.len()..pos + nl),
+                    framed: Some(chunk.slice(pos..pos + nl + 2)),
+                });
+                pos += nl + 2;
+            }
+        }
+        match chunk.get(pos..) {
+            Some(rest) if !rest.is_empty() => self.push(rest, out),
+            _ => Ok(()),
+        }
+    }
+
     /// Adds a chunk and appends every event it completes to `out`.
     pub fn push(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), LineTooLong> {
         let mut chunk = chunk;

@@ -173,3 +173,48 @@ fn bad_fixed_headers_are_refused_when_the_endpoint_is_built() {
     .unwrap();
     assert!(err.message.contains("x-ok"), "{err:?}");
 }
+
+/// A body whose chunks come after these gaps, in milliseconds.
+fn paced(gaps: &'static [u64]) -> BoxStream<'static, Result<Bytes, hyper::Error>> {
+    futures::stream::iter(gaps)
+        .then(|ms| async move {
+            tokio::time::sleep(Duration::from_millis(*ms)).await;
+            Ok(Bytes::from_static(b"x"))
+        })
+        .boxed()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_idle_timeout_counts_from_the_latest_chunk() {
+    // Chunks 300 ms apart never leave the body idle for 400 ms; the 500 ms gap does.
+    let start = Instant::now();
+    let ms = Duration::from_millis;
+    let mut body = TimedBody::new(
+        paced(&[100, 300, 300, 300, 500]),
+        Some(start + ms(1000)),
+        ms(400),
+        "u".into(),
+    );
+    for _ in 0..4 {
+        assert!(body.next().await.unwrap().is_some());
+    }
+    assert_eq!(body.first_byte, Some(start + ms(100)));
+    let err = body.next().await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::UpstreamTimeout);
+    assert!(err.message.contains("next chunk"), "{}", err.message);
+    assert_eq!(
+        Instant::now() - start,
+        ms(1000 + 400),
+        "cut 400 ms after the last chunk"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_byte_deadline_bounds_the_first_chunk() {
+    let start = Instant::now();
+    let ms = Duration::from_millis;
+    let mut body = TimedBody::new(paced(&[2000]), Some(start + ms(700)), ms(400), "u".into());
+    let err = body.next().await.unwrap_err();
+    assert!(err.message.contains("first byte"), "{}", err.message);
+    assert_eq!(Instant::now() - start, ms(700));
+}

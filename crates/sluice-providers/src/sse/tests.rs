@@ -73,3 +73,37 @@ fn a_one_line_event_comes_framed_for_passing_on_without_a_copy() {
     assert_eq!(evs[1].framed, None);
     assert_eq!(data(&evs[1]), "x\ny");
 }
+
+#[test]
+fn whole_events_are_slices_of_the_chunk_and_parse_as_the_copying_path_does() {
+    let text: &[u8] =
+        b"data: {\"a\":1}\n\ndata: {\"b\":2}\n\nevent: x\ndata: c\n\ndata: d\r\n\r\ndata: e\n\ndata: [DONE]\n\n";
+    let copied = parse_all(&[text]);
+    assert_eq!(copied.len(), 6);
+    for i in 0..text.len() {
+        for j in i..text.len() {
+            let mut p = SseParser::new();
+            let mut out = Vec::new();
+            for part in [&text[..i], &text[i..j], &text[j..]] {
+                p.push_bytes(&Bytes::copy_from_slice(part), &mut out)
+                    .unwrap();
+            }
+            assert_eq!(out, copied, "split at {i},{j}");
+        }
+    }
+    // Unsplit, the first two events (and the last) point into the chunk: no copy.
+    let chunk = Bytes::copy_from_slice(text);
+    let mut p = SseParser::new();
+    let mut out = Vec::new();
+    p.push_bytes(&chunk, &mut out).unwrap();
+    let inside = |b: &Bytes| {
+        let range = chunk.as_ptr() as usize..chunk.as_ptr() as usize + chunk.len();
+        range.contains(&(b.as_ptr() as usize))
+    };
+    assert!(inside(out[0].framed.as_ref().unwrap()) && inside(&out[1].data));
+    assert_eq!(out[0].framed.as_deref(), Some(&b"data: {\"a\":1}\n\n"[..]));
+    assert!(
+        !inside(&out[2].data),
+        "after an `event:` line the copying path takes over"
+    );
+}
