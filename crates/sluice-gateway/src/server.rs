@@ -155,7 +155,9 @@ impl Server {
             }
             closing.cancel();
         });
-        let serve = axum::serve(nodelay(self.listener), router(self.gw))
+        // A make-service that hands each connection a clone of the router (an `Arc`): serving
+        // the `Router` itself would rebuild its route table for every connection accepted.
+        let serve = axum::serve(nodelay(self.listener), router(self.gw).into_make_service())
             .with_graceful_shutdown(close.cancelled_owned())
             .into_future();
         let expired = async move {

@@ -152,6 +152,16 @@ struct UsageOnly<'a> {
     usage: Option<&'a serde_json::value::RawValue>,
 }
 
+/// What sluice reads of a streamed chunk that names `usage`: the usage, and whether the chunk
+/// has no choices (the usage-only chunk a client that did not ask for it is not sent).
+#[derive(serde::Deserialize)]
+struct UsageChunk<'a> {
+    #[serde(default, borrow)]
+    usage: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    choices: Option<&'a serde_json::value::RawValue>,
+}
+
 async fn complete(accepted: &mut Accepted, name: &str) -> Result<Completion, GatewayError> {
     let (body, first_byte) = http::read_complete(accepted).await?;
     let parsed: UsageOnly<'_> = serde_json::from_slice(&body).map_err(|e| {
@@ -200,17 +210,19 @@ impl Translate for Frames {
         if has_finish_reason(&data) {
             self.saw_finish = true;
         }
+        // The chunk that names usage (usually the last) is read for it, as raw text: no tree.
         let parsed = USAGE_KEY
             .find(&data)
-            .and_then(|_| serde_json::from_slice::<Value>(&data).ok());
-        if let Some(v) = parsed
-            && let Some(u) = v.get("usage").and_then(usage::from_openai)
+            .and_then(|_| serde_json::from_slice::<UsageChunk<'_>>(&data).ok());
+        if let Some(chunk) = parsed
+            && let Some(u) = chunk
+                .usage
+                .and_then(|raw| usage::from_openai_text(raw.get()))
         {
             out.push_back(StreamEvent::Usage(u));
-            let usage_only = v
-                .get("choices")
-                .and_then(Value::as_array)
-                .is_some_and(Vec::is_empty);
+            let usage_only = chunk
+                .choices
+                .is_some_and(|c| c.get().trim_start().starts_with("[]"));
             if usage_only && !self.client_wants_usage {
                 // sluice asked for this chunk; the client did not.
                 return Ok(());
