@@ -138,6 +138,14 @@ fn trace_of<'a>(all: &'a [Value], id: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The server span of a trace's spans.
+fn server_span<'a>(spans: &[&'a Value]) -> &'a Value {
+    spans
+        .iter()
+        .find(|s| attr(s, "sluice.request_id").is_some())
+        .expect("a server span")
+}
+
 /// Polls Phoenix until every request id in `ids` has its spans (bounded).
 async fn wait_for(p: &Phoenix, ids: &[&str]) -> Vec<Value> {
     let until = Instant::now() + Duration::from_secs(60);
@@ -221,10 +229,7 @@ async fn spans_reach_a_real_otlp_receiver_over_http_and_grpc() {
 
     // The sampled call: the client's trace, continued.
     let sampled = trace_of(&all, "sampled");
-    let root = sampled
-        .iter()
-        .find(|s| attr(s, "sluice.request_id").is_some())
-        .unwrap();
+    let root = server_span(&sampled);
     assert_eq!(root["trace_id"], TRACE, "{root}");
     assert_eq!(root["parent_span_id"], CLIENT_SPAN, "{root}");
     assert_eq!(attr(root, "sluice.trace.kept"), Some(json!("head")));
@@ -283,10 +288,7 @@ async fn spans_reach_a_real_otlp_receiver_over_http_and_grpc() {
 
     // The failed call: kept for its error, with the error on the server span.
     let failed = trace_of(&all, "failed");
-    let froot = failed
-        .iter()
-        .find(|s| attr(s, "sluice.request_id").is_some())
-        .unwrap();
+    let froot = server_span(&failed);
     assert_eq!(attr(froot, "sluice.trace.kept"), Some(json!("error")));
     assert_eq!(
         attr(froot, "error.type"),
@@ -299,10 +301,7 @@ async fn spans_reach_a_real_otlp_receiver_over_http_and_grpc() {
     assert_eq!(froot["status"]["code"], 2, "status ERROR: {froot}");
     // The slow stream: kept for its SLO, with its stream span.
     let slow = trace_of(&all, "slow");
-    let sroot = slow
-        .iter()
-        .find(|s| attr(s, "sluice.request_id").is_some())
-        .unwrap();
+    let sroot = server_span(&slow);
     assert_eq!(attr(sroot, "sluice.trace.kept"), Some(json!("over_slo")));
     assert!(slow.iter().any(|s| s["name"] == "stream"));
     let page = reqwest::get(format!("{}/metrics", r.url))
