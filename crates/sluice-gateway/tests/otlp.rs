@@ -138,6 +138,16 @@ fn trace_of<'a>(all: &'a [Value], id: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The gateway's `/metrics` page.
+async fn metrics(r: &support::Running) -> String {
+    reqwest::get(format!("{}/metrics", r.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// The server span of a trace's spans.
 fn server_span<'a>(spans: &[&'a Value]) -> &'a Value {
     spans
@@ -304,12 +314,7 @@ async fn spans_reach_a_real_otlp_receiver_over_http_and_grpc() {
     let sroot = server_span(&slow);
     assert_eq!(attr(sroot, "sluice.trace.kept"), Some(json!("over_slo")));
     assert!(slow.iter().any(|s| s["name"] == "stream"));
-    let page = reqwest::get(format!("{}/metrics", r.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = metrics(&r).await;
     for why in ["head", "error", "over_slo"] {
         assert!(
             page.contains(&format!("sluice_traces_kept_total{{outcome=\"{why}\"}} 1")),
@@ -345,12 +350,7 @@ async fn a_dead_collector_costs_only_a_counter() {
     }
     let until = Instant::now() + Duration::from_secs(30);
     let counts = loop {
-        let page = reqwest::get(format!("{}/metrics", r.url))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = metrics(&r).await;
         let mut counts = BTreeMap::new();
         for line in page.lines() {
             if let Some(rest) = line.strip_prefix("sluice_traces_total{outcome=\"") {
