@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock};
 use sqlx::query_builder::QueryBuilder;
 use sqlx::{
     Arguments, AssertSqlSafe, ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool,
-    Row, Type,
+    Row, SqlSafeStr, Type,
 };
 
 use crate::LedgerError;
@@ -277,6 +277,11 @@ impl InsertSql {
         Ok(Self { texts })
     }
 
+    /// Every text, smallest first: a new connection prepares them all ([`prepare_inserts`]).
+    pub(crate) fn texts(&self) -> &[String] {
+        &self.texts
+    }
+
     /// The statement for `rows` rows and the rows it binds: the smallest size that holds
     /// them (`rows` is held to 1 to [`ROWS_PER_INSERT`]).
     fn for_rows(&self, rows: usize) -> (&str, usize) {
@@ -291,6 +296,27 @@ impl InsertSql {
             STATEMENT_ROWS.get(i).copied().unwrap_or(ROWS_PER_INSERT),
         )
     }
+}
+
+/// Prepares every `INSERT` of `sql` on `conn`, into its statement cache, once it connects:
+/// otherwise each connection parsed each size at its first commit of that size, on the
+/// ledger's write path (millions of instructions for the larger ones on SQLite, and a
+/// cost that showed in whichever requests happened to be measured then).
+pub(crate) async fn prepare_inserts<DB>(
+    sql: &InsertSql,
+    conn: &mut DB::Connection,
+) -> Result<(), sqlx::Error>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    for text in sql.texts() {
+        // Audited: built by `InsertSql::new` from this module's constants only.
+        (&mut *conn)
+            .prepare(AssertSqlSafe(text.clone()).into_sql_str())
+            .await?;
+    }
+    Ok(())
 }
 
 /// Inserts `entries`, [`ROWS_PER_INSERT`] to a statement, all in one transaction: every

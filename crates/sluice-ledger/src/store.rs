@@ -212,16 +212,29 @@ impl SqliteStore {
         // connection to a file in this process cannot go away as a server's can, so the pool
         // does not ping one before handing it out: that was a round trip to the connection's
         // thread (two thread wake-ups) on every commit.
+        // The tables first, through a connection of their own: the pool's connections
+        // prepare their inserts as they open, which needs the table to be there.
+        let setup = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
+            .await?;
+        sql::create(&setup, "INTEGER PRIMARY KEY").await?;
+        setup.close().await;
+        let insert = Arc::new(sql::InsertSql::new::<sqlx::Sqlite>()?);
+        let prepared = insert.clone();
+        // All four open from the start (in the background), so none opens, and prepares, in
+        // the middle of traffic.
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
+            .min_connections(4)
             .test_before_acquire(false)
+            .after_connect(move |conn, _| {
+                let prepared = prepared.clone();
+                Box::pin(async move { sql::prepare_inserts::<sqlx::Sqlite>(&prepared, conn).await })
+            })
             .connect_with(options)
             .await?;
-        sql::create(&pool, "INTEGER PRIMARY KEY").await?;
-        Ok(Self {
-            pool,
-            insert: Arc::new(sql::InsertSql::new::<sqlx::Sqlite>()?),
-        })
+        Ok(Self { pool, insert })
     }
 }
 
@@ -239,6 +252,9 @@ impl PgStore {
     /// creates the ledger table if absent.
     pub async fn connect(url: &str) -> Result<Self, LedgerError> {
         let options = PgConnectOptions::from_str(url)?;
+        // Unlike SQLite's, PostgreSQL's connections do not prepare their inserts as they open:
+        // a statement prepared without the arguments' types would type its placeholders as
+        // text. The first commit of each size parses it (in the server, not this process).
         let pool = PgPoolOptions::new()
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(10))

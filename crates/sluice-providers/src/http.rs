@@ -5,17 +5,15 @@
 //! gateway sends one fixed kind of request, and reqwest's URL re-parsing and redirect and
 //! retry layers cost a third more CPU a proxied request in `sluice bench overhead --floor`.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
-use futures::stream::BoxStream;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Scheme, Uri};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
+use hyper::body::{Body, Incoming};
 use hyper_rustls::{HttpsConnectorBuilder, MaybeHttpsStream};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -25,8 +23,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use sluice_core::{ErrorKind, GatewayError, UpstreamReply};
 use tower::util::BoxCloneSyncService;
 
+use crate::alarm::Alarm;
 use crate::{UpstreamCall, ratelimit};
-use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
+use tokio::time::{Instant, timeout_at};
 
 /// Connection and timeout settings of one upstream.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,12 +198,14 @@ fn connector(
 
 /// An answer's body, read chunk by chunk under the first-byte and idle timeouts.
 ///
-/// One timer serves the whole body, and a chunk that arrives does not touch it: the timer
-/// stays armed at the deadline it was given, and when it fires before the wait's real
-/// deadline (chunks came since it was armed), it is armed again from the latest chunk. So a
-/// stream's chunk costs a clock read, not a timer registered and cancelled.
-pub struct TimedBody {
-    chunks: BoxStream<'static, Result<Bytes, hyper::Error>>,
+/// The body is hyper's own, polled in place (no stream adaptor or box between). One timer
+/// serves the whole body, and a chunk that arrives does not touch it: the timer stays armed
+/// at the deadline it was given, and when it fires before the wait's real deadline (chunks
+/// came since it was armed), it is armed again from the latest chunk. So a stream's chunk
+/// costs a clock read, not a timer registered and cancelled, and a poll that finds nothing
+/// costs a look at whether the timer fired ([`Alarm`]).
+pub struct TimedBody<B = Incoming> {
+    body: B,
     first_byte_deadline: Option<Instant>,
     idle: Duration,
     upstream: String,
@@ -213,29 +214,51 @@ pub struct TimedBody {
     /// When the latest chunk arrived: the idle timeout counts from it.
     last: Option<Instant>,
     /// The body's one timer, made at the first wait.
-    timer: Option<Pin<Box<Sleep>>>,
+    timer: Option<Alarm>,
+    /// When the body must have ended, once the answer is complete ([`TimedBody::end_within`]).
+    end_by: Option<Instant>,
 }
 
-impl TimedBody {
-    fn new(
-        chunks: BoxStream<'static, Result<Bytes, hyper::Error>>,
+impl<B> TimedBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::error::Error + 'static,
+{
+    pub(crate) fn new(
+        body: B,
         first_byte_deadline: Option<Instant>,
         idle: Duration,
         upstream: String,
     ) -> Self {
         Self {
-            chunks,
+            body,
             first_byte_deadline,
             idle,
             upstream,
             first_byte: None,
             last: None,
             timer: None,
+            end_by: None,
+        }
+    }
+
+    /// The answer is complete: what is left of the body (its end, usually already on its
+    /// way) must come within `grace`, whatever the idle timeout.
+    pub fn end_within(&mut self, grace: Duration) {
+        let end_by = Instant::now() + grace;
+        self.end_by = Some(end_by);
+        if let Some(t) = self.timer.as_mut()
+            && t.deadline() > end_by
+        {
+            t.reset(end_by);
         }
     }
 
     /// The deadline of the wait in progress, and which phase it bounds (for the message).
     fn deadline(&self, now: Instant) -> (Instant, &'static str) {
+        if let Some(end_by) = self.end_by {
+            return (end_by, "end of its body");
+        }
         match (self.first_byte_deadline, self.last) {
             (Some(d), None) => (d, "first byte"),
             (_, Some(last)) => (last + self.idle, "next chunk"),
@@ -248,38 +271,57 @@ impl TimedBody {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<Bytes>, GatewayError>> {
-        if let Poll::Ready(item) = self.chunks.poll_next_unpin(cx) {
-            return Poll::Ready(match item {
-                None => Ok(None),
-                Some(Err(e)) => Err(classify(&self.upstream, &e)),
-                Some(Ok(chunk)) => {
-                    let now = Instant::now();
-                    self.first_byte.get_or_insert(now);
-                    self.last = Some(now);
-                    Ok(Some(chunk))
-                }
-            });
-        }
         loop {
+            match Pin::new(&mut self.body).poll_frame(cx) {
+                Poll::Pending => break,
+                Poll::Ready(None) => return Poll::Ready(Ok(None)),
+                Poll::Ready(Some(Err(e))) => {
+                    return Poll::Ready(Err(classify(&self.upstream, &e)));
+                }
+                Poll::Ready(Some(Ok(frame))) => {
+                    // Trailers carry nothing sluice reads.
+                    let Ok(chunk) = frame.into_data() else {
+                        continue;
+                    };
+                    let now = Instant::now();
+                    if self.first_byte.is_none() {
+                        self.first_byte = Some(now);
+                        // The first-byte deadline may lie beyond the idle one that follows it:
+                        // the timer is brought forward, once. Later chunks only move the
+                        // deadline on, which a timer armed earlier sees when it fires.
+                        if let Some(t) = self.timer.as_mut()
+                            && t.deadline() > now + self.idle
+                        {
+                            t.reset(now + self.idle);
+                        }
+                    }
+                    self.last = Some(now);
+                    return Poll::Ready(Ok(Some(chunk)));
+                }
+            }
+        }
+        let mut timer = match self.timer.take() {
+            Some(t) => t,
+            None => Alarm::at(self.deadline(Instant::now()).0),
+        };
+        let polled = loop {
+            if !timer.poll_fired(cx) {
+                break Poll::Pending;
+            }
+            // Fired: either the wait's deadline has passed, or chunks came since the timer
+            // was armed and it is armed again from the latest.
             let now = Instant::now();
             let (due, what) = self.deadline(now);
-            let timer = self.timer.get_or_insert_with(|| Box::pin(sleep_until(due)));
-            // A timer armed later than the wait's deadline is brought forward; one armed
-            // earlier is left to fire, and looked at again then.
-            if timer.deadline() > due {
-                timer.as_mut().reset(due);
-            }
-            if timer.as_mut().poll(cx).is_pending() {
-                return Poll::Pending;
-            }
             if now >= due {
-                return Poll::Ready(Err(GatewayError::new(
+                break Poll::Ready(Err(GatewayError::new(
                     ErrorKind::UpstreamTimeout,
                     format!("upstream {} sent no {what} in time", self.upstream),
                 )));
             }
-            timer.as_mut().reset(due);
-        }
+            timer.reset(due);
+        };
+        self.timer = Some(timer);
+        polled
     }
 
     /// The next chunk, `None` at the end.
@@ -400,7 +442,7 @@ async fn exchange(
     let content_type = header("content-type");
     let retry_after = header("retry-after");
     let mut body = TimedBody::new(
-        response.into_body().into_data_stream().boxed(),
+        response.into_body(),
         Some(first_byte_deadline),
         settings.idle_timeout,
         upstream.to_string(),

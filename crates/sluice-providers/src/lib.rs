@@ -6,6 +6,7 @@
 //! complete answers are OpenAI `chat.completion` JSON, streams are OpenAI SSE frames. Usage is
 //! reported alongside, normalised, so the gateway never parses provider formats.
 
+pub mod alarm;
 pub mod anthropic;
 pub mod embeddings;
 pub mod http;

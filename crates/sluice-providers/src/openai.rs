@@ -180,20 +180,26 @@ async fn complete(accepted: &mut Accepted, name: &str) -> Result<Completion, Gat
 }
 
 /// Turns the upstream's SSE into frames, reading usage on the way.
-fn stream(accepted: Accepted, name: Arc<str>, client_wants_usage: bool) -> EventStream {
-    let frames = Frames {
-        client_wants_usage,
-        saw_done: false,
-        saw_finish: false,
-    };
-    pump::pump(accepted.body, frames, name)
+pub(crate) fn stream(accepted: Accepted, name: Arc<str>, client_wants_usage: bool) -> EventStream {
+    pump::pump(accepted.body, Frames::new(client_wants_usage), name)
 }
 
 /// What an OpenAI-compatible stream's events become: the same frames, usage read on the way.
-struct Frames {
+pub(crate) struct Frames {
     client_wants_usage: bool,
     saw_done: bool,
     saw_finish: bool,
+}
+
+impl Frames {
+    /// Frames for a client that asked for the usage chunk, or did not.
+    pub(crate) fn new(client_wants_usage: bool) -> Self {
+        Self {
+            client_wants_usage,
+            saw_done: false,
+            saw_finish: false,
+        }
+    }
 }
 
 impl Translate for Frames {
@@ -207,13 +213,15 @@ impl Translate for Frames {
             out.push_back(StreamEvent::Frame(sse::frame(sse::DONE)));
             return Ok(());
         }
-        if has_finish_reason(&data) {
+        // Once one chunk has finished, the rest need not be searched for it.
+        if !self.saw_finish && has_finish_reason(&data) {
             self.saw_finish = true;
         }
-        // The chunk that names usage (usually the last) is read for it, as raw text: no tree.
-        let parsed = USAGE_KEY
-            .find(&data)
-            .and_then(|_| serde_json::from_slice::<UsageChunk<'_>>(&data).ok());
+        // The chunk that gives usage (usually the last) is read for it, as raw text: no tree.
+        // Servers that send `"usage": null` in every chunk cost no parse.
+        let parsed = gives_usage(&data)
+            .then(|| serde_json::from_slice::<UsageChunk<'_>>(&data).ok())
+            .flatten();
         if let Some(chunk) = parsed
             && let Some(u) = chunk
                 .usage
@@ -255,14 +263,25 @@ static FINISH_KEY: LazyLock<memmem::Finder<'static>> =
 
 /// Whether a chunk carries a non-null `finish_reason`, without parsing it or allocating.
 fn has_finish_reason(data: &[u8]) -> bool {
-    let key_len = FINISH_KEY.needle().len();
+    key_with_value(data, &FINISH_KEY, |b| b == b'"')
+}
+
+/// Whether a chunk names a `usage` that is not `null`.
+fn gives_usage(data: &[u8]) -> bool {
+    key_with_value(data, &USAGE_KEY, |b| b != b'n')
+}
+
+/// Whether `key` (a quoted JSON key) appears in `data` with a value whose first byte passes
+/// `wanted`. A key's quotes cannot occur unescaped inside a string, so a match is a key.
+fn key_with_value(data: &[u8], key: &memmem::Finder<'_>, wanted: impl Fn(u8) -> bool) -> bool {
+    let key_len = key.needle().len();
     let mut rest = data;
-    while let Some(i) = FINISH_KEY.find(rest) {
+    while let Some(i) = key.find(rest) {
         rest = rest.get(i + key_len..).unwrap_or_default();
         let after = rest
             .iter()
             .find(|b| !(b.is_ascii_whitespace() || **b == b':'));
-        if after == Some(&b'"') {
+        if after.is_some_and(|b| wanted(*b)) {
             return true;
         }
     }

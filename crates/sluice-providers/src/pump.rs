@@ -6,9 +6,12 @@ use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use sluice_core::{ErrorKind, GatewayError};
+
+use hyper::body::{Body, Incoming};
 
 use crate::http::TimedBody;
 use crate::sse::{SseEvent, SseParser};
@@ -27,8 +30,20 @@ pub(crate) trait Translate: Send + 'static {
     fn closed(&mut self, out: &mut VecDeque<StreamEvent>) -> bool;
 }
 
-struct Pump<T> {
-    body: TimedBody,
+/// What a pump reads: hyper's body, or a test's.
+pub(crate) trait Chunks:
+    Body<Data = bytes::Bytes, Error: std::error::Error + 'static> + Unpin + Send + 'static
+{
+}
+
+impl<B> Chunks for B where
+    B: Body<Data = bytes::Bytes, Error: std::error::Error + 'static> + Unpin + Send + 'static
+{
+}
+
+struct Pump<T, B = Incoming> {
+    /// The upstream's body, until it has ended.
+    body: Option<TimedBody<B>>,
     parser: SseParser,
     translator: T,
     /// Reused between chunks so a chunk costs no allocation for its event list.
@@ -38,9 +53,11 @@ struct Pump<T> {
     /// An error to report once the frames before it are out.
     error: Option<GatewayError>,
     ended: bool,
+    /// The answer is complete and the body is being read to its end.
+    releasing: bool,
 }
 
-impl<T: Translate> Pump<T> {
+impl<T: Translate, B: Chunks> Pump<T, B> {
     /// The next frame (or usage), an error after the frames before it, `None` at the end.
     fn poll_event(
         &mut self,
@@ -55,11 +72,19 @@ impl<T: Translate> Pump<T> {
                 return Poll::Ready(Some(Err(e)));
             }
             if self.ended || self.translator.finished() {
+                ready!(self.poll_release(cx));
                 return Poll::Ready(None);
             }
-            match ready!(self.body.poll_chunk(cx)) {
-                Err(e) => self.error = Some(e),
+            let Some(body) = self.body.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match ready!(body.poll_chunk(cx)) {
+                Err(e) => {
+                    self.body = None;
+                    self.error = Some(e);
+                }
                 Ok(None) => {
+                    self.body = None;
                     if self.translator.closed(&mut self.pending) {
                         self.ended = true;
                     } else {
@@ -95,7 +120,37 @@ impl<T: Translate> Pump<T> {
     }
 }
 
-impl<T: Translate + Unpin> Stream for Pump<T> {
+impl<T, B: Chunks> Pump<T, B> {
+    /// Once the answer is complete, reads the upstream's body to its end (for at most
+    /// [`RELEASE`]), so that hyper puts its connection back in the pool: a body dropped before
+    /// its end closes the connection, and the next stream would open (and pay for) a new one.
+    /// The end follows the last event at once from any sane server; the client's answer ends
+    /// with it, as it would through a plain proxy.
+    fn poll_release(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(body) = self.body.as_mut() else {
+            return Poll::Ready(());
+        };
+        if !self.releasing {
+            self.releasing = true;
+            body.end_within(RELEASE);
+        }
+        loop {
+            match ready!(body.poll_chunk(cx)) {
+                Ok(Some(_)) => {}
+                // An error here (the end did not come in time) only costs the connection.
+                Ok(None) | Err(_) => {
+                    self.body = None;
+                    return Poll::Ready(());
+                }
+            }
+        }
+    }
+}
+
+/// How long a finished answer's body is read for its end before its connection is given up.
+const RELEASE: Duration = Duration::from_millis(500);
+
+impl<T: Translate + Unpin, B: Chunks> Stream for Pump<T, B> {
     type Item = Result<StreamEvent, GatewayError>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -105,13 +160,13 @@ impl<T: Translate + Unpin> Stream for Pump<T> {
 
 /// Streams `body` through `translator` as frames for the client: polled in place, so a
 /// chunk moves no state and makes no future.
-pub(crate) fn pump<T: Translate + Unpin>(
-    body: TimedBody,
+pub(crate) fn pump<T: Translate + Unpin, B: Chunks>(
+    body: TimedBody<B>,
     translator: T,
     name: Arc<str>,
 ) -> EventStream {
     Pump {
-        body,
+        body: Some(body),
         parser: SseParser::new(),
         translator,
         events: Vec::new(),
@@ -119,6 +174,10 @@ pub(crate) fn pump<T: Translate + Unpin>(
         name,
         error: None,
         ended: false,
+        releasing: false,
     }
     .boxed()
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,7 +2,6 @@
 //! call's timings in `Server-Timing` and the call settled when the answer ends.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -13,9 +12,10 @@ use bytes::Bytes;
 use futures::Stream;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 use sluice_core::{AttemptOutcome, CallRecord, GatewayError, RequestId};
+use sluice_providers::alarm::Alarm;
 use sluice_providers::{EventStream, StreamEvent, openai};
 use sluice_tail::admission::Permit;
-use tokio::time::{Instant, Sleep, sleep_until};
+use tokio::time::Instant;
 
 use crate::walk::cache::Served;
 use crate::walk::call::Call;
@@ -280,11 +280,7 @@ pub fn stream(
     let now = Instant::now();
     let mut head = HeaderMap::new();
     headers_for(&call, now, true, &mut head);
-    let deadline = call
-        .record()
-        .timings
-        .deadline
-        .map(|d| Box::pin(sleep_until(d)));
+    let deadline = call.record().timings.deadline.map(Alarm::at);
     let mut assembly = call.stores_answer().then(Assembler::default);
     if let Some(a) = assembly.as_mut() {
         a.frame(&first);
@@ -322,7 +318,7 @@ struct ClientStream {
     /// Released when the stream ends (or the client leaves and this is dropped).
     permit: Option<Permit>,
     /// Fires when the request's deadline runs out.
-    deadline: Option<Pin<Box<Sleep>>>,
+    deadline: Option<Alarm>,
     /// The answer assembled for the answer cache, when it is to be stored.
     assembly: Option<Assembler>,
 }
@@ -355,7 +351,7 @@ impl Stream for ClientStream {
             // The deadline first: an answer that is still streaming when it runs out is cut
             // there, even if more frames are ready.
             if let Some(d) = this.deadline.as_mut()
-                && d.as_mut().poll(cx).is_ready()
+                && d.poll_fired(cx)
             {
                 let e = match this.call.as_mut() {
                     Some(call) => deadline::exceeded(call),

@@ -4,6 +4,10 @@ use sluice_core::{ChatRequest, RequestId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use hyper::body::Frame;
+
 use super::*;
 use crate::RateReport;
 
@@ -175,13 +179,18 @@ fn bad_fixed_headers_are_refused_when_the_endpoint_is_built() {
 }
 
 /// A body whose chunks come after these gaps, in milliseconds.
-fn paced(gaps: &'static [u64]) -> BoxStream<'static, Result<Bytes, hyper::Error>> {
-    futures::stream::iter(gaps)
-        .then(|ms| async move {
-            tokio::time::sleep(Duration::from_millis(*ms)).await;
-            Ok(Bytes::from_static(b"x"))
-        })
-        .boxed()
+/// A body sending one chunk after each gap, in milliseconds.
+type Paced = http_body_util::StreamBody<BoxStream<'static, Result<Frame<Bytes>, std::io::Error>>>;
+
+fn paced(gaps: &'static [u64]) -> Paced {
+    http_body_util::StreamBody::new(
+        futures::stream::iter(gaps)
+            .then(|ms| async move {
+                tokio::time::sleep(Duration::from_millis(*ms)).await;
+                Ok(Frame::data(Bytes::from_static(b"x")))
+            })
+            .boxed(),
+    )
 }
 
 #[tokio::test(start_paused = true)]

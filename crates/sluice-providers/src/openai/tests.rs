@@ -77,6 +77,53 @@ fn finish_reason_detection() {
 }
 
 #[test]
+fn usage_is_read_only_where_it_is_given() {
+    assert!(gives_usage(
+        br#"{"choices":[],"usage":{"prompt_tokens":3}}"#
+    ));
+    assert!(gives_usage(br#"{"usage" : {"prompt_tokens":3}}"#));
+    assert!(!gives_usage(br#"{"choices":[{"delta":{}}],"usage":null}"#));
+    assert!(!gives_usage(
+        br#"{"choices":[{"delta":{"content":"\"usage\": 1"}}]}"#
+    ));
+    // A null one first does not hide a real one after it.
+    assert!(gives_usage(
+        br#"{"x":{"usage":null},"usage":{"prompt_tokens":3}}"#
+    ));
+}
+
+#[test]
+fn a_stream_with_null_usage_in_every_chunk_reports_the_real_one() {
+    let mut frames = Frames::new(false);
+    let mut out = std::collections::VecDeque::new();
+    for data in [
+        r#"{"choices":[{"delta":{"content":"a"},"finish_reason":null}],"usage":null}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"stop"}],"usage":null}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}"#,
+    ] {
+        let ev = SseEvent {
+            event: None,
+            data: Bytes::from(data),
+            framed: None,
+        };
+        frames.event(ev, &mut out).unwrap();
+    }
+    assert!(frames.saw_finish);
+    let usage: Vec<_> = out
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Usage(u) => Some(*u),
+            StreamEvent::Frame(_) => None,
+        })
+        .collect();
+    assert_eq!(usage.len(), 1);
+    assert_eq!(usage[0].prompt_tokens, 5);
+    assert_eq!(usage[0].completion_tokens, 2);
+    // Two content frames reach the client; the usage-only chunk it did not ask for does not.
+    assert_eq!(out.len(), 3);
+}
+
+#[test]
 fn error_frames_are_openai_shaped() {
     let e = GatewayError::new(ErrorKind::UpstreamTimeout, "slow");
     let f = error_frame(&e);

@@ -1,6 +1,8 @@
 //! The HTTP server: routes, and graceful shutdown with a grace period.
 
-use std::future::{Future, IntoFuture};
+mod conns;
+
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -155,36 +157,19 @@ impl Server {
             }
             closing.cancel();
         });
-        // A make-service that hands each connection a clone of the router (an `Arc`): serving
-        // the `Router` itself would rebuild its route table for every connection accepted.
-        let serve = axum::serve(nodelay(self.listener), router(self.gw).into_make_service())
-            .with_graceful_shutdown(close.cancelled_owned())
-            .into_future();
+        let serve = conns::serve(self.listener, router(self.gw), close.cancelled_owned());
         let expired = async move {
             signalled.cancelled().await;
             tokio::time::sleep(grace).await;
         };
         tokio::select! {
-            r = serve => r.map(|()| Stopped::Drained),
+            () = serve => Ok(Stopped::Drained),
             () = expired => {
                 tracing::warn!(?grace, "grace period expired; cutting the requests still running");
                 Ok(Stopped::GraceExpired)
             }
         }
     }
-}
-
-/// Sets `TCP_NODELAY` on every accepted connection: without it a small write (a stream's
-/// chunk, or headers sent apart from the body) waits up to 40 ms for the peer's delayed ACK.
-pub fn nodelay(
-    listener: TcpListener,
-) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
-    use axum::serve::ListenerExt;
-    listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("could not set TCP_NODELAY: {e}");
-        }
-    })
 }
 
 /// Resolves on SIGTERM or SIGINT.
