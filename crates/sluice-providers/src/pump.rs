@@ -64,6 +64,11 @@ impl<T: Translate, B: Chunks> Pump<T, B> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<StreamEvent, GatewayError>>> {
         loop {
+            // The answer's last frame waits for the body's end, so that both leave in one
+            // write (and the connection goes back to the pool, see `poll_release`).
+            if self.pending.len() == 1 && self.translator.finished() {
+                ready!(self.poll_release(cx));
+            }
             if let Some(ev) = self.pending.pop_front() {
                 return Poll::Ready(Some(Ok(ev)));
             }
@@ -124,8 +129,9 @@ impl<T, B: Chunks> Pump<T, B> {
     /// Once the answer is complete, reads the upstream's body to its end (for at most
     /// [`RELEASE`]), so that hyper puts its connection back in the pool: a body dropped before
     /// its end closes the connection, and the next stream would open (and pay for) a new one.
-    /// The end follows the last event at once from any sane server; the client's answer ends
-    /// with it, as it would through a plain proxy.
+    /// The end follows the last event at once from any sane server, and the last frame waits
+    /// for it: the client's answer ends with the upstream's, as through a plain proxy, its
+    /// last frame and end in one write.
     fn poll_release(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let Some(body) = self.body.as_mut() else {
             return Poll::Ready(());
@@ -148,7 +154,7 @@ impl<T, B: Chunks> Pump<T, B> {
 }
 
 /// How long a finished answer's body is read for its end before its connection is given up.
-const RELEASE: Duration = Duration::from_millis(500);
+const RELEASE: Duration = Duration::from_millis(250);
 
 impl<T: Translate + Unpin, B: Chunks> Stream for Pump<T, B> {
     type Item = Result<StreamEvent, GatewayError>;
