@@ -506,4 +506,4 @@ pub async fn read_complete(accepted: &mut Accepted) -> Result<(Bytes, Instant), 
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

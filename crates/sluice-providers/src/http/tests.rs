@@ -30,7 +30,8 @@ async fn one_head(listener: TcpListener, reply: &'static str) -> String {
     String::from_utf8(head).unwrap().to_ascii_lowercase()
 }
 
-fn call() -> UpstreamCall {
+/// A call of one user message, with 9 s of its deadline left.
+pub(crate) fn call() -> UpstreamCall {
     let request =
         ChatRequest::parse(br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#)
             .unwrap();

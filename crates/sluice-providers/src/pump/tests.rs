@@ -5,13 +5,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use sluice_core::{ChatRequest, RequestId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
+use crate::StreamEvent;
+use crate::http::tests::call;
 use crate::http::{Endpoint, HttpSettings, send};
-use crate::{RateReport, StreamEvent, UpstreamCall};
 
 /// One chunked SSE answer: a content event and `[DONE]`, then the body's end, sent with
 /// the `[DONE]` or `late` after it.
@@ -72,21 +72,6 @@ async fn upstream(lates: Vec<Option<Duration>>) -> (String, Arc<AtomicUsize>) {
         }
     });
     (base, opened)
-}
-
-fn call() -> UpstreamCall {
-    let request = ChatRequest::parse(
-        br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
-    )
-    .unwrap();
-    UpstreamCall {
-        request: Arc::new(request),
-        model: Arc::from("m"),
-        request_id: RequestId::from_client_or_generate(Some("req-1")),
-        deadline: Some(Instant::now() + Duration::from_secs(9)),
-        rate_report: RateReport::default(),
-        trace: None,
-    }
 }
 
 /// Streams one answer through the pump to its end; the frames it gave.
