@@ -217,6 +217,8 @@ pub struct TimedBody<B = Incoming> {
     timer: Option<Alarm>,
     /// When the body must have ended, once the answer is complete ([`TimedBody::end_within`]).
     end_by: Option<Instant>,
+    /// The client's deadline, which waiting for the end must not reach.
+    call_deadline: Option<Instant>,
 }
 
 impl<B> TimedBody<B>
@@ -239,13 +241,28 @@ where
             last: None,
             timer: None,
             end_by: None,
+            call_deadline: None,
         }
     }
 
+    /// Bounds [`TimedBody::end_within`] by the client's deadline too.
+    pub(crate) fn for_call(mut self, deadline: Option<Instant>) -> Self {
+        self.call_deadline = deadline;
+        self
+    }
+
     /// The answer is complete: what is left of the body (its end, usually already on its
-    /// way) must come within `grace`, whatever the idle timeout.
+    /// way) must come within `grace`, whatever the idle timeout, and a millisecond before the
+    /// client's deadline at the latest (a complete answer is not to be cut at its deadline
+    /// for want of the upstream's end).
     pub fn end_within(&mut self, grace: Duration) {
-        let end_by = Instant::now() + grace;
+        let mut end_by = Instant::now() + grace;
+        if let Some(before) = self
+            .call_deadline
+            .and_then(|d| d.checked_sub(Duration::from_millis(1)))
+        {
+            end_by = end_by.min(before);
+        }
         self.end_by = Some(end_by);
         if let Some(t) = self.timer.as_mut()
             && t.deadline() > end_by
@@ -379,7 +396,7 @@ pub async fn send(
         call.remaining_ms(Instant::now()),
         call.trace.as_ref(),
     );
-    exchange(
+    let mut accepted = exchange(
         upstream,
         settings,
         endpoint,
@@ -387,7 +404,9 @@ pub async fn send(
         Some(&call.rate_report),
         translate_error,
     )
-    .await
+    .await?;
+    accepted.body = accepted.body.for_call(call.deadline);
+    Ok(accepted)
 }
 
 /// Sends `body` to `endpoint` for something other than a chat call (embeddings, say), as

@@ -182,3 +182,20 @@ async fn a_body_that_ends_after_done_ends_the_stream_at_once() {
     assert_eq!(events.len(), 2);
     assert_eq!(Instant::now(), start);
 }
+
+#[tokio::test(start_paused = true)]
+async fn waiting_for_the_end_stops_short_of_the_clients_deadline() {
+    let start = Instant::now();
+    let deadline = start + Duration::from_millis(100);
+    let body = crate::http::TimedBody::new(
+        body_of(&["data: {\"choices\":[]}\n\n", "data: [DONE]\n\n"], false),
+        None,
+        Duration::from_secs(30),
+        "u".into(),
+    )
+    .for_call(Some(deadline));
+    let events: Vec<_> = super::pump(body, frames(), Arc::from("u")).collect().await;
+    assert_eq!(events.len(), 2);
+    assert!(events.iter().all(Result::is_ok));
+    assert_eq!(Instant::now(), deadline - Duration::from_millis(1));
+}
