@@ -261,6 +261,13 @@ async fn the_client_leaving_mid_stream_is_recorded_as_499() {
         rec.attempts[0].outcome,
         sluice_core::AttemptOutcome::Cancelled
     );
+    // And the upstream's stream was let go: its reader closed while it paused.
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        gw.upstream.fake.gated_left.notified(),
+    )
+    .await
+    .expect("the upstream never saw the gateway go");
 }
 
 #[tokio::test]

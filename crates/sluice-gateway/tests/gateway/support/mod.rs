@@ -31,6 +31,8 @@ pub struct Fake {
     pub headers: Mutex<Vec<HeaderMap>>,
     /// Streams of model `gated` pause after their first chunk until a permit is added.
     pub gate: Semaphore,
+    /// Signalled when a `gated` stream's reader (the gateway) goes away while it pauses.
+    pub gated_left: tokio::sync::Notify,
 }
 
 impl Default for Fake {
@@ -40,6 +42,7 @@ impl Default for Fake {
             raw_bodies: Mutex::default(),
             headers: Mutex::default(),
             gate: Semaphore::new(0),
+            gated_left: tokio::sync::Notify::new(),
         }
     }
 }
@@ -168,8 +171,13 @@ async fn openai(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) 
         send(&tx, chunk("Hel")).await;
         match model.as_str() {
             "gated" => {
-                let permit = fake.gate.acquire().await.unwrap();
-                permit.forget();
+                tokio::select! {
+                    permit = fake.gate.acquire() => permit.unwrap().forget(),
+                    () = tx.closed() => {
+                        fake.gated_left.notify_one();
+                        return;
+                    }
+                }
             }
             "stall" => tokio::time::sleep(Duration::from_secs(3600)).await,
             "truncate" => return,
