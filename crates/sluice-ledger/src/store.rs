@@ -208,10 +208,6 @@ impl SqliteStore {
                 Durability::Disk => SqliteSynchronous::Full,
             })
             .busy_timeout(Duration::from_secs(10));
-        // One writer at a time is all SQLite allows; readers run beside it in WAL mode. A
-        // connection to a file in this process cannot go away as a server's can, so the pool
-        // does not ping one before handing it out: that was a round trip to the connection's
-        // thread (two thread wake-ups) on every commit.
         // The tables first, through a connection of their own: the pool's connections
         // prepare their inserts as they open, which needs the table to be there.
         let setup = SqlitePoolOptions::new()
@@ -222,6 +218,10 @@ impl SqliteStore {
         setup.close().await;
         let insert = Arc::new(sql::InsertSql::new::<sqlx::Sqlite>()?);
         let prepared = insert.clone();
+        // One writer at a time is all SQLite allows; readers run beside it in WAL mode. A
+        // connection to a file in this process cannot go away as a server's can, so the pool
+        // does not ping one before handing it out: that was a round trip to the connection's
+        // thread (two thread wake-ups) on every commit.
         // All four open from the start (in the background), so none opens, and prepares, in
         // the middle of traffic.
         let pool = SqlitePoolOptions::new()
