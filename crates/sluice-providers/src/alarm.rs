@@ -99,26 +99,19 @@ mod tests {
         assert_eq!(alarm.deadline(), start + Duration::from_millis(80));
     }
 
-    #[test]
-    fn another_waker_is_registered_in_place_of_the_first() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let mut alarm = Alarm::at(Instant::now() + Duration::from_millis(10));
-            let first = futures::task::noop_waker();
-            assert!(!alarm.poll_fired(&mut Context::from_waker(&first)));
-            // The task that waits now is another one: it, not the first, must be woken.
-            std::future::poll_fn(|cx| {
-                if alarm.poll_fired(cx) {
-                    std::task::Poll::Ready(())
-                } else {
-                    std::task::Poll::Pending
-                }
-            })
-            .await;
-        });
+    #[tokio::test(start_paused = true)]
+    async fn another_waker_is_registered_in_place_of_the_first() {
+        let mut alarm = Alarm::at(Instant::now() + Duration::from_millis(10));
+        let first = futures::task::noop_waker();
+        assert!(!alarm.poll_fired(&mut Context::from_waker(&first)));
+        // The task that waits now is another one: it, not the first, must be woken.
+        std::future::poll_fn(|cx| {
+            if alarm.poll_fired(cx) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
     }
 }

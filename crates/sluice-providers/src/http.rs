@@ -221,11 +221,18 @@ pub struct TimedBody<B = Incoming> {
     call_deadline: Option<Instant>,
 }
 
-impl<B> TimedBody<B>
-where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: std::error::Error + 'static,
+/// What a [`TimedBody`] reads: hyper's body, or a test's.
+pub trait Chunks:
+    Body<Data = Bytes, Error: std::error::Error + 'static> + Unpin + Send + 'static
 {
+}
+
+impl<B> Chunks for B where
+    B: Body<Data = Bytes, Error: std::error::Error + 'static> + Unpin + Send + 'static
+{
+}
+
+impl<B: Chunks> TimedBody<B> {
     pub(crate) fn new(
         body: B,
         first_byte_deadline: Option<Instant>,
@@ -254,8 +261,11 @@ where
     /// The answer is complete: what is left of the body (its end, usually already on its
     /// way) must come within `grace`, whatever the idle timeout, and a millisecond before the
     /// client's deadline at the latest (a complete answer is not to be cut at its deadline
-    /// for want of the upstream's end).
+    /// for want of the upstream's end). Only the first call counts.
     pub fn end_within(&mut self, grace: Duration) {
+        if self.end_by.is_some() {
+            return;
+        }
         let mut end_by = Instant::now() + grace;
         if let Some(before) = self
             .call_deadline

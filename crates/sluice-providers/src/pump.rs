@@ -11,9 +11,9 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use sluice_core::{ErrorKind, GatewayError};
 
-use hyper::body::{Body, Incoming};
+use hyper::body::Incoming;
 
-use crate::http::TimedBody;
+use crate::http::{Chunks, TimedBody};
 use crate::sse::{SseEvent, SseParser};
 use crate::{EventStream, StreamEvent};
 
@@ -30,17 +30,6 @@ pub(crate) trait Translate: Send + 'static {
     fn closed(&mut self, out: &mut VecDeque<StreamEvent>) -> bool;
 }
 
-/// What a pump reads: hyper's body, or a test's.
-pub(crate) trait Chunks:
-    Body<Data = bytes::Bytes, Error: std::error::Error + 'static> + Unpin + Send + 'static
-{
-}
-
-impl<B> Chunks for B where
-    B: Body<Data = bytes::Bytes, Error: std::error::Error + 'static> + Unpin + Send + 'static
-{
-}
-
 struct Pump<T, B = Incoming> {
     /// The upstream's body, until it has ended.
     body: Option<TimedBody<B>>,
@@ -52,9 +41,6 @@ struct Pump<T, B = Incoming> {
     name: Arc<str>,
     /// An error to report once the frames before it are out.
     error: Option<GatewayError>,
-    ended: bool,
-    /// The answer is complete and the body is being read to its end.
-    releasing: bool,
 }
 
 impl<T: Translate, B: Chunks> Pump<T, B> {
@@ -73,10 +59,11 @@ impl<T: Translate, B: Chunks> Pump<T, B> {
                 return Poll::Ready(Some(Ok(ev)));
             }
             if let Some(e) = self.error.take() {
-                self.ended = true;
+                // Nothing is read after an error: the stream ends with it.
+                self.body = None;
                 return Poll::Ready(Some(Err(e)));
             }
-            if self.ended || self.translator.finished() {
+            if self.translator.finished() {
                 ready!(self.poll_release(cx));
                 return Poll::Ready(None);
             }
@@ -90,9 +77,7 @@ impl<T: Translate, B: Chunks> Pump<T, B> {
                 }
                 Ok(None) => {
                     self.body = None;
-                    if self.translator.closed(&mut self.pending) {
-                        self.ended = true;
-                    } else {
+                    if !self.translator.closed(&mut self.pending) {
                         self.error = Some(GatewayError::new(
                             ErrorKind::UpstreamConnect,
                             format!(
@@ -136,10 +121,7 @@ impl<T, B: Chunks> Pump<T, B> {
         let Some(body) = self.body.as_mut() else {
             return Poll::Ready(());
         };
-        if !self.releasing {
-            self.releasing = true;
-            body.end_within(RELEASE);
-        }
+        body.end_within(RELEASE);
         loop {
             match ready!(body.poll_chunk(cx)) {
                 Ok(Some(_)) => {}
@@ -179,8 +161,6 @@ pub(crate) fn pump<T: Translate + Unpin, B: Chunks>(
         pending: VecDeque::new(),
         name,
         error: None,
-        ended: false,
-        releasing: false,
     }
     .boxed()
 }
