@@ -80,15 +80,24 @@ impl DelayRule {
 }
 
 /// The quantile of the hedge target's body a hedge is expected to take to its first byte,
-/// when the deadline decides how late it may leave: the median. A later start filters the
-/// requests still waiting down to more of the doomed ones (stalls), an earlier one gives the
-/// hedge more time; under a budget of a few percent the product of the two (what one hedge
-/// rescues) peaks near the target's median, where a high percentile would send every hedge
-/// so early that the budget is spent on requests that needed none.
-pub const DEADLINE_TTFB_QUANTILE: f64 = 0.5;
+/// when the deadline decides how late it may leave: it leaves by the deadline minus this.
+/// A later start filters the requests still waiting down to more of the doomed ones
+/// (stalls), an earlier one gives the hedge more time; under a budget of a few percent the
+/// product of the two (what one hedge rescues) peaks a little before the deadline minus the
+/// target's median (for a lognormal body of sigma 0.5 and 10% stalls, at about its P60),
+/// where a high percentile would send every hedge so early that the budget is spent on
+/// requests that needed none.
+pub const DEADLINE_TTFB_QUANTILE: f64 = 0.6;
+
+/// The quantile of the target's body that says until when a hedge is still worth sending
+/// for a request with a deadline: its median (a hedge leaving later lands in time less often
+/// than not). A request waits in line for a token from [`DEADLINE_TTFB_QUANTILE`]'s moment
+/// to this one's, so that the budget is not lost to requests that missed a token by a
+/// moment.
+pub const LAST_USEFUL_QUANTILE: f64 = 0.5;
 
 /// The latest moment a hedge can leave and still have its first byte by `deadline`, given
-/// the target's first byte at [`DEADLINE_TTFB_QUANTILE`] of its body.
+/// the target's first byte at some quantile of its body.
 pub fn latest_start(deadline: Option<Instant>, target_ttfb: Option<Duration>) -> Option<Instant> {
     deadline?.checked_sub(target_ttfb?)
 }

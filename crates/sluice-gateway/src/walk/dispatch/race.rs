@@ -7,7 +7,8 @@ use sluice_core::{AttemptKind, AttemptOutcome, GatewayError, Phase};
 use sluice_routing::{Deployment, ModelGroup};
 use sluice_tail::admission::Permit;
 use sluice_tail::hedge::{
-    BodyQuantile, Candidate, DEADLINE_TTFB_QUANTILE, DelayRule, When, latest_start, may_take,
+    BodyQuantile, Candidate, DEADLINE_TTFB_QUANTILE, DelayRule, LAST_USEFUL_QUANTILE, When,
+    latest_start, may_take,
 };
 use std::pin::pin;
 use tokio::time::{Instant, sleep_until};
@@ -38,14 +39,15 @@ pub(crate) async fn try_once(
     // `biased` in every select below: on a tie (in virtual time, the answer and a timer at
     // the same instant) the answer wins, the same way on every run; an unbiased select picks
     // a branch at random.
-    let hedge_at = loop {
+    let (hedge_at, until) = loop {
         let now = Instant::now();
         let observed = observed_quantile(gw, group, target, job.request.stream);
-        let latest = latest_start(job.deadline, hedge_ttfb(gw, group, target, job, now));
+        let ttfb = |q| hedge_ttfb(gw, group, target, job, now, q);
+        let latest = latest_start(job.deadline, ttfb(DEADLINE_TTFB_QUANTILE));
         match hedging.policy.when_by(started, now, observed, latest) {
             (When::HedgeAt(at), rule) => {
                 call.record_mut().hedge_rule = rule.map(DelayRule::label);
-                break at;
+                break (at, latest_start(job.deadline, ttfb(LAST_USEFUL_QUANTILE)));
             }
             (When::Recheck(at), _) => tokio::select! {
                 biased;
@@ -67,7 +69,9 @@ pub(crate) async fn try_once(
     // what is left of the request's deadline.
     //
     // With no token in the budget, the request waits in line for the next one while its
-    // attempt goes on: if it is truly stuck it will still be waiting when a token comes.
+    // attempt goes on: if it is truly stuck it will still be waiting when a token comes. With
+    // a deadline, only while a hedge could still land in it (the line serves whoever has
+    // the most time left).
     let where_to = |now: Instant| {
         let can_take = |d: &Deployment| {
             let c = Candidate {
@@ -86,13 +90,17 @@ pub(crate) async fn try_once(
     let wanted = where_to(now).is_some();
     let mut token = wanted && hedging.budget.try_spend(now);
     if wanted && !token {
-        let mut place = hedging.budget.wait(now);
+        let mut place = hedging.budget.wait(now, until);
         loop {
             // Tokens come with requests, and (the floor) with time: wake for the latter too.
             let floor = hedging.budget.whole_token_at(Instant::now());
             tokio::select! {
                 biased;
                 r = &mut first => {
+                    // A token handed over as the answer came goes back.
+                    if place.try_recv().is_ok() {
+                        hedging.budget.refund();
+                    }
                     call.record_mut().hedge_denied = true;
                     return conclude(gw, call, p, target, r);
                 }
@@ -149,14 +157,14 @@ fn observed_quantile(
 }
 
 /// How long a hedge is expected to take to its first byte, for a request with a deadline:
-/// the likely hedge target's body at [`DEADLINE_TTFB_QUANTILE`], else (its window thin) the
-/// primary's own.
+/// the likely hedge target's body at quantile `q`, else (its window thin) the primary's own.
 fn hedge_ttfb(
     gw: &Gateway,
     group: &ModelGroup,
     primary: &Deployment,
     job: &Job,
     now: Instant,
+    q: f64,
 ) -> Option<std::time::Duration> {
     job.deadline?;
     let min_samples = group.hedging.as_ref()?.policy.min_samples;
@@ -167,7 +175,7 @@ fn hedge_ttfb(
                 &window_key(group, d, job.request.stream),
                 Phase::Ttfb,
                 now,
-                DEADLINE_TTFB_QUANTILE,
+                q,
                 min_samples,
             )
             .map(|b| b.value)
