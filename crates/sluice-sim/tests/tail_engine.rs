@@ -252,6 +252,31 @@ fn hedging_cuts_p99_and_p999_at_a_bounded_cost_and_beats_timeout_and_retry() {
         generous * 100.0,
         floor_wide * 100.0
     );
+    // Streamed answers are hedged on their own window (a stream's first byte is its first
+    // token, not its last): the same bound holds for them.
+    let mut streamed = common.clone();
+    for t in &mut streamed.traffic {
+        t.stream = true;
+    }
+    let off_streams = timed_out(&run(&streamed).unwrap());
+    let on_streams = timed_out(
+        &run_with(
+            &streamed,
+            GatewayBuilder::new().hedging(HedgePolicy::default()),
+        )
+        .unwrap(),
+    );
+    eprintln!(
+        "10% stalls, streamed, 5% budget: 504s {:.1}% unhedged, {:.1}% hedged, best possible \
+         {:.1}%",
+        off_streams * 100.0,
+        on_streams * 100.0,
+        floor * 100.0
+    );
+    assert!(
+        on_streams <= floor + 0.004,
+        "streams: {on_streams} (best possible {floor}, unhedged {off_streams})"
+    );
     // What a 5% budget does at a stall rate at the budget, and at four times it.
     for p in [0.05, 0.20] {
         let c = stalls(p);
