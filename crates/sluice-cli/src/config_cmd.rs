@@ -16,9 +16,16 @@ pub fn check(file: &Path, strict: bool) -> anyhow::Result<ExitCode> {
     } else {
         Secrets::Warn
     };
-    let checked = gateway::check(&text, &ProcessEnv, &[], secrets);
+    let mut checked = gateway::check(&text, &ProcessEnv, &[], secrets);
     if !checked.warnings.is_empty() {
         println!("{}: {}", file.display(), warnings(&checked.warnings));
+    }
+    // What `serve` reads beside the file: the semantic cache's embedding model.
+    if let Some(cfg) = &checked.config
+        && let Some(problem) = embedder_problem(cfg, &crate::ledger_cmd::config_dir(file))
+    {
+        checked.errors.0.push(problem);
+        checked.config = None;
     }
     match checked.config {
         Some(cfg) => {
@@ -36,6 +43,25 @@ pub fn check(file: &Path, strict: bool) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// Why `serve` would refuse the semantic cache's local embedding model (missing or not
+/// loadable, with the command that installs it), if it would.
+fn embedder_problem(
+    cfg: &gateway::GatewayConfig,
+    base: &Path,
+) -> Option<sluice_config::Diagnostic> {
+    let s = &cfg.cache.semantic;
+    if !s.enabled || s.embeddings.is_some() {
+        return None;
+    }
+    let err = sluice_embed::Embedder::load(&base.join(&s.model)).err()?;
+    Some(sluice_config::Diagnostic {
+        path: "cache.semantic.model".into(),
+        line: None,
+        column: None,
+        message: err.to_string(),
+    })
 }
 
 /// Warnings, written like errors but named as what they are.

@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use parking_lot::Mutex;
 use serde::Serialize;
 use sluice_economy::{Micros, Price};
-use sluice_gateway::{Gateway, GatewayBuilder, Server, ShutdownHandle};
+use sluice_gateway::{Gateway, Server, ShutdownHandle};
 use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore, Store, UsageQuery, UsageRow};
 use sluice_providers::{
     Anthropic, AnthropicSettings, HttpSettings, OpenAiCompat, OpenAiSettings, Provider,
@@ -143,7 +143,7 @@ async fn start(v: Variant, s: &Scenario) -> anyhow::Result<Running> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let sim_addr = listener.local_addr()?;
     tokio::spawn(serve_on(sim.clone(), listener, std::future::pending()));
-    let mut b = (v.apply)(GatewayBuilder::new()).seed(s.meta.seed);
+    let mut b = v.builder().seed(s.meta.seed);
     for (name, spec) in &s.upstreams {
         b = b.provider(
             name,

@@ -240,10 +240,24 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", chain(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes, each said once: a cause whose words its error already says
+/// (an error that shows its source in its own message) is not said again.
+fn chain(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let words = cause.to_string();
+        if !out.contains(&words) {
+            out.push_str(": ");
+            out.push_str(&words);
+        }
+    }
+    out
 }
 
 /// Logs go to standard error, filtered by `SLUICE_LOG` (`EnvFilter` syntax, e.g. `debug` or

@@ -60,6 +60,7 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
                 // Keys and tenants set through the admin API live in the store.
                 builder = builder
                     .stored_keys(&store.keys().await?)
+                    .revoked_keys(&store.revoked_keys().await?)
                     .stored_tenants(&store.tenants().await?);
                 // So do what automatic routers learnt.
                 for (name, _) in &cfg.routers {

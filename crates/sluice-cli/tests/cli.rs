@@ -50,7 +50,7 @@ fn the_demo_runs_and_reports_in_plain_words() {
         .skip(1)
         .map(|n| n.replace(',', "").parse().unwrap())
         .collect();
-    assert_eq!(counts.len(), 4, "{calls}");
+    assert_eq!(counts.len(), 3, "{calls}");
     assert!(counts.iter().all(|n| *n > 0 && *n == counts[0]), "{calls}");
 }
 
@@ -90,6 +90,34 @@ fn config_check_passes_the_example_and_lists_every_error() {
     assert!(text.contains("3 configuration errors"), "{text}");
     assert!(text.contains("line 2, column 1: server.listen"), "{text}");
     assert!(text.contains("server.colour: unknown key"), "{text}");
+}
+
+#[test]
+fn what_serve_would_refuse_is_refused_at_check_and_each_error_is_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gw.toml");
+    std::fs::write(
+        &file,
+        "[ledger]\nstore = \"off\"\n[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         [models.m]\ndeployments = [{ provider = \"p\", model = \"x\" }]\n\
+         [cache.semantic]\nenabled = true\nmodel = \"no-model-here\"\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let (ok, text) = sluice(&["config", "check", path]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("cache.semantic.model: the embedding model is missing")
+            && text.contains("install it with `scripts/install-embedder"),
+        "{text}"
+    );
+    let (ok, text) = sluice(&["serve", "--config", path]);
+    assert!(!ok, "{text}");
+    assert_eq!(
+        text.matches("the embedding model is missing").count(),
+        1,
+        "said once: {text}"
+    );
 }
 
 #[test]

@@ -31,6 +31,7 @@ const SECTIONS: &[&str] = &[
 mod checks;
 mod choosing;
 mod groups;
+mod protection;
 mod routes;
 mod sections;
 mod slos;
@@ -232,6 +233,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     let mut known: HashSet<&str> = providers.iter().map(|(n, _)| n.as_str()).collect();
     known.extend(extra_providers.iter().copied());
     checks::models(&doc, &models, &known, &mut diags);
+    protection::warn(&doc, &models, &keys, &mut warnings);
     if let Some(c) = &cache {
         checks::semantic_refs(&doc, &c.semantic, &providers, &models, &mut diags);
     }

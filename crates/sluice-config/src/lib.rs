@@ -10,9 +10,11 @@ pub mod diagnostic;
 pub mod document;
 pub mod gateway;
 pub mod money;
+pub mod toggle;
 
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use document::Document;
+pub use toggle::Toggle;
 
 /// Serde helpers for durations written as `"30s"`, `"250ms"`, `"2m"`.
 pub use humantime_serde as duration;

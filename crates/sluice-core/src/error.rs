@@ -17,8 +17,13 @@ pub enum ErrorKind {
     InvalidRequest,
     /// No API key, or one sluice does not know.
     Unauthorized,
-    /// The API key may not use what the request asks for (a model group outside its list).
+    /// The API key may not use the model group the request asks for.
+    ModelNotAllowed,
+    /// The caller may not do what it asks (another tenant's request, an admin change without
+    /// an admin token, money spent on a model with no price).
     PermissionDenied,
+    /// The prompt and `max_tokens` do not fit the model's context window.
+    ContextLengthExceeded,
     /// The tenant's credits cannot cover the request's worst case.
     InsufficientCredits,
     /// The tenant is over a requests- or tokens-per-minute quota.
@@ -63,11 +68,14 @@ impl ErrorKind {
     /// status instead; 400 is only its fallback.
     pub fn status(self) -> u16 {
         match self {
-            Self::InvalidJson | Self::InvalidRequest | Self::UpstreamRejected => 400,
+            Self::InvalidJson
+            | Self::InvalidRequest
+            | Self::ContextLengthExceeded
+            | Self::UpstreamRejected => 400,
             Self::Unauthorized => 401,
             Self::InsufficientCredits => 402,
             Self::QuotaExceeded => 429,
-            Self::PermissionDenied => 403,
+            Self::PermissionDenied | Self::ModelNotAllowed => 403,
             Self::ModelNotFound | Self::RouteNotFound | Self::NotFound => 404,
             Self::Conflict => 409,
             Self::MethodNotAllowed => 405,
@@ -84,12 +92,13 @@ impl ErrorKind {
         match self {
             Self::InvalidJson
             | Self::InvalidRequest
+            | Self::ContextLengthExceeded
             | Self::PayloadTooLarge
             | Self::MethodNotAllowed
             | Self::UpstreamRejected
             | Self::Conflict
             | Self::Unauthorized => "invalid_request_error",
-            Self::PermissionDenied => "permission_error",
+            Self::PermissionDenied | Self::ModelNotAllowed => "permission_error",
             Self::InsufficientCredits => "insufficient_quota",
             Self::QuotaExceeded => "rate_limit_error",
             Self::ModelNotFound | Self::RouteNotFound | Self::NotFound => "not_found_error",
@@ -112,7 +121,9 @@ impl ErrorKind {
             Self::Unauthorized => "invalid_api_key",
             Self::InsufficientCredits => "insufficient_credits",
             Self::QuotaExceeded => "quota_exceeded",
-            Self::PermissionDenied => "model_not_allowed",
+            Self::ModelNotAllowed => "model_not_allowed",
+            Self::PermissionDenied => "permission_denied",
+            Self::ContextLengthExceeded => "context_length_exceeded",
             Self::ModelNotFound => "model_not_found",
             Self::RouteNotFound => "route_not_found",
             Self::MethodNotAllowed => "method_not_allowed",

@@ -297,6 +297,9 @@ pub struct CallRecord {
     pub normalised: Option<(bool, u32)>,
     /// 429s the upstream answered this call's attempts.
     pub upstream_429s: u32,
+    /// It waited in sluice's queue for the upstream's rate limit (the pacer, or a pause
+    /// after a 429), not only for a slot: its queueing is the provider's limit's.
+    pub rate_waited: bool,
     /// The `prompt_cache_key` sluice added (the client sent none).
     pub prompt_cache_key: Option<Arc<str>>,
     /// Compression of an over-long prompt: its estimated tokens (before, after).
@@ -430,7 +433,8 @@ pub struct FallbackTaken {
     pub from: Arc<str>,
     /// The group that took it next.
     pub to: Arc<str>,
-    /// Why: `unavailable`, `quota`, `context_window` or `context_length`.
+    /// Why: `unavailable`, `quota`, `context_window`, `context_length`, `upstream_failed`
+    /// or `rate_limited`.
     pub reason: &'static str,
     /// How many attempts the call had made when it took the fallback.
     pub after: usize,
@@ -470,6 +474,7 @@ impl CallRecord {
             normalised: None,
             prompt_cache_key: None,
             upstream_429s: 0,
+            rate_waited: false,
             compressed: None,
             rounds: Vec::new(),
             usage_estimated: false,

@@ -47,10 +47,19 @@ impl Limits {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// Its worst case does not fit in what is left of the credits.
-    #[error("tenant `{tenant}` has {left} credits left; this request may cost up to {needed}")]
+    #[error(
+        "tenant `{tenant}` has spent {spent} of its {credits} credits ({reserved} more held by \
+         calls in flight): {left} left, and this request may cost up to {needed}"
+    )]
     OutOfCredits {
         /// The tenant.
         tenant: Arc<str>,
+        /// Its credits.
+        credits: Micros,
+        /// What it has spent (settled).
+        spent: Micros,
+        /// What calls in flight hold.
+        reserved: Micros,
         /// Credits left, reservations in flight deducted.
         left: Micros,
         /// The call's worst case.
@@ -223,6 +232,9 @@ impl Accounts {
             if committed.0.saturating_add(cost.0) > credits.0 {
                 return Err(Refusal::OutOfCredits {
                     tenant: tenant.clone(),
+                    credits,
+                    spent: a.spent,
+                    reserved: a.reserved,
                     left,
                     needed: cost,
                 });
@@ -365,9 +377,17 @@ mod tests {
             refused,
             Refusal::OutOfCredits {
                 tenant: t.clone(),
+                credits: Micros(1_000),
+                spent: Micros::ZERO,
+                reserved: Micros(600),
                 left: Micros(400),
                 needed: Micros(600)
             }
+        );
+        assert_eq!(
+            refused.to_string(),
+            "tenant `acme` has spent 0.000000 of its 0.001000 credits (0.000600 more held by \
+             calls in flight): 0.000400 left, and this request may cost up to 0.000600"
         );
         // The first used a third of what it reserved: the rest comes back.
         acc.settle(r1, now, wall(), 40, Micros(200));

@@ -137,6 +137,15 @@ impl KeyRing {
         self.keys.read().get(&hash(secret)).cloned()
     }
 
+    /// The key named `name`, with its SHA-256 in hex.
+    pub fn named(&self, name: &str) -> Option<(String, Arc<ApiKey>)> {
+        self.keys
+            .read()
+            .iter()
+            .find(|(_, k)| k.spec.name == name)
+            .map(|(h, k)| (hex(h), k.clone()))
+    }
+
     /// Removes the key named `name`; whether there was one.
     pub fn revoke(&self, name: &str) -> bool {
         let mut keys = self.keys.write();
@@ -155,6 +164,12 @@ impl KeyRing {
     /// Whether there are no keys.
     pub fn is_empty(&self) -> bool {
         self.keys.read().is_empty()
+    }
+
+    /// Notes that keys were in use, though none is held now (every one revoked): requests
+    /// still need a valid key.
+    pub fn mark_held(&self) {
+        self.ever_held.store(true, Ordering::Relaxed);
     }
 
     /// Whether any key has ever been held (from configuration, the store or the admin API),
@@ -208,8 +223,11 @@ mod tests {
             ring.insert_hashed(spec("bad", "x"), "abc"),
             Err(KeyError::BadHash(_))
         ));
+        let (hash, key) = ring.named("ops").unwrap();
+        assert_eq!((hash, &*key.spec.tenant), (hash_hex(secret), "globex"));
         assert!(ring.revoke("ops"));
         assert!(!ring.revoke("ops"));
+        assert!(ring.named("ops").is_none());
         assert!(ring.authenticate(secret).is_none());
         assert!(ring.is_empty());
         // Revoking every key does not forget that keys were in use.

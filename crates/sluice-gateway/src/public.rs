@@ -12,17 +12,35 @@ use sluice_core::{ErrorKind, GatewayError, RequestId};
 use tokio::time::Instant;
 
 use crate::Gateway;
-use crate::walk::rescue;
+use crate::walk::{auth, rescue};
 
-/// `GET /v1/models`: the configured model groups, in OpenAI's list shape.
-pub async fn models(State(gw): State<Arc<Gateway>>) -> Json<serde_json::Value> {
-    let data: Vec<_> = gw
-        .routes()
-        .names()
-        .iter()
-        .map(|name| json!({"id": &**name, "object": "model", "created": 0, "owned_by": "sluice"}))
+/// `GET /v1/models`: the model names a client may send, in OpenAI's list shape: the model
+/// groups, then the task routes and automatic routers (`auto`, say), each marked with what
+/// it is. Where keys are required it needs one (401 without), and a key limited to some
+/// models sees those only.
+pub async fn models(State(gw): State<Arc<Gateway>>, headers: http::HeaderMap) -> Response {
+    let caller = match auth::identify(&gw, &headers) {
+        Ok(c) => c,
+        Err(e) => return rescue::error_response(&e, &RequestId::generate(), None),
+    };
+    let routes = gw.routes();
+    let groups = routes.names().iter().map(|n| (n, "group"));
+    let choosers = routes.chooser_names().into_iter().map(|n| {
+        let kind = if routes.router(n).is_some() {
+            "router"
+        } else {
+            "route"
+        };
+        (n, kind)
+    });
+    let data: Vec<_> = groups
+        .chain(choosers)
+        .filter(|(name, _)| caller.may_use(name).is_ok())
+        .map(|(name, kind)| {
+            json!({"id": &**name, "object": "model", "created": 0, "owned_by": "sluice", "sluice_kind": kind})
+        })
         .collect();
-    Json(json!({"object": "list", "data": data}))
+    Json(json!({"object": "list", "data": data})).into_response()
 }
 
 /// `GET /healthz`: the process is up.

@@ -93,7 +93,7 @@ async fn credits_cover_the_worst_case_of_calls_in_flight_and_come_back_when_they
                 body["error"]["message"]
                     .as_str()
                     .unwrap()
-                    .contains("credits left")
+                    .contains("left, and this request may cost up to")
             );
         }
         statuses.push(status);

@@ -23,14 +23,7 @@ use crate::scripted::{
     End, Got, PRICE, Rig, admin, ask_with, get_json, ledgered, rig, scrape, send,
 };
 
-const USAGE: Usage = Usage {
-    prompt_tokens: 1_000,
-    completion_tokens: 100,
-    cached_tokens: 0,
-    cache_write_tokens: 0,
-    reasoning_tokens: 0,
-    cache_write_long_tokens: 0,
-};
+const USAGE: Usage = crate::scripted::PLAIN_USAGE;
 
 const ANSWER: &str = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Clause 4 is void."},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000,"completion_tokens":100,"total_tokens":1100}}"#;
 

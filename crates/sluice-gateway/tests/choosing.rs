@@ -95,6 +95,8 @@ async fn without_a_fallback_a_prompt_too_long_is_a_400_naming_the_sizes() {
     let got = send(&r.router, &[], "n-0", &body(2_000)).await;
     assert_eq!(got.status, 400);
     assert_eq!(got.body["error"]["param"], "messages");
+    assert_eq!(got.body["error"]["code"], "context_length_exceeded");
+    assert_eq!(got.body["error"]["type"], "invalid_request_error");
     let message = got.body["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("max_tokens (2000)") && message.contains("(1000 tokens)"),
@@ -126,17 +128,24 @@ async fn with_every_breaker_of_a_group_open_its_fallback_serves_with_no_client_e
         ..BreakerPolicy::default()
     };
     let r = with_fallback(|b| b.breakers(policy));
+    // The failures that open the breaker are served by the fallback too: a failed upstream
+    // hands the request on once the group has made its tries.
     for i in 0..5 {
         r.a.push(10, false);
-        ask_with(&r.router, &[], &format!("f-{i}"), false).await;
+        let got = ask_with(&r.router, &[], &format!("f-{i}"), false).await;
+        assert_eq!(got.status, 200);
+        assert_eq!(
+            r.record(&format!("f-{i}")).fallbacks[0].reason,
+            "upstream_failed"
+        );
     }
-    let calls = r.a.calls();
+    let (calls, fallen) = (r.a.calls(), r.b.calls());
     for i in 0..10 {
         let got = send(&r.router, &[], &format!("o-{i}"), &body(100)).await;
         assert_eq!(got.status, 200, "{}", got.text);
     }
     assert_eq!(r.a.calls(), calls, "the open breaker kept calls off a");
-    assert_eq!(r.b.calls(), 10);
+    assert_eq!(r.b.calls() - fallen, 10);
     assert_eq!(r.record("o-9").fallbacks[0].reason, "unavailable");
 }
 
@@ -199,6 +208,16 @@ async fn a_task_route_chooses_the_group_by_what_the_request_says_and_says_which_
     let r = rig_over(vec![dep_on("a", "m")], |b| {
         b.model("big", vec![dep_on("b", "m")]).task_route(auto())
     });
+    // The route is a model name clients may send: the model list says so.
+    let listed = crate::scripted::get_json(&r.router, "/v1/models").await;
+    assert!(
+        listed["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == "auto" && m["sluice_kind"] == "route"),
+        "{listed}"
+    );
     let ask_auto = |extra: &str| {
         format!(r#"{{"model":"auto","messages":[{{"role":"user","content":"hi"}}]{extra}}}"#)
     };

@@ -216,3 +216,24 @@ async fn require_keys_false_serves_requests_without_a_key_even_when_keys_exist()
         "a key sent is honoured"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_model_list_needs_a_key_where_keys_are_required_and_shows_what_it_may_use() {
+    let r = rig(false, |b| {
+        b.model("other", vec![scripted::dep("a", 1)])
+            .key(acme(None, &["chat"]), &hash_hex(SECRET))
+    });
+    let (status, v) = admin(&r.router, "GET", "/v1/models", None, Value::Null).await;
+    assert_eq!(status, 401, "{v}");
+    assert_eq!(v["error"]["code"], "invalid_api_key");
+    let (status, v) = admin(&r.router, "GET", "/v1/models", Some(SECRET), Value::Null).await;
+    assert_eq!(status, 200, "{v}");
+    let ids: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["chat"], "the key may use `chat` only");
+    assert_eq!(v["data"][0]["sluice_kind"], "group");
+}

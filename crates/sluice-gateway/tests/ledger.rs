@@ -344,7 +344,7 @@ async fn tenants_set_through_the_admin_api_apply_at_once_and_outlive_a_restart()
         "PUT",
         "/admin/tenants/trial",
         ADMIN,
-        r#"{"credits": 0.003, "lane": "batch", "rpm": 10}"#,
+        r#"{"credits_micros": 3000, "lane": "batch", "rpm": 10}"#,
     )
     .await;
     assert_eq!(status, 200, "{v}");
@@ -363,8 +363,18 @@ async fn tenants_set_through_the_admin_api_apply_at_once_and_outlive_a_restart()
     );
 
     for (path, body, param) in [
-        ("/admin/tenants/fixed", r#"{"credits": 5}"#, "name"),
-        ("/admin/tenants/trial", r#"{"credits": -1}"#, "credits"),
+        ("/admin/tenants/fixed", r#"{"credits_micros": 5}"#, "name"),
+        (
+            "/admin/tenants/trial",
+            r#"{"credits_micros": -1}"#,
+            "credits_micros",
+        ),
+        (
+            "/admin/tenants/trial",
+            r#"{"credits_micros": 1.5}"#,
+            "credits_micros",
+        ),
+        ("/admin/tenants/trial", r#"{"credits": 2}"#, "credits"),
         ("/admin/tenants/trial", r#"{"rpm": 0}"#, "rpm"),
         ("/admin/tenants/trial", r#"{"lane": "vip"}"#, "lane"),
         ("/admin/tenants/bad%20name", "{}", "name"),
@@ -413,7 +423,7 @@ async fn tenants_set_through_the_admin_api_apply_at_once_and_outlive_a_restart()
         "PUT",
         "/admin/tenants/trial",
         ADMIN,
-        r#"{"credits": 1.0}"#,
+        r#"{"credits_micros": 1000000}"#,
     )
     .await;
     assert_eq!(status, 200, "{v}");

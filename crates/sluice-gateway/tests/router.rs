@@ -139,8 +139,8 @@ async fn another_tenants_answer_cannot_be_scored() {
     )
     .await;
     assert_eq!(
-        (status, &v["error"]["type"]),
-        (403, &json!("permission_error"))
+        (status, &v["error"]["type"], &v["error"]["code"]),
+        (403, &json!("permission_error"), &json!("permission_denied"))
     );
     assert_eq!(belief(&r, "qa", "big").await, (1.0, 1.0), "nothing learnt");
     let (status, _) = feedback(&r, &[acme], json!({"request_id": "t-0", "score": 0})).await;
@@ -173,7 +173,11 @@ async fn an_answer_cut_short_not_json_failed_or_asked_again_counts_as_bad() {
     assert_eq!(send(&r.router, &[QA], "s-0", again).await.status, 200);
     assert_eq!(send(&r.router, &[QA], "s-1", again).await.status, 200);
     r.b.push_end(10, End::Fail);
-    assert_eq!(send(&r.router, &[QA], "f-0", &body(10)).await.status, 502);
+    // `big` fails; the router's other candidate takes the request (a failed upstream is a
+    // fallback's reason), and `big` is still scored for its error.
+    let served = send(&r.router, &[QA], "f-0", &body(10)).await;
+    assert_eq!(served.status, 200, "{}", served.text);
+    assert_eq!(r.record("f-0").fallbacks[0].reason, "upstream_failed");
     let page = scrape(&r.router).await;
     for signal in ["length", "invalid_json", "retried", "upstream_error"] {
         assert!(
@@ -272,4 +276,27 @@ async fn what_it_learnt_survives_a_restart_through_the_store() {
         }
     }
     assert_eq!(belief(&again, "qa", "big").await, (2.0, 1.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_model_list_names_routers_beside_groups() {
+    let r = routed(|b| b);
+    let v = get_json(&r.router, "/v1/models").await;
+    let listed: Vec<(String, String)> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["id"].as_str().unwrap().to_string(),
+                m["sluice_kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for (id, kind) in [("chat", "group"), ("big", "group"), ("auto", "router")] {
+        assert!(
+            listed.contains(&(id.to_string(), kind.to_string())),
+            "{id}: {listed:?}"
+        );
+    }
 }

@@ -24,14 +24,7 @@ use crate::scripted::{PRICE, Rig, dep, embedder, get_json, ledgered, rig_over, s
 
 const ANSWER: &str = r#"{"id":"c-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Use the reset link."},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}"#;
 
-const USAGE: Usage = Usage {
-    prompt_tokens: 1_000,
-    completion_tokens: 100,
-    cached_tokens: 0,
-    cache_write_tokens: 0,
-    reasoning_tokens: 0,
-    cache_write_long_tokens: 0,
-};
+const USAGE: Usage = crate::scripted::PLAIN_USAGE;
 
 fn policy(mode: Mode) -> Policy {
     Policy {

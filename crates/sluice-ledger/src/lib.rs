@@ -16,7 +16,8 @@ pub mod writer;
 pub use entry::{CacheOutcome, Entry, Tokens};
 pub use query::{GroupBy, QueryError, UsageQuery, UsageRow};
 pub use store::{
-    AnyStore, Durability, PgStore, SqliteStore, Store, StoredBelief, StoredKey, StoredTenant,
+    AnyStore, Durability, PgStore, RevokedKey, SqliteStore, Store, StoredBelief, StoredKey,
+    StoredTenant,
 };
 pub use writer::{Ledger, LedgerStats};
 

@@ -23,6 +23,10 @@ pub(crate) const KEYS: &str = "sluice_keys";
 /// Tenants set through the admin API.
 pub(crate) const TENANTS: &str = "sluice_tenants";
 
+/// Keys revoked through the admin API, by hash: a revoked hash stays refused, wherever the
+/// key was defined.
+pub(crate) const REVOKED: &str = "sluice_revoked_keys";
+
 /// What automatic routers learnt, per router, task and candidate group.
 pub(crate) const BELIEFS: &str = "sluice_router_beliefs";
 
@@ -106,6 +110,10 @@ fn schema(row_id: &str) -> Vec<String> {
         format!(
             "CREATE TABLE IF NOT EXISTS {KEYS} (name TEXT PRIMARY KEY, tenant TEXT NOT NULL, \
              sha256 TEXT NOT NULL, lane TEXT, models TEXT NOT NULL)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {REVOKED} (sha256 TEXT PRIMARY KEY, name TEXT NOT NULL, \
+             tenant TEXT NOT NULL, revoked_ms BIGINT NOT NULL)"
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {TENANTS} (name TEXT PRIMARY KEY, lane TEXT, \
@@ -549,7 +557,9 @@ mod beliefs;
 mod stored;
 
 pub(crate) use beliefs::{beliefs, save_beliefs};
-pub(crate) use stored::{keys, remove_named, save_key, save_tenant, tenants};
+pub(crate) use stored::{
+    keys, remove_named, revoke_keys, revoked_keys, save_key, save_tenant, tenants,
+};
 
 #[cfg(test)]
 mod tests;

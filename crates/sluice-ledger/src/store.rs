@@ -43,6 +43,16 @@ pub trait Store: Send + Sync + 'static {
     /// Every saved key, by name.
     fn keys(&self) -> impl Future<Output = Result<Vec<StoredKey>, LedgerError>> + Send;
 
+    /// Records revocations (a revoked hash stays refused across restarts, wherever the key
+    /// is defined) and removes the saved keys of those names, all at once.
+    fn revoke_keys(
+        &self,
+        keys: &[RevokedKey],
+    ) -> impl Future<Output = Result<(), LedgerError>> + Send;
+
+    /// Every revocation, oldest first.
+    fn revoked_keys(&self) -> impl Future<Output = Result<Vec<RevokedKey>, LedgerError>> + Send;
+
     /// Saves a tenant set through the admin API (replacing one of the same name).
     fn save_tenant(
         &self,
@@ -107,6 +117,19 @@ pub struct StoredTenant {
     pub spend_per_month_micros: Option<u64>,
 }
 
+/// A revoked API key, as kept across restarts: the hash it had, never the key.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RevokedKey {
+    /// The revoked SHA-256, in hex.
+    pub sha256: String,
+    /// The key's name when it was revoked.
+    pub name: String,
+    /// Its tenant.
+    pub tenant: String,
+    /// When it was revoked (Unix milliseconds).
+    pub revoked_ms: i64,
+}
+
 /// An API key made at run time, as kept across restarts: its hash, never the key.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoredKey {
@@ -161,6 +184,14 @@ macro_rules! sql_store {
 
             async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
                 sql::keys(&self.pool).await
+            }
+
+            async fn revoke_keys(&self, keys: &[RevokedKey]) -> Result<(), LedgerError> {
+                sql::revoke_keys(&self.pool, keys).await
+            }
+
+            async fn revoked_keys(&self) -> Result<Vec<RevokedKey>, LedgerError> {
+                sql::revoked_keys(&self.pool).await
             }
 
             async fn save_beliefs(
@@ -300,6 +331,14 @@ impl Store for AnyStore {
 
     async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
         each!(self, s => s.keys().await)
+    }
+
+    async fn revoke_keys(&self, keys: &[RevokedKey]) -> Result<(), LedgerError> {
+        each!(self, s => s.revoke_keys(keys).await)
+    }
+
+    async fn revoked_keys(&self) -> Result<Vec<RevokedKey>, LedgerError> {
+        each!(self, s => s.revoked_keys().await)
     }
 
     async fn save_tenant(&self, tenant: &StoredTenant) -> Result<(), LedgerError> {

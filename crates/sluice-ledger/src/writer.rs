@@ -226,6 +226,12 @@ mod tests {
         async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
             Ok(vec![])
         }
+        async fn revoke_keys(&self, _: &[crate::RevokedKey]) -> Result<(), LedgerError> {
+            Ok(())
+        }
+        async fn revoked_keys(&self) -> Result<Vec<crate::RevokedKey>, LedgerError> {
+            Ok(vec![])
+        }
         async fn save_tenant(&self, _: &StoredTenant) -> Result<(), LedgerError> {
             Ok(())
         }

@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use sluice_ledger::{
-    CacheOutcome, Durability, Entry, GroupBy, Ledger, PgStore, SqliteStore, Store, StoredBelief,
-    StoredKey, StoredTenant, Tokens, UsageQuery,
+    CacheOutcome, Durability, Entry, GroupBy, Ledger, PgStore, RevokedKey, SqliteStore, Store,
+    StoredBelief, StoredKey, StoredTenant, Tokens, UsageQuery,
 };
 
 const DAY: i64 = 86_400_000;
@@ -104,6 +104,7 @@ conformance!(
     every_batch_size_writes_exactly_its_rows,
     the_writer_commits_everything_sent,
     keys_are_saved_replaced_and_removed,
+    revocations_outlive_the_key_and_remove_it_at_once,
     tenants_are_saved_replaced_and_removed,
     router_beliefs_are_replaced_whole_per_router,
 );
@@ -346,6 +347,40 @@ async fn keys_are_saved_replaced_and_removed<S: Store>(s: S) {
     assert!(s.remove_key("ci").await.unwrap());
     assert!(!s.remove_key("ci").await.unwrap());
     assert_eq!(s.keys().await.unwrap(), vec![ops]);
+}
+
+async fn revocations_outlive_the_key_and_remove_it_at_once<S: Store>(s: S) {
+    assert!(s.revoked_keys().await.unwrap().is_empty());
+    let made = StoredKey {
+        name: "ci".into(),
+        tenant: "acme".into(),
+        sha256: "ab".repeat(32),
+        lane: None,
+        models: vec![],
+    };
+    s.save_key(&made).await.unwrap();
+    let revoked = RevokedKey {
+        sha256: made.sha256.clone(),
+        name: "ci".into(),
+        tenant: "acme".into(),
+        revoked_ms: 1_700_000_000_000,
+    };
+    s.revoke_keys(std::slice::from_ref(&revoked)).await.unwrap();
+    assert!(s.keys().await.unwrap().is_empty(), "the made key is gone");
+    // A key defined elsewhere (the configuration) is revoked by its hash alone.
+    let configured = RevokedKey {
+        sha256: "cd".repeat(32),
+        name: "o'brien-app".into(),
+        tenant: "o'brien".into(),
+        revoked_ms: 1_700_000_000_001,
+    };
+    // Revoking a hash twice keeps the first revocation; several go at once.
+    let again = RevokedKey {
+        revoked_ms: 1_800_000_000_000,
+        ..revoked.clone()
+    };
+    s.revoke_keys(&[configured.clone(), again]).await.unwrap();
+    assert_eq!(s.revoked_keys().await.unwrap(), vec![revoked, configured]);
 }
 
 async fn tenants_are_saved_replaced_and_removed<S: Store>(s: S) {

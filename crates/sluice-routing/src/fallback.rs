@@ -15,6 +15,11 @@ pub enum Reason {
     ContextWindow,
     /// The upstream said the prompt was too long for its model.
     ContextLength,
+    /// The group's deployments failed (no connection, a reset, a 5xx, a timeout) on every
+    /// try the group made.
+    Failed,
+    /// The group's deployments answered 429 on every try the group made.
+    RateLimited,
 }
 
 impl Reason {
@@ -25,18 +30,24 @@ impl Reason {
             Self::Quota => "quota",
             Self::ContextWindow => "context_window",
             Self::ContextLength => "context_length",
+            Self::Failed => "upstream_failed",
+            Self::RateLimited => "rate_limited",
         }
     }
 }
 
 /// Whether `err`, raised while the group tried to take the request, sends it to the next
-/// fallback, and why. Errors of the request itself (a bad field, a key's permissions, a
-/// deadline that ran out) do not: another group would refuse it as well.
+/// fallback, and why. The group has made its own tries (retries elsewhere within its budget)
+/// before an upstream failure reaches here. Errors of the request itself (a bad field, a
+/// key's permissions, a deadline that ran out, the upstream's own 4xx about the request) do
+/// not: another group would refuse it as well.
 pub fn reason_for(err: &GatewayError) -> Option<Reason> {
     match err.kind {
         ErrorKind::UpstreamUnavailable | ErrorKind::Overloaded => Some(Reason::Unavailable),
         ErrorKind::QuotaExceeded | ErrorKind::InsufficientCredits => Some(Reason::Quota),
+        ErrorKind::UpstreamRejected if err.is_rate_limited() => Some(Reason::RateLimited),
         ErrorKind::UpstreamRejected if says_too_long(err) => Some(Reason::ContextLength),
+        kind if kind.retryable() => Some(Reason::Failed),
         _ => None,
     }
 }
@@ -117,8 +128,21 @@ mod tests {
         );
         assert_eq!(
             reason_for(&rejected(429, openai)),
-            None,
+            Some(Reason::RateLimited),
             "a 429 is not about length"
+        );
+        for kind in [
+            ErrorKind::UpstreamConnect,
+            ErrorKind::UpstreamServerError,
+            ErrorKind::UpstreamTimeout,
+            ErrorKind::UpstreamProtocol,
+        ] {
+            assert_eq!(reason_for(&e(kind)), Some(Reason::Failed), "{kind:?}");
+        }
+        assert_eq!(
+            reason_for(&rejected(404, r#"{"error":{"message":"no such model"}}"#)),
+            None,
+            "the upstream's 4xx about the request"
         );
     }
 }

@@ -275,6 +275,15 @@ impl Routes {
         self
     }
 
+    /// The names clients may send that are not groups: task routes and automatic routers,
+    /// sorted.
+    pub fn chooser_names(&self) -> Vec<&Arc<str>> {
+        let mut names: Vec<&Arc<str>> =
+            self.task_routes.keys().chain(self.routers.keys()).collect();
+        names.sort();
+        names
+    }
+
     /// The task route called `model`, if it is one.
     pub fn task_route(&self, model: &str) -> Option<&TaskRoute> {
         self.task_routes.get(model)
@@ -294,10 +303,7 @@ impl Routes {
     pub fn group(&self, model: &str) -> Result<&ModelGroup, GatewayError> {
         self.groups.get(model).ok_or_else(|| {
             let mut known: Vec<&str> = self.order.iter().map(|n| &**n).collect();
-            let mut routes: Vec<&str> = self.task_routes.keys().map(|n| &**n).collect();
-            routes.extend(self.routers.keys().map(|n| &**n));
-            routes.sort_unstable();
-            known.extend(routes);
+            known.extend(self.chooser_names().into_iter().map(|n| &**n));
             GatewayError::new(
                 ErrorKind::ModelNotFound,
                 format!(

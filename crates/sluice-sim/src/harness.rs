@@ -90,7 +90,8 @@ pub fn rig(s: &Scenario, seed: u64, builder: GatewayBuilder) -> Result<Rig, Buil
     })
 }
 
-/// Runs `s` on a fresh single-threaded runtime with the clock paused.
+/// Runs `s` through sluice with its defaults, on a fresh single-threaded runtime with the
+/// clock paused.
 pub fn run(s: &Scenario) -> Result<Report, HarnessError> {
     run_with(s, GatewayBuilder::new())
 }

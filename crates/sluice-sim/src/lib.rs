@@ -19,6 +19,7 @@ pub mod scenario;
 pub mod script;
 pub mod server;
 pub mod spec;
+pub mod structured;
 pub mod upstream;
 pub mod variants;
 

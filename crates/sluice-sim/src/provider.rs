@@ -42,7 +42,8 @@ impl Provider for SimProvider {
     ) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
         let up = self.0.clone();
         async move {
-            let inc = incoming(&call.request.to_map(), call.request_id.as_str());
+            let body = call.request.to_map();
+            let inc = incoming(&body, call.request_id.as_str());
             let plan = up.plan(&inc, Instant::now());
             let name = up.name().clone();
             match plan {
@@ -88,6 +89,7 @@ impl Provider for SimProvider {
                         model: call.model.to_string(),
                         stream: call.request.stream,
                         include_usage: call.request.include_usage,
+                        shape: crate::structured::shape_of(&body),
                     };
                     let steps: VecDeque<Step> = script::answer(&p, &render).into();
                     if call.request.stream {

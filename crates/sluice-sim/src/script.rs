@@ -10,6 +10,7 @@ use sluice_providers::sse;
 use sluice_providers::usage::to_openai_json;
 
 use crate::limits::Api;
+use crate::structured::Shape;
 use crate::upstream::AnswerPlan;
 
 /// One step of an answer.
@@ -34,6 +35,8 @@ pub struct Render {
     pub stream: bool,
     /// Whether the client asked for a usage chunk.
     pub include_usage: bool,
+    /// Text, JSON of the asked-for schema, or a call of the forced tool.
+    pub shape: Shape,
 }
 
 const WORDS: [&str; 8] = [
@@ -92,8 +95,20 @@ fn anthropic_usage(u: &Usage, output: u64) -> Value {
     })
 }
 
-/// The steps of a planned answer.
+/// The steps of a planned answer. A JSON or tool-call answer carries its generated text,
+/// and its output tokens are that text's.
 pub fn answer(p: &AnswerPlan, r: &Render) -> Vec<Step> {
+    let shaped;
+    let p = match r.shape.text() {
+        Some(t) => {
+            let mut q = p.clone();
+            q.output_tokens = u32::try_from(crate::cache::tokens_of(t.len()).max(1)).unwrap_or(1);
+            q.content = Some(t.to_string());
+            shaped = q;
+            &shaped
+        }
+        None => p,
+    };
     if r.stream {
         stream(p, r)
     } else {
@@ -115,15 +130,32 @@ pub fn complete_body(p: &AnswerPlan, r: &Render) -> Bytes {
         .content
         .clone()
         .unwrap_or_else(|| text(0, p.output_tokens));
-    let v = match r.api {
-        Api::Openai => json!({
+    let call_id = format!("call_sim{}", p.seq);
+    let v = match (r.api, &r.shape) {
+        (Api::Openai, Shape::Tool { name, arguments }) => json!({
+            "id": id(p, r.api), "object": "chat.completion", "created": 0, "model": r.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+                "tool_calls": [{"id": call_id, "type": "function",
+                    "function": {"name": name, "arguments": arguments}}]},
+                "finish_reason": "tool_calls"}],
+            "usage": to_openai_json(&u),
+        }),
+        (Api::Openai, _) => json!({
             "id": id(p, r.api), "object": "chat.completion", "created": 0, "model": r.model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
             "usage": to_openai_json(&u),
         }),
-        Api::Anthropic => json!({
+        (Api::Anthropic, Shape::Tool { name, arguments }) => json!({
+            "id": id(p, r.api), "type": "message", "role": "assistant", "model": r.model,
+            "content": [{"type": "tool_use", "id": format!("toolu_sim{}", p.seq), "name": name,
+                "input": serde_json::from_str::<Value>(arguments).unwrap_or(Value::Null)}],
+            "stop_reason": "tool_use", "stop_sequence": null,
+            "usage": anthropic_usage(&u, u.completion_tokens),
+        }),
+        (Api::Anthropic, _) => json!({
             "id": id(p, r.api), "type": "message", "role": "assistant", "model": r.model,
             "content": [{"type": "text", "text": content}], "stop_reason": "end_turn",
+            "stop_sequence": null,
             "usage": anthropic_usage(&u, u.completion_tokens),
         }),
     };
@@ -142,17 +174,26 @@ fn stream(p: &AnswerPlan, r: &Render) -> Vec<Step> {
     let event =
         |name: &str, v: Value| Step::Frame(Bytes::from(format!("event: {name}\ndata: {v}\n\n")));
     let u = usage_of(p);
+    let tool = match &r.shape {
+        Shape::Tool { name, .. } => Some(name.as_str()),
+        _ => None,
+    };
     if r.api == Api::Anthropic {
         steps.push(event(
             "message_start",
             json!({"type": "message_start", "message": {
             "id": oid, "type": "message", "role": "assistant", "model": r.model, "content": [],
+            "stop_reason": null, "stop_sequence": null,
             "usage": anthropic_usage(&u, 1)}}),
         ));
+        let block = match tool {
+            Some(name) => json!({"type": "tool_use", "id": format!("toolu_sim{}", p.seq),
+                "name": name, "input": {}}),
+            None => json!({"type": "text", "text": ""}),
+        };
         steps.push(event(
             "content_block_start",
-            json!({"type": "content_block_start", "index": 0,
-            "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": block}),
         ));
     }
     let mut sent = 0;
@@ -172,12 +213,27 @@ fn stream(p: &AnswerPlan, r: &Render) -> Vec<Step> {
             Some(c) => piece(c, sent, n),
             None => text(sent, n),
         };
-        steps.push(match r.api {
-            Api::Openai if sent == 0 => {
+        steps.push(match (r.api, tool) {
+            (Api::Openai, Some(name)) if sent == 0 => openai(
+                json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
+                    "id": format!("call_sim{}", p.seq), "type": "function",
+                    "function": {"name": name, "arguments": t}}]}),
+                Value::Null,
+            ),
+            (Api::Openai, Some(_)) => openai(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": t}}]}),
+                Value::Null,
+            ),
+            (Api::Openai, None) if sent == 0 => {
                 openai(json!({"role": "assistant", "content": t}), Value::Null)
             }
-            Api::Openai => openai(json!({"content": t}), Value::Null),
-            Api::Anthropic => event(
+            (Api::Openai, None) => openai(json!({"content": t}), Value::Null),
+            (Api::Anthropic, Some(_)) => event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": t}}),
+            ),
+            (Api::Anthropic, None) => event(
                 "content_block_delta",
                 json!({"type": "content_block_delta", "index": 0,
                 "delta": {"type": "text_delta", "text": t}}),
@@ -187,7 +243,8 @@ fn stream(p: &AnswerPlan, r: &Render) -> Vec<Step> {
     }
     match r.api {
         Api::Openai => {
-            steps.push(openai(json!({}), Value::from("stop")));
+            let finish = if tool.is_some() { "tool_calls" } else { "stop" };
+            steps.push(openai(json!({}), Value::from(finish)));
             if r.include_usage {
                 let v = json!({"id": oid, "object": "chat.completion.chunk", "created": 0, "model": r.model,
                     "choices": [], "usage": to_openai_json(&u)});
@@ -201,8 +258,17 @@ fn stream(p: &AnswerPlan, r: &Render) -> Vec<Step> {
                 "content_block_stop",
                 json!({"type": "content_block_stop", "index": 0}),
             ));
-            steps.push(event("message_delta", json!({"type": "message_delta",
-                "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": u.completion_tokens}})));
+            let stop = if tool.is_some() {
+                "tool_use"
+            } else {
+                "end_turn"
+            };
+            steps.push(event(
+                "message_delta",
+                json!({"type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": null},
+                "usage": {"output_tokens": u.completion_tokens}}),
+            ));
             steps.push(Step::Usage(u));
             steps.push(event("message_stop", json!({"type": "message_stop"})));
         }

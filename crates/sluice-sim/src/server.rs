@@ -267,6 +267,7 @@ async fn serve(
                     .to_string(),
                 stream,
                 include_usage,
+                shape: crate::structured::shape_of(&req),
             };
             let steps = script::answer(&p, &render);
             let rate_headers = p.rate.headers(header_api);

@@ -1,9 +1,8 @@
-//! The columns of a comparison: the gateway as a plain proxy, then with each tail policy
-//! switched on. The demo and `sluice scenario run` replay the same traffic through each.
+//! The columns of a comparison: a plain proxy, sluice as it comes (its defaults), then sluice
+//! with hedging on. The demo and `sluice scenario run` replay the same traffic through each.
 
 use sluice_gateway::GatewayBuilder;
-use sluice_tail::limit::LimitSpec;
-use sluice_tail::{BreakerPolicy, HedgePolicy, RetryPolicy};
+use sluice_tail::HedgePolicy;
 
 /// A gateway set up one way.
 #[derive(Clone, Copy, Debug)]
@@ -12,68 +11,60 @@ pub struct Variant {
     pub name: &'static str,
     /// What the column shows, in one line.
     pub about: &'static str,
-    /// Applies the variant's policies to a builder.
-    pub apply: fn(GatewayBuilder) -> GatewayBuilder,
+    /// The builder the column starts from, with its policies.
+    pub make: fn() -> GatewayBuilder,
 }
 
-fn plain(b: GatewayBuilder) -> GatewayBuilder {
-    b
+impl Variant {
+    /// A builder with the column's policies.
+    pub fn builder(&self) -> GatewayBuilder {
+        (self.make)()
+    }
 }
 
-fn hedged(b: GatewayBuilder) -> GatewayBuilder {
-    b.hedging(HedgePolicy::default())
+fn proxy() -> GatewayBuilder {
+    GatewayBuilder::bare()
 }
 
-fn admitted(b: GatewayBuilder) -> GatewayBuilder {
-    hedged(b)
-        .limits(LimitSpec::Gradient2 {
-            initial: 64,
-            min: 1,
-            max: 256,
-        })
-        .retries(RetryPolicy::default())
+fn defaults() -> GatewayBuilder {
+    GatewayBuilder::new()
 }
 
-fn broken(b: GatewayBuilder) -> GatewayBuilder {
-    admitted(b).breakers(BreakerPolicy::default())
+fn hedged() -> GatewayBuilder {
+    GatewayBuilder::new().hedging(HedgePolicy::default())
 }
 
-/// A gateway builder with the policies of the column called `name` (`sluice`, `+hedging`,
-/// `+admission`, `+breakers`), if there is one.
+/// A gateway builder with the policies of the column called `name` (`proxy`, `sluice`,
+/// `+hedging`), if there is one.
 pub fn builder(name: &str) -> Option<GatewayBuilder> {
     all()
         .into_iter()
         .find(|v| v.name == name)
-        .map(|v| (v.apply)(GatewayBuilder::new()))
+        .map(|v| v.builder())
 }
 
-/// Every column, in order, each adding a policy to the one before. Each policy adds one as
-/// it lands.
+/// Every column, in order.
 pub fn all() -> Vec<Variant> {
     vec![
         Variant {
+            name: "proxy",
+            about: "a plain proxy: weighted routing, no retries, breakers, queues or pacing",
+            make: proxy,
+        },
+        Variant {
             name: "sluice",
-            about: "a plain proxy: weighted routing, no tail policies",
-            apply: plain,
+            about: "sluice's defaults: a Gradient2 concurrency limit per upstream with lane \
+                    queues (interactive before batch, tenants in turn), pacing under the rate \
+                    limits the upstream reports and a pause after a 429, retries elsewhere \
+                    first within a 20% budget, and a circuit breaker per upstream",
+            make: defaults,
         },
         Variant {
             name: "+hedging",
-            about: "hedge after the upstream's P95 time to first byte, to another upstream, \
-                    within a 5% budget (plus 0.1 a second); the first good first byte wins",
-            apply: hedged,
-        },
-        Variant {
-            name: "+admission",
-            about: "and a Gradient2 concurrency limit per upstream, pacing under its rate \
-                    limit, lane queues (interactive before batch, tenants in turn), and retries \
-                    within a 20% budget",
-            apply: admitted,
-        },
-        Variant {
-            name: "+breakers",
-            about: "and a circuit breaker per upstream: open at 50% failures over 30 s or 5 in a \
-                    row, probe once a second after 15 s, close after 3 good probes",
-            apply: broken,
+            about: "and hedging after the upstream's P95 time to first byte, to another \
+                    upstream, within a 5% budget (plus 0.1 a second); the first good first \
+                    byte wins",
+            make: hedged,
         },
     ]
 }

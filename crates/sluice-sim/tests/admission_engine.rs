@@ -15,7 +15,7 @@ use sluice_tail::admission::LaneSpec;
 use tokio::time::Instant;
 
 fn admission() -> GatewayBuilder {
-    variants::builder("+admission").unwrap()
+    variants::builder("+hedging").unwrap()
 }
 
 fn secs(d: Duration) -> f64 {
@@ -113,7 +113,7 @@ const BURSTS: [u64; 5] = [20, 100, 180, 260, 340];
 fn batch_bursts_behind_a_rate_limit_finish_without_429s_or_hurting_interactive_users() {
     let s = Scenario::parse(&with_bursts(&seed_exercise(), &BURSTS)).unwrap();
     let quiet = Scenario::parse(&seed_exercise()).unwrap();
-    let off = run_with(&s, GatewayBuilder::new()).unwrap();
+    let off = run_with(&s, GatewayBuilder::bare()).unwrap();
     let (on, records) = run_recorded(&s, admission()).unwrap();
     let (_, alone) = run_recorded(&quiet, admission()).unwrap();
 
@@ -333,7 +333,7 @@ stream = false
 #[test]
 fn when_capacity_halves_the_limit_follows_and_interactive_latency_recovers() {
     let s = Scenario::parse(HALVING).unwrap();
-    let (_, off) = run_recorded(&s, GatewayBuilder::new()).unwrap();
+    let (_, off) = run_recorded(&s, GatewayBuilder::bare()).unwrap();
     let (_, on) = run_recorded(&s, admission()).unwrap();
 
     let t0 = on.iter().map(|r| r.timings.received).min().unwrap();

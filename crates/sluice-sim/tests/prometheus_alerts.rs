@@ -174,7 +174,10 @@ async fn rehearse(
 ) -> (BTreeSet<String>, Option<Duration>) {
     let start = Instant::now();
     let up = Arc::new(SimUpstream::new("east", spec, 3, start));
-    let gw = GatewayBuilder::new()
+    // A plain proxy: the provider's 429s and slowness reach the clients as they come, which
+    // is what the alerts are rehearsed on (sluice's default pacing would turn the flood's
+    // 429s into time queued).
+    let gw = GatewayBuilder::bare()
         .seed(3)
         .provider("east", Arc::new(SimProvider(up)))
         .model("chat", vec![deployment("east", "m")])

@@ -7,10 +7,15 @@ use std::time::Duration;
 
 use sluice_core::AttemptOutcome;
 use sluice_gateway::GatewayBuilder;
-use sluice_sim::harness::{Report, run, run_recorded, run_with};
+use sluice_sim::harness::{Report, run_recorded, run_with};
 use sluice_sim::scenario::{BUILTIN, Scenario};
 use sluice_sim::variants;
 use sluice_tail::{HedgePolicy, RetryPolicy};
+
+/// `s` through a plain proxy: each test here measures one policy against none.
+fn run(s: &Scenario) -> Result<Report, sluice_sim::harness::HarnessError> {
+    run_with(s, GatewayBuilder::bare())
+}
 
 fn scenario(name: &str) -> Scenario {
     Scenario::builtin(name).unwrap().unwrap()
@@ -102,12 +107,12 @@ fn fewest_504s_without_a_stall_signal(
 fn hedging_cuts_p99_and_p999_at_a_bounded_cost_and_beats_timeout_and_retry() {
     let s = scenario("tail-at-scale");
     let off = run(&s).unwrap();
-    let on = run_with(&s, GatewayBuilder::new().hedging(HedgePolicy::default())).unwrap();
+    let on = run_with(&s, GatewayBuilder::bare().hedging(HedgePolicy::default())).unwrap();
     let mut remedy_scenario = s.clone();
     remedy_scenario.gateway.first_byte_timeout = Duration::from_secs(3);
     let remedy = run_with(
         &remedy_scenario,
-        GatewayBuilder::new().retries(RetryPolicy::default()),
+        GatewayBuilder::bare().retries(RetryPolicy::default()),
     )
     .unwrap();
 
@@ -179,7 +184,7 @@ fn hedging_cuts_p99_and_p999_at_a_bounded_cost_and_beats_timeout_and_retry() {
     let unhedged = run(&common).unwrap();
     let (hedged, records) = run_recorded(
         &common,
-        GatewayBuilder::new().hedging(HedgePolicy::default()),
+        GatewayBuilder::bare().hedging(HedgePolicy::default()),
     )
     .unwrap();
     let n = hedged.summary.all.count as f64;
@@ -235,7 +240,7 @@ fn hedging_cuts_p99_and_p999_at_a_bounded_cost_and_beats_timeout_and_retry() {
         budget: 0.20,
         ..HedgePolicy::default()
     };
-    let wide_run = run_with(&common, GatewayBuilder::new().hedging(wide)).unwrap();
+    let wide_run = run_with(&common, GatewayBuilder::bare().hedging(wide)).unwrap();
     let generous = timed_out(&wide_run);
     let wide_extra = wide_run.extra_requests as f64 / wide_run.summary.all.count as f64;
     let floor_wide = best(0.10, &wide);
@@ -262,7 +267,7 @@ fn hedging_cuts_p99_and_p999_at_a_bounded_cost_and_beats_timeout_and_retry() {
     let on_streams = timed_out(
         &run_with(
             &streamed,
-            GatewayBuilder::new().hedging(HedgePolicy::default()),
+            GatewayBuilder::bare().hedging(HedgePolicy::default()),
         )
         .unwrap(),
     );
@@ -282,7 +287,7 @@ fn hedging_cuts_p99_and_p999_at_a_bounded_cost_and_beats_timeout_and_retry() {
         let c = stalls(p);
         let off = timed_out(&run(&c).unwrap());
         let on = timed_out(
-            &run_with(&c, GatewayBuilder::new().hedging(HedgePolicy::default())).unwrap(),
+            &run_with(&c, GatewayBuilder::bare().hedging(HedgePolicy::default())).unwrap(),
         );
         let floor = best(p, &HedgePolicy::default());
         eprintln!(
@@ -303,7 +308,7 @@ fn hedging_cuts_p99_and_p999_at_a_bounded_cost_and_beats_timeout_and_retry() {
 fn a_breaker_takes_a_dead_upstream_out_within_seconds_and_lets_it_back() {
     let s = scenario("outage");
     let plain = run(&s).unwrap();
-    let (broken, records) = run_recorded(&s, variants::builder("+breakers").unwrap()).unwrap();
+    let (broken, records) = run_recorded(&s, variants::builder("+hedging").unwrap()).unwrap();
     let count = broken.summary.all.count;
     eprintln!(
         "failed: plain {} of {}, with breakers {} ({:?})",
@@ -379,7 +384,7 @@ fn retries_cannot_storm_a_dead_upstream() {
     alpha.degradations[0].from = Duration::ZERO;
     alpha.degradations[0].to = s.meta.duration + Duration::from_secs(60);
     let plain = run(&s).unwrap();
-    let retried = run_with(&s, GatewayBuilder::new().retries(RetryPolicy::default())).unwrap();
+    let retried = run_with(&s, GatewayBuilder::bare().retries(RetryPolicy::default())).unwrap();
     let clients = retried.summary.all.count;
     let calls: u64 = retried.upstreams.values().map(|u| u.requests).sum();
     let ratio = calls as f64 / clients as f64;
@@ -410,8 +415,9 @@ fn a_two_second_deadline_holds_in_every_scenario() {
         }
         s.meta.slo = Some(Duration::from_millis(2_050));
         for (label, builder) in [
-            ("plain", GatewayBuilder::new()),
-            ("all policies", variants::builder("+breakers").unwrap()),
+            ("plain", GatewayBuilder::bare()),
+            ("defaults", GatewayBuilder::new()),
+            ("all policies", variants::builder("+hedging").unwrap()),
         ] {
             let r = run_with(&s, builder).unwrap();
             let all = &r.summary.all;

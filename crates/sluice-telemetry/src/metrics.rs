@@ -516,7 +516,7 @@ impl Metrics {
         );
         r.register(
             "fallbacks",
-            "Requests a group handed to its fallback, by reason: unavailable, quota, context_window, context_length",
+            "Requests a group handed to its fallback, by reason: unavailable, quota, context_window, context_length, upstream_failed, rate_limited",
             m.fallbacks.clone(),
         );
         r.register(

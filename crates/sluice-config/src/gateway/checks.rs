@@ -216,7 +216,7 @@ fn group_policies(
             diags.push(doc.diag(&at("progressive", "sentinel"), "must not be empty"));
         }
     }
-    if let Some(l) = &m.limit
+    if let Some(l) = m.limit.written()
         && (l.min == 0 || l.min > l.max || !(l.min..=l.max).contains(&l.initial))
     {
         diags.push(doc.diag(
@@ -227,7 +227,7 @@ fn group_policies(
             ),
         ));
     }
-    if let Some(b) = &m.breaker {
+    if let Some(b) = m.breaker.written() {
         if !(b.failure_rate > 0.0 && b.failure_rate <= 1.0) {
             diags.push(doc.diag(
                 &at("breaker", "failure_rate"),
@@ -256,7 +256,7 @@ fn group_policies(
     if m.timeout.is_some_and(|t| t < Duration::from_millis(1)) {
         diags.push(doc.diag(&key(&["models", group, "timeout"]), "must be at least 1ms"));
     }
-    if let Some(r) = &m.retry {
+    if let Some(r) = m.retry.written() {
         if !(1..=10).contains(&r.max_attempts) {
             diags.push(doc.diag(&at("retry", "max_attempts"), "must be between 1 and 10"));
         }

@@ -63,13 +63,16 @@ pub(super) fn fallbacks(
     for (group, m) in models {
         let at = key(&["models", group, "fallbacks"]);
         let mut seen = HashSet::new();
-        for f in &m.fallbacks {
+        // Each entry at its own path, so that every bad one is reported, not only the first.
+        for (i, f) in m.fallbacks.iter().enumerate() {
+            let mut entry = at.clone();
+            entry.push(Seg::Index(i));
             if f == group {
-                diags.push(doc.diag(&at, format!("`{group}` cannot fall back to itself")));
+                diags.push(doc.diag(&entry, format!("`{group}` cannot fall back to itself")));
             } else if !groups.contains(&f.as_str()) {
-                diags.push(doc.diag(&at, unknown_group(f, &groups)));
+                diags.push(doc.diag(&entry, unknown_group(f, &groups)));
             } else if !seen.insert(f.as_str()) {
-                diags.push(doc.diag(&at, format!("`{f}` is named twice")));
+                diags.push(doc.diag(&entry, format!("`{f}` is named twice")));
             }
         }
         if let Some(path) = cycle_from(group, models) {

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::Toggle;
+
 /// `limit = { ... }` of a model group: an adaptive limit on each deployment's requests in
 /// flight, with requests beyond it queued in their lane.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -236,15 +238,18 @@ pub struct ModelGroupConfig {
     /// Hedging of slow requests; off when absent.
     #[serde(default)]
     pub hedge: Option<HedgeConfig>,
-    /// Adaptive concurrency limit per deployment; unlimited when absent.
+    /// Adaptive concurrency limit per deployment, with pacing under the upstream's rate
+    /// limits and its 429 pause; on with its defaults when absent, `false` turns it off.
     #[serde(default)]
-    pub limit: Option<LimitConfig>,
-    /// Retries of failed attempts; none when absent.
+    pub limit: Toggle<LimitConfig>,
+    /// Retries of failed attempts, elsewhere first; on with its defaults when absent,
+    /// `false` turns them off.
     #[serde(default)]
-    pub retry: Option<RetryConfig>,
-    /// A circuit breaker per deployment; none when absent.
+    pub retry: Toggle<RetryConfig>,
+    /// A circuit breaker per deployment; on with its defaults when absent, `false` turns it
+    /// off.
     #[serde(default)]
-    pub breaker: Option<BreakerConfig>,
+    pub breaker: Toggle<BreakerConfig>,
     /// The deadline of a request that sends no `x-sluice-timeout-ms`: from its arrival to its
     /// last byte, queueing, retries and hedges included. None when absent.
     #[serde(default, with = "crate::duration::option")]

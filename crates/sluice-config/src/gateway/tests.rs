@@ -226,8 +226,8 @@ retry = { max_attempts = 20, budget = 3.0 }
     assert_eq!(cfg.lanes[0].1.max_wait, Duration::from_secs(5));
     assert_eq!(cfg.lanes[1].1.max_queue, 50000);
     let a = &cfg.models[0].1;
-    assert_eq!(a.limit.as_ref().unwrap().algorithm, LimitAlgorithm::Vegas);
-    assert_eq!(a.retry.as_ref().unwrap().max_attempts, 2);
+    assert_eq!(a.limit.written().unwrap().algorithm, LimitAlgorithm::Vegas);
+    assert_eq!(a.retry.written().unwrap().max_attempts, 2);
 }
 
 #[test]
@@ -259,7 +259,7 @@ breaker = { failure_rate = 0.0, min_calls = 0, window = "100ms", close_after = 0
     assert_eq!(err.len(), 4, "{err}");
     let ok = text.split("[models.b]").next().unwrap();
     let cfg = load(ok, &env(&[]), &[]).unwrap();
-    let b = cfg.models[0].1.breaker.clone().unwrap();
+    let b = cfg.models[0].1.breaker.written().cloned().unwrap();
     assert_eq!(
         (b.failure_rate, b.open_for, b.min_calls),
         (0.3, Duration::from_secs(5), 20)
@@ -680,7 +680,7 @@ models = ["auto"]
     let bad = r#"
 [models.chat]
 deployments = [{ provider = "sim", model = "x" }]
-fallbacks = ["bigg"]
+fallbacks = ["bigg", "solo", "huge"]
 [models.big]
 deployments = [{ provider = "sim", model = "y" }]
 fallbacks = ["solo"]
@@ -711,7 +711,9 @@ default = "big"
             "{path}: {words}\n{shown}"
         );
     };
-    said("models.chat.fallbacks", "did you mean `big`?");
+    said("models.chat.fallbacks[0]", "did you mean `big`?");
+    // Every unknown group of the list, not only the first.
+    said("models.chat.fallbacks[2]", "no model group named `huge`");
     said(
         "models.big.fallbacks",
         "falls back in a circle: big -> solo -> big",
@@ -908,4 +910,94 @@ fn compression_and_progressive_loading_are_read_and_checked() {
             c.errors
         );
     }
+}
+
+#[test]
+fn protective_policies_are_on_unless_turned_off_and_a_table_sets_them() {
+    let text = r#"
+[models.quiet]
+deployments = [{ provider = "sim", model = "x" }]
+[models.off]
+deployments = [{ provider = "sim", model = "x" }]
+retry = false
+breaker = false
+limit = false
+[models.set]
+deployments = [{ provider = "sim", model = "x" }]
+retry = { max_attempts = 2 }
+limit = true
+"#;
+    let cfg = load(text, &env(&[]), &["sim"]).unwrap();
+    let (quiet, off, set) = (&cfg.models[0].1, &cfg.models[1].1, &cfg.models[2].1);
+    assert_eq!(quiet.retry.in_force(), Some(RetryConfig::default()));
+    assert_eq!(quiet.breaker.in_force(), Some(BreakerConfig::default()));
+    assert_eq!(quiet.limit.in_force(), Some(LimitConfig::default()));
+    assert!(off.retry.is_off() && off.breaker.is_off() && off.limit.is_off());
+    assert_eq!(set.retry.in_force().unwrap().max_attempts, 2);
+    assert_eq!(set.limit.in_force(), Some(LimitConfig::default()));
+    let c = check(
+        "[models.m]\ndeployments = [{ provider = \"sim\", model = \"x\" }]\nretry = 3\n",
+        &env(&[]),
+        &["sim"],
+        Secrets::Required,
+    );
+    assert!(
+        c.errors
+            .iter()
+            .any(|d| d.path == "models.m.retry" && d.message.contains("false, true or a table")),
+        "{}",
+        c.errors
+    );
+}
+
+#[test]
+fn settings_that_cannot_do_what_they_suggest_are_warned_of() {
+    let text = format!(
+        r#"
+[models.pair]
+deployments = [{{ provider = "sim", model = "a" }}, {{ provider = "sim", model = "b" }}]
+retry = false
+fallbacks = ["twin", "other"]
+[models.twin]
+deployments = [{{ provider = "sim", model = "b" }}, {{ provider = "sim", model = "a" }}]
+retry = {{ budget = 0.0 }}
+[models.other]
+deployments = [{{ provider = "sim", model = "c" }}]
+[keys.narrow]
+tenant = "t"
+sha256 = "{}"
+models = ["pair"]
+"#,
+        "a".repeat(64)
+    );
+    let c = check(&text, &env(&[]), &["sim"], Secrets::Required);
+    assert!(c.config.is_some(), "{}", c.errors);
+    let warned = |path: &str, words: &str| {
+        assert!(
+            c.warnings
+                .iter()
+                .any(|d| d.path == path && d.message.contains(words)),
+            "{path}: {words}\n{}",
+            c.warnings
+        );
+    };
+    warned(
+        "models.pair.retry",
+        "retry = false: a request that fails at one",
+    );
+    warned("models.twin.retry", "can never go");
+    warned(
+        "models.pair.fallbacks[0]",
+        "sends to the same deployments as `pair`",
+    );
+    warned("keys.narrow.models", "none of its fallbacks (twin, other)");
+    assert_eq!(c.warnings.len(), 4, "{}", c.warnings);
+    // One deployment with retries off, a fallback of its own kind: nothing to say.
+    let fine =
+        "[models.solo]\ndeployments = [{ provider = \"sim\", model = \"a\" }]\nretry = false\n";
+    assert!(
+        check(fine, &env(&[]), &["sim"], Secrets::Required)
+            .warnings
+            .is_empty()
+    );
 }

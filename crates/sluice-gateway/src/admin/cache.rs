@@ -57,7 +57,7 @@ pub async fn purge(State(gw): State<Arc<Gateway>>) -> Response {
     }
     if gw.cache.is_none() && gw.semantic.is_none() {
         return refuse(&GatewayError::new(
-            ErrorKind::RouteNotFound,
+            ErrorKind::NotFound,
             "the answer cache is off: set [cache] enabled = true",
         ));
     }

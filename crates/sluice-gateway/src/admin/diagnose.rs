@@ -56,7 +56,7 @@ impl Recent {
                 .first_byte
                 .map_or(total, |f| f.saturating_duration_since(t.received)),
             total,
-            rate_limited: r.upstream_429s > 0,
+            rate_limited: r.upstream_429s > 0 || r.rate_waited,
             hedged: r.attempts.iter().any(|a| a.kind == AttemptKind::Hedge),
             retried: r.attempts.iter().any(|a| a.kind == AttemptKind::Retry),
             cache_hit: r.cache.is_some_and(sluice_core::CacheLookup::served),
@@ -126,7 +126,7 @@ pub async fn show(
     };
     let Some(recent) = &gw.recent else {
         return super::refuse(&GatewayError::new(
-            ErrorKind::RouteNotFound,
+            ErrorKind::NotFound,
             "the incident explainer keeps no calls: set [diagnose] keep above 0",
         ));
     };

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_core::{ErrorKind, GatewayError};
 use sluice_economy::{KeySpec, keys};
-use sluice_ledger::{Store, StoredKey};
+use sluice_ledger::{RevokedKey, Store, StoredKey};
 
 use super::{managing, refuse, store_failed};
 use crate::Gateway;
@@ -146,23 +146,69 @@ pub async fn list(State(gw): State<Arc<Gateway>>) -> Response {
     Json(json!({ "keys": keys })).into_response()
 }
 
-/// `DELETE /admin/keys/{name}`.
+/// Revokes `keys` (name, SHA-256 in hex, tenant) in the ledger's store first, when there is
+/// one, then here: a revocation the store could not keep is not made. Whether it is durable
+/// (there is a store).
+pub(crate) async fn revoke_all(
+    gw: &Gateway,
+    keys: &[(String, String, String)],
+) -> Result<bool, GatewayError> {
+    let durable = match gw.usage_store() {
+        Some(store) => {
+            let at_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            let revoked: Vec<RevokedKey> = keys
+                .iter()
+                .map(|(name, sha256, tenant)| RevokedKey {
+                    sha256: sha256.clone(),
+                    name: name.clone(),
+                    tenant: tenant.clone(),
+                    revoked_ms: at_ms,
+                })
+                .collect();
+            store
+                .revoke_keys(&revoked)
+                .await
+                .map_err(|e| store_failed(&e))?;
+            true
+        }
+        None => false,
+    };
+    for (name, _, _) in keys {
+        gw.keys.revoke(name);
+    }
+    Ok(durable)
+}
+
+/// What an answer says of a revocation without a store to keep it.
+pub(crate) const NOT_DURABLE: &str = "no ledger store keeps this revocation: a key the \
+    configuration defines comes back after a restart; remove it from the configuration, or \
+    set [ledger] store";
+
+/// `DELETE /admin/keys/{name}`: revokes the key at once, everywhere it could be used; with a
+/// ledger store the revocation is kept, and wins over the configuration's definition of the
+/// key after a restart (until the configuration gives the key another hash).
 pub async fn revoke(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) -> Response {
     let _one_change_at_a_time = gw.admin_writes.lock().await;
     if let Err(e) = managing(&gw) {
         return refuse(&e);
     }
-    if let Some(store) = gw.usage_store()
-        && let Err(e) = store.remove_key(&name).await
-    {
-        return refuse(&store_failed(&e));
-    }
-    if gw.keys.revoke(&name) {
-        Json(json!({ "revoked": name })).into_response()
-    } else {
-        refuse(&GatewayError::new(
-            ErrorKind::RouteNotFound,
-            format!("no key named `{name}`"),
-        ))
+    let Some((sha256, key)) = gw.keys.named(&name) else {
+        return refuse(
+            &GatewayError::new(ErrorKind::NotFound, format!("no key named `{name}`"))
+                .with_param("name"),
+        );
+    };
+    let revoked = [(name.clone(), sha256, key.spec.tenant.to_string())];
+    match revoke_all(&gw, &revoked).await {
+        Ok(durable) => {
+            let mut v = json!({ "revoked": name, "tenant": &*key.spec.tenant, "durable": durable });
+            if !durable {
+                v["note"] = json!(NOT_DURABLE);
+            }
+            Json(v).into_response()
+        }
+        Err(e) => refuse(&e),
     }
 }

@@ -1,8 +1,11 @@
 //! `/admin/tenants`: every tenant with its account (`GET`), and tenants set at run time
-//! (`PUT /admin/tenants/{name}`: default lane, credits, quotas; `DELETE` to remove). Tenants
-//! set here are kept in the ledger's store and come back after a restart; a tenant the
-//! configuration sets is changed there, not here. Changing a tenant's limits keeps what it
-//! has spent: raising `credits` tops it up.
+//! (`PUT /admin/tenants/{name}`: default lane, credits, quotas; `DELETE` to remove, which
+//! revokes its keys). Tenants set here are kept in the ledger's store and come back after a
+//! restart; a tenant the configuration sets is changed there, not here. Setting a tenant's
+//! limits keeps what it has spent (from the ledger, for a tenant that had none): credits
+//! are what it may spend in all, so raising them tops it up, and credits below its spend
+//! refuse its calls at once. Money is in micro-units here, read and written, as in every
+//! admin answer (`*_micros`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,14 +36,14 @@ pub(crate) fn limits_of(t: &StoredTenant) -> Limits {
 }
 
 /// `PUT /admin/tenants/{name}` body: every field optional, absent means none. Money is in
-/// whole units with up to six decimals, as in the configuration.
+/// micro-units (a millionth of the price catalog's currency), as every admin answer gives it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantBody {
     #[serde(default)]
     lane: Option<String>,
     #[serde(default)]
-    credits: Option<f64>,
+    credits_micros: Option<u64>,
     #[serde(default)]
     rpm: Option<u64>,
     #[serde(default)]
@@ -48,7 +51,45 @@ pub struct TenantBody {
     #[serde(default)]
     tokens_per_day: Option<u64>,
     #[serde(default)]
-    spend_per_month: Option<f64>,
+    spend_per_month_micros: Option<u64>,
+}
+
+/// The body read, with a clear error for money written in whole units.
+fn body_of(bytes: &[u8]) -> Result<TenantBody, GatewayError> {
+    let v: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| GatewayError::new(ErrorKind::InvalidJson, format!("bad tenant: {e}")))?;
+    for field in [
+        "credits_micros",
+        "spend_per_month_micros",
+        "rpm",
+        "tpm",
+        "tokens_per_day",
+    ] {
+        if v.get(field)
+            .is_some_and(|n| !n.is_null() && n.as_u64().is_none())
+        {
+            return Err(invalid(
+                format!("`{field}` must be a whole number of 0 or more"),
+                field,
+            ));
+        }
+    }
+    for (field, micros) in [
+        ("credits", "credits_micros"),
+        ("spend_per_month", "spend_per_month_micros"),
+    ] {
+        if v.get(field).is_some() {
+            return Err(invalid(
+                format!(
+                    "the admin API counts money in micro-units: send `{micros}` (2.5 units are \
+                     2500000), not `{field}`"
+                ),
+                field,
+            ));
+        }
+    }
+    serde_json::from_value(v)
+        .map_err(|e| GatewayError::new(ErrorKind::InvalidRequest, format!("bad tenant: {e}")))
 }
 
 fn checked(gw: &Gateway, name: &str, b: TenantBody) -> Result<StoredTenant, GatewayError> {
@@ -69,14 +110,6 @@ fn checked(gw: &Gateway, name: &str, b: TenantBody) -> Result<StoredTenant, Gate
     {
         return Err(invalid(format!("`{lane}` is not a lane"), "lane"));
     }
-    let money = |v: Option<f64>, field: &'static str| {
-        v.map(|v| {
-            Micros::from_units(v)
-                .map(|m| m.0)
-                .ok_or_else(|| invalid(format!("`{field}` must be an amount of 0 or more"), field))
-        })
-        .transpose()
-    };
     for (field, v) in [
         ("rpm", b.rpm),
         ("tpm", b.tpm),
@@ -91,8 +124,8 @@ fn checked(gw: &Gateway, name: &str, b: TenantBody) -> Result<StoredTenant, Gate
     }
     Ok(StoredTenant {
         name: name.to_string(),
-        credits_micros: money(b.credits, "credits")?,
-        spend_per_month_micros: money(b.spend_per_month, "spend_per_month")?,
+        credits_micros: b.credits_micros,
+        spend_per_month_micros: b.spend_per_month_micros,
         lane: b.lane,
         rpm: b.rpm,
         tpm: b.tpm,
@@ -100,11 +133,25 @@ fn checked(gw: &Gateway, name: &str, b: TenantBody) -> Result<StoredTenant, Gate
     })
 }
 
-/// Makes `t` the tenant's settings in this gateway.
-fn apply(gw: &Gateway, t: StoredTenant) {
+/// Makes `t` the tenant's settings in this gateway. A tenant that had no account (no limits
+/// so far) gets its spend to date from the ledger, so that new credits count what it has
+/// already spent.
+async fn apply(gw: &Gateway, t: StoredTenant) -> Result<(), GatewayError> {
     let name: Arc<str> = Arc::from(t.name.as_str());
+    let fresh = gw.accounts.balance(&t.name).is_none();
     gw.accounts
         .set_limits(&t.name, limits_of(&t), Instant::now());
+    if fresh {
+        crate::walk::metering::restore_tenant(gw, &t.name, std::time::SystemTime::now())
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, tenant = %t.name, "reading a tenant's spend failed");
+                GatewayError::new(
+                    ErrorKind::Internal,
+                    format!("the usage ledger could not be read for the tenant's spend: {e}"),
+                )
+            })?;
+    }
     let lane = t
         .lane
         .as_deref()
@@ -116,10 +163,12 @@ fn apply(gw: &Gateway, t: StoredTenant) {
     };
     drop(lanes);
     gw.api_tenants.lock().insert(name, t);
+    Ok(())
 }
 
 /// `PUT /admin/tenants/{name}`: sets a tenant's default lane, credits and quotas, kept in the
-/// ledger's store first (a setting the store could not keep is not applied).
+/// ledger's store first (a setting the store could not keep is not applied). The answer is
+/// the tenant with its account, its spend to date included.
 pub async fn put(
     State(gw): State<Arc<Gateway>>,
     Path(name): Path<String>,
@@ -127,11 +176,7 @@ pub async fn put(
 ) -> Response {
     let _one_change_at_a_time = gw.admin_writes.lock().await;
     let tenant = managing(&gw)
-        .and_then(|()| {
-            serde_json::from_slice::<TenantBody>(&body).map_err(|e| {
-                GatewayError::new(ErrorKind::InvalidRequest, format!("bad tenant: {e}"))
-            })
-        })
+        .and_then(|()| body_of(&body))
         .and_then(|b| checked(&gw, &name, b));
     let tenant = match tenant {
         Ok(t) => t,
@@ -142,24 +187,51 @@ pub async fn put(
     {
         return refuse(&store_failed(&e));
     }
-    apply(&gw, tenant);
+    if let Err(e) = apply(&gw, tenant).await {
+        return refuse(&e);
+    }
     Json(describe(&gw, &name)).into_response()
 }
 
 /// `DELETE /admin/tenants/{name}`: removes a tenant set through the API (its lane and limits;
-/// its spend stays in the ledger).
+/// its spend stays in the ledger) and revokes every key it owns, kept revoked in the
+/// ledger's store. A tenant the configuration sets is refused (409): remove it there.
 pub async fn delete(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) -> Response {
     let _one_change_at_a_time = gw.admin_writes.lock().await;
     if let Err(e) = managing(&gw) {
         return refuse(&e);
     }
-    if !gw.api_tenants.lock().contains_key(name.as_str()) {
+    if gw.configured_tenants.contains(name.as_str()) {
         return refuse(&GatewayError::new(
-            ErrorKind::RouteNotFound,
-            format!("no tenant `{name}` set through the admin API"),
+            ErrorKind::Conflict,
+            format!("tenant `{name}` is set in the configuration; remove it there"),
         ));
     }
-    if let Some(store) = gw.usage_store()
+    let keys: Vec<(String, String, String)> = gw
+        .keys
+        .list()
+        .iter()
+        .filter(|k| *k.spec.tenant == *name)
+        .filter_map(|k| gw.keys.named(&k.spec.name))
+        .map(|(sha256, k)| (k.spec.name.clone(), sha256, name.clone()))
+        .collect();
+    let set_here = gw.api_tenants.lock().contains_key(name.as_str());
+    if !set_here && keys.is_empty() {
+        return refuse(
+            &GatewayError::new(
+                ErrorKind::NotFound,
+                format!("no tenant `{name}` set through the admin API or owning a key"),
+            )
+            .with_param("name"),
+        );
+    }
+    // The keys first: a tenant half removed must not leave a key that still works.
+    let durable = match super::keys::revoke_all(&gw, &keys).await {
+        Ok(d) => d,
+        Err(e) => return refuse(&e),
+    };
+    if set_here
+        && let Some(store) = gw.usage_store()
         && let Err(e) = store.remove_tenant(&name).await
     {
         return refuse(&store_failed(&e));
@@ -168,7 +240,12 @@ pub async fn delete(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) ->
         .set_limits(&name, Limits::default(), Instant::now());
     gw.tenant_lanes.write().remove(name.as_str());
     gw.api_tenants.lock().remove(name.as_str());
-    Json(json!({ "removed": name })).into_response()
+    let revoked: Vec<&str> = keys.iter().map(|(n, _, _)| n.as_str()).collect();
+    let mut v = json!({ "removed": name, "revoked_keys": revoked, "durable": durable });
+    if !durable && !revoked.is_empty() {
+        v["note"] = json!(super::keys::NOT_DURABLE);
+    }
+    Json(v).into_response()
 }
 
 /// One tenant as `/admin/tenants` shows it.
@@ -201,11 +278,24 @@ fn describe(gw: &Gateway, tenant: &str) -> Value {
             "spend_per_month_micros": b.limits.spend_per_month.map(|c| c.0),
             "spent_micros": b.spent.0,
             "reserved_micros": b.reserved.0,
+            "credits_left_micros": b.limits.credits.map(|c| c.0.saturating_sub(b.spent.0 + b.reserved.0)),
             "tokens_today": b.tokens_today,
             "spent_this_month_micros": b.spent_this_month.0,
         })
     });
-    json!({"tenant": tenant, "source": source, "lane": lane, "keys": keys, "account": account})
+    let mut v =
+        json!({"tenant": tenant, "source": source, "lane": lane, "keys": keys, "account": account});
+    if let Some(b) = gw.accounts.balance(tenant)
+        && let Some(credits) = b.limits.credits
+        && b.spent >= credits
+    {
+        v["note"] = json!(format!(
+            "tenant `{tenant}` has spent {} of its {credits} credits: its calls are refused \
+             until its credits are raised",
+            b.spent
+        ));
+    }
+    v
 }
 
 /// `GET /admin/tenants`: every tenant sluice knows (configured, set through the API, owning

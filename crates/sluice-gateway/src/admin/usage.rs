@@ -70,7 +70,7 @@ pub async fn usage(
     };
     let (Some(ledger), Some(store)) = (gw.ledger(), gw.usage_store()) else {
         return refuse(&GatewayError::new(
-            ErrorKind::RouteNotFound,
+            ErrorKind::NotFound,
             "the usage ledger is off: set [ledger] store",
         ));
     };

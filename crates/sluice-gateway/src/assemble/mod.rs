@@ -7,6 +7,7 @@ mod group_policies;
 pub mod policies;
 pub mod providers;
 mod routers;
+mod tenancy;
 mod traces;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -20,7 +21,7 @@ use sluice_core::GatewayError;
 use sluice_economy::{
     Accounts, Catalog, InfoOverride, KeyError, KeyRing, KeySpec, Limits, Price, Unpriced,
 };
-use sluice_ledger::{AnyStore, Ledger, StoredKey, StoredTenant};
+use sluice_ledger::{AnyStore, Ledger, StoredTenant};
 use sluice_providers::Provider;
 use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
@@ -39,7 +40,7 @@ use sluice_routing::limiter::Limiter;
 use sluice_routing::rules::TaskRoute;
 use sluice_routing::{Deployment, ModelGroup, Routes, ticket_hash};
 
-pub use group_policies::GroupPolicies;
+pub use group_policies::{DEFAULT_LIMIT, GroupPolicies, Setting};
 pub use traces::TraceSetup;
 
 /// Why a gateway could not be assembled.
@@ -126,6 +127,8 @@ pub struct GatewayBuilder {
     stored: Vec<(KeySpec, String)>,
     /// Tenants set at run time, kept in the ledger's store.
     stored_tenants: Vec<StoredTenant>,
+    /// Hashes (hex) of keys revoked through the admin API, kept in the ledger's store.
+    revoked: HashSet<String>,
     limits: Vec<(String, Limits)>,
     require_keys: Option<bool>,
     admin_token: Option<String>,
@@ -161,12 +164,13 @@ impl Default for GatewayBuilder {
         Self {
             providers: HashMap::new(),
             models: Vec::new(),
-            defaults: GroupPolicies::default(),
+            defaults: GroupPolicies::protective(),
             lanes: policies::lane_specs(&sluice_config::gateway::default_lanes()),
             tenant_lanes: Vec::new(),
             keys: Vec::new(),
             stored: Vec::new(),
             stored_tenants: Vec::new(),
+            revoked: HashSet::new(),
             limits: Vec::new(),
             require_keys: None,
             admin_token: None,
@@ -226,9 +230,20 @@ impl GatewayBuilder {
         self
     }
 
-    /// An empty builder with default limits.
+    /// An empty builder with sluice's defaults: every group retries (elsewhere first,
+    /// within a budget), breaks circuits and paces its deployments under admission unless
+    /// it says otherwise ([`GroupPolicies::protective`]).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty builder for a plain proxy: no group retries, breaks circuits or queues
+    /// unless it sets its own ([`GroupPolicies::bare`]).
+    pub fn bare() -> Self {
+        Self {
+            defaults: GroupPolicies::bare(),
+            ..Self::default()
+        }
     }
 
     /// Adds (or replaces) a provider, e.g. an in-process simulator.
@@ -261,13 +276,13 @@ impl GatewayBuilder {
 
     /// Limits the concurrency of every deployment whose group sets no limit of its own.
     pub fn limits(mut self, spec: LimitSpec) -> Self {
-        self.defaults.limit = Some(spec);
+        self.defaults.limit = Setting::On(spec);
         self
     }
 
     /// Retries in every group that sets no retries of its own.
     pub fn retries(mut self, policy: RetryPolicy) -> Self {
-        self.defaults.retry = Some(policy);
+        self.defaults.retry = Setting::On(policy);
         self
     }
 
@@ -279,7 +294,7 @@ impl GatewayBuilder {
 
     /// Breaks circuits in every group that sets no breaker of its own.
     pub fn breakers(mut self, policy: BreakerPolicy) -> Self {
-        self.defaults.breaker = Some(policy);
+        self.defaults.breaker = Setting::On(policy);
         self
     }
 
@@ -298,67 +313,10 @@ impl GatewayBuilder {
         self
     }
 
-    /// Sends `tenant`'s requests that name no lane to `lane` (a lane's name).
-    pub fn tenant_lane(mut self, tenant: &str, lane: &str) -> Self {
-        self.tenant_lanes
-            .push((tenant.to_string(), lane.to_string()));
-        self
-    }
-
-    /// Adds an API key known by its SHA-256 (hex).
-    pub fn key(mut self, spec: KeySpec, sha256_hex: &str) -> Self {
-        self.keys.push((spec, sha256_hex.to_string()));
-        self
-    }
-
-    /// Adds keys made at run time and kept in the ledger's store; a configured key of the
-    /// same name wins.
-    pub fn stored_keys(mut self, stored: &[StoredKey]) -> Self {
-        for k in stored {
-            if self.keys.iter().any(|(spec, _)| spec.name == k.name) {
-                tracing::warn!(key = %k.name, "a stored key has a configured key's name; the configured one is used");
-                continue;
-            }
-            let spec = KeySpec {
-                name: k.name.clone(),
-                tenant: Arc::from(k.tenant.as_str()),
-                lane: k.lane.clone(),
-                models: k.models.clone(),
-            };
-            self.stored.push((spec, k.sha256.clone()));
-        }
-        self
-    }
-
-    /// Adds tenants set at run time and kept in the ledger's store; a tenant the
-    /// configuration sets wins.
-    pub fn stored_tenants(mut self, stored: &[StoredTenant]) -> Self {
-        self.stored_tenants.extend_from_slice(stored);
-        self
-    }
-
-    /// Gives `tenant` credits and quotas.
-    pub fn tenant_limits(mut self, tenant: &str, limits: Limits) -> Self {
-        self.limits.push((tenant.to_string(), limits));
-        self
-    }
-
-    /// Whether requests need an API key (by default: when any key is configured).
-    pub fn require_keys(mut self, required: bool) -> Self {
-        self.require_keys = Some(required);
-        self
-    }
-
     /// What happens to a call whose deployment's model has no price: refused for tenants
     /// who pay by credits or a spend quota (the default), or served free; counted either way.
     pub fn unpriced(mut self, policy: Unpriced) -> Self {
         self.unpriced = policy;
-        self
-    }
-
-    /// Requires `token` on `/admin/*` and turns the key routes on.
-    pub fn admin_token(mut self, token: &str) -> Self {
-        self.admin_token = Some(token.to_string());
         self
     }
 
@@ -432,7 +390,7 @@ impl GatewayBuilder {
                     rpm: d.rpm,
                     tpm: d.tpm,
                 };
-                let spec = p.limit.or_else(|| {
+                let spec = p.limit.on().or_else(|| {
                     (pace != PaceSpec::default()).then_some(LimitSpec::Fixed(UNLIMITED))
                 });
                 let limiter = spec.map(|spec| {
@@ -443,7 +401,7 @@ impl GatewayBuilder {
                         pace,
                     ))
                 });
-                let breaker = p.breaker.map(|policy| {
+                let breaker = p.breaker.on().map(|policy| {
                     Arc::new(Mutex::new(Breaker::new(
                         policy,
                         tokio::time::Instant::now(),
@@ -462,7 +420,7 @@ impl GatewayBuilder {
             }
             groups.push(
                 ModelGroup::new(group, out, p.hedge)
-                    .with_retries(p.retry)
+                    .with_retries(p.retry.on())
                     .with_timeout(p.timeout)
                     .with_affinity(p.affinity)
                     .with_fallbacks(self.fallbacks.get(group).map_or(&[], Vec::as_slice)),
@@ -472,7 +430,20 @@ impl GatewayBuilder {
         // the store, or made later through the admin API.
         let key_check = KeyCheck::from_setting(self.require_keys);
         let keys = KeyRing::default();
+        // Keys were in use once any was revoked: revoking the last one must not open the
+        // gateway after a restart.
+        if !self.revoked.is_empty() {
+            keys.mark_held();
+        }
         for (spec, hash) in self.keys.into_iter().chain(self.stored) {
+            if self.revoked.contains(&hash.trim().to_ascii_lowercase()) {
+                tracing::warn!(
+                    key = %spec.name,
+                    "the key is revoked (DELETE /admin/keys) and stays refused until the \
+                     configuration gives it another sha256"
+                );
+                continue;
+            }
             keys.insert_hashed(spec, &hash)?;
         }
         let accounts = Accounts::default();

@@ -13,7 +13,7 @@ use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
 use sluice_tail::{BreakerPolicy, HedgePolicy, RetryPolicy};
 
-use crate::assemble::GroupPolicies;
+use crate::assemble::{GroupPolicies, Setting};
 use sluice_routing::affinity::AffinityPolicy;
 
 /// The override a `[catalog.MODEL]` entry describes.
@@ -153,13 +153,24 @@ pub fn breaker(c: &BreakerConfig) -> BreakerPolicy {
     }
 }
 
+/// A protective policy as a group's file sets it: left out, the builder's default (on);
+/// `false`, off; written, on this way.
+fn setting<C, P>(t: &sluice_config::Toggle<C>, policy: impl Fn(&C) -> P) -> Setting<P> {
+    use sluice_config::Toggle;
+    match t {
+        Toggle::Default => Setting::Inherit,
+        Toggle::Off => Setting::Off,
+        Toggle::On(c) => Setting::On(policy(c)),
+    }
+}
+
 /// The policies of a `[models.GROUP]` entry.
 pub fn of_group(m: &ModelGroupConfig) -> GroupPolicies {
     GroupPolicies {
         hedge: m.hedge.as_ref().map(hedge),
-        limit: m.limit.as_ref().map(limit),
-        retry: m.retry.as_ref().map(retry),
-        breaker: m.breaker.as_ref().map(breaker),
+        limit: setting(&m.limit, limit),
+        retry: setting(&m.retry, retry),
+        breaker: setting(&m.breaker, breaker),
         timeout: m.timeout,
         affinity: m.affinity.as_ref().map(|a| AffinityPolicy {
             min_share: a.min_share,
@@ -232,5 +243,9 @@ mod tests {
         assert_eq!(hedge(&HedgeConfig::default()), HedgePolicy::default());
         assert_eq!(retry(&RetryConfig::default()), RetryPolicy::default());
         assert_eq!(breaker(&BreakerConfig::default()), BreakerPolicy::default());
+        assert_eq!(
+            limit(&LimitConfig::default()),
+            crate::assemble::group_policies::DEFAULT_LIMIT
+        );
     }
 }

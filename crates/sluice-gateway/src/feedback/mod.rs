@@ -194,6 +194,17 @@ impl Learning {
         };
         let served = record.model_group.as_ref().unwrap_or(&route.group);
         let mut r = router.lock();
+        // A candidate whose upstreams failed before the request fell back to another is
+        // scored for its error, as if it had answered with it.
+        for f in &record.fallbacks {
+            if f.reason == sluice_routing::fallback::Reason::Failed.label()
+                && let Some(failed) = r.candidates.iter().position(|c| *c == f.from)
+            {
+                r.observe(&auto.task, failed, 0.0, None);
+                gw.telemetry
+                    .router_feedback(&route.route, Signal::UpstreamError.label());
+            }
+        }
         let Some(candidate) = r.candidates.iter().position(|c| c == served) else {
             return;
         };

@@ -111,7 +111,7 @@ impl Caller {
     pub fn may_use(&self, group: &str) -> Result<(), GatewayError> {
         match &self.key {
             Some(k) if !k.spec.allows(group) => Err(GatewayError::new(
-                ErrorKind::PermissionDenied,
+                ErrorKind::ModelNotAllowed,
                 format!(
                     "API key `{}` may not use model `{group}`; it may use: {}",
                     k.spec.name,

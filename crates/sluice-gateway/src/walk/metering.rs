@@ -59,19 +59,45 @@ pub fn reserve(
 /// spent: in all (against its credits), this UTC month (its spend quota) and today (its
 /// tokens quota). Returns how many tenants were restored.
 pub async fn restore_accounts(gw: &Gateway, wall: SystemTime) -> Result<usize, LedgerError> {
-    let Some(store) = gw.usage_store() else {
-        return Ok(0);
-    };
     // With no tenant holding credits or quotas there is nothing to restore, and no reason to
     // read the whole ledger at start.
     let tenants = gw.accounts.tenants();
-    if tenants.is_empty() {
+    if tenants.is_empty() || gw.usage_store().is_none() {
         return Ok(0);
     }
+    restore(gw, None, &tenants, wall).await?;
+    Ok(tenants.len())
+}
+
+/// Gives `tenant`, whose account was just made, what the ledger says it has spent (after
+/// the ledger's pending rows are written): its spend to date counts against the limits it
+/// was given.
+pub async fn restore_tenant(
+    gw: &Gateway,
+    tenant: &str,
+    wall: SystemTime,
+) -> Result<(), LedgerError> {
+    if let Some(ledger) = gw.ledger() {
+        ledger.flush().await?;
+    }
+    restore(gw, Some(tenant), &[Arc::from(tenant)], wall).await
+}
+
+/// Restores `tenants`' spend from the ledger (the query limited to `only`, when given).
+async fn restore(
+    gw: &Gateway,
+    only: Option<&str>,
+    tenants: &[Arc<str>],
+    wall: SystemTime,
+) -> Result<(), LedgerError> {
+    let Some(store) = gw.usage_store() else {
+        return Ok(());
+    };
     let ((y, m), _) = calendar::month_of(wall);
     let month_start = calendar::days_from_civil(y, m, 1) * 86_400_000;
     let day_start = calendar::day_of(wall).0 * 86_400_000;
     let by_tenant = |from_ms: Option<i64>| UsageQuery {
+        tenant: only.map(str::to_string),
         from_ms,
         group_by: vec![GroupBy::Tenant],
         ..UsageQuery::default()
@@ -85,23 +111,21 @@ pub async fn restore_accounts(gw: &Gateway, wall: SystemTime) -> Result<usize, L
             .cloned()
             .unwrap_or_default()
     };
-    let mut restored = 0;
     for tenant in tenants {
         let (a, mo, d) = (
-            find(&all, &tenant),
-            find(&month, &tenant),
-            find(&today, &tenant),
+            find(&all, tenant),
+            find(&month, tenant),
+            find(&today, tenant),
         );
         gw.accounts.restore(
-            &tenant,
+            tenant,
             wall,
             Micros(a.cost_micros),
             Micros(mo.cost_micros),
             d.prompt_tokens + d.completion_tokens,
         );
-        restored += 1;
     }
-    Ok(restored)
+    Ok(())
 }
 
 /// The refusal of a call that would spend a tenant's money on a model with no price.

@@ -175,7 +175,7 @@ pub fn fallbacks<'g>(
 pub fn too_long(group: &ModelGroup, prompt: u64, output: u64) -> GatewayError {
     let window = group.smallest_window().unwrap_or(0);
     GatewayError::new(
-        ErrorKind::InvalidRequest,
+        ErrorKind::ContextLengthExceeded,
         format!(
             "the prompt ({prompt} tokens) and max_tokens ({output}) do not fit the context window of model `{}` ({window} tokens)",
             group.name

@@ -5,6 +5,7 @@
 mod admin;
 mod anthropic;
 mod cache;
+mod defaults;
 mod errors;
 mod proxy;
 mod shutdown;

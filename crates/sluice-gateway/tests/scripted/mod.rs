@@ -26,6 +26,16 @@ use tower::ServiceExt;
 
 /// A price for model `m` with every kind of token priced apart (per million: input 2,
 /// cached input 0.5, cache write 2, output 8).
+/// A call's usage: a thousand prompt tokens, none cached, a hundred out.
+pub const PLAIN_USAGE: sluice_core::Usage = sluice_core::Usage {
+    prompt_tokens: 1_000,
+    completion_tokens: 100,
+    cached_tokens: 0,
+    cache_write_tokens: 0,
+    reasoning_tokens: 0,
+    cache_write_long_tokens: 0,
+};
+
 pub const PRICE: Price = Price {
     input: Micros(2_000_000),
     cached_input: Micros(500_000),
@@ -242,7 +252,8 @@ pub fn rig_over(
     let (a, b) = (Scripted::default(), Scripted::default());
     let records = Arc::new(Mutex::new(Vec::new()));
     let sink = records.clone();
-    let builder = GatewayBuilder::new()
+    // A plain proxy: each test turns on the policy it is about.
+    let builder = GatewayBuilder::bare()
         .seed(1)
         .provider("a", Arc::new(a.clone()))
         .provider("b", Arc::new(b.clone()))

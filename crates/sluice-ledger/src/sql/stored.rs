@@ -3,9 +3,9 @@
 use sqlx::query_builder::QueryBuilder;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
-use super::{KEYS, TENANTS, int, narrow};
+use super::{KEYS, REVOKED, TENANTS, int, narrow};
 use crate::LedgerError;
-use crate::store::{StoredKey, StoredTenant};
+use crate::store::{RevokedKey, StoredKey, StoredTenant};
 
 /// Saves `k`, replacing a key of the same name.
 pub(crate) async fn save_key<DB>(pool: &Pool<DB>, k: &StoredKey) -> Result<(), LedgerError>
@@ -150,6 +150,64 @@ where
                 tpm: n(4)?,
                 tokens_per_day: n(5)?,
                 spend_per_month_micros: n(6)?,
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(LedgerError::from)
+}
+
+/// Records each of `keys` as revoked, and forgets the keys of their names made at run time,
+/// in one transaction: a revocation is never half written.
+pub(crate) async fn revoke_keys<DB>(pool: &Pool<DB>, keys: &[RevokedKey]) -> Result<(), LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    let mut tx = pool.begin().await?;
+    for k in keys {
+        let mut b = QueryBuilder::<DB>::new(format!(
+            "INSERT INTO {REVOKED} (sha256, name, tenant, revoked_ms) "
+        ));
+        b.push_values([k], |mut v, k| {
+            v.push_bind(k.sha256.clone())
+                .push_bind(k.name.clone())
+                .push_bind(k.tenant.clone())
+                .push_bind(k.revoked_ms);
+        });
+        b.push(" ON CONFLICT (sha256) DO NOTHING");
+        b.build().execute(&mut *tx).await?;
+        let mut b = QueryBuilder::<DB>::new(format!("DELETE FROM {KEYS} WHERE name = "));
+        b.push_bind(k.name.clone());
+        b.build().execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Every revoked key, oldest revocation first.
+pub(crate) async fn revoked_keys<DB>(pool: &Pool<DB>) -> Result<Vec<RevokedKey>, LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    String: for<'r> Decode<'r, DB> + Type<DB>,
+    i64: for<'r> Decode<'r, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!(
+        "SELECT sha256, name, tenant, revoked_ms FROM {REVOKED} ORDER BY revoked_ms, sha256"
+    ));
+    let rows = b.build().fetch_all(pool).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(RevokedKey {
+                sha256: r.try_get(0usize)?,
+                name: r.try_get(1usize)?,
+                tenant: r.try_get(2usize)?,
+                revoked_ms: r.try_get(3usize)?,
             })
         })
         .collect::<Result<_, sqlx::Error>>()

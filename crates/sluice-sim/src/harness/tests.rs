@@ -6,6 +6,11 @@ fn scenario(name: &str) -> Scenario {
     Scenario::builtin(name).unwrap().unwrap()
 }
 
+/// `s` through a plain proxy: no retries, breakers, queues or pacing.
+fn proxy(s: &Scenario) -> Report {
+    run_with(s, sluice_gateway::GatewayBuilder::bare()).unwrap()
+}
+
 fn json(r: &Report) -> String {
     serde_json::to_string(r).unwrap()
 }
@@ -51,8 +56,8 @@ fn the_heavy_tail_shows_in_p99_and_not_in_the_median() {
 }
 
 #[test]
-fn the_rate_limited_scenario_passes_429s_through() {
-    let r = run(&scenario("rate-limited")).unwrap();
+fn a_plain_proxy_passes_the_rate_limited_scenarios_429s_through() {
+    let r = proxy(&scenario("rate-limited"));
     let limited = r.upstreams["limited"].rate_limited;
     assert!(limited > 250, "{limited} 429s");
     assert_eq!(
@@ -65,8 +70,8 @@ fn the_rate_limited_scenario_passes_429s_through() {
 }
 
 #[test]
-fn an_outage_fails_half_the_requests_for_a_minute() {
-    let r = run(&scenario("outage")).unwrap();
+fn through_a_plain_proxy_an_outage_fails_half_the_requests_for_a_minute() {
+    let r = proxy(&scenario("outage"));
     let failed = r
         .summary
         .all
@@ -154,14 +159,15 @@ fn a_scenario_can_switch_hedging_on_itself() {
 }
 
 fn admitted(s: &Scenario) -> Report {
-    run_with(s, crate::variants::builder("+admission").unwrap()).unwrap()
+    run_with(s, crate::variants::builder("+hedging").unwrap()).unwrap()
 }
 
+/// sluice as it comes, with no policy configured: the defaults pace, queue and retry.
 #[test]
-fn admission_finishes_every_batch_document_behind_a_60_rpm_limit() {
+fn by_default_every_batch_document_finishes_behind_a_60_rpm_limit_without_429s() {
     let s = scenario("rate-limited");
-    let plain = run(&s).unwrap();
-    let paced = admitted(&s);
+    let plain = proxy(&s);
+    let paced = run(&s).unwrap();
     let batch = |r: &Report| r.summary.lanes["batch"].clone();
     assert!(
         batch(&plain).ok < batch(&plain).count / 2,
@@ -191,7 +197,7 @@ fn admission_finishes_every_batch_document_behind_a_60_rpm_limit() {
 #[test]
 fn admission_keeps_batch_floods_from_failing_interactive_users() {
     let s = scenario("doc-analysis");
-    let plain = run(&s).unwrap();
+    let plain = proxy(&s);
     let paced = admitted(&s);
     let interactive = |r: &Report| r.summary.lanes["interactive"].clone();
     assert!(
@@ -211,10 +217,10 @@ fn admitted_runs_repeat_exactly() {
 }
 
 #[test]
-fn breakers_cut_an_outage_down_to_the_calls_that_found_it() {
+fn by_default_an_outage_is_cut_down_to_the_calls_that_found_it() {
     let s = scenario("outage");
-    let plain = run(&s).unwrap();
-    let broken = run_with(&s, crate::variants::builder("+breakers").unwrap()).unwrap();
+    let plain = proxy(&s);
+    let broken = run(&s).unwrap();
     let failed = |r: &Report| r.summary.all.count - r.summary.all.ok;
     assert!(failed(&plain) > 500, "{}", failed(&plain));
     assert!(

@@ -22,6 +22,7 @@ fn render(api: Api, stream: bool) -> Render {
         model: "sim".into(),
         stream,
         include_usage: true,
+        shape: crate::structured::Shape::Text,
     }
 }
 

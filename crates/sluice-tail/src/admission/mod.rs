@@ -97,6 +97,8 @@ impl Rejected {
 struct Waiter {
     tx: oneshot::Sender<Permit>,
     tokens: u64,
+    /// When it joined the queue.
+    since: Instant,
 }
 
 impl Waiting for Waiter {
@@ -133,6 +135,9 @@ pub struct Permit {
     /// Requests in flight once this one was admitted, itself included (the limit's samples
     /// compare it with the limit, as Netflix's limiters do).
     pub inflight: usize,
+    /// While it waited, the upstream's rate limit held the queue back (the pacer, or a
+    /// pause after a 429): its wait is the provider's limit's, not sluice's own.
+    pub rate_limited: bool,
 }
 
 impl std::fmt::Debug for Inner {
@@ -181,7 +186,8 @@ fn grant(inner: &Arc<Inner>, st: &mut State<Waiter>) -> (Vec<Permit>, Option<Ins
                 waiter,
                 inflight,
             } => {
-                let permit = permit(inner, lane, inflight);
+                let mut permit = permit(inner, lane, inflight);
+                permit.rate_limited = st.rate_held.is_some_and(|h| h >= waiter.since);
                 if let Err(unwanted) = waiter.tx.send(permit) {
                     spilled.push(unwanted);
                 }
@@ -228,6 +234,7 @@ fn permit(inner: &Arc<Inner>, lane: usize, inflight: usize) -> Permit {
         admission: Some(inner.clone()),
         lane,
         inflight,
+        rate_limited: false,
     }
 }
 
@@ -322,6 +329,7 @@ impl Admission {
             let waiter = Waiter {
                 tx,
                 tokens: ask.tokens,
+                since: now,
             };
             let (lane, max_wait) = st.enqueue(&ask, waiter, now)?;
             (rx, max_wait, lane)

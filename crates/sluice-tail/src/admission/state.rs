@@ -108,6 +108,9 @@ pub(crate) struct State<W> {
     pub(crate) pacer: Pacer,
     /// When a task will next wake to grant slots (a pause or the pacer ends then).
     pub(crate) wake_at: Option<Instant>,
+    /// The last instant the next waiter was held back by the upstream's rate limit (the
+    /// pacer or a 429's pause), not by the concurrency limit.
+    pub(crate) rate_held: Option<Instant>,
 }
 
 impl<W: Waiting> State<W> {
@@ -129,6 +132,7 @@ impl<W: Waiting> State<W> {
             paused_until: None,
             pacer,
             wake_at: None,
+            rate_held: None,
         }
     }
 
@@ -206,6 +210,7 @@ impl<W: Waiting> State<W> {
             };
             let ready = self.ready_at(now, tokens);
             if ready > now {
+                self.rate_held = Some(now);
                 return Next::HeldUntil(ready);
             }
             let Some(waiter) = self.lanes.get_mut(i).and_then(|l| l.waiting.pop()) else {

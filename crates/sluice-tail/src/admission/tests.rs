@@ -296,3 +296,38 @@ async fn token_pacing_holds_a_large_call_until_the_bucket_can_pay_for_it() {
     assert_eq!((third - second).as_millis(), 4_000);
     drop((p1, p2, p3));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_permit_says_whether_its_wait_was_the_upstreams_rate_limit() {
+    // Slots full: the wait is sluice's own concurrency limit.
+    let a = Admission::new(1, lanes());
+    let first = a.acquire(I).await.unwrap();
+    assert!(!first.rate_limited, "went at once");
+    let waiting = tokio::spawn({
+        let a = a.clone();
+        async move { a.acquire(I).await.unwrap() }
+    });
+    tokio::task::yield_now().await;
+    drop(first);
+    assert!(!waiting.await.unwrap().rate_limited, "waited for a slot");
+    // Paced at one a second: the second call's wait is the rate limit's.
+    let t0 = Instant::now();
+    let paced = Admission::paced(
+        10,
+        lanes(),
+        Pacer::new(
+            PaceSpec {
+                rpm: Some(60),
+                tpm: None,
+            },
+            t0,
+        ),
+    );
+    assert!(!paced.acquire(B).await.unwrap().rate_limited);
+    let second = paced.acquire(B).await.unwrap();
+    assert!(second.rate_limited);
+    // So is a wait behind a 429's pause.
+    let paused = Admission::new(10, lanes());
+    paused.pause_until(Instant::now() + Duration::from_secs(2));
+    assert!(paused.acquire(I).await.unwrap().rate_limited);
+}

@@ -8,9 +8,13 @@
 //! `remaining + reset × rate` (the bucket refills at `rate`, and `reset` is how long until it
 //! is full), and caps what sluice thinks is left by what the provider says is left.
 //!
+//! An upstream that announces no limit and has none configured is paced at a rate learnt
+//! from its 429s ([`learn`]), once it has answered one.
+//!
 //! A 429 itself is decided in [`cooldown`]: how long admission pauses and hedges keep away.
 
 pub mod cooldown;
+pub mod learn;
 
 pub use cooldown::{Cooldowns, DEFAULT_RETRY_AFTER, HEDGE_QUIET_AFTER_429, Pushback, after_429};
 
@@ -108,14 +112,28 @@ fn one_second_of(per_minute: u64) -> u64 {
 pub struct Pacer {
     requests: Dim,
     tokens: Dim,
+    /// The request rate learnt from 429s, while no limit is configured or reported.
+    learner: Option<learn::Learner>,
 }
 
 impl Pacer {
-    /// A pacer with `spec`'s limits (none: it paces once answers report limits).
+    /// A pacer with `spec`'s limits (none: it paces once answers report limits, or at a rate
+    /// learnt from the upstream's 429s).
     pub fn new(spec: PaceSpec, now: Instant) -> Self {
         Self {
             requests: Dim::new(spec.rpm, now),
             tokens: Dim::new(spec.tpm, now),
+            learner: spec.rpm.is_none().then(|| learn::Learner::new(now)),
+        }
+    }
+
+    /// Paces requests at `per_second`, learnt from 429s.
+    fn pace_learnt(&mut self, now: Instant, per_second: f64) {
+        let rpm = ((per_second * 60.0).round() as u64).max(1);
+        let burst = one_second_of(rpm);
+        match self.requests.bucket.as_mut() {
+            Some(b) => b.reshape(now, rpm, burst),
+            None => self.requests.bucket = Some(MinuteBucket::new(rpm, Some(burst), now)),
         }
     }
 
@@ -129,6 +147,17 @@ impl Pacer {
 
     /// Counts a call costing `tokens` sent at `now`.
     pub fn take(&mut self, now: Instant, tokens: u64) {
+        if let Some(l) = self.learner.as_mut() {
+            // Held back by the learnt pace: its bucket had no more than this call's token.
+            let held = self
+                .requests
+                .bucket
+                .as_mut()
+                .is_some_and(|b| b.remaining(now) <= 1);
+            if let Some(rate) = l.sent(now, held) {
+                self.pace_learnt(now, rate);
+            }
+        }
         self.requests.take(now, 1);
         self.tokens.take(now, tokens);
     }
@@ -144,13 +173,21 @@ impl Pacer {
         reset: Duration,
     ) {
         match dim {
-            Dimension::Requests => self.requests.observe(now, limit, remaining, reset),
+            Dimension::Requests => {
+                // The upstream says its limit: nothing left to learn.
+                self.learner = None;
+                self.requests.observe(now, limit, remaining, reset);
+            }
             Dimension::Tokens => self.tokens.observe(now, limit, remaining, reset),
         }
     }
 
-    /// A 429: whatever the buckets thought, nothing is left now.
+    /// A 429: whatever the buckets thought, nothing is left now; an upstream that announces
+    /// no limit is paced at what it accepted.
     pub fn exhausted(&mut self, now: Instant) {
+        if let Some(rate) = self.learner.as_mut().and_then(|l| l.refused(now)) {
+            self.pace_learnt(now, rate);
+        }
         for d in [&mut self.requests, &mut self.tokens] {
             if let Some(b) = d.bucket.as_mut() {
                 b.at_most(now, 0);

@@ -123,3 +123,33 @@ fn what_the_provider_says_is_left_caps_what_sluice_thinks_is_left() {
     p.exhausted(later);
     assert!(p.ready_at(later, 0) > later);
 }
+
+#[test]
+fn an_upstream_that_announces_no_limit_is_paced_at_what_its_429_says_it_took() {
+    let t0 = Instant::now();
+    let mut p = Pacer::new(PaceSpec::default(), t0);
+    // Thirty at once: nothing is known, all go; the upstream takes ten and refuses twenty.
+    for _ in 0..30 {
+        assert_eq!(p.ready_at(t0, 0), t0);
+        p.take(t0, 0);
+    }
+    for _ in 0..20 {
+        p.exhausted(t0 + Duration::from_millis(10));
+    }
+    let (requests, _) = p.state(t0 + Duration::from_millis(10));
+    assert_eq!(requests.map(|r| r.per_minute), Some(540), "nine a second");
+    // Over the next ten seconds it sends about nine a second, not thirty.
+    let sent = drain(&mut p, t0 + Duration::from_millis(10), 10, 0);
+    assert!((85..=100).contains(&sent), "{sent}");
+    // A reported limit ends the learning: the header's rate is the pace.
+    p.observe(t0 + 11 * S, Dimension::Requests, 1_200, 20, S);
+    let (requests, _) = p.state(t0 + 11 * S);
+    assert_eq!(requests.map(|r| r.per_minute), Some(1_200));
+    p.exhausted(t0 + 12 * S);
+    let (requests, _) = p.state(t0 + 12 * S);
+    assert_eq!(
+        requests.map(|r| r.per_minute),
+        Some(1_200),
+        "a 429 does not relearn it"
+    );
+}

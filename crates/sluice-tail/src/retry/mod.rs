@@ -12,11 +12,6 @@ use crate::budget::Budget;
 use crate::deadline::worth_trying;
 use crate::pace::DEFAULT_RETRY_AFTER;
 
-/// Attempts at most, 429 retries included (those are paced by the upstream, so neither the
-/// retry budget nor `max_attempts` bounds them; the lane's patience does, and this keeps a
-/// call record bounded).
-pub const MAX_PACED_ATTEMPTS: u32 = 50;
-
 /// How a model group retries failed attempts.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RetryPolicy {
@@ -76,7 +71,7 @@ pub struct Retrying {
 /// What a failed attempt was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Failure {
-    /// The upstream answered 429: it is retried at the pace it asked for.
+    /// The upstream answered 429: a retry at the same deployment waits what it asked for.
     pub rate_limited: bool,
     /// The error is one that another try could mend (not the client's own).
     pub retryable: bool,
@@ -141,21 +136,18 @@ impl Retrying {
     /// Whether and when to try again at `now`. Another deployment takes the retry at once;
     /// the same one after its 429's `retry-after` (or [`DEFAULT_RETRY_AFTER`]) or a short
     /// jittered backoff. No retry when the error is the client's, the target's breaker is
-    /// open, the wait would outlast `give_up`, or what the deadline leaves is shorter than
-    /// the target's median first byte. Other failures also stop at `max_attempts` and when
-    /// the budget is empty (spent only on a `Go`); a 429 does not, because it is retried at
-    /// the pace the upstream asked for, which adds no load (backpressure, not a storm).
+    /// open, the tries reached `max_attempts`, the wait would outlast `give_up`, or what the
+    /// deadline leaves is shorter than the target's median first byte; and none when the
+    /// budget is empty (spent only on a `Go`). A 429 is retried like any failure, within the
+    /// same attempts and budget: pacing (admission's pause and buckets) is what keeps a
+    /// rate-limited upstream from being hammered, and an unbounded 429 retry would hammer it
+    /// wherever pacing is off or has not learnt the limit yet.
     pub fn decide(&self, now: Instant, f: &Facts) -> Decision {
         let paced = f.failure.rate_limited;
         if !(paced || f.failure.retryable) {
             return Decision::No;
         }
-        let max_tries = if paced {
-            MAX_PACED_ATTEMPTS
-        } else {
-            self.policy.max_attempts
-        };
-        if f.tries >= max_tries || !f.target.healthy {
+        if f.tries >= self.policy.max_attempts || !f.target.healthy {
             return Decision::No;
         }
         let wait = if f.target.other {
@@ -169,7 +161,7 @@ impl Retrying {
         if at > f.give_up || !worth_trying(at, f.deadline, f.target.median) {
             return Decision::No;
         }
-        if !paced && !self.budget.lock().try_spend(now) {
+        if !self.budget.lock().try_spend(now) {
             return Decision::Denied;
         }
         Decision::Go(wait)
@@ -242,17 +234,19 @@ mod tests {
     }
 
     #[test]
-    fn attempts_stop_at_max_attempts_but_429s_go_on_to_the_hard_cap() {
+    fn attempts_stop_at_max_attempts_429s_included() {
         let r = Retrying::new(RetryPolicy::default());
         let t = Instant::now();
         let mut f = facts(t);
+        f.tries = 2;
+        assert_eq!(r.decide(t, &f), Decision::Go(Duration::ZERO));
         f.tries = 3;
         assert_eq!(r.decide(t, &f), Decision::No, "max_attempts is 3");
         f.failure.rate_limited = true;
         f.failure.retryable = false;
+        assert_eq!(r.decide(t, &f), Decision::No, "a 429 too");
+        f.tries = 1;
         assert_eq!(r.decide(t, &f), Decision::Go(Duration::ZERO));
-        f.tries = MAX_PACED_ATTEMPTS;
-        assert_eq!(r.decide(t, &f), Decision::No);
     }
 
     #[test]
@@ -282,7 +276,7 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_budget_denies_ordinary_retries_but_not_429s() {
+    fn an_empty_budget_denies_every_retry_429s_included() {
         let r = Retrying::new(RetryPolicy {
             burst: 1.0,
             min_per_second: 0.0,
@@ -293,7 +287,7 @@ mod tests {
         assert_eq!(r.decide(t, &facts(t)), Decision::Denied);
         let mut paced = facts(t);
         paced.failure.rate_limited = true;
-        assert_eq!(r.decide(t, &paced), Decision::Go(Duration::ZERO));
+        assert_eq!(r.decide(t, &paced), Decision::Denied);
         for _ in 0..5 {
             r.deposit();
         }

@@ -1,9 +1,10 @@
 //! The incident explainer: what changed between a baseline window of calls and a recent one,
 //! said in plain words. Percentiles per lane, where a slow call's time went (queueing in
-//! sluice, the upstream's first byte, the stream), the batch share, the 429, error, hedge,
-//! retry and cache-hit rates, each upstream's first byte; then one verdict that names the
-//! contention ("P99 rose with the batch share and the 429 rate: rate-limit contention")
-//! instead of "the system is slow". A pure function of the two windows' summaries.
+//! sluice, the upstream's first byte, the stream), the batch share, the rate-limited share
+//! (429s, and waits for the provider's pace), the error, hedge, retry and cache-hit rates,
+//! each upstream's first byte; then one verdict that names the contention ("P99 rose with
+//! the batch share and the rate-limited share: rate-limit contention") instead of "the
+//! system is slow", and what to do. A pure function of the two windows' summaries.
 
 mod stats;
 
@@ -31,7 +32,8 @@ pub struct Summary {
     pub ttfb: Duration,
     /// Arrival to the end.
     pub total: Duration,
-    /// It met a 429.
+    /// It met the upstream's rate limit: a 429, or a wait in sluice's queue for the pacer
+    /// or a pause after a 429.
     pub rate_limited: bool,
     /// It was hedged.
     pub hedged: bool,
@@ -80,6 +82,8 @@ pub enum Verdict {
     Errors,
     /// The tail grew, and no single cause stands out.
     Unexplained,
+    /// The baseline holds too few calls to compare against: no verdict.
+    NoBaseline,
 }
 
 /// The explanation.
@@ -87,8 +91,10 @@ pub enum Verdict {
 pub struct Diagnosis {
     /// The conclusion.
     pub verdict: Verdict,
-    /// It, in plain words.
+    /// It, in plain words, ending with what to do.
     pub summary: String,
+    /// What to do about it, and the settings and metrics to look at.
+    pub next: String,
     /// What changed, most telling first.
     pub changes: Vec<Change>,
     /// The baseline window's figures.
@@ -104,6 +110,9 @@ const RATE_POINTS: f64 = 0.01;
 /// A lane's P99 is compared only over this many calls in both windows (below it, the P99 is
 /// one of a handful of calls, and noise).
 const MIN_LANE_CALLS: u64 = 200;
+/// A baseline with fewer calls than this is no baseline: every figure of it is noise, and a
+/// verdict against it (a P99 "from 0.00 s") would be invented.
+pub const MIN_BASELINE_CALLS: u64 = 100;
 
 fn rose(before: f64, after: f64) -> bool {
     after > before * TAIL_GROWTH && after - before > 0.05
@@ -116,6 +125,9 @@ fn share_rose(before: f64, after: f64) -> bool {
 /// What changed from `baseline` to `recent`.
 pub fn explain(baseline: &[Summary], recent: &[Summary]) -> Diagnosis {
     let (b, r) = (Stats::of(baseline), Stats::of(recent));
+    if b.calls < MIN_BASELINE_CALLS {
+        return no_baseline(b, r);
+    }
     let mut changes = Vec::new();
     let mut push = |what: String, before: f64, after: f64, unit: &'static str| {
         changes.push(Change {
@@ -173,7 +185,12 @@ pub fn explain(baseline: &[Summary], recent: &[Summary]) -> Diagnosis {
     }
     let limited = share_rose(b.rate_limited, r.rate_limited);
     if limited {
-        push("429 rate".into(), b.rate_limited, r.rate_limited, "%");
+        push(
+            "rate-limited share".into(),
+            b.rate_limited,
+            r.rate_limited,
+            "%",
+        );
     }
     let errors = share_rose(b.errors, r.errors);
     if errors {
@@ -230,7 +247,7 @@ pub fn explain(baseline: &[Summary], recent: &[Summary]) -> Diagnosis {
             ttfb(&r)
         ),
         Verdict::Queueing => format!(
-            "sluice is queueing: {}; no 429 met, the upstream's first byte P99 {:.2} s -> {:.2} s: look at concurrency limits, lane shares and pacing to the provider's announced limits",
+            "sluice is queueing: {}; no rate limit met (no 429, no wait for the provider's pace), the upstream's first byte P99 {:.2} s -> {:.2} s",
             words.join(", "),
             ttfb(&b),
             ttfb(&r)
@@ -249,13 +266,80 @@ pub fn explain(baseline: &[Summary], recent: &[Summary]) -> Diagnosis {
             "the tail grew and no single cause stands out: {}",
             words.join(", ")
         ),
+        Verdict::NoBaseline => String::new(),
     };
+    let next = next_steps(verdict).to_string();
     Diagnosis {
         verdict,
-        summary,
+        summary: format!("{summary}. What to do: {next}"),
+        next,
         changes,
         baseline: b,
         recent: r,
+    }
+}
+
+/// The answer when the baseline is too thin to compare against: the recent window's own
+/// figures, and no verdict.
+fn no_baseline(b: Stats, r: Stats) -> Diagnosis {
+    let next = next_steps(Verdict::NoBaseline).to_string();
+    let summary = format!(
+        "no baseline yet: {} calls in the baseline window, fewer than the {MIN_BASELINE_CALLS} a \
+         comparison needs ({} calls in the recent window: P99 {:.2} s, rate-limited {:.1}%, \
+         error rate {:.1}%). What to do: {next}",
+        b.calls,
+        r.calls,
+        r.p99_total,
+        r.rate_limited * 100.0,
+        r.errors * 100.0
+    );
+    Diagnosis {
+        verdict: Verdict::NoBaseline,
+        summary,
+        next,
+        changes: Vec::new(),
+        baseline: b,
+        recent: r,
+    }
+}
+
+/// What to do about `verdict`, with the settings and metrics to look at.
+fn next_steps(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Quiet => "nothing",
+        Verdict::NoBaseline => {
+            "ask again once the gateway has served through a whole baseline window, or with a \
+             shorter one (`sluice diagnose --baseline 10m`, `/admin/diagnose?baseline=600`)"
+        }
+        Verdict::RateLimitContention => {
+            "keep batch from taking the provider's limit from interactive calls (the batch \
+             lane's `share` in [lanes.batch]; batch clients sending x-sluice-lane: batch), pace \
+             under the limit (the deployments' `rpm`/`tpm`; the group's `limit`, on by default, \
+             reads the provider's rate-limit headers and pauses after a 429), or spread the \
+             load over more deployments; watch sluice_admission_requests{lane=\"batch\"}, \
+             sluice_queue_duration_seconds and /admin/upstreams (pacing and pauses)"
+        }
+        Verdict::Queueing => {
+            "raise the deployments' concurrency (`limit` = { max = ... } of the group) or the \
+             interactive lane's `share`, and check that the deployments' `rpm`/`tpm` are not \
+             set below the provider's limits; watch sluice_upstream_concurrency_limit, \
+             sluice_admission_requests and sluice_queue_duration_seconds"
+        }
+        Verdict::UpstreamSlower => {
+            "nothing in sluice will make the provider faster: hedge slow calls to another \
+             deployment (`hedge` on the group), route around it (a breaker's `slow_call`, or \
+             `fallbacks`), or shorten prompts; watch sluice_upstream_ttfb_seconds by upstream \
+             and /admin/latency"
+        }
+        Verdict::Errors => {
+            "find which upstream fails in sluice_upstream_attempts_total by outcome and in \
+             /admin/upstreams (breaker states); retries elsewhere and `fallbacks` carry requests \
+             past a failing deployment, a breaker takes it out of rotation"
+        }
+        Verdict::Unexplained => {
+            "read the changes above against the traces of the slowest calls (`[traces]`, kept \
+             when over an SLO), sluice_queue_duration_seconds and sluice_upstream_ttfb_seconds"
+        }
     }
 }
 

@@ -45,7 +45,7 @@ pub struct Stats {
     pub slow_stream: f64,
     /// Share of calls in the `batch` lane.
     pub batch_share: f64,
-    /// Share that met a 429.
+    /// Share that met the upstream's rate limit (a 429, or a wait for its pace).
     pub rate_limited: f64,
     /// Share answered 5xx.
     pub errors: f64,

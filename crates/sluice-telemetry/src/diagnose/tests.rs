@@ -98,7 +98,11 @@ fn the_seeds_incident_is_rate_limit_contention_not_a_slower_llm() {
         "{}",
         d.summary
     );
-    assert!(d.summary.contains("429 rate 0.1% -> 4."), "{}", d.summary);
+    assert!(
+        d.summary.contains("rate-limited share 0.1% -> 4."),
+        "{}",
+        d.summary
+    );
     assert!(d.summary.contains("P99 interactive"), "{}", d.summary);
     assert!(
         !d.changes
@@ -165,8 +169,61 @@ fn failures_without_a_longer_tail_are_errors() {
 }
 
 #[test]
-fn empty_windows_are_quiet() {
+fn empty_windows_have_no_baseline() {
     let d = explain(&[], &[]);
-    assert_eq!(d.verdict, Verdict::Quiet);
+    assert_eq!(d.verdict, Verdict::NoBaseline);
     assert_eq!(d.recent.calls, 0);
+}
+
+/// A fresh gateway: calls in the recent window, none before. No verdict against zero.
+#[test]
+fn a_thin_baseline_is_said_to_be_none_and_gives_no_verdict() {
+    let mut slow = calm(11);
+    slow.n = 173;
+    let recent = calls(&slow);
+    let baseline: Vec<Summary> = calls(&calm(12)).into_iter().take(99).collect();
+    for before in [Vec::new(), baseline] {
+        let d = explain(&before, &recent);
+        assert_eq!(d.verdict, Verdict::NoBaseline, "{}", d.summary);
+        assert!(d.changes.is_empty());
+        assert!(
+            d.summary.starts_with(&format!(
+                "no baseline yet: {} calls in the baseline window, fewer than the 100",
+                before.len()
+            )),
+            "{}",
+            d.summary
+        );
+        assert!(
+            d.summary.contains("173 calls in the recent window"),
+            "{}",
+            d.summary
+        );
+        assert!(!d.summary.contains("got slower"), "{}", d.summary);
+        assert!(d.next.contains("--baseline"), "{}", d.next);
+    }
+}
+
+/// Every verdict ends with what to do, naming settings or metrics that exist.
+#[test]
+fn every_verdict_says_what_to_do() {
+    let baseline = calls(&calm(1));
+    let incident = calls(&Shape {
+        batch: 0.68,
+        limited: 0.2,
+        wait: 25.0,
+        ..calm(2)
+    });
+    let d = explain(&baseline, &incident);
+    assert_eq!(d.verdict, Verdict::RateLimitContention, "{}", d.summary);
+    assert!(d.summary.ends_with(&format!("What to do: {}", d.next)));
+    for words in ["[lanes.batch]", "rpm", "limit", "sluice_admission_requests"] {
+        assert!(d.next.contains(words), "{words}: {}", d.next);
+    }
+    let quiet = explain(&calls(&calm(5)), &calls(&calm(6)));
+    assert!(
+        quiet.summary.ends_with("What to do: nothing"),
+        "{}",
+        quiet.summary
+    );
 }

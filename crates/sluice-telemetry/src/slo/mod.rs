@@ -128,6 +128,8 @@ pub struct Facts<'a> {
     pub upstream_429s: u32,
     /// Whether its upstream is pausing after a 429 now.
     pub cooling: bool,
+    /// It waited in sluice's queue for the upstream's rate limit.
+    pub rate_waited: bool,
 }
 
 impl<'a> Facts<'a> {
@@ -153,6 +155,7 @@ impl<'a> Facts<'a> {
             total,
             upstream_429s: r.upstream_429s,
             cooling,
+            rate_waited: r.rate_waited,
         }
     }
 }
@@ -163,10 +166,11 @@ fn clients_doing(status: u16) -> bool {
     (400..500).contains(&status)
 }
 
-/// Who took the time of a slow or timed-out call: the rate limit when one was met, else the
-/// largest of queueing, the upstream, and the rest.
+/// Who took the time of a slow or timed-out call: the rate limit when one was met (a 429, a
+/// pause after one, or a wait for the pacer), else the largest of queueing, the upstream,
+/// and the rest.
 fn slow_culprit(f: &Facts<'_>, value: Duration) -> Culprit {
-    if f.upstream_429s > 0 || f.cooling {
+    if f.upstream_429s > 0 || f.cooling || f.rate_waited {
         return Culprit::UpstreamRateLimited;
     }
     let rest = value.saturating_sub(f.queue + f.upstream);
@@ -235,7 +239,7 @@ impl Slo {
                 if f.status < 500 {
                     return Some(Verdict::Good);
                 }
-                let rate_limited = f.upstream_429s > 0 || f.cooling;
+                let rate_limited = f.upstream_429s > 0 || f.cooling || f.rate_waited;
                 Some(Verdict::Bad(match f.error {
                     Some(
                         ErrorKind::UpstreamTimeout

@@ -41,6 +41,7 @@ fn facts(queue: u64, upstream: u64) -> Facts<'static> {
         total: ms(queue + upstream + 500),
         upstream_429s: 0,
         cooling: false,
+        rate_waited: false,
     }
 }
 
@@ -77,6 +78,13 @@ fn a_rate_limit_met_or_in_force_is_the_culprit_whatever_took_the_time() {
     hit.upstream_429s = 1;
     assert_eq!(
         s.judge(&hit),
+        Some(Verdict::Bad(Culprit::UpstreamRateLimited))
+    );
+    // Queued behind the provider's pace: the rate limit's time, not sluice's.
+    let mut waited = facts(4_500, 800);
+    waited.rate_waited = true;
+    assert_eq!(
+        s.judge(&waited),
         Some(Verdict::Bad(Culprit::UpstreamRateLimited))
     );
     // Good is good, 429 or not.

@@ -107,6 +107,9 @@ pub async fn dispatch(
     let mut tries = 1;
     loop {
         let permit = admit(gw, target, &job).await?;
+        if permit.as_ref().is_some_and(|p| p.rate_limited) {
+            call.record_mut().rate_waited = true;
+        }
         let err = match race::try_once(gw, call, group, target, &job, kind, permit).await {
             Ok(answer) => return Ok(answer),
             Err(e) => e,

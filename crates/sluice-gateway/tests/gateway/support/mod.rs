@@ -134,7 +134,16 @@ async fn openai(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) 
                 r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#)
                 .into_response();
         }
+        "limited-now" => {
+            return (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "0"), ("content-type", "application/json")],
+                r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#)
+                .into_response();
+        }
         "broken" => return (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response(),
+        "bad-gateway" => return (StatusCode::BAD_GATEWAY, "bad gateway").into_response(),
+        "unavailable" => {
+            return (StatusCode::SERVICE_UNAVAILABLE, "overloaded").into_response();
+        }
         "hang" => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
@@ -402,4 +411,27 @@ pub fn sse_data(text: &str) -> Vec<String> {
         .filter_map(|e| e.strip_prefix("data: "))
         .map(str::to_string)
         .collect()
+}
+
+/// A closed port: connections to it are refused.
+pub async fn closed_port() -> SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    l.local_addr().unwrap()
+}
+
+/// A server that reads each request and closes the connection before answering a byte.
+pub async fn resetting() -> SocketAddr {
+    use tokio::io::AsyncReadExt;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = sock.read(&mut buf).await;
+                drop(sock);
+            });
+        }
+    });
+    addr
 }
