@@ -15,20 +15,19 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use clap::Args;
-use futures::future::BoxFuture;
-use http_body_util::Full;
 use parking_lot::Mutex;
 use serde::Serialize;
 use sluice_sim::UpstreamSpec;
-use sluice_sim::load::{
-    HttpTarget, LaneSummary, Progress, Recorder, Target, Traffic, Workload, drive,
-};
+use sluice_sim::load::{HttpTarget, LaneSummary, Progress, Recorder, drive};
 use sluice_sim::server::{SimServer, serve_on};
 
 use crate::bench_cmd::write_json;
 use crate::child::Child;
+
+mod paths;
+
+use paths::{DIRECT, FLOOR, SLUICE, Split, placeholder, workload};
 
 /// Options of the overhead benchmark.
 #[derive(Args, Debug, Clone)]
@@ -541,55 +540,5 @@ fn by_round(rounds: &[Point], median: Option<&Point>) -> String {
             rounds.len()
         ),
         None => "no round recorded both paths".into(),
-    }
-}
-
-/// Lane names of the paths.
-const DIRECT: &str = "direct";
-const SLUICE: &str = "sluice";
-const FLOOR: &str = "forwarder";
-
-/// Direct requests and requests on `path`, at `rate` each, their arrivals interleaved in one
-/// schedule: both see the same machine at the same moments, so the difference of their
-/// percentiles is not drowned by a noisy neighbour that happened to hit only one phase.
-fn workload(rate: f64, duration: Duration, seed: u64, path: &str, stream: bool) -> Workload {
-    let lane = |lane: &str| Traffic {
-        lane: lane.into(),
-        model: "bench".into(),
-        rate,
-        prompt_tokens: 200,
-        stream,
-        ..Traffic::default()
-    };
-    Workload::build(&[lane(DIRECT), lane(path)], &[], duration, seed)
-}
-
-fn placeholder() -> http::Uri {
-    http::Uri::from_static("http://bench.invalid/")
-}
-
-/// Sends each request to the upstream directly, through sluice or through the bare
-/// forwarder, by its lane.
-#[derive(Clone, Debug)]
-struct Split {
-    inner: HttpTarget,
-    direct: http::Uri,
-    through: http::Uri,
-    floor: http::Uri,
-}
-
-impl Target for Split {
-    fn send(
-        &self,
-        mut req: http::Request<Full<Bytes>>,
-    ) -> BoxFuture<'static, Result<http::Response<axum::body::Body>, String>> {
-        // The lane names this benchmark's own two paths; it is not a gateway lane.
-        let lane = req.headers_mut().remove("x-sluice-lane");
-        *req.uri_mut() = match lane.as_ref().map(http::HeaderValue::as_bytes) {
-            Some(l) if l == SLUICE.as_bytes() => self.through.clone(),
-            Some(l) if l == FLOOR.as_bytes() => self.floor.clone(),
-            _ => self.direct.clone(),
-        };
-        self.inner.send(req)
     }
 }

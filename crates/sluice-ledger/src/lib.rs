@@ -8,6 +8,7 @@
 
 pub mod entry;
 pub mod query;
+pub mod records;
 pub mod report;
 mod sql;
 pub mod store;
@@ -15,10 +16,8 @@ pub mod writer;
 
 pub use entry::{CacheOutcome, Entry, Tokens};
 pub use query::{GroupBy, QueryError, UsageQuery, UsageRow};
-pub use store::{
-    AnyStore, Durability, PgStore, RevokedKey, SqliteStore, Store, StoredBelief, StoredKey,
-    StoredTenant,
-};
+pub use records::{RevokedKey, StoredBelief, StoredKey, StoredTenant};
+pub use store::{AnyStore, Durability, PgStore, SqliteStore, Store};
 pub use writer::{Ledger, LedgerStats};
 
 /// What can go wrong with the ledger.

@@ -191,7 +191,7 @@ async fn write_until_done<S: Store>(store: &S, batch: &[Entry], counters: &Count
 mod tests {
     use super::*;
     use crate::query::{UsageQuery, UsageRow};
-    use crate::store::{StoredBelief, StoredKey, StoredTenant};
+    use crate::records::{StoredBelief, StoredKey, StoredTenant};
     use parking_lot::Mutex;
 
     /// A store that fails its first `failing` writes, then keeps what it is given.
@@ -226,10 +226,10 @@ mod tests {
         async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
             Ok(vec![])
         }
-        async fn revoke_keys(&self, _: &[crate::RevokedKey]) -> Result<(), LedgerError> {
+        async fn revoke_keys(&self, _: &[crate::records::RevokedKey]) -> Result<(), LedgerError> {
             Ok(())
         }
-        async fn revoked_keys(&self) -> Result<Vec<crate::RevokedKey>, LedgerError> {
+        async fn revoked_keys(&self) -> Result<Vec<crate::records::RevokedKey>, LedgerError> {
             Ok(vec![])
         }
         async fn save_tenant(&self, _: &StoredTenant) -> Result<(), LedgerError> {

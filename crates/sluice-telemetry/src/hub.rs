@@ -5,14 +5,13 @@ use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 use sluice_core::{AttemptKind, AttemptOutcome, CallRecord, ErrorKind, Phase};
-use sluice_tail::{BreakerSnapshot, WindowConfig, WindowError};
+use sluice_tail::{WindowConfig, WindowError};
 use tokio::time::Instant;
 
 use crate::metrics::{
-    AffinityLabels, AttemptLabels, BreakerLabels, CacheLabels, CostLabels, DeadlineLabels,
-    FallbackLabels, GroupLabels, HedgeLabels, LaneLabels, LimitLabels, Metrics, PairLabels,
-    QuantileLabels, RequestLabels, RetryLabels, RouteLabels, TokenLabels, TransitionLabels,
-    UpstreamLabels,
+    AffinityLabels, AttemptLabels, CacheLabels, CostLabels, DeadlineLabels, FallbackLabels,
+    GroupLabels, HedgeLabels, Metrics, PairLabels, QuantileLabels, RequestLabels, RetryLabels,
+    RouteLabels, TokenLabels, UpstreamLabels,
 };
 use crate::series::{Series, SeriesCache};
 use crate::windows::{LatencyReport, WindowKey, Windows};
@@ -344,222 +343,6 @@ impl Telemetry {
         self.metrics.hedges.get_or_create(&labels).inc();
     }
 
-    /// Sets the admission gauges of one deployment: its limit, and (lane, in flight, queued).
-    pub fn set_admission(
-        &self,
-        group: &str,
-        upstream: &str,
-        limit: usize,
-        lanes: &[(&str, usize, usize)],
-    ) {
-        let m = &self.metrics;
-        let key = LimitLabels {
-            group: group.to_string(),
-            upstream: upstream.to_string(),
-        };
-        m.concurrency_limit
-            .get_or_create(&key)
-            .set(i64::try_from(limit).unwrap_or(i64::MAX));
-        for (lane, inflight, queued) in lanes {
-            for (state, n) in [("inflight", inflight), ("queued", queued)] {
-                let labels = LaneLabels {
-                    group: group.to_string(),
-                    upstream: upstream.to_string(),
-                    lane: (*lane).to_string(),
-                    state,
-                };
-                m.admission
-                    .get_or_create(&labels)
-                    .set(i64::try_from(*n).unwrap_or(i64::MAX));
-            }
-        }
-    }
-
-    /// Sets the breaker metrics of one deployment: the state gauges (1 for its state, 0 for
-    /// the others) and the transition counters.
-    pub fn set_breaker(&self, group: &str, upstream: &str, b: &BreakerSnapshot) {
-        let state = b.state.label();
-        for s in ["closed", "open", "half_open"] {
-            let labels = BreakerLabels {
-                group: group.to_string(),
-                upstream: upstream.to_string(),
-                state: s,
-            };
-            self.metrics
-                .breaker
-                .get_or_create(&labels)
-                .set(i64::from(s == state));
-        }
-        // The breaker keeps its own running counts; the counters catch up to them.
-        for (to, total) in [("open", b.opened), ("closed", b.closed)] {
-            let labels = TransitionLabels {
-                group: group.to_string(),
-                upstream: upstream.to_string(),
-                to,
-            };
-            let c = self.metrics.breaker_transitions.get_or_create(&labels);
-            c.inc_by(total.saturating_sub(c.get()));
-        }
-    }
-
-    /// Counts a semantic-cache lookup in `group`.
-    pub fn semantic(&self, group: &str, what: &sluice_core::SemanticLookup) {
-        use sluice_core::SemanticLookup as L;
-        let (result, why) = match what {
-            L::Hit { .. } => ("hit", ""),
-            L::Miss {
-                refused: Some(why), ..
-            } => ("refused", *why),
-            L::Miss { .. } => ("miss", ""),
-            L::Verify { .. } => ("verify", ""),
-            L::Ineligible(why) => ("ineligible", *why),
-        };
-        self.metrics
-            .semantic
-            .get_or_create(&crate::metrics::SemanticLabels {
-                group: Arc::from(group),
-                result,
-                why,
-            })
-            .inc();
-    }
-
-    /// Counts a semantic entry's answer checked against the upstream's in `group`.
-    pub fn semantic_verified(&self, group: &str, agreed: bool) {
-        self.metrics
-            .semantic_verifications
-            .get_or_create(&crate::metrics::SemanticLabels {
-                group: Arc::from(group),
-                result: if agreed { "agreed" } else { "differed" },
-                why: "",
-            })
-            .inc();
-    }
-
-    /// Counts feedback on a semantic hit: the client found it right, or wrong (a measured
-    /// error).
-    pub fn semantic_reported(&self, group: &Arc<str>, right: bool) {
-        self.metrics
-            .semantic_verifications
-            .get_or_create(&crate::metrics::SemanticLabels {
-                group: group.clone(),
-                result: if right {
-                    "reported_right"
-                } else {
-                    "reported_wrong"
-                },
-                why: "",
-            })
-            .inc();
-    }
-
-    /// Counts a score an automatic router learnt from.
-    pub fn router_feedback(&self, route: &Arc<str>, signal: &'static str) {
-        self.metrics
-            .router_feedback
-            .get_or_create(&crate::metrics::FeedbackLabels {
-                route: route.clone(),
-                signal,
-            })
-            .inc();
-    }
-
-    /// Counts a request whose normalisation failed (it went as it came).
-    pub fn normalise_failed(&self, group: &Arc<str>) {
-        self.metrics
-            .normalise_failures
-            .get_or_create(&GroupLabels {
-                group: group.clone(),
-            })
-            .inc();
-    }
-
-    /// Counts what compression or progressive loading (`stage`) did with a request of
-    /// `group` (`kind`), and its prompt tokens before and as sent when it shaped it.
-    pub fn context_shaped(
-        &self,
-        group: &Arc<str>,
-        stage: &'static str,
-        kind: &'static str,
-        tokens: Option<(u64, u64)>,
-    ) {
-        let c = &self.metrics.context;
-        let labels = |kind| crate::context::ShapingLabels {
-            group: group.clone(),
-            stage,
-            kind,
-        };
-        c.requests.get_or_create(&labels(kind)).inc();
-        if let Some((before, after)) = tokens {
-            c.tokens.get_or_create(&labels("before")).inc_by(before);
-            c.tokens.get_or_create(&labels("after")).inc_by(after);
-        }
-    }
-
-    /// Counts one event of SLO `slo`.
-    pub fn slo_event(&self, slo: &Arc<str>, verdict: crate::slo::Verdict) {
-        let (outcome, culprit) = match verdict {
-            crate::slo::Verdict::Good => ("good", "none"),
-            crate::slo::Verdict::Bad(c) => ("bad", c.label()),
-        };
-        self.metrics
-            .context
-            .slo_events
-            .get_or_create(&crate::context::SloLabels {
-                slo: slo.clone(),
-                outcome,
-                culprit,
-            })
-            .inc();
-    }
-
-    /// Counts the calls progressive loading made for one request of `group`.
-    pub fn context_rounds(&self, group: &Arc<str>, rounds: u64) {
-        self.metrics
-            .context
-            .rounds
-            .get_or_create(&crate::context::ShapingLabels {
-                group: group.clone(),
-                stage: "progressive",
-                kind: "round",
-            })
-            .inc_by(rounds);
-    }
-
-    /// Counts a sampled request that did not share its prefix, and why.
-    pub fn prefix_churn(&self, tenant: &str, group: &str, cause: &'static str) {
-        self.metrics
-            .prefix_churn
-            .get_or_create(&crate::metrics::ChurnLabels {
-                tenant: Arc::from(tenant),
-                group: Arc::from(group),
-                cause,
-            })
-            .inc();
-    }
-
-    /// Sets a group's semantic error estimate, read at a scrape.
-    pub fn set_semantic_error(&self, group: &Arc<str>, estimate: f64) {
-        self.metrics
-            .semantic_error_estimate
-            .get_or_create(&crate::metrics::GroupLabels {
-                group: group.clone(),
-            })
-            .set(estimate);
-    }
-
-    /// Sets the usage ledger's figures, read at a scrape: rows committed, rows waiting, and
-    /// failed writes (the writer keeps the running counts; the counters catch up to them).
-    pub fn set_ledger(&self, committed: u64, pending: u64, failures: u64) {
-        let m = &self.metrics;
-        m.ledger_committed
-            .inc_by(committed.saturating_sub(m.ledger_committed.get()));
-        m.ledger_failures
-            .inc_by(failures.saturating_sub(m.ledger_failures.get()));
-        m.ledger_pending
-            .set(i64::try_from(pending).unwrap_or(i64::MAX));
-    }
-
     /// The percentile windows, for policies that read them (hedging, breakers).
     pub fn windows(&self) -> &Windows {
         &self.windows
@@ -595,6 +378,9 @@ impl Telemetry {
         out
     }
 }
+
+mod events;
+mod gauges;
 
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,7 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool,
 
 use super::BELIEFS;
 use crate::LedgerError;
-use crate::store::StoredBelief;
+use crate::records::StoredBelief;
 
 /// Rows bound per insert (seven values each, far below either database's limit).
 const ROWS_PER_INSERT: usize = 500;

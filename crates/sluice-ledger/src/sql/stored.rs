@@ -5,7 +5,7 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool,
 
 use super::{KEYS, REVOKED, TENANTS, int, narrow};
 use crate::LedgerError;
-use crate::store::{RevokedKey, StoredKey, StoredTenant};
+use crate::records::{RevokedKey, StoredKey, StoredTenant};
 
 /// Saves `k`, replacing a key of the same name.
 pub(crate) async fn save_key<DB>(pool: &Pool<DB>, k: &StoredKey) -> Result<(), LedgerError>

@@ -9,16 +9,19 @@
 //! add load), the budget runs dry and hedging stops by itself.
 //!
 //! The whole decision is here: when an attempt is slow enough ([`HedgePolicy::when`]), which
-//! deployment may take its hedge ([`may_take`]), and the budget with its line of waiting
-//! requests ([`Hedging`], [`line`]). The gateway's dispatch only carries it out.
+//! deployment may take its hedge ([`may_take`]), the budget with its line of waiting
+//! requests ([`Hedging`], [`line`]), and one request's hedge from its start to its send or
+//! its end, a step at a time ([`step`]). The gateway's race only carries it out.
 
 pub mod body;
 pub mod line;
+pub mod step;
 
 use tokio::time::{Duration, Instant};
 
 pub use body::BodyQuantile;
 pub use line::{FairBudget, Place};
+pub use step::{Hedge, Look, Next, Window};
 
 use crate::budget::Budget;
 use crate::deadline::worth_trying;

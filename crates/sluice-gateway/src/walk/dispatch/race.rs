@@ -6,10 +6,7 @@
 use sluice_core::{AttemptKind, AttemptOutcome, GatewayError, Phase};
 use sluice_routing::{Deployment, ModelGroup};
 use sluice_tail::admission::Permit;
-use sluice_tail::hedge::{
-    BodyQuantile, Candidate, DEADLINE_TTFB_QUANTILE, DelayRule, LAST_USEFUL_QUANTILE, When,
-    latest_start, may_take,
-};
+use sluice_tail::hedge::{BodyQuantile, Candidate, DelayRule, Hedge, Look, Next, Window, may_take};
 use std::pin::pin;
 use tokio::time::{Instant, sleep_until};
 
@@ -18,7 +15,9 @@ use super::{Answer, Job, median_ttfb, window_key};
 use crate::Gateway;
 use crate::walk::call::Call;
 
-/// Tries `target` once (`kind` says why), holding `permit`; hedges if the group does.
+/// Tries `target` once (`kind` says why), holding `permit`; hedges if the group does. Every
+/// decision of the hedge is `sluice_tail::hedge::Hedge`'s: this waits for what each step
+/// says (an instant, a place in line) or for the attempt's answer, and sends the hedge.
 pub(crate) async fn try_once(
     gw: &Gateway,
     call: &mut Call,
@@ -34,45 +33,75 @@ pub(crate) async fn try_once(
     let Some(hedging) = group.hedging.as_ref() else {
         return conclude(gw, call, p, target, first.await);
     };
-    // Every attempt earns the budget its share of a hedge.
-    hedging.budget.deposit(started);
+    let look = Seen {
+        gw,
+        group,
+        primary: target,
+        job,
+    };
+    let mut hedge = Hedge::new(hedging, started, job.deadline);
     // `biased` in every select below: on a tie (in virtual time, the answer and a timer at
     // the same instant) the answer wins, the same way on every run; an unbiased select picks
     // a branch at random.
-    let (hedge_at, until) = loop {
-        let now = Instant::now();
-        let observed = observed_quantile(gw, group, target, job.request.stream);
-        let ttfb = |q| hedge_ttfb(gw, group, target, job, now, q);
-        let latest = latest_start(job.deadline, ttfb(DEADLINE_TTFB_QUANTILE));
-        match hedging.policy.when_by(started, now, observed, latest) {
-            (When::HedgeAt(at), rule) => {
-                call.record_mut().hedge_rule = rule.map(DelayRule::label);
-                break (at, latest_start(job.deadline, ttfb(LAST_USEFUL_QUANTILE)));
+    let mut next = hedge.step(hedging, Instant::now(), &look);
+    let (other, hedge_permit) = loop {
+        // What set the hedge's time, as soon as a step has set it.
+        call.record_mut().hedge_rule = hedge.rule().map(DelayRule::label);
+        next = match next {
+            Next::Wait(at) => {
+                tokio::select! {
+                    biased;
+                    r = &mut first => return conclude(gw, call, p, target, r),
+                    () = sleep_until(at) => {}
+                }
+                hedge.step(hedging, Instant::now(), &look)
             }
-            (When::Recheck(at), _) => tokio::select! {
-                biased;
-                r = &mut first => return conclude(gw, call, p, target, r),
-                () = sleep_until(at) => {}
+            Next::Line(mut place) => loop {
+                let floor = hedge.floor(hedging, Instant::now());
+                tokio::select! {
+                    biased;
+                    r = &mut first => {
+                        hedge.answered_in_line(hedging, place);
+                        call.record_mut().hedge_denied = true;
+                        return conclude(gw, call, p, target, r);
+                    }
+                    got = &mut place => {
+                        break hedge.served(hedging, Instant::now(), got.is_ok(), &look);
+                    }
+                    () = sleep_until(floor.unwrap_or(started)), if floor.is_some() => {
+                        hedge.tick(hedging, Instant::now());
+                    }
+                }
             },
-        }
+            Next::Send(to) => break to,
+            Next::GiveUp { denied } => {
+                call.record_mut().hedge_denied |= denied;
+                return conclude(gw, call, p, target, first.await);
+            }
+        };
     };
-    tokio::select! {
-        biased;
-        r = &mut first => return conclude(gw, call, p, target, r),
-        () = sleep_until(hedge_at) => {}
-    }
-    // The attempt is slower than the group's hedging quantile: hedge to another deployment
-    // that can take it now, if the budget allows: its breaker closed, and with a limiter a
-    // free slot (a hedge never queues, and the limiter holds slots back while a 429 pause
-    // lasts); without one, no 429 in the last quiet period (the hedge would spend quota the
-    // upstream's next ordinary request needs). And only if its median first byte fits in
-    // what is left of the request's deadline.
-    //
-    // With no token in the budget, the request waits in line for the next one while its
-    // attempt goes on: if it is truly stuck it will still be waiting when a token comes. With
-    // a deadline, only while a hedge could still land in it (the line serves whoever has
-    // the most time left).
-    let where_to = |now: Instant| {
+    let now = Instant::now();
+    other.claim(now);
+    let h = call.begin_attempt(other, now, AttemptKind::Hedge);
+    let second = pin!(first_byte(other.clone(), job.clone(), h, hedge_permit));
+    race(gw, call, (p, target, first), (h, other, second)).await
+}
+
+/// What a hedge's steps read of the gateway: the latency windows of the primary and of the
+/// likely target, and where a hedge could go now (healthy; with a limiter a free slot
+/// outside a 429 pause, without one no 429 in the last quiet period; its median first byte
+/// inside the request's deadline).
+struct Seen<'a> {
+    gw: &'a Gateway,
+    group: &'a ModelGroup,
+    primary: &'a Deployment,
+    job: &'a Job,
+}
+
+impl<'a> Seen<'a> {
+    /// The deployment a hedge would go to at `now`, if any.
+    fn where_to(&self, now: Instant) -> Option<&'a Deployment> {
+        let (gw, group, job) = (self.gw, self.group, self.job);
         let can_take = |d: &Deployment| {
             let c = Candidate {
                 healthy: d.healthy(now),
@@ -84,106 +113,54 @@ pub(crate) async fn try_once(
             };
             may_take(now, job.deadline, &c)
         };
-        gw.routes.pick_other(group, target, &job.id, can_take)
-    };
-    let mut now = Instant::now();
-    let wanted = where_to(now).is_some();
-    let mut token = wanted && hedging.budget.try_spend(now);
-    if wanted && !token {
-        let mut place = hedging.budget.wait(now, until);
-        loop {
-            // Tokens come with requests, and (the floor) with time: wake for the latter too.
-            let floor = hedging.budget.whole_token_at(Instant::now());
-            tokio::select! {
-                biased;
-                r = &mut first => {
-                    // A token handed over as the answer came goes back.
-                    if place.try_recv().is_ok() {
-                        hedging.budget.refund();
-                    }
-                    call.record_mut().hedge_denied = true;
-                    return conclude(gw, call, p, target, r);
-                }
-                got = &mut place => {
-                    token = got.is_ok();
-                    break;
-                }
-                () = sleep_until(floor.unwrap_or(started)), if floor.is_some() => {
-                    hedging.budget.tick(Instant::now());
-                }
-            }
-        }
-        now = Instant::now();
+        gw.routes.pick_other(group, self.primary, &job.id, can_take)
     }
-    // A token in hand: the target and its slot, checked again (time has passed).
-    let slot = where_to(now)
-        .filter(|_| token)
-        .and_then(|d| match &d.limiter {
+
+    /// `d`'s window body at quantile `q` (answers delivered as this one's: streamed or not).
+    fn body(&self, d: &Deployment, q: f64, min_samples: u64) -> Option<BodyQuantile> {
+        self.gw.telemetry.windows().body_quantile(
+            &window_key(self.group, d, self.job.request.stream),
+            Phase::Ttfb,
+            Instant::now(),
+            q,
+            min_samples,
+        )
+    }
+}
+
+impl<'a> Look for Seen<'a> {
+    type Target = (&'a Deployment, Option<Permit>);
+
+    fn observed(&self) -> Option<BodyQuantile> {
+        let p = &self.group.hedging.as_ref()?.policy;
+        self.body(self.primary, p.quantile, p.min_samples)
+    }
+
+    fn ttfb(&self, window: Window, q: f64) -> Option<std::time::Duration> {
+        let min_samples = self.group.hedging.as_ref()?.policy.min_samples;
+        let d = match window {
+            Window::Primary => self.primary,
+            Window::Target => {
+                let now = Instant::now();
+                self.gw
+                    .routes
+                    .pick_other(self.group, self.primary, &self.job.id, |d| d.healthy(now))?
+            }
+        };
+        self.body(d, q, min_samples).map(|b| b.value)
+    }
+
+    fn could_go(&self, now: Instant) -> bool {
+        self.where_to(now).is_some()
+    }
+
+    fn claim(&self, now: Instant) -> Option<Self::Target> {
+        let d = self.where_to(now)?;
+        match &d.limiter {
             None => Some((d, None)),
-            Some(l) => l
-                .try_acquire(job.ask.clone())
-                .map(|permit| (d, Some(permit))),
-        });
-    let Some((other, hedge_permit)) = slot else {
-        if token {
-            hedging.budget.refund();
+            Some(l) => l.try_acquire(self.job.ask.clone()).map(|p| (d, Some(p))),
         }
-        call.record_mut().hedge_denied = true;
-        return conclude(gw, call, p, target, first.await);
-    };
-    other.claim(now);
-    let h = call.begin_attempt(other, now, AttemptKind::Hedge);
-    let second = pin!(first_byte(other.clone(), job.clone(), h, hedge_permit));
-    race(gw, call, (p, target, first), (h, other, second)).await
-}
-
-/// The upstream's observed hedging quantile of time to first byte (of answers delivered the
-/// same way: streamed or complete) over the body of its window (a cluster of stalls left
-/// out), once the window has enough samples.
-fn observed_quantile(
-    gw: &Gateway,
-    group: &ModelGroup,
-    target: &Deployment,
-    stream: bool,
-) -> Option<BodyQuantile> {
-    let p = &group.hedging.as_ref()?.policy;
-    gw.telemetry.windows().body_quantile(
-        &window_key(group, target, stream),
-        Phase::Ttfb,
-        Instant::now(),
-        p.quantile,
-        p.min_samples,
-    )
-}
-
-/// How long a hedge is expected to take to its first byte, for a request with a deadline:
-/// the likely hedge target's body at quantile `q`, else (its window thin) the primary's own.
-fn hedge_ttfb(
-    gw: &Gateway,
-    group: &ModelGroup,
-    primary: &Deployment,
-    job: &Job,
-    now: Instant,
-    q: f64,
-) -> Option<std::time::Duration> {
-    job.deadline?;
-    let min_samples = group.hedging.as_ref()?.policy.min_samples;
-    let window = |d: &Deployment| {
-        gw.telemetry
-            .windows()
-            .body_quantile(
-                &window_key(group, d, job.request.stream),
-                Phase::Ttfb,
-                now,
-                q,
-                min_samples,
-            )
-            .map(|b| b.value)
-    };
-    gw.routes
-        .pick_other(group, primary, &job.id, |d| d.healthy(now))
-        .and_then(window)
-        .or_else(|| window(primary))
+    }
 }
 
 /// Races two attempts to the first good first byte. A failure of one waits for the other;
