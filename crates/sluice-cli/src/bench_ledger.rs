@@ -72,7 +72,7 @@ fn entry(prefix: &str, i: u64) -> Entry {
             completion: 240,
             reasoning: 0,
         },
-        cost_micros: 2_400,
+        cost_micros: Some(2_400),
         saved_micros: 1_100,
         extra_micros: 0,
         cache: CacheOutcome::Provider,

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use sluice_config::gateway::{self, ProcessEnv, Secrets};
+use sluice_gateway::assemble::policies;
 
 /// Checks `file`; prints every error and warning, then a one-line summary. Unset secret
 /// variables are warnings unless `strict`.
@@ -89,28 +90,11 @@ pub fn models(config: Option<&Path>) -> anyhow::Result<ExitCode> {
             .config
             .ok_or_else(|| anyhow::anyhow!("{}: {}", file.display(), checked.errors))?;
         for (model, p) in &cfg.prices {
-            let micros = |m: sluice_config::money::Money| sluice_economy::Micros(m.0);
-            catalog.set(
-                model,
-                sluice_economy::Price {
-                    input: micros(p.input),
-                    cached_input: micros(p.cached_input.unwrap_or(p.input)),
-                    cache_write: micros(p.cache_write.unwrap_or(p.input)),
-                    output: micros(p.output),
-                },
-            );
+            catalog.set(model, policies::price(p));
         }
         for (model, c) in &cfg.catalog {
-            let o = sluice_economy::InfoOverride {
-                context_window: c.context_window,
-                max_output: c.max_output,
-                tools: c.tools,
-                vision: c.vision,
-                json: c.json,
-                reasoning: c.reasoning,
-            };
             anyhow::ensure!(
-                catalog.set_info(model, &o),
+                catalog.set_info(model, &policies::info_override(c)),
                 "{}: catalog.{model}: a model sluice does not ship needs `context_window` and `max_output`",
                 file.display()
             );

@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod estimate;
+pub mod hold;
 pub mod keys;
 pub mod models;
 pub mod money;

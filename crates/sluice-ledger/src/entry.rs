@@ -98,8 +98,10 @@ pub struct Entry {
     pub stream: bool,
     /// Tokens by kind.
     pub tokens: Tokens,
-    /// Everything the call cost, in micro-units: the answer plus `extra_micros`.
-    pub cost_micros: u64,
+    /// Everything the call cost, in micro-units: the answer plus `extra_micros`; `None` when
+    /// it is not known (an upstream whose model has no price worked on it), never a 0 that
+    /// would read as free.
+    pub cost_micros: Option<u64>,
     /// What the provider's prompt cache saved against the full input price (negative when
     /// cache writes cost more than the reads saved); for an answer served from the answer
     /// cache, what that answer cost when it was first bought.

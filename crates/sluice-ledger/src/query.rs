@@ -204,6 +204,9 @@ pub struct UsageRow {
     pub verification_micros: u64,
     /// Of `saved_micros`, what providers' prompt caches saved (less write premiums).
     pub prompt_cache_saved_micros: i64,
+    /// Calls whose cost is not known (an unpriced model worked on them): not in
+    /// `cost_micros`, counted here so that a total is never silently short.
+    pub unpriced_calls: u64,
 }
 
 impl UsageRow {

@@ -56,12 +56,13 @@ pub fn total(rows: &[UsageRow]) -> UsageRow {
         t.verifications += r.verifications;
         t.verification_micros += r.verification_micros;
         t.prompt_cache_saved_micros += r.prompt_cache_saved_micros;
+        t.unpriced_calls += r.unpriced_calls;
     }
     t
 }
 
 /// The value columns, by header, read from a row.
-fn values(r: &UsageRow) -> [(&'static str, String); 17] {
+fn values(r: &UsageRow) -> [(&'static str, String); 18] {
     [
         ("requests", r.requests.to_string()),
         ("errors", r.errors.to_string()),
@@ -89,6 +90,7 @@ fn values(r: &UsageRow) -> [(&'static str, String); 17] {
             "verification_cost",
             units(i128::from(r.verification_micros)),
         ),
+        ("unpriced_calls", r.unpriced_calls.to_string()),
     ]
 }
 
@@ -125,6 +127,7 @@ fn row_json(q: &UsageQuery, r: &UsageRow) -> Value {
         "verification_cost_micros".into(),
         json!(r.verification_micros),
     );
+    m.insert("unpriced_calls".into(), json!(r.unpriced_calls));
     Value::Object(m)
 }
 

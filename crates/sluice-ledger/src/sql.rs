@@ -41,7 +41,7 @@ const COLUMNS: [(&str, &str); 25] = [
     ("cache_write_tokens", "BIGINT NOT NULL"),
     ("completion_tokens", "BIGINT NOT NULL"),
     ("reasoning_tokens", "BIGINT NOT NULL"),
-    ("cost_micros", "BIGINT NOT NULL"),
+    ("cost_micros", "BIGINT"),
     ("saved_micros", "BIGINT NOT NULL"),
     ("extra_micros", "BIGINT NOT NULL"),
     ("cache", "TEXT NOT NULL"),
@@ -77,6 +77,28 @@ where
             .await?;
     }
     Ok(())
+}
+
+/// What makes a ledger table of an earlier sluice, whose `cost_micros` was `NOT NULL`, take
+/// a call of unknown cost. PostgreSQL drops the constraint in place; SQLite cannot, so its
+/// table is rebuilt with the same columns in the same order and its rows copied over, in one
+/// transaction with the indexes made again.
+pub(crate) fn unknown_cost_migration(sqlite: bool) -> Vec<String> {
+    if !sqlite {
+        return vec![format!(
+            "ALTER TABLE {TABLE} ALTER COLUMN cost_micros DROP NOT NULL"
+        )];
+    }
+    let schema = schema("INTEGER PRIMARY KEY");
+    let old = format!("{TABLE}_before_unknown_costs");
+    let mut out = vec![
+        format!("ALTER TABLE {TABLE} RENAME TO {old}"),
+        schema[0].clone(),
+        format!("INSERT INTO {TABLE} SELECT * FROM {old}"),
+        format!("DROP TABLE {old}"),
+    ];
+    out.extend(schema.into_iter().filter(|s| s.starts_with("CREATE INDEX")));
+    out
 }
 
 fn schema(row_id: &str) -> Vec<String> {

@@ -181,6 +181,22 @@ impl SqliteStore {
             .connect_with(options.clone())
             .await?;
         sql::create(&setup, "INTEGER PRIMARY KEY").await?;
+        // A ledger written by an earlier sluice holds `cost_micros` as NOT NULL.
+        let strict: Option<i64> = sqlx::query_scalar(
+            "SELECT \"notnull\" FROM pragma_table_info('sluice_ledger') WHERE name = 'cost_micros'",
+        )
+        .fetch_optional(&setup)
+        .await?;
+        if strict == Some(1) {
+            let mut tx = setup.begin().await?;
+            for statement in sql::unknown_cost_migration(true) {
+                // Audited: built from the SQL module's constants only.
+                sqlx::query(sqlx::AssertSqlSafe(statement))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        }
         setup.close().await;
         let insert = Arc::new(sql::InsertSql::new::<sqlx::Sqlite>()?);
         let prepared = insert.clone();
@@ -227,6 +243,14 @@ impl PgStore {
             .connect_with(options)
             .await?;
         sql::create(&pool, "BIGSERIAL PRIMARY KEY").await?;
+        // A ledger written by an earlier sluice holds `cost_micros` as NOT NULL; dropping
+        // the constraint again is a no-op.
+        for statement in sql::unknown_cost_migration(false) {
+            // Audited: built from the SQL module's constants only.
+            sqlx::query(sqlx::AssertSqlSafe(statement))
+                .execute(&pool)
+                .await?;
+        }
         Ok(Self {
             pool,
             insert: Arc::new(sql::InsertSql::new::<sqlx::Postgres>()?),
@@ -312,3 +336,6 @@ impl Store for AnyStore {
         each!(self, s => s.entries(q, limit).await)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -35,7 +35,7 @@ fn entry(i: u64, tenant: &str, model: &str, at_ms: i64) -> Entry {
             completion: 50,
             reasoning: 10,
         },
-        cost_micros: 2_000 + i,
+        cost_micros: Some(2_000 + i),
         saved_micros: 900,
         extra_micros: 0,
         cache: CacheOutcome::Provider,
@@ -55,6 +55,11 @@ async fn sqlite(dir: &tempfile::TempDir) -> SqliteStore {
 
 /// A store on a database of its own, so tests running at once do not see each other.
 async fn postgres() -> PgStore {
+    PgStore::connect(&postgres_database().await).await.unwrap()
+}
+
+/// A database of its own on the test server: its URL.
+async fn postgres_database() -> String {
     let Ok(server) = std::env::var("SLUICE_TEST_POSTGRES") else {
         panic!(
             "SLUICE_TEST_POSTGRES is not set: run ./scripts/test, which starts PostgreSQL, or \
@@ -69,7 +74,7 @@ async fn postgres() -> PgStore {
         .execute(&admin)
         .await
         .unwrap();
-    PgStore::connect(&format!("{server}/{name}")).await.unwrap()
+    format!("{server}/{name}")
 }
 
 /// Declares one test per store for each conformance check.
@@ -100,6 +105,7 @@ conformance!(
     usage_totals_by_tenant_and_model,
     filters_by_tenant_and_half_open_range,
     an_empty_ledger_totals_zero,
+    a_cost_not_known_is_stored_as_unknown_and_counted_apart,
     big_batches_and_awkward_text,
     every_batch_size_writes_exactly_its_rows,
     the_writer_commits_everything_sent,
@@ -223,6 +229,54 @@ async fn filters_by_tenant_and_half_open_range<S: Store>(s: S) {
     let ids: Vec<&str> = listed.iter().map(|e| &*e.request_id).collect();
     assert_eq!(ids, vec!["req-4", "req-6", "req-8"]);
     assert_eq!(s.entries(&q, 2).await.unwrap().len(), 2);
+}
+
+async fn a_cost_not_known_is_stored_as_unknown_and_counted_apart<S: Store>(s: S) {
+    let priced = entry(0, "acme", "gpt-4o", 1_000);
+    let unpriced = Entry {
+        cost_micros: None,
+        ..entry(1, "acme", "glm-4.5-air", 2_000)
+    };
+    s.append(&[priced.clone(), unpriced.clone()]).await.unwrap();
+    let back = s.entries(&UsageQuery::default(), 10).await.unwrap();
+    assert_eq!(back[1].cost_micros, None, "unknown, not 0");
+    let total = &s.usage(&UsageQuery::default()).await.unwrap()[0];
+    assert_eq!(total.requests, 2);
+    assert_eq!(total.cost_micros, priced.cost_micros.unwrap());
+    assert_eq!(total.unpriced_calls, 1);
+}
+
+/// A ledger written when `cost_micros` was NOT NULL takes unknown costs once opened again.
+#[tokio::test]
+async fn an_older_postgres_ledger_takes_unknown_costs() {
+    let url = postgres_database().await;
+    let s = PgStore::connect(&url).await.unwrap();
+    s.append(&[entry(0, "acme", "gpt-4o", 1_000)])
+        .await
+        .unwrap();
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::query("ALTER TABLE sluice_ledger ALTER COLUMN cost_micros SET NOT NULL")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let unknown = Entry {
+        cost_micros: None,
+        ..entry(1, "acme", "glm-4.5-air", 2_000)
+    };
+    assert!(
+        s.append(std::slice::from_ref(&unknown)).await.is_err(),
+        "the old table refuses"
+    );
+    let again = PgStore::connect(&url).await.unwrap();
+    again.append(&[unknown]).await.unwrap();
+    assert_eq!(
+        again
+            .entries(&UsageQuery::default(), 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
 }
 
 async fn an_empty_ledger_totals_zero<S: Store>(s: S) {

@@ -17,6 +17,7 @@
 //! reaches), bounded in bytes (the oldest go first) and by a time to live on the gateway's
 //! clock.
 
+pub mod agree;
 pub mod cache;
 pub mod estimate;
 pub mod guard;
@@ -39,7 +40,7 @@ pub use estimate::ErrorEstimate;
 pub use guard::{Facts, Mismatch};
 use partition::Partition;
 pub use partition::{Quantised, cosine, quantise};
-pub use question::{Ineligible, Limits, Question};
+pub use question::{Ineligible, Limits, Pending, Question};
 pub use verified::Threshold;
 
 /// How a route's semantic hits are decided.

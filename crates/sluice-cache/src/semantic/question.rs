@@ -259,3 +259,16 @@ mod tests {
         assert!(q("acme", &cjk).is_ok(), "1,500 characters, 4,500 bytes");
     }
 }
+
+/// A call's question, kept until its answer comes: stored under it, or (verifying) compared
+/// with the entry's answer.
+#[derive(Debug)]
+pub struct Pending {
+    /// The question.
+    pub question: Question,
+    /// Its vector.
+    pub vector: Vec<f32>,
+    /// The entry whose answer the call's verifies, at what similarity, and the probability
+    /// with which it was chosen for verifying.
+    pub verifies: Option<(u64, f64, f64)>,
+}

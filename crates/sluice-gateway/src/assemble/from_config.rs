@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use sluice_config::gateway::{AccessLogFormat, Env, GatewayConfig, UnpricedPolicy};
-use sluice_economy::{KeySpec, Limits, Micros, Price, Unpriced};
+use sluice_economy::{KeySpec, Limits, Micros, Unpriced};
 use sluice_tail::WindowConfig;
 use sluice_telemetry::AccessFormat;
 
@@ -201,13 +201,7 @@ impl GatewayBuilder {
             b = b.key(spec, &k.sha256);
         }
         for (model, p) in &cfg.prices {
-            let price = Price {
-                input: Micros(p.input.0),
-                cached_input: Micros(p.cached_input.unwrap_or(p.input).0),
-                cache_write: Micros(p.cache_write.unwrap_or(p.input).0),
-                output: Micros(p.output.0),
-            };
-            b = b.price(model, price);
+            b = b.price(model, policies::price(p));
         }
         b = b.unpriced(match cfg.billing.unpriced {
             UnpricedPolicy::Refuse => Unpriced::Refuse,

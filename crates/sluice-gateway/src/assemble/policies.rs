@@ -28,6 +28,18 @@ pub fn info_override(c: &CatalogConfig) -> InfoOverride {
     }
 }
 
+/// The price a `[prices.MODEL]` entry describes: cached input and cache writes at the input
+/// price when it gives none.
+pub fn price(p: &sluice_config::gateway::PriceConfig) -> sluice_economy::Price {
+    use sluice_economy::Micros;
+    sluice_economy::Price {
+        input: Micros(p.input.0),
+        cached_input: Micros(p.cached_input.unwrap_or(p.input).0),
+        cache_write: Micros(p.cache_write.unwrap_or(p.input).0),
+        output: Micros(p.output.0),
+    }
+}
+
 /// The task route a `[routes.NAME]` entry describes; a rule without a name is `rules[i]`.
 pub fn task_route(name: &str, r: &RouteConfig) -> TaskRoute {
     let rules = r

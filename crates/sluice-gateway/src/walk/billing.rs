@@ -24,11 +24,13 @@ pub struct Priced {
 }
 
 /// The call's costs in micro-units: its answer's (when priced and reported) and the extra
-/// its other attempts ran up.
+/// its other attempts ran up; `unpriced` when an upstream with no price worked on it (an
+/// answer, or an attempt it bills for), so that the total is not known.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Costs {
     pub answer: Option<u64>,
     pub extra: u64,
+    pub unpriced: bool,
 }
 
 impl Costs {
@@ -57,14 +59,18 @@ fn upstream_worked(outcome: AttemptOutcome) -> bool {
 /// every other attempt the upstream worked on by the prompt alone, as extra, except that a
 /// call nothing answered owns its first attempt's cost (the hedges and retries after it are
 /// the extra).
-/// `priced` holds each attempt's price, `answered` the attempt whose answer the client got
-/// (without one, the first attempt stands for the call).
-pub(crate) fn costs(record: &CallRecord, priced: &[Priced], answered: Option<usize>) -> Costs {
+/// `usage` is what the answer used, `priced` holds each attempt's price, `answered` the
+/// attempt whose answer the client got (without one, the first attempt stands for the call).
+pub(crate) fn costs(
+    record: &CallRecord,
+    usage: Option<&Usage>,
+    priced: &[Priced],
+    answered: Option<usize>,
+) -> Costs {
     let price = |i: usize| priced.get(i).and_then(|p| p.price.as_ref());
-    let mut answer = record.usage.as_ref().and_then(|u| {
-        record.upstream.as_ref()?;
-        price(answered.unwrap_or(0)).map(|p| p.cost(u).0)
-    });
+    let answered_by = usage.filter(|_| record.upstream.is_some());
+    let mut unpriced = answered_by.is_some() && price(answered.unwrap_or(0)).is_none();
+    let mut answer = answered_by.and_then(|u| price(answered.unwrap_or(0)).map(|p| p.cost(u).0));
     let answered = record
         .attempts
         .iter()
@@ -79,6 +85,7 @@ pub(crate) fn costs(record: &CallRecord, priced: &[Priced], answered: Option<usi
             continue;
         }
         let Some(cost) = price(i).map(|p| p.cost(&prompt_only).0) else {
+            unpriced = true;
             continue;
         };
         if i == 0 && answered.is_none() && answer.is_none() {
@@ -87,7 +94,67 @@ pub(crate) fn costs(record: &CallRecord, priced: &[Priced], answered: Option<usi
             extra += cost;
         }
     }
-    Costs { answer, extra }
+    Costs {
+        answer,
+        extra,
+        unpriced,
+    }
+}
+
+/// What settling a finished call changes, decided from its record and what each attempt's
+/// deployment charges, before anything is applied: the usage to settle by, what it cost,
+/// what the provider's prompt cache saved and what its writes cost beyond the input price,
+/// and what the tenant's reservation is settled at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Settlement {
+    /// The usage the call is settled by: the upstream's report, or (an answer without one)
+    /// an estimate from the prompt and the bytes sent, marked as such.
+    pub usage: Option<Usage>,
+    /// The usage is that estimate.
+    pub estimated: bool,
+    /// What it cost.
+    pub costs: Costs,
+    /// What the provider's prompt cache saved and what its writes cost beyond the input
+    /// price, for an answer from a priced deployment.
+    pub prompt_cache: Option<(u64, u64)>,
+    /// The tokens and money the tenant's reservation is settled at.
+    pub reservation: (u64, u64),
+}
+
+/// What a finished `record` settles to: `status` is what the client got, `priced` each
+/// attempt's deployment's charges, `answered` the attempt whose answer the client got, and
+/// `sent_bytes` what went out (an answer that reports no usage is estimated from it: a token
+/// for every four bytes, its JSON included, on the high side; never zero).
+pub(crate) fn settlement(
+    record: &CallRecord,
+    status: u16,
+    priced: &[Priced],
+    answered: Option<usize>,
+    sent_bytes: u64,
+) -> Settlement {
+    let estimate = (status < 400 && answered.is_some() && record.usage.is_none()).then(|| Usage {
+        prompt_tokens: record.prompt_estimate,
+        completion_tokens: sent_bytes.div_ceil(4),
+        ..Usage::default()
+    });
+    let usage = estimate.or(record.usage);
+    let costs = costs(record, usage.as_ref(), priced, answered);
+    let answering = answered.and_then(|i| priced.get(i)?.price.as_ref());
+    let prompt_cache = usage
+        .as_ref()
+        .zip(answering)
+        .map(|(u, price)| price.cache_read_and_write(u));
+    let reservation = (
+        usage.map_or(0, |u| u.total_tokens()),
+        costs.total().unwrap_or(0),
+    );
+    Settlement {
+        usage,
+        estimated: estimate.is_some(),
+        costs,
+        prompt_cache,
+        reservation,
+    }
 }
 
 /// The ledger row of a finished `record`, whose answering deployment charged `answered`.
@@ -130,7 +197,9 @@ pub(crate) fn entry(record: &CallRecord, answered: Option<&Priced>) -> Entry {
             completion: usage.completion_tokens,
             reasoning: usage.reasoning_tokens,
         },
-        cost_micros: record.cost_micros.unwrap_or(0),
+        // Unknown when an unpriced upstream worked on it; a call no upstream worked on (a
+        // cache hit, a refusal) cost nothing.
+        cost_micros: (!record.unpriced).then(|| record.cost_micros.unwrap_or(0)),
         saved_micros: saved.unwrap_or(0),
         extra_micros: record.extra_cost_micros,
         cache: if record.cache == Some(sluice_core::CacheLookup::Semantic) {
@@ -156,3 +225,6 @@ pub(crate) fn entry(record: &CallRecord, answered: Option<&Priced>) -> Entry {
         retries: count(sluice_core::AttemptKind::Retry),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,12 +5,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::semantic::ByMeaning;
+use sluice_cache::semantic::Pending;
 use sluice_cache::{Key, Stored};
 use sluice_core::record::CLIENT_CLOSED;
-use sluice_core::{
-    Attempt, AttemptKind, AttemptOutcome, CallRecord, ErrorKind, Marks, RequestId, Usage,
-};
+use sluice_core::{Attempt, AttemptKind, AttemptOutcome, CallRecord, ErrorKind, Marks, RequestId};
 use sluice_economy::{Micros, Reservation};
 use sluice_routing::Deployment;
 use sluice_telemetry::InflightGuard;
@@ -40,7 +38,7 @@ pub struct Call {
     flight: Option<(Key, watch::Sender<()>)>,
     /// The question its complete answer is stored under in the semantic cache (or verifies
     /// an entry's answer against), when it is to be.
-    question: Option<ByMeaning>,
+    question: Option<Pending>,
     settled: bool,
     _inflight: InflightGuard,
 }
@@ -109,7 +107,7 @@ impl Call {
 
     /// Stores the call's complete answer in the semantic cache under its question when it
     /// succeeds (or, verifying, compares it with the entry's).
-    pub fn store_by_meaning(&mut self, by_meaning: ByMeaning) {
+    pub fn store_by_meaning(&mut self, by_meaning: Pending) {
         self.question = Some(by_meaning);
     }
 
@@ -119,31 +117,36 @@ impl Call {
     }
 
     /// Puts `body`, the complete answer just received, in the answer cache if the call is to
-    /// store it, priced at what it cost (what every hit on it will save).
-    pub fn store_answer(&mut self, body: &Bytes, now: Instant) {
+    /// store it, priced at what it cost (what every hit on it will save); the question it is
+    /// to be stored under by meaning, with that cost, is the caller's to land.
+    pub fn store_answer(&mut self, body: &Bytes, now: Instant) -> Option<(Pending, u64)> {
         if self.cache_key.is_none() && self.question.is_none() {
-            return;
+            return None;
         }
-        let cost = billing::costs(&self.record, &self.priced, self.answered)
-            .answer
-            .unwrap_or(0);
-        if let (Some(q), Some(sem)) = (self.question.take(), &self.gw.semantic) {
-            super::semantic::settle(&self.gw, sem, &mut self.record, q, body, cost, now);
+        let cost = billing::costs(
+            &self.record,
+            self.record.usage.as_ref(),
+            &self.priced,
+            self.answered,
+        )
+        .answer
+        .unwrap_or(0);
+        if let (Some(key), Some(cache)) = (self.cache_key.take(), &self.gw.cache) {
+            cache.put(
+                key,
+                Stored {
+                    body: body.clone(),
+                    cost_micros: cost,
+                    stored_at: now,
+                },
+            );
         }
-        let Some(key) = self.cache_key.take() else {
-            return;
-        };
-        let Some(cache) = &self.gw.cache else {
-            return;
-        };
-        cache.put(
-            key,
-            Stored {
-                body: body.clone(),
-                cost_micros: cost,
-                stored_at: now,
-            },
-        );
+        self.question.take().map(|q| (q, cost))
+    }
+
+    /// The gateway the call is in.
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gw
     }
 
     /// The record so far.
@@ -224,37 +227,35 @@ impl Call {
                 a.ended = Some(now);
             }
         }
-        if status < 400 && self.answered.is_some() && self.record.usage.is_none() {
-            // The upstream answered but reported no usage: settled from the estimate (the
-            // prompt's, and the answer's bytes), and counted, never at zero.
-            self.record.usage = Some(Usage {
-                prompt_tokens: self.record.prompt_estimate,
-                completion_tokens: self.sent_bytes.div_ceil(4),
-                ..Usage::default()
-            });
-            self.record.usage_estimated = true;
+        let s = billing::settlement(
+            &self.record,
+            status,
+            &self.priced,
+            self.answered,
+            self.sent_bytes,
+        );
+        let r = &mut self.record;
+        r.usage = s.usage;
+        r.usage_estimated |= s.estimated;
+        r.unpriced = s.costs.unpriced;
+        if let Some((saved, premium)) = s.prompt_cache {
+            r.prompt_cache_saved_micros = saved;
+            r.prompt_cache_premium_micros = premium;
+        }
+        r.cost_micros = s.costs.total();
+        r.extra_cost_micros = s.costs.extra;
+        if let Some(held) = self.reservation.take() {
+            let (tokens, cost) = s.reservation;
+            self.gw.accounts.settle(
+                held,
+                now,
+                std::time::SystemTime::now(),
+                tokens,
+                Micros(cost),
+            );
         }
         let answered = self.answered.or((!self.priced.is_empty()).then_some(0));
         let priced = answered.and_then(|i| self.priced.get(i));
-        self.record.unpriced =
-            self.record.usage.is_some() && priced.is_some_and(|p| p.price.is_none());
-        if let (Some(u), Some(price)) = (&self.record.usage, priced.and_then(|p| p.price.as_ref()))
-            && self.answered.is_some()
-        {
-            let (saved, premium) = price.cache_read_and_write(u);
-            self.record.prompt_cache_saved_micros = saved;
-            self.record.prompt_cache_premium_micros = premium;
-        }
-        let costs = billing::costs(&self.record, &self.priced, self.answered);
-        self.record.cost_micros = costs.total();
-        self.record.extra_cost_micros = costs.extra;
-        if let Some(held) = self.reservation.take() {
-            let tokens = self.record.usage.map_or(0, |u| u.total_tokens());
-            let cost = Micros(self.record.cost_micros.unwrap_or(0));
-            self.gw
-                .accounts
-                .settle(held, now, std::time::SystemTime::now(), tokens, cost);
-        }
         let entry = self
             .gw
             .ledger

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use sluice_core::calendar;
-use sluice_core::{ChatRequest, DEFAULT_OUTPUT_ESTIMATE, ErrorKind, GatewayError, Usage};
-use sluice_economy::{Micros, Refusal, Reservation, Unpriced};
+use sluice_core::{ChatRequest, DEFAULT_OUTPUT_ESTIMATE, ErrorKind, GatewayError};
+use sluice_economy::{Micros, Refusal, Reservation, hold};
 use sluice_ledger::{GroupBy, LedgerError, Store, UsageQuery, UsageRow};
 use tokio::time::Instant;
 
@@ -32,17 +32,9 @@ pub fn reserve(
     };
     let prompt = gw.tokenizer.prompt_tokens(request);
     let output = request.max_tokens().unwrap_or(DEFAULT_OUTPUT_ESTIMATE);
-    let worst = Usage {
-        prompt_tokens: prompt,
-        completion_tokens: output,
-        ..Usage::default()
-    };
-    let pays_money = limits.credits.is_some() || limits.spend_per_month.is_some();
-    let cost = match (&d.price, gw.unpriced) {
-        (Some(price), _) => price.cost(&worst),
-        (None, _) if !pays_money => Micros::ZERO,
-        (None, Unpriced::Free) => Micros::ZERO,
-        (None, Unpriced::Refuse) => return Err(unpriced(tenant, d)),
+    let worst = hold::worst_case(prompt, output);
+    let Some(cost) = hold::held_at(d.price.as_ref(), gw.unpriced, &limits, &worst) else {
+        return Err(unpriced(tenant, d));
     };
     gw.accounts
         .reserve(

@@ -212,11 +212,22 @@ fn headers_for(call: &Call, now: Instant, stream: bool, h: &mut HeaderMap) {
     }
 }
 
+/// Stores the complete answer `body` where the call is to: the answer cache, and by
+/// meaning (or, verifying, compared with the entry's answer).
+fn store(call: &mut Call, body: &Bytes, now: Instant) {
+    if let Some((question, cost)) = call.store_answer(body, now)
+        && let Some(sem) = call.gateway().semantic.clone()
+    {
+        let gw = call.gateway().clone();
+        super::semantic::settle(&gw, &sem, call.record_mut(), question, body, cost, now);
+    }
+}
+
 /// A complete JSON answer; settles the call.
 pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
     let now = Instant::now();
     call.end_attempt(attempt, AttemptOutcome::Ok, now);
-    call.store_answer(&body, now);
+    store(&mut call, &body, now);
     call.sent(body.len());
     // An automatic router learns from what is wrong with its answer (cut at `length`, not
     // JSON when JSON was asked for); nothing is read for other calls.
@@ -385,7 +396,7 @@ impl Stream for ClientStream {
                         let now = Instant::now();
                         call.end_attempt(this.attempt, AttemptOutcome::Ok, now);
                         if let Some(answer) = this.assembly.take().and_then(Assembler::finish) {
-                            call.store_answer(&answer, now);
+                            store(&mut call, &answer, now);
                         }
                         call.finish(200, None);
                     }

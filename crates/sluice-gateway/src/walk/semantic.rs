@@ -12,9 +12,9 @@ use http::HeaderMap;
 use parking_lot::Mutex;
 use rand::RngExt;
 use rand::rngs::StdRng;
-use serde_json::Value;
 use sluice_cache::Directive;
-use sluice_cache::semantic::{Lookup, Question, SemanticCache, cosine};
+use sluice_cache::semantic::agree::{self, Agreement};
+use sluice_cache::semantic::{Lookup, Pending, Question, SemanticCache};
 use sluice_core::{CacheLookup, ChatRequest, SemanticLookup};
 use sluice_embed::Embedder;
 use tokio::time::Instant;
@@ -22,9 +22,6 @@ use tokio::time::Instant;
 use super::cache::Served;
 use super::call::Call;
 use crate::Gateway;
-
-/// Two answers' texts this similar (or more) agree, in verification.
-pub const ANSWERS_AGREE: f64 = 0.9;
 
 /// The semantic cache and the embedder that turns questions into vectors.
 #[derive(Debug)]
@@ -57,18 +54,6 @@ pub struct ServedHit {
 
 /// Semantic hits remembered for feedback.
 pub const HITS_KEPT: u64 = 100_000;
-
-/// A call's question, kept to store its answer under, or to verify an entry's against.
-#[derive(Debug)]
-pub struct ByMeaning {
-    /// The question.
-    pub question: Question,
-    /// Its vector.
-    pub vector: Vec<f32>,
-    /// The entry whose answer this call's verifies, at what similarity, and the
-    /// probability with which it was chosen for verifying.
-    pub verifies: Option<(u64, f64, f64)>,
-}
 
 /// Looks `request` up by meaning; a served answer, or `None` (the call then stores its
 /// answer under the question, unless the client said `no-store`).
@@ -114,7 +99,7 @@ pub async fn consult(
             return None;
         }
     };
-    let by_meaning = |question, vector, verifies| ByMeaning {
+    let by_meaning = |question, vector, verifies| Pending {
         question,
         vector,
         verifies,
@@ -182,45 +167,23 @@ pub async fn consult(
     None
 }
 
-/// What an answer says, to compare two: its tool calls or its JSON content exactly, else its
-/// text by meaning.
-enum Said {
-    Exact(Value),
-    Text(String),
-}
-
-fn said(body: &[u8]) -> Option<Said> {
-    let v: Value = serde_json::from_slice(body).ok()?;
-    let message = v.get("choices")?.get(0)?.get("message")?;
-    if let Some(calls) = message.get("tool_calls").filter(|c| !c.is_null()) {
-        return Some(Said::Exact(calls.clone()));
-    }
-    let text = message.get("content")?.as_str()?;
-    match serde_json::from_str::<Value>(text) {
-        Ok(j) if j.is_object() || j.is_array() => Some(Said::Exact(j)),
-        _ => Some(Said::Text(text.to_string())),
-    }
-}
-
-/// Whether two answers agree: structured ones exactly, text ones by meaning (`Texts`: when
-/// that needs the embeddings upstream).
+/// Whether two answers agree, their texts embedded in process when they must be compared
+/// by meaning (`Texts`: when that needs the embeddings upstream).
 enum Agree {
     Known(bool),
     Texts(String, String),
 }
 
 fn agree(sem: &Semantic, fresh: &[u8], cached: &[u8]) -> Agree {
-    match (said(fresh), said(cached)) {
-        (Some(Said::Exact(a)), Some(Said::Exact(b))) => Agree::Known(a == b),
-        (Some(Said::Text(a)), Some(Said::Text(b))) if a == b => Agree::Known(true),
-        (Some(Said::Text(a)), Some(Said::Text(b))) => {
+    match agree::compare(fresh, cached) {
+        Agreement::Known(k) => Agree::Known(k),
+        Agreement::ByMeaning(a, b) => {
             match (sem.embedder.embed_local(&a), sem.embedder.embed_local(&b)) {
-                (Some(Ok(x)), Some(Ok(y))) => Agree::Known(cosine(&x, &y) >= ANSWERS_AGREE),
+                (Some(Ok(x)), Some(Ok(y))) => Agree::Known(agree::close(&x, &y)),
                 (Some(_), Some(_)) => Agree::Known(false),
                 _ => Agree::Texts(a, b),
             }
         }
-        _ => Agree::Known(false),
     }
 }
 
@@ -229,7 +192,7 @@ fn agree(sem: &Semantic, fresh: &[u8], cached: &[u8]) -> Agree {
 async fn agree_remote(sem: &Semantic, a: &str, b: &str, request_id: &str) -> Option<bool> {
     match sem.embedder.embed(&[a, b], request_id).await {
         Ok(v) => match v.as_slice() {
-            [x, y] => Some(cosine(x, y) >= ANSWERS_AGREE),
+            [x, y] => Some(agree::close(x, y)),
             _ => None,
         },
         Err(e) => {
@@ -246,7 +209,7 @@ pub fn settle(
     gw: &Gateway,
     sem: &Semantic,
     record: &mut sluice_core::CallRecord,
-    q: ByMeaning,
+    q: Pending,
     body: &bytes::Bytes,
     cost: u64,
     now: Instant,

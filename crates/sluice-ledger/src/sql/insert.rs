@@ -90,7 +90,7 @@ where
     args.add(int(t.cache_write))?;
     args.add(int(t.completion))?;
     args.add(int(t.reasoning))?;
-    args.add(int(e.cost_micros))?;
+    args.add(e.cost_micros.map(int))?;
     args.add(e.saved_micros)?;
     args.add(int(e.extra_micros))?;
     args.add(Some(cache_text(e.cache)))?;

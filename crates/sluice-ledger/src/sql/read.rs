@@ -71,6 +71,7 @@ where
     select.push(sum(
         "CASE WHEN cache IN ('exact', 'semantic') THEN 0 ELSE saved_micros END",
     ));
+    select.push(sum("CASE WHEN cost_micros IS NULL THEN 1 ELSE 0 END"));
     let mut b = QueryBuilder::<DB>::new(format!("SELECT {} FROM {TABLE}", select.join(", ")));
     push_filter(&mut b, q);
     if !keys.is_empty() {
@@ -104,6 +105,7 @@ where
                 verifications: u(13)?,
                 verification_micros: u(14)?,
                 prompt_cache_saved_micros: row.try_get::<i64, usize>(n + 15)?,
+                unpriced_calls: u(16)?,
             })
         })
         .collect::<Result<_, sqlx::Error>>()
@@ -156,7 +158,10 @@ where
                     completion: u(14)?,
                     reasoning: u(15)?,
                 },
-                cost_micros: u(16)?,
+                cost_micros: r
+                    .try_get::<Option<i64>, usize>(16)?
+                    .map(|v| narrow(v, 16))
+                    .transpose()?,
                 saved_micros: i(17)?,
                 extra_micros: u(18)?,
                 cache: CacheOutcome::parse(&r.try_get::<String, usize>(19)?),
