@@ -7,15 +7,17 @@
 //! which say how an answer is delivered, not what it is: a stored answer is served to a
 //! stream request replayed as SSE ([`replay`]), and a streamed answer is stored once it has
 //! been assembled into a complete one as it passed ([`assemble`]). Tenants never share an
-//! entry. Entries are weighed by their body's bytes; the least used go first when the cache
-//! is full (moka's TinyLFU), and each expires `ttl` after it was stored, on the clock the
-//! gateway runs on (virtual in tests).
+//! entry. Each expires `ttl` after it was stored, on the clock the gateway runs on (virtual
+//! in tests). Entries are kept in a [`store`]: in one process, weighed by their body's bytes,
+//! the least used going first when it is full (moka's TinyLFU).
 
 pub mod assemble;
 pub mod replay;
 pub mod semantic;
+pub mod store;
 
 pub use replay::ReplayError;
+pub use store::{AnswerStore, Answers, LocalAnswers};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,10 +42,6 @@ const HEAD_FIELDS: [&str; 5] = [
 
 /// Fields that say how the answer is delivered, left out of the key.
 const DELIVERY_FIELDS: [&str; 2] = ["stream", "stream_options"];
-
-/// What an entry costs beyond its body, in the cache's weighing: the key, its cost and time,
-/// and moka's own bookkeeping.
-const ENTRY_OVERHEAD: usize = 256;
 
 /// A request's digest.
 pub type Key = [u8; 32];
@@ -132,9 +130,10 @@ pub fn key(tenant: Option<&str>, group: &str, request: &ChatRequest) -> Key {
     h.finalize().into()
 }
 
-/// The cache.
+/// The cache: answers kept in a store, fresh for `ttl` on the gateway's clock, and the
+/// requests out for them in this process.
 pub struct AnswerCache {
-    entries: moka::sync::Cache<Key, Arc<Stored>>,
+    store: Answers,
     ttl: Duration,
     max_bytes: u64,
     /// Requests out to an upstream whose answers will be stored, by key: an identical
@@ -157,25 +156,26 @@ impl std::fmt::Debug for AnswerCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AnswerCache")
             .field("ttl", &self.ttl)
-            .field("entries", &self.entries.entry_count())
-            .finish()
+            .field("max_bytes", &self.max_bytes)
+            .finish_non_exhaustive()
     }
 }
 
 impl AnswerCache {
-    /// A cache whose answers live `ttl` and weigh at most `max_bytes` together.
+    /// A cache whose answers live `ttl` and weigh at most `max_bytes` together, kept in this
+    /// process.
     pub fn new(ttl: Duration, max_bytes: u64) -> Self {
-        let entries = moka::sync::Cache::builder()
-            .max_capacity(max_bytes)
-            .weigher(|_: &Key, v: &Arc<Stored>| {
-                u32::try_from(v.body.len() + ENTRY_OVERHEAD).unwrap_or(u32::MAX)
-            })
-            // moka's own expiry (on the wall clock) frees memory; `get` decides on the
-            // gateway's clock.
-            .time_to_live(ttl)
-            .build();
+        Self::in_store(
+            Answers::Local(LocalAnswers::new(ttl, max_bytes)),
+            ttl,
+            max_bytes,
+        )
+    }
+
+    /// A cache whose answers live `ttl`, kept in `store` (of at most `max_bytes`).
+    pub fn in_store(store: Answers, ttl: Duration, max_bytes: u64) -> Self {
         Self {
-            entries,
+            store,
             ttl,
             max_bytes,
             in_flight: Mutex::new(HashMap::new()),
@@ -183,10 +183,10 @@ impl AnswerCache {
     }
 
     /// The answer stored under `key`, if it is still fresh at `now`.
-    pub fn get(&self, key: &Key, now: Instant) -> Option<Arc<Stored>> {
-        let stored = self.entries.get(key)?;
+    pub async fn get(&self, key: &Key, now: Instant) -> Option<Arc<Stored>> {
+        let stored = self.store.get(key).await?;
         if now.saturating_duration_since(stored.stored_at) >= self.ttl {
-            self.entries.invalidate(key);
+            self.store.remove(key);
             return None;
         }
         Some(stored)
@@ -194,7 +194,7 @@ impl AnswerCache {
 
     /// Stores `answer` under `key`.
     pub fn put(&self, key: Key, answer: Stored) {
-        self.entries.insert(key, Arc::new(answer));
+        self.store.put(key, Arc::new(answer));
     }
 
     /// Whether the request for `key` goes to the upstream itself or waits for an identical
@@ -226,15 +226,13 @@ impl AnswerCache {
 
     /// Answers held now and what they weigh (pending evictions applied first).
     pub fn size(&self) -> (u64, u64) {
-        self.entries.run_pending_tasks();
-        (self.entries.entry_count(), self.entries.weighted_size())
+        self.store.size()
     }
 
     /// Drops every answer; returns how many there were.
     pub fn purge(&self) -> u64 {
         let (n, _) = self.size();
-        self.entries.invalidate_all();
-        self.entries.run_pending_tasks();
+        self.store.purge();
         n
     }
 }

@@ -1,14 +1,17 @@
 //! The client's chat-completions request: the few fields sluice reads, and the rest untouched.
 
 mod fields;
+#[macro_use]
 mod scan;
+mod message;
 
 use bytes::Bytes;
 use serde_json::error::Category;
 use serde_json::{Map, Value};
 
 pub use fields::Fields;
-use scan::{BadMessage, Messages, Text};
+use message::BadMessage;
+use scan::{Messages, Text};
 
 use crate::{ErrorKind, GatewayError};
 
@@ -272,6 +275,26 @@ fn read_messages(raw: &[u8]) -> Result<(usize, usize), GatewayError> {
             let (what, param) = match bad {
                 BadMessage::NotObject => ("must be an object", format!("messages[{i}]")),
                 BadMessage::Role => ("must be a string", format!("messages[{i}].role")),
+                BadMessage::UnknownRole => (
+                    "must be one of system, developer, user, assistant, tool or function",
+                    format!("messages[{i}].role"),
+                ),
+                BadMessage::NoContent => (
+                    "is required for a user, system or developer message",
+                    format!("messages[{i}].content"),
+                ),
+                BadMessage::NoAnswer => (
+                    "is required for an assistant message without `tool_calls`",
+                    format!("messages[{i}].content"),
+                ),
+                BadMessage::NoToolCallId => (
+                    "is required for a tool message",
+                    format!("messages[{i}].tool_call_id"),
+                ),
+                BadMessage::ImageWithoutUrl(j) => (
+                    "is required for an image part",
+                    format!("messages[{i}].content[{j}].image_url.url"),
+                ),
             };
             Err(
                 GatewayError::new(ErrorKind::InvalidRequest, format!("`{param}` {what}"))

@@ -95,6 +95,55 @@ pub fn generate() -> String {
     )
 }
 
+/// Where API keys are kept, as every step reads them. One process holds a [`KeyRing`];
+/// several instances keep one directory between them by another implementation (each a
+/// local copy that keys made and revoked anywhere reach), no step changing.
+pub trait KeyDirectory: Send + Sync + std::fmt::Debug {
+    /// The key `secret` is, if any.
+    fn authenticate(&self, secret: &str) -> Option<Arc<ApiKey>>;
+    /// Adds a key known by its hash (from configuration or a store).
+    fn insert_hashed(&self, spec: KeySpec, sha256_hex: &str) -> Result<(), KeyError>;
+    /// Makes a key for `spec`; returns the key itself, which is not kept.
+    fn create(&self, spec: KeySpec) -> Result<String, KeyError>;
+    /// Removes the key named `name`; whether there was one.
+    fn revoke(&self, name: &str) -> bool;
+    /// The key named `name`, with its SHA-256 in hex.
+    fn named(&self, name: &str) -> Option<(String, Arc<ApiKey>)>;
+    /// Every key, by name.
+    fn list(&self) -> Vec<Arc<ApiKey>>;
+    /// Whether any key has ever been held, even if every one has since been revoked.
+    fn ever_held(&self) -> bool;
+    /// Notes that keys were in use, though none is held now.
+    fn mark_held(&self);
+}
+
+impl KeyDirectory for KeyRing {
+    fn authenticate(&self, secret: &str) -> Option<Arc<ApiKey>> {
+        KeyRing::authenticate(self, secret)
+    }
+    fn insert_hashed(&self, spec: KeySpec, sha256_hex: &str) -> Result<(), KeyError> {
+        KeyRing::insert_hashed(self, spec, sha256_hex)
+    }
+    fn create(&self, spec: KeySpec) -> Result<String, KeyError> {
+        KeyRing::create(self, spec)
+    }
+    fn revoke(&self, name: &str) -> bool {
+        KeyRing::revoke(self, name)
+    }
+    fn named(&self, name: &str) -> Option<(String, Arc<ApiKey>)> {
+        KeyRing::named(self, name)
+    }
+    fn list(&self) -> Vec<Arc<ApiKey>> {
+        KeyRing::list(self)
+    }
+    fn ever_held(&self) -> bool {
+        KeyRing::ever_held(self)
+    }
+    fn mark_held(&self) {
+        KeyRing::mark_held(self);
+    }
+}
+
 /// Every key, by hash.
 #[derive(Debug, Default)]
 pub struct KeyRing {

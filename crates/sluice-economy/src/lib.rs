@@ -3,6 +3,7 @@
 //! and quotas (reserve before a call, settle after).
 
 pub mod accounts;
+pub mod book;
 pub mod estimate;
 pub mod hold;
 pub mod keys;
@@ -10,8 +11,9 @@ pub mod models;
 pub mod money;
 pub mod prices;
 
-pub use accounts::{Accounts, Limits, Refusal, Reservation};
-pub use keys::{ApiKey, KeyError, KeyRing, KeySpec};
+pub use accounts::{Accounts, Balance, Limits, Refusal, Reservation};
+pub use book::{AccountBook, Books};
+pub use keys::{ApiKey, KeyDirectory, KeyError, KeyRing, KeySpec};
 pub use models::{InfoOverride, ModelInfo};
 pub use money::Micros;
 pub use prices::{Catalog, Price, Unpriced};

@@ -6,16 +6,25 @@
 //!   `sluice-tail`'s policies; routing is `sluice-routing`, the answer cache `sluice-cache`).
 //! - [`admin`]: `/admin/*` and its guard. [`public`]: models, health, readiness, metrics.
 //! - [`assemble`]: the gateway built from configuration (policies, providers).
-//! - [`gateway`]: the state every request shares; [`server`]: the router, serving, draining.
+//! - [`gateway`]: the state every request shares, as handles each in its own folder:
+//!   [`tenants`], [`caches`], [`pacing`], [`shaping`], [`observers`], [`learning`];
+//!   [`server`]: the router, serving, draining.
 
 pub mod admin;
 pub mod assemble;
+pub mod caches;
 pub mod dashboard;
 pub mod feedback;
 pub mod gateway;
+pub mod learning;
+pub mod observers;
+pub mod pacing;
 pub mod public;
 pub mod server;
+pub mod shaping;
+pub mod tenants;
 pub mod walk;
 
-pub use gateway::{Gateway, GatewayBuilder, TraceSetup};
+pub use assemble::{BuildError, GatewayBuilder, GroupPolicies, TraceSetup};
+pub use gateway::Gateway;
 pub use server::{Server, ShutdownHandle};

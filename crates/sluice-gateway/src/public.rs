@@ -12,7 +12,9 @@ use sluice_core::{ErrorKind, GatewayError, RequestId};
 use tokio::time::Instant;
 
 use crate::Gateway;
-use crate::walk::{auth, rescue};
+use sluice_ingress::Dialect;
+
+use crate::walk::{auth, ingress, rescue};
 
 /// `GET /v1/models`: the model names a client may send, in OpenAI's list shape: the model
 /// groups, then the task routes and automatic routers (`auto`, say), each marked with what
@@ -21,7 +23,7 @@ use crate::walk::{auth, rescue};
 pub async fn models(State(gw): State<Arc<Gateway>>, headers: http::HeaderMap) -> Response {
     let caller = match auth::identify(&gw, &headers) {
         Ok(c) => c,
-        Err(e) => return rescue::error_response(&e, &RequestId::generate(), None),
+        Err(e) => return rescue::error_response(&e, &RequestId::generate(), None, Dialect::Chat),
     };
     let routes = gw.routes();
     let groups = routes.names().iter().map(|n| (n, "group"));
@@ -41,6 +43,25 @@ pub async fn models(State(gw): State<Arc<Gateway>>, headers: http::HeaderMap) ->
         })
         .collect();
     Json(json!({"object": "list", "data": data})).into_response()
+}
+
+/// `POST /v1/messages/count_tokens`: the prompt's tokens as sluice counts them for credits
+/// and limits (cl100k plus a few a message), in Messages' shape; refusals in its error shape.
+pub async fn count_tokens(State(gw): State<Arc<Gateway>>, req: axum::extract::Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let id = ingress::request_id(&parts.headers);
+    let counted = async {
+        let caller = auth::identify(&gw, &parts.headers)?;
+        let bytes = ingress::read_body(&parts.headers, body, gw.max_body_bytes).await?;
+        let chat = sluice_ingress::anthropic::count_request(&bytes)?;
+        let request = sluice_core::ChatRequest::from_bytes(bytes::Bytes::from(chat))?;
+        caller.may_use(&request.model)?;
+        Ok::<_, GatewayError>(gw.tenants.tokenizer.prompt_tokens(&request))
+    };
+    match counted.await {
+        Ok(n) => Json(json!({"input_tokens": n})).into_response(),
+        Err(e) => rescue::error_response(&e, &id, None, Dialect::Anthropic),
+    }
 }
 
 /// `GET /healthz`: the process is up.
@@ -69,7 +90,7 @@ pub async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
         gw.telemetry()
             .set_ledger(s.committed, s.pending(), s.failures);
     }
-    if let Some(sem) = &gw.semantic {
+    if let Some(sem) = &gw.caches.semantic {
         for (group, estimate, _) in sem.cache.estimates() {
             gw.telemetry().set_semantic_error(&group, estimate);
         }
@@ -108,7 +129,7 @@ pub async fn not_found(uri: http::Uri) -> Response {
         ErrorKind::RouteNotFound,
         format!("no route for {}", uri.path()),
     );
-    rescue::error_response(&e, &RequestId::generate(), None)
+    rescue::error_response(&e, &RequestId::generate(), None, Dialect::Chat)
 }
 
 /// A known path with the wrong method.
@@ -117,5 +138,5 @@ pub async fn method_not_allowed(method: http::Method, uri: http::Uri) -> Respons
         ErrorKind::MethodNotAllowed,
         format!("{} does not accept {method}", uri.path()),
     );
-    rescue::error_response(&e, &RequestId::generate(), None)
+    rescue::error_response(&e, &RequestId::generate(), None, Dialect::Chat)
 }

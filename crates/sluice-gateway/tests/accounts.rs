@@ -7,7 +7,7 @@ mod scripted;
 
 use std::time::Duration;
 
-use sluice_economy::{Limits, Micros, Price};
+use sluice_economy::{AccountBook, Limits, Micros, Price};
 use tokio::time::sleep;
 
 use crate::scripted::{ask_with, get_json, rig, send};
@@ -103,7 +103,7 @@ async fn credits_cover_the_worst_case_of_calls_in_flight_and_come_back_when_they
     // The scripted upstream reports no usage: each answer is settled from the estimate (its
     // prompt's tokens and a token for every four bytes of answer), never at zero; the
     // reservations came back, and the next call fits again.
-    let b = r.gw.accounts().balance("acme").unwrap();
+    let b = r.gw.accounts().balance("acme").await.unwrap();
     assert_eq!(b.reserved, Micros::ZERO);
     assert!(b.spent > Micros::ZERO && b.spent < Micros(100), "{b:?}");
     assert_eq!(ask_with(&r.router, &ACME, "c-3", false).await.status, 200);
@@ -111,7 +111,7 @@ async fn credits_cover_the_worst_case_of_calls_in_flight_and_come_back_when_they
     let acme = &v["tenants"][0];
     assert_eq!(acme["tenant"], "acme");
     assert_eq!(acme["account"]["credits_micros"], 600);
-    let spent = r.gw.accounts().balance("acme").unwrap().spent;
+    let spent = r.gw.accounts().balance("acme").await.unwrap().spent;
     assert!(
         spent > b.spent,
         "the fourth call was settled from its estimate too"
@@ -157,7 +157,7 @@ async fn a_model_with_no_price_is_refused_to_a_tenant_who_pays_unless_it_is_decl
     });
     r.a.push(1_000, true);
     assert_eq!(ask_with(&r.router, &ACME, "u-2", false).await.status, 200);
-    let b = r.gw.accounts().balance("acme").unwrap();
+    let b = r.gw.accounts().balance("acme").await.unwrap();
     assert_eq!((b.spent, b.reserved), (Micros::ZERO, Micros::ZERO));
     let metrics = scripted::scrape(&r.router).await;
     assert!(metrics.contains(r#"sluice_unpriced_calls_total{group="chat",upstream="a"} 1"#));

@@ -56,20 +56,56 @@ struct Seen {
     expires: Instant,
 }
 
+/// Where a group's prompt prefixes went, as routing reads and writes it. One process keeps a
+/// [`PrefixIndex`] under a lock; several instances keep one memory between them by another
+/// implementation, routing unchanged.
+pub trait PrefixMemory: Send + Sync + std::fmt::Debug {
+    /// The deployment (by index) that last served the longest remembered prefix of `p`, if
+    /// that prefix covers enough of it and is still remembered at `now`.
+    fn preferred(&self, p: &Prefixes, now: Instant) -> Option<usize>;
+    /// Notes that `p` was sent to `deployment` at `now`.
+    fn remember(&self, p: &Prefixes, deployment: usize, now: Instant);
+}
+
+impl PrefixMemory for Mutex<PrefixIndex> {
+    fn preferred(&self, p: &Prefixes, now: Instant) -> Option<usize> {
+        self.lock().preferred(p, now)
+    }
+
+    fn remember(&self, p: &Prefixes, deployment: usize, now: Instant) {
+        self.lock().remember(p, deployment, now);
+    }
+}
+
+impl<M: PrefixMemory> PrefixMemory for std::sync::Arc<M> {
+    fn preferred(&self, p: &Prefixes, now: Instant) -> Option<usize> {
+        (**self).preferred(p, now)
+    }
+
+    fn remember(&self, p: &Prefixes, deployment: usize, now: Instant) {
+        (**self).remember(p, deployment, now);
+    }
+}
+
 /// A model group's affinity: the hasher its prompts are cut with (no lock needed) and the
-/// index of where their prefixes went.
+/// memory of where their prefixes went.
 #[derive(Debug)]
 pub struct Affinity {
     hasher: DefaultHashBuilder,
-    index: Mutex<PrefixIndex>,
+    index: Box<dyn PrefixMemory>,
 }
 
 impl Affinity {
-    /// Affinity by `policy`, remembering nothing yet.
+    /// Affinity by `policy`, remembering nothing yet, in this process.
     pub fn new(policy: AffinityPolicy) -> Self {
+        Self::with_memory(Box::new(Mutex::new(PrefixIndex::new(policy))))
+    }
+
+    /// Affinity remembering in `memory`.
+    pub fn with_memory(memory: Box<dyn PrefixMemory>) -> Self {
         Self {
             hasher: DefaultHashBuilder::default(),
-            index: Mutex::new(PrefixIndex::new(policy)),
+            index: memory,
         }
     }
 
@@ -81,14 +117,14 @@ impl Affinity {
         }
     }
 
-    /// See [`PrefixIndex::preferred`].
+    /// See [`PrefixMemory::preferred`].
     pub fn preferred(&self, p: &Prefixes, now: Instant) -> Option<usize> {
-        self.index.lock().preferred(p, now)
+        self.index.preferred(p, now)
     }
 
-    /// See [`PrefixIndex::remember`].
+    /// See [`PrefixMemory::remember`].
     pub fn remember(&self, p: &Prefixes, deployment: usize, now: Instant) {
-        self.index.lock().remember(p, deployment, now);
+        self.index.remember(p, deployment, now);
     }
 }
 
@@ -149,6 +185,7 @@ impl PrefixIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn prompt(parts: &[(u8, usize)]) -> Vec<u8> {
         parts
@@ -193,7 +230,8 @@ mod tests {
     #[test]
     fn the_latest_deployment_wins_and_short_prompts_have_no_prefix() {
         let t0 = Instant::now();
-        let a = Affinity::new(AffinityPolicy::default());
+        let index = Arc::new(Mutex::new(PrefixIndex::new(AffinityPolicy::default())));
+        let a = Affinity::with_memory(Box::new(index.clone()));
         let p = a.prefixes(&prompt(&[(b'x', 4096)]));
         a.remember(&p, 0, t0);
         a.remember(&p, 2, t0);
@@ -202,19 +240,20 @@ mod tests {
         assert!(short.hashes.is_empty());
         a.remember(&short, 1, t0);
         assert_eq!(a.preferred(&short, t0), None);
-        assert_eq!(a.index.lock().seen.len(), 4);
+        assert_eq!(index.lock().seen.len(), 4);
     }
 
     #[test]
     fn the_index_stays_bounded() {
         let t0 = Instant::now();
-        let a = Affinity::new(AffinityPolicy::default());
+        let index = Arc::new(Mutex::new(PrefixIndex::new(AffinityPolicy::default())));
+        let a = Affinity::with_memory(Box::new(index.clone()));
         for i in 0..(MAX_ENTRIES / 4 + 10) {
             let mut text = vec![0u8; 4 * BLOCK_BYTES];
             text[..8].copy_from_slice(&(i as u64).to_le_bytes());
             a.remember(&a.prefixes(&text), 0, t0);
         }
-        assert!(a.index.lock().seen.len() <= MAX_ENTRIES);
-        assert!(!a.index.lock().seen.is_empty());
+        assert!(index.lock().seen.len() <= MAX_ENTRIES);
+        assert!(!index.lock().seen.is_empty());
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::Serialize;
 use sluice_core::CallRecord;
-use sluice_gateway::gateway::BuildError;
+use sluice_gateway::BuildError;
 use sluice_gateway::{Gateway, GatewayBuilder};
 use sluice_providers::WithTimeouts;
 use sluice_telemetry::LatencyReport;

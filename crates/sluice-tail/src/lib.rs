@@ -25,6 +25,6 @@ pub use breaker::{Breaker, BreakerPolicy, BreakerSnapshot, BreakerState, Verdict
 pub use bucket::MinuteBucket;
 pub use budget::Budget;
 pub use hedge::{FairBudget, HedgePolicy, Hedging};
-pub use pace::{Cooldowns, PaceSpec, Pacer};
+pub use pace::{Cooldowns, Pace, PaceSpec, Pacer};
 pub use retry::{RetryPolicy, Retrying};
 pub use window::{LatencyWindow, Percentiles, WindowConfig, WindowError};

@@ -1,4 +1,4 @@
-//! The semantic cache as the gateway holds it: the index behind a lock, with the hottest
+//! The semantic cache as the gateway holds it: its entries (behind [`SemanticEntries`]), with the hottest
 //! sampling it serves, each route's mode (a route may have its own threshold or error bound,
 //! or none at all) and each route's running error estimate.
 
@@ -9,13 +9,13 @@ use hashbrown::HashMap;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::{ErrorEstimate, Index, Limits, Lookup, Mode, Policy, Question};
+use super::{ErrorEstimate, Index, Limits, Lookup, Mode, Policy, Question, SemanticEntries};
 use crate::Stored;
 
 /// The semantic cache.
 #[derive(Debug)]
 pub struct SemanticCache {
-    index: Mutex<Index>,
+    entries: Box<dyn SemanticEntries>,
     limits: Limits,
     /// The policy's mode, for routes with none of their own.
     mode: Mode,
@@ -25,10 +25,18 @@ pub struct SemanticCache {
 }
 
 impl SemanticCache {
-    /// An empty cache under `policy`, serving requests up to `temperature` `ceiling`.
+    /// An empty cache under `policy`, serving requests up to `temperature` `ceiling`, its
+    /// entries kept in this process.
     pub fn new(policy: Policy, ceiling: f64) -> Self {
+        Self::with_entries(Box::new(Mutex::new(Index::new(policy))), ceiling)
+    }
+
+    /// A cache over `entries` (matched under their policy), serving requests up to
+    /// `temperature` `ceiling`.
+    pub fn with_entries(entries: Box<dyn SemanticEntries>, ceiling: f64) -> Self {
+        let policy = entries.policy();
         Self {
-            index: Mutex::new(Index::new(policy)),
+            entries,
             limits: Limits::new(ceiling),
             mode: policy.mode,
             routes: HashMap::new(),
@@ -38,7 +46,7 @@ impl SemanticCache {
 
     /// With its entries bounded to `max_bytes` from now on (the oldest leave as others come).
     pub fn bounded(self, max_bytes: usize) -> Self {
-        self.index.lock().set_max_bytes(max_bytes);
+        self.entries.set_max_bytes(max_bytes);
         self
     }
 
@@ -96,7 +104,7 @@ impl SemanticCache {
 
     /// Its policy.
     pub fn policy(&self) -> Policy {
-        *self.index.lock().policy()
+        self.entries.policy()
     }
 
     /// Decides for `q` of `route` (under `mode`, its [`SemanticCache::mode`]) with vector
@@ -111,10 +119,7 @@ impl SemanticCache {
         now: Instant,
         u: f64,
     ) -> Lookup {
-        let found = self
-            .index
-            .lock()
-            .lookup(q.partition, v, &q.facts, now, u, mode);
+        let found = self.entries.lookup(q.partition, v, &q.facts, now, u, mode);
         if matches!(found, Lookup::Hit { .. } | Lookup::Verify { .. }) {
             self.estimates
                 .lock()
@@ -127,13 +132,7 @@ impl SemanticCache {
 
     /// Entry `id` of `partition`'s answer, as the exact cache stores one.
     pub fn answer(&self, partition: u64, id: u64) -> Option<Arc<Stored>> {
-        let ix = self.index.lock();
-        let e = ix.get(partition, id)?;
-        Some(Arc::new(Stored {
-            body: e.answer.clone(),
-            cost_micros: e.cost_micros,
-            stored_at: e.stored_at,
-        }))
+        self.entries.answer(partition, id)
     }
 
     /// Stores `body`, the answer to `q` (vector `v`), bought for `cost_micros`.
@@ -145,27 +144,22 @@ impl SemanticCache {
         cost_micros: u64,
         now: Instant,
     ) -> Option<u64> {
-        self.index
-            .lock()
+        self.entries
             .insert(q.partition, v, q.facts.clone(), body, cost_micros, now)
     }
 
     /// Learns that entry `id`'s answer was `right` (or not) at `similarity`.
     pub fn observe(&self, partition: u64, id: u64, similarity: f64, right: bool) {
-        self.index.lock().observe(partition, id, similarity, right);
+        self.entries.observe(partition, id, similarity, right);
     }
 
     /// (entries, bytes) held.
     pub fn size(&self) -> (u64, u64) {
-        let ix = self.index.lock();
-        (ix.len() as u64, ix.bytes() as u64)
+        self.entries.size()
     }
 
     /// Empties it; returns how many entries it held.
     pub fn purge(&self) -> u64 {
-        let mut ix = self.index.lock();
-        let n = ix.len() as u64;
-        ix.purge();
-        n
+        self.entries.purge()
     }
 }

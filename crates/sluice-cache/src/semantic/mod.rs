@@ -19,6 +19,7 @@
 
 pub mod agree;
 pub mod cache;
+pub mod entries;
 pub mod estimate;
 pub mod guard;
 mod partition;
@@ -36,6 +37,7 @@ use hashbrown::HashMap;
 use tokio::time::Instant;
 
 pub use cache::SemanticCache;
+pub use entries::SemanticEntries;
 pub use estimate::ErrorEstimate;
 pub use guard::{Facts, Mismatch};
 use partition::Partition;

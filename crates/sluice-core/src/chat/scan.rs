@@ -1,5 +1,5 @@
-//! Reads what sluice checks and estimates in `messages` and `system` (each message is an
-//! object with a string `role`; how many bytes of text there are) straight off their JSON
+//! Reads what sluice checks and estimates in `messages` and `system` (each message as
+//! [`super::message`] checks it; how many bytes of text there are) straight off their JSON
 //! text, without building a tree of it.
 
 use std::fmt;
@@ -7,10 +7,10 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::fields::Name;
+use super::message::{BadMessage, Message};
 
-/// Visitor arms for the scalars a shape does not look inside: each reported as `out`.
-macro_rules! scalars {
+/// Visitor arms for booleans and numbers: each reported as `out`.
+macro_rules! numbers {
     ($out:expr, $ty:ty) => {
         fn visit_bool<E: de::Error>(self, _: bool) -> Result<$ty, E> {
             Ok($out)
@@ -24,6 +24,13 @@ macro_rules! scalars {
         fn visit_f64<E: de::Error>(self, _: f64) -> Result<$ty, E> {
             Ok($out)
         }
+    };
+}
+
+/// Visitor arms for the scalars a shape does not look inside: each reported as `out`.
+macro_rules! scalars {
+    ($out:expr, $ty:ty) => {
+        numbers!($out, $ty);
         fn visit_unit<E: de::Error>(self) -> Result<$ty, E> {
             Ok($out)
         }
@@ -46,12 +53,15 @@ macro_rules! other_shapes {
 pub struct Text {
     pub bytes: usize,
     pub is_string: bool,
+    /// The value is `null`.
+    pub null: bool,
 }
 
 impl Text {
-    const NONE: Self = Self {
+    pub(super) const NONE: Self = Self {
         bytes: 0,
         is_string: false,
+        null: false,
     };
 }
 
@@ -74,10 +84,18 @@ impl<'de> Visitor<'de> for TextVisitor {
         Ok(Text {
             bytes: v.len(),
             is_string: true,
+            null: false,
         })
     }
 
-    scalars!(Text::NONE, Text);
+    fn visit_unit<E: de::Error>(self) -> Result<Text, E> {
+        Ok(Text {
+            null: true,
+            ..Text::NONE
+        })
+    }
+
+    numbers!(Text::NONE, Text);
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Text, A::Error> {
         let mut bytes = 0;
@@ -86,7 +104,7 @@ impl<'de> Visitor<'de> for TextVisitor {
         }
         Ok(Text {
             bytes,
-            is_string: false,
+            ..Text::NONE
         })
     }
 
@@ -97,18 +115,9 @@ impl<'de> Visitor<'de> for TextVisitor {
         }
         Ok(Text {
             bytes,
-            is_string: false,
+            ..Text::NONE
         })
     }
-}
-
-/// What is wrong with one message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BadMessage {
-    /// It is not a JSON object.
-    NotObject,
-    /// Its `role` is missing or not a string.
-    Role,
 }
 
 /// `messages` as sluice checks it.
@@ -151,9 +160,9 @@ impl<'de> Visitor<'de> for MessagesVisitor {
         while let Some(m) = seq.next_element::<Message>()? {
             let bad = match m {
                 Message::NotObject => Some(BadMessage::NotObject),
-                Message::Object { role, text: t } => {
+                Message::Object { text: t, fault } => {
                     text += t;
-                    (!role).then_some(BadMessage::Role)
+                    fault
                 }
             };
             if let (Some(b), None) = (bad, first_bad) {
@@ -166,48 +175,6 @@ impl<'de> Visitor<'de> for MessagesVisitor {
             text,
             first_bad,
         })
-    }
-}
-
-/// One message: whether it is an object whose `role` is a string, and its text's bytes.
-enum Message {
-    NotObject,
-    Object { role: bool, text: usize },
-}
-
-impl<'de> Deserialize<'de> for Message {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(MessageVisitor)
-    }
-}
-
-struct MessageVisitor;
-
-impl<'de> Visitor<'de> for MessageVisitor {
-    type Value = Message;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a message")
-    }
-
-    other_shapes!(Message::NotObject, Message);
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Message, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Message::NotObject)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
-        let (mut role, mut text) = (false, 0);
-        while let Some(Name(name)) = map.next_key()? {
-            let t: Text = map.next_value()?;
-            text += t.bytes;
-            if name == "role" {
-                // The last `role` counts, as in a JSON map.
-                role = t.is_string;
-            }
-        }
-        Ok(Message::Object { role, text })
     }
 }
 
@@ -249,9 +216,12 @@ mod tests {
             }
         );
         assert_eq!(messages(r#""hi""#), Messages::NotArray);
-        assert_eq!(messages(r#"{"role":"user"}"#), Messages::NotArray);
+        assert_eq!(
+            messages(r#"{"role":"user","content":"x"}"#),
+            Messages::NotArray
+        );
         let Messages::Items { first_bad, .. } =
-            messages(r#"[{"role":"user"},[1],{"content":"x"}]"#)
+            messages(r#"[{"role":"user","content":"x"},[1],{"content":"x"}]"#)
         else {
             panic!()
         };

@@ -23,7 +23,7 @@ fn reads_model_stream_and_usage_flags() {
 
 #[test]
 fn every_field_is_kept_as_written_in_the_clients_order() {
-    let body = "{\"top_k\": 5.0e0, \"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\n\"x\":{\"deep\":[1, \"\\u00e9\"]}}";
+    let body = "{\"top_k\": 5.0e0, \"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\n\"x\":{\"deep\":[1, \"\\u00e9\"]}}";
     let r = parse(body).unwrap();
     let fields: Vec<(&str, &[u8])> = r.fields().collect();
     assert_eq!(
@@ -31,7 +31,7 @@ fn every_field_is_kept_as_written_in_the_clients_order() {
         [
             ("top_k", &b"5.0e0"[..]),
             ("model", b"\"m\""),
-            ("messages", b"[{\"role\":\"user\"}]"),
+            ("messages", b"[{\"role\":\"user\",\"content\":\"x\"}]"),
             ("x", b"{\"deep\":[1, \"\\u00e9\"]}"),
         ]
     );
@@ -77,10 +77,16 @@ fn malformed_json_names_the_position() {
 fn each_bad_field_is_named() {
     let cases = [
         (r#"[1,2]"#, None),
-        (r#"{"messages":[{"role":"user"}]}"#, Some("model")),
-        (r#"{"model":5,"messages":[{"role":"user"}]}"#, Some("model")),
         (
-            r#"{"model":"","messages":[{"role":"user"}]}"#,
+            r#"{"messages":[{"role":"user","content":"x"}]}"#,
+            Some("model"),
+        ),
+        (
+            r#"{"model":5,"messages":[{"role":"user","content":"x"}]}"#,
+            Some("model"),
+        ),
+        (
+            r#"{"model":"","messages":[{"role":"user","content":"x"}]}"#,
             Some("model"),
         ),
         (r#"{"model":"m"}"#, Some("messages")),
@@ -92,23 +98,23 @@ fn each_bad_field_is_named() {
         ),
         (r#"{"model":"m","messages":[7]}"#, Some("messages[0]")),
         (
-            r#"{"model":"m","messages":[{"role":"user"}],"stream":"yes"}"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"x"}],"stream":"yes"}"#,
             Some("stream"),
         ),
         (
-            r#"{"model":"m","messages":[{"role":"user"}],"stream_options":{"include_usage":1}}"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":1}}"#,
             Some("stream_options.include_usage"),
         ),
         (
-            r#"{"model":"m","messages":[{"role":"user"}],"max_tokens":1.5}"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":1.5}"#,
             Some("max_tokens"),
         ),
         (
-            r#"{"model":"m","messages":[{"role":"user"}],"max_tokens":1e999}"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":1e999}"#,
             Some("max_tokens"),
         ),
         (
-            r#"{"model":"m","messages":[{"role":"user"}],"max_completion_tokens":-1}"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"x"}],"max_completion_tokens":-1}"#,
             Some("max_completion_tokens"),
         ),
     ];
@@ -122,7 +128,7 @@ fn each_bad_field_is_named() {
 #[test]
 fn max_tokens_prefers_the_new_name() {
     let r = parse(
-        r#"{"model":"m","messages":[{"role":"user"}],"max_tokens":5,"max_completion_tokens":9}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":5,"max_completion_tokens":9}"#,
     )
     .unwrap();
     assert_eq!(r.max_tokens(), Some(9));
@@ -138,4 +144,53 @@ fn the_token_estimate_counts_message_text_and_the_output_reserved() {
     assert_eq!(parse(&body).unwrap().token_estimate(), 1_102);
     let r = parse(r#"{"model":"m","messages":[{"role":"user","content":"abcd"}]}"#).unwrap();
     assert_eq!(r.token_estimate(), 2 + DEFAULT_OUTPUT_ESTIMATE);
+}
+
+#[test]
+fn messages_are_checked_as_openai_checks_them() {
+    let at = |messages: &str| format!(r#"{{"model":"m","messages":{messages}}}"#);
+    let cases = [
+        (r#"[{"role":"user"}]"#, "messages[0].content"),
+        (r#"[{"role":"user","content":null}]"#, "messages[0].content"),
+        (
+            r#"[{"role":"system","content":"s"},{"role":"developer"}]"#,
+            "messages[1].content",
+        ),
+        (
+            r#"[{"role":"user","content":"q"},{"role":"assistant"}]"#,
+            "messages[1].content",
+        ),
+        (
+            r#"[{"role":"user","content":"q"},{"role":"assistant","content":"a"},{"role":"tool","content":"r"}]"#,
+            "messages[2].tool_call_id",
+        ),
+        (r#"[{"role":"robot","content":"x"}]"#, "messages[0].role"),
+        (
+            r#"[{"role":"user","content":[{"type":"text","text":"t"},{"type":"image_url","image_url":{"detail":"low"}}]}]"#,
+            "messages[0].content[1].image_url.url",
+        ),
+        (
+            r#"[{"role":"user","content":[{"image_url":{"url":""},"type":"image_url"}]}]"#,
+            "messages[0].content[0].image_url.url",
+        ),
+        (
+            r#"[{"role":"user","content":[{"type":"image_url"}]}]"#,
+            "messages[0].content[0].image_url.url",
+        ),
+    ];
+    for (messages, param) in cases {
+        let body = at(messages);
+        let e = parse(&body).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidRequest, "{body}");
+        assert_eq!(e.param.as_deref(), Some(param), "{body}: {}", e.message);
+    }
+    // What OpenAI accepts passes: an assistant's tool calls without content, a tool's answer
+    // with its call's id, an image as a URL string, extra fields of a provider's own.
+    let fine = at(
+        r#"[{"role":"user","content":[{"type":"image_url","image_url":"https://x/i.png"}]},
+            {"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"c","content":"r","vendor":{"x":1}},
+            {"role":"assistant","refusal":"no"}]"#,
+    );
+    assert_eq!(parse(&fine).unwrap().message_count(), 4);
 }

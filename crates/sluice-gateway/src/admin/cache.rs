@@ -15,7 +15,7 @@ use crate::admin::{managing, refuse};
 
 /// `GET /admin/cache`: whether answers are cached, how many are held and what they weigh.
 pub async fn show(State(gw): State<Arc<Gateway>>) -> Json<serde_json::Value> {
-    let mut v = match &gw.cache {
+    let mut v = match &gw.caches.exact {
         None => json!({"enabled": false}),
         Some(c) => {
             let (entries, bytes) = c.size();
@@ -28,7 +28,7 @@ pub async fn show(State(gw): State<Arc<Gateway>>) -> Json<serde_json::Value> {
             })
         }
     };
-    v["semantic"] = match &gw.semantic {
+    v["semantic"] = match &gw.caches.semantic {
         None => json!({"enabled": false}),
         Some(s) => {
             let (entries, bytes) = s.cache.size();
@@ -55,13 +55,13 @@ pub async fn purge(State(gw): State<Arc<Gateway>>) -> Response {
     if let Err(e) = managing(&gw) {
         return refuse(&e);
     }
-    if gw.cache.is_none() && gw.semantic.is_none() {
+    if gw.caches.exact.is_none() && gw.caches.semantic.is_none() {
         return refuse(&GatewayError::new(
             ErrorKind::NotFound,
             "the answer cache is off: set [cache] enabled = true",
         ));
     }
-    let exact = gw.cache.as_ref().map_or(0, |c| c.purge());
-    let semantic = gw.semantic.as_ref().map_or(0, |s| s.cache.purge());
+    let exact = gw.caches.exact.as_ref().map_or(0, |c| c.purge());
+    let semantic = gw.caches.semantic.as_ref().map_or(0, |s| s.cache.purge());
     Json(json!({"purged": exact, "purged_semantic": semantic})).into_response()
 }

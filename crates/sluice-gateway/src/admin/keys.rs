@@ -67,7 +67,7 @@ fn check(gw: &Gateway, k: &NewKey) -> Result<(), GatewayError> {
 
 /// `POST /admin/keys`: makes a key; the answer is the only place it ever appears.
 pub async fn create(State(gw): State<Arc<Gateway>>, body: axum::body::Bytes) -> Response {
-    let _one_change_at_a_time = gw.admin_writes.lock().await;
+    let _one_change_at_a_time = gw.tenants.admin_writes.lock().await;
     let made = (|| {
         managing(&gw)?;
         let k: NewKey = serde_json::from_slice(&body).map_err(|e| {
@@ -81,6 +81,7 @@ pub async fn create(State(gw): State<Arc<Gateway>>, body: axum::body::Bytes) -> 
             models: k.models,
         };
         let secret = gw
+            .tenants
             .keys
             .create(spec.clone())
             .map_err(|e| invalid(e.to_string(), "name"))?;
@@ -100,7 +101,7 @@ pub async fn create(State(gw): State<Arc<Gateway>>, body: axum::body::Bytes) -> 
             match store.save_key(&stored).await {
                 Ok(()) => Ok((spec, secret)),
                 Err(e) => {
-                    gw.keys.revoke(&spec.name);
+                    gw.tenants.keys.revoke(&spec.name);
                     Err(store_failed(&e))
                 }
             }
@@ -130,6 +131,7 @@ pub async fn list(State(gw): State<Arc<Gateway>>) -> Response {
         return refuse(&e);
     }
     let keys: Vec<Value> = gw
+        .tenants
         .keys
         .list()
         .iter()
@@ -176,7 +178,7 @@ pub(crate) async fn revoke_all(
         None => false,
     };
     for (name, _, _) in keys {
-        gw.keys.revoke(name);
+        gw.tenants.keys.revoke(name);
     }
     Ok(durable)
 }
@@ -190,11 +192,11 @@ pub(crate) const NOT_DURABLE: &str = "no ledger store keeps this revocation: a k
 /// ledger store the revocation is kept, and wins over the configuration's definition of the
 /// key after a restart (until the configuration gives the key another hash).
 pub async fn revoke(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) -> Response {
-    let _one_change_at_a_time = gw.admin_writes.lock().await;
+    let _one_change_at_a_time = gw.tenants.admin_writes.lock().await;
     if let Err(e) = managing(&gw) {
         return refuse(&e);
     }
-    let Some((sha256, key)) = gw.keys.named(&name) else {
+    let Some((sha256, key)) = gw.tenants.keys.named(&name) else {
         return refuse(
             &GatewayError::new(ErrorKind::NotFound, format!("no key named `{name}`"))
                 .with_param("name"),

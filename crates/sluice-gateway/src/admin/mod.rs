@@ -28,13 +28,18 @@ use crate::Gateway;
 use crate::walk::{auth, rescue};
 
 pub(crate) fn refuse(e: &GatewayError) -> Response {
-    rescue::error_response(e, &RequestId::generate(), None)
+    rescue::error_response(
+        e,
+        &RequestId::generate(),
+        None,
+        sluice_ingress::Dialect::Chat,
+    )
 }
 
 /// Lets an `/admin/*` request through when no admin token is configured, or when it carries
 /// it as `Authorization: Bearer`; 401 otherwise.
 pub async fn guard(State(gw): State<Arc<Gateway>>, req: Request, next: Next) -> Response {
-    if let Some(token) = &gw.admin_token {
+    if let Some(token) = &gw.tenants.admin_token {
         // Compared as hashes, so the time taken says nothing about the token.
         let sent = auth::bearer(req.headers()).map(key_hash::hash);
         if sent != Some(key_hash::hash(token)) {
@@ -59,7 +64,7 @@ pub(crate) fn store_failed(e: &sluice_ledger::LedgerError) -> GatewayError {
 /// The admin routes that change something (keys, tenants, the answer cache) are off unless
 /// an admin token protects them.
 pub(crate) fn managing(gw: &Gateway) -> Result<(), GatewayError> {
-    if gw.admin_token.is_some() {
+    if gw.tenants.admin_token.is_some() {
         Ok(())
     } else {
         Err(GatewayError::new(

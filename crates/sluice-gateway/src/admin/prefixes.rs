@@ -12,7 +12,7 @@ use crate::Gateway;
 
 /// `GET /admin/prefixes`.
 pub async fn show(State(gw): State<Arc<Gateway>>) -> Json<Value> {
-    let Some(w) = &gw.prefixes else {
+    let Some(w) = &gw.shaping.prefixes else {
         return Json(json!({"enabled": false}));
     };
     let watch = w.watch.lock();

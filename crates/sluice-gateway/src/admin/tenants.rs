@@ -16,24 +16,14 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_core::{ErrorKind, GatewayError};
-use sluice_economy::{Limits, Micros};
+use sluice_economy::{AccountBook, Limits};
 use sluice_ledger::{Store, StoredTenant};
 use tokio::time::Instant;
 
 use crate::Gateway;
 use crate::admin::keys::{invalid, is_name};
 use crate::admin::{managing, refuse, store_failed};
-
-/// A stored tenant's limits.
-pub(crate) fn limits_of(t: &StoredTenant) -> Limits {
-    Limits {
-        credits: t.credits_micros.map(Micros),
-        rpm: t.rpm,
-        tpm: t.tpm,
-        tokens_per_day: t.tokens_per_day,
-        spend_per_month: t.spend_per_month_micros.map(Micros),
-    }
-}
+use crate::tenants::limits_of;
 
 /// `PUT /admin/tenants/{name}` body: every field optional, absent means none. Money is in
 /// micro-units (a millionth of the price catalog's currency), as every admin answer gives it.
@@ -99,7 +89,7 @@ fn checked(gw: &Gateway, name: &str, b: TenantBody) -> Result<StoredTenant, Gate
             "name",
         ));
     }
-    if gw.configured_tenants.contains(name) {
+    if gw.tenants.configured.contains(name) {
         return Err(invalid(
             format!("tenant `{name}` is set in the configuration; change it there"),
             "name",
@@ -137,9 +127,9 @@ fn checked(gw: &Gateway, name: &str, b: TenantBody) -> Result<StoredTenant, Gate
 /// so far) gets its spend to date from the ledger, so that new credits count what it has
 /// already spent.
 async fn apply(gw: &Gateway, t: StoredTenant) -> Result<(), GatewayError> {
-    let name: Arc<str> = Arc::from(t.name.as_str());
-    let fresh = gw.accounts.balance(&t.name).is_none();
-    gw.accounts
+    let fresh = gw.tenants.accounts.balance(&t.name).await.is_none();
+    gw.tenants
+        .accounts
         .set_limits(&t.name, limits_of(&t), Instant::now());
     if fresh {
         crate::walk::metering::restore_tenant(gw, &t.name, std::time::SystemTime::now())
@@ -156,13 +146,7 @@ async fn apply(gw: &Gateway, t: StoredTenant) -> Result<(), GatewayError> {
         .lane
         .as_deref()
         .and_then(|l| gw.lanes.iter().position(|x| &*x.name == l));
-    let mut lanes = gw.tenant_lanes.write();
-    match lane {
-        Some(i) => lanes.insert(name.clone(), i),
-        None => lanes.remove(&name),
-    };
-    drop(lanes);
-    gw.api_tenants.lock().insert(name, t);
+    gw.tenants.directory.set(t, lane);
     Ok(())
 }
 
@@ -174,7 +158,7 @@ pub async fn put(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    let _one_change_at_a_time = gw.admin_writes.lock().await;
+    let _one_change_at_a_time = gw.tenants.admin_writes.lock().await;
     let tenant = managing(&gw)
         .and_then(|()| body_of(&body))
         .and_then(|b| checked(&gw, &name, b));
@@ -190,32 +174,33 @@ pub async fn put(
     if let Err(e) = apply(&gw, tenant).await {
         return refuse(&e);
     }
-    Json(describe(&gw, &name)).into_response()
+    Json(describe(&gw, &name).await).into_response()
 }
 
 /// `DELETE /admin/tenants/{name}`: removes a tenant set through the API (its lane and limits;
 /// its spend stays in the ledger) and revokes every key it owns, kept revoked in the
 /// ledger's store. A tenant the configuration sets is refused (409): remove it there.
 pub async fn delete(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) -> Response {
-    let _one_change_at_a_time = gw.admin_writes.lock().await;
+    let _one_change_at_a_time = gw.tenants.admin_writes.lock().await;
     if let Err(e) = managing(&gw) {
         return refuse(&e);
     }
-    if gw.configured_tenants.contains(name.as_str()) {
+    if gw.tenants.configured.contains(name.as_str()) {
         return refuse(&GatewayError::new(
             ErrorKind::Conflict,
             format!("tenant `{name}` is set in the configuration; remove it there"),
         ));
     }
     let keys: Vec<(String, String, String)> = gw
+        .tenants
         .keys
         .list()
         .iter()
         .filter(|k| *k.spec.tenant == *name)
-        .filter_map(|k| gw.keys.named(&k.spec.name))
+        .filter_map(|k| gw.tenants.keys.named(&k.spec.name))
         .map(|(sha256, k)| (k.spec.name.clone(), sha256, name.clone()))
         .collect();
-    let set_here = gw.api_tenants.lock().contains_key(name.as_str());
+    let set_here = gw.tenants.directory.is_set(&name);
     if !set_here && keys.is_empty() {
         return refuse(
             &GatewayError::new(
@@ -236,10 +221,10 @@ pub async fn delete(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) ->
     {
         return refuse(&store_failed(&e));
     }
-    gw.accounts
+    gw.tenants
+        .accounts
         .set_limits(&name, Limits::default(), Instant::now());
-    gw.tenant_lanes.write().remove(name.as_str());
-    gw.api_tenants.lock().remove(name.as_str());
+    gw.tenants.directory.remove(&name);
     let revoked: Vec<&str> = keys.iter().map(|(n, _, _)| n.as_str()).collect();
     let mut v = json!({ "removed": name, "revoked_keys": revoked, "durable": durable });
     if !durable && !revoked.is_empty() {
@@ -249,27 +234,29 @@ pub async fn delete(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) ->
 }
 
 /// One tenant as `/admin/tenants` shows it.
-fn describe(gw: &Gateway, tenant: &str) -> Value {
+async fn describe(gw: &Gateway, tenant: &str) -> Value {
     let lane = gw
-        .tenant_lanes
-        .read()
-        .get(tenant)
-        .and_then(|i| gw.lanes.get(*i))
+        .tenants
+        .directory
+        .lane(tenant)
+        .and_then(|i| gw.lanes.get(i))
         .map(|l| l.name.to_string());
     let keys = gw
+        .tenants
         .keys
         .list()
         .iter()
         .filter(|k| &*k.spec.tenant == tenant)
         .count();
-    let source = if gw.configured_tenants.contains(tenant) {
+    let source = if gw.tenants.configured.contains(tenant) {
         "config"
-    } else if gw.api_tenants.lock().contains_key(tenant) {
+    } else if gw.tenants.directory.is_set(tenant) {
         "api"
     } else {
         "seen"
     };
-    let account = gw.accounts.balance(tenant).map(|b| {
+    let balance = gw.tenants.accounts.balance(tenant).await;
+    let account = balance.map(|b| {
         json!({
             "credits_micros": b.limits.credits.map(|c| c.0),
             "rpm": b.limits.rpm,
@@ -285,7 +272,7 @@ fn describe(gw: &Gateway, tenant: &str) -> Value {
     });
     let mut v =
         json!({"tenant": tenant, "source": source, "lane": lane, "keys": keys, "account": account});
-    if let Some(b) = gw.accounts.balance(tenant)
+    if let Some(b) = balance
         && let Some(credits) = b.limits.credits
         && b.spent >= credits
     {
@@ -304,21 +291,21 @@ fn describe(gw: &Gateway, tenant: &str) -> Value {
 /// spent (micro-units) and has reserved, its tokens today and spend this month.
 pub async fn list(State(gw): State<Arc<Gateway>>) -> Response {
     let mut names: BTreeMap<String, ()> = BTreeMap::new();
-    for t in gw.tenant_lanes.read().keys() {
+    for t in gw.tenants.directory.names() {
         names.insert(t.to_string(), ());
     }
-    for t in gw.configured_tenants.iter() {
+    for t in gw.tenants.configured.iter() {
         names.insert(t.to_string(), ());
     }
-    for t in gw.api_tenants.lock().keys() {
-        names.insert(t.to_string(), ());
-    }
-    for k in gw.keys.list() {
+    for k in gw.tenants.keys.list() {
         names.insert(k.spec.tenant.to_string(), ());
     }
-    for t in gw.accounts.tenants() {
+    for t in gw.tenants.accounts.tenants() {
         names.insert(t.to_string(), ());
     }
-    let tenants: Vec<Value> = names.keys().map(|t| describe(&gw, t)).collect();
+    let mut tenants: Vec<Value> = Vec::with_capacity(names.len());
+    for t in names.keys() {
+        tenants.push(describe(&gw, t).await);
+    }
     Json(json!({ "tenants": tenants })).into_response()
 }

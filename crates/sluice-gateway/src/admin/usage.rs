@@ -20,7 +20,12 @@ use crate::walk::rescue;
 const PARAMS: [&str; 5] = ["tenant", "from", "to", "group_by", "format"];
 
 fn refuse(e: &GatewayError) -> Response {
-    rescue::error_response(e, &RequestId::generate(), None)
+    rescue::error_response(
+        e,
+        &RequestId::generate(),
+        None,
+        sluice_ingress::Dialect::Chat,
+    )
 }
 
 fn bad(message: String, param: &'static str) -> GatewayError {

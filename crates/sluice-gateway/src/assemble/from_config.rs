@@ -50,7 +50,7 @@ impl GatewayBuilder {
 
     /// Watches `share` of requests for prefix churn (0: none).
     pub fn watch_prefixes(mut self, share: f64) -> Self {
-        self.prefixes = (share > 0.0).then(|| crate::walk::prefixes::PrefixWatch::new(share));
+        self.prefixes = (share > 0.0).then(|| crate::shaping::PrefixWatch::new(share));
         self
     }
 
@@ -88,11 +88,11 @@ impl GatewayBuilder {
         cache: sluice_cache::semantic::SemanticCache,
         embedder: Arc<sluice_embed::Embedder>,
     ) -> Self {
-        self.semantic = Some(Arc::new(crate::walk::semantic::Semantic {
+        self.semantic = Some(Arc::new(crate::caches::Semantic {
             cache,
             embedder,
             coins: parking_lot::Mutex::new(rand::SeedableRng::seed_from_u64(0x5e3a_c0de)),
-            served: moka::sync::Cache::new(crate::walk::semantic::HITS_KEPT),
+            served: moka::sync::Cache::new(crate::caches::HITS_KEPT),
         }));
         self
     }

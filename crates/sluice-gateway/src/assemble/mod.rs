@@ -15,25 +15,27 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use sluice_config::gateway::DeploymentConfig;
 use sluice_core::GatewayError;
 use sluice_economy::{
-    Accounts, Catalog, InfoOverride, KeyError, KeyRing, KeySpec, Limits, Price, Unpriced,
+    AccountBook, Books, Catalog, InfoOverride, KeyError, KeyRing, KeySpec, Limits, Price, Unpriced,
 };
 use sluice_ledger::{AnyStore, Ledger, StoredTenant};
 use sluice_providers::Provider;
 use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
 use sluice_tail::pace::PaceSpec;
-use sluice_tail::{
-    Breaker, BreakerPolicy, Cooldowns, HedgePolicy, RetryPolicy, WindowConfig, WindowError,
-};
+use sluice_tail::{Breaker, BreakerPolicy, HedgePolicy, RetryPolicy, WindowConfig, WindowError};
 use sluice_telemetry::{AccessFormat, AccessLog, Telemetry};
 
-use crate::admin::tenants as tenants_api;
+use crate::caches::Caches;
 use crate::gateway::{Gateway, RecordSink};
-use crate::walk::auth::KeyCheck;
+use crate::learning::Learning;
+use crate::observers::{Judged, Observers, Recent};
+use crate::pacing::Pacing;
+use crate::shaping::Shaping;
+use crate::tenants::{KeyCheck, LocalTenants, Tenants};
 use sluice_routing::affinity::AffinityPolicy;
 use sluice_routing::auto::{RouterPolicy, Stored};
 use sluice_routing::limiter::Limiter;
@@ -148,8 +150,8 @@ pub struct GatewayBuilder {
     /// Model names that choose a group by rules.
     task_routes: Vec<TaskRoute>,
     routers: Vec<(String, Vec<String>, RouterPolicy)>,
-    semantic: Option<Arc<crate::walk::semantic::Semantic>>,
-    pub(super) prefixes: Option<crate::walk::prefixes::PrefixWatch>,
+    semantic: Option<Arc<crate::caches::Semantic>>,
+    pub(super) prefixes: Option<crate::shaping::PrefixWatch>,
     pub(super) shapes: HashMap<Arc<str>, sluice_context::Shaping>,
     pub(super) slos: Vec<sluice_telemetry::slo::Slo>,
     pub(super) diagnose_keep: usize,
@@ -188,7 +190,7 @@ impl Default for GatewayBuilder {
             task_routes: Vec::new(),
             routers: Vec::new(),
             semantic: None,
-            prefixes: Some(crate::walk::prefixes::PrefixWatch::new(0.01)),
+            prefixes: Some(crate::shaping::PrefixWatch::new(0.01)),
             shapes: HashMap::new(),
             slos: Vec::new(),
             diagnose_keep: DEFAULT_DIAGNOSE_KEEP,
@@ -429,7 +431,7 @@ impl GatewayBuilder {
         // Keys are required, unless turned off, once any key exists: from the configuration,
         // the store, or made later through the admin API.
         let key_check = KeyCheck::from_setting(self.require_keys);
-        let keys = KeyRing::default();
+        let keys: Arc<dyn sluice_economy::KeyDirectory> = Arc::new(KeyRing::default());
         // Keys were in use once any was revoked: revoking the last one must not open the
         // gateway after a restart.
         if !self.revoked.is_empty() {
@@ -446,7 +448,7 @@ impl GatewayBuilder {
             }
             keys.insert_hashed(spec, &hash)?;
         }
-        let accounts = Accounts::default();
+        let accounts = Books::default();
         // Tenants' prompts are counted (those configured now, and any the admin API adds):
         // load the tokenizer now, before the gateway can answer `/readyz`, so no request pays
         // for it; refuse to start without it.
@@ -470,7 +472,7 @@ impl GatewayBuilder {
             }
             accounts.set_limits(
                 &t.name,
-                tenants_api::limits_of(&t),
+                crate::tenants::limits_of(&t),
                 tokio::time::Instant::now(),
             );
             match t
@@ -509,21 +511,7 @@ impl GatewayBuilder {
         };
         let routers = routers::build(self.routers, &self.router_state, &groups, seed)?;
         let traces = traces::start(self.traces, upstreams, &telemetry)?;
-        Ok(Arc::new(Gateway {
-            traces,
-            routes: Routes::new(groups, seed)
-                .with_task_routes(self.task_routes)
-                .with_routers(routers),
-            learning: crate::feedback::Learning::default(),
-            semantic: self.semantic,
-            prefixes: self.prefixes,
-            slos: self
-                .slos
-                .into_iter()
-                .map(crate::admin::slo::Judged::new)
-                .collect(),
-            recent: (self.diagnose_keep > 0)
-                .then(|| crate::admin::diagnose::Recent::new(self.diagnose_keep)),
+        let shaping = Shaping {
             cache_keys: self
                 .shapes
                 .iter()
@@ -536,27 +524,44 @@ impl GatewayBuilder {
                 })
                 .collect(),
             shapes: self.shapes,
+            prefixes: self.prefixes,
+        };
+        Ok(Arc::new(Gateway {
+            routes: Routes::new(groups, seed)
+                .with_task_routes(self.task_routes)
+                .with_routers(routers),
             lanes: self.lanes,
-            tenant_lanes: RwLock::new(tenant_lanes),
-            configured_tenants,
-            api_tenants: Mutex::new(api_tenants),
-            admin_writes: tokio::sync::Mutex::new(()),
-            keys,
-            accounts,
-            key_check,
-            tokenizer,
-            admin_token: self.admin_token,
-            unpriced: self.unpriced,
-            telemetry,
-            access_log,
+            tenants: Tenants {
+                keys,
+                key_check,
+                admin_token: self.admin_token,
+                accounts,
+                tokenizer,
+                unpriced: self.unpriced,
+                directory: Box::new(LocalTenants::new(tenant_lanes, api_tenants)),
+                configured: configured_tenants,
+                admin_writes: tokio::sync::Mutex::new(()),
+            },
+            caches: Caches {
+                exact: self
+                    .cache
+                    .map(|(ttl, bytes)| sluice_cache::AnswerCache::new(ttl, bytes)),
+                semantic: self.semantic,
+            },
+            pacing: Pacing::default(),
+            shaping,
+            observers: Observers {
+                telemetry,
+                access_log,
+                sinks: self.sinks,
+                recent: (self.diagnose_keep > 0).then(|| Recent::new(self.diagnose_keep)),
+                slos: self.slos.into_iter().map(Judged::new).collect(),
+                traces,
+            },
+            learning: Learning::default(),
+            ledger: self.ledger,
             max_body_bytes: self.max_body_bytes,
             draining: AtomicBool::new(false),
-            sinks: self.sinks,
-            ledger: self.ledger,
-            cooling: Mutex::new(Cooldowns::new()),
-            cache: self
-                .cache
-                .map(|(ttl, bytes)| sluice_cache::AnswerCache::new(ttl, bytes)),
         }))
     }
 }

@@ -13,8 +13,8 @@ use http::HeaderMap;
 use serde_json::{Value, json};
 use sluice_core::{ErrorKind, GatewayError, RequestId};
 
-use super::Signal;
 use crate::Gateway;
+use crate::learning::{ANSWERS_KEPT, Signal};
 use crate::walk::{auth, rescue};
 
 fn bad(message: impl Into<String>, param: &str) -> GatewayError {
@@ -75,7 +75,12 @@ fn parse(body: &[u8]) -> Result<(RequestId, f64), GatewayError> {
 pub async fn feedback(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Bytes) -> Response {
     match give(&gw, &headers, &body) {
         Ok(v) => Json(v).into_response(),
-        Err(e) => rescue::error_response(&e, &RequestId::generate(), None),
+        Err(e) => rescue::error_response(
+            &e,
+            &RequestId::generate(),
+            None,
+            sluice_ingress::Dialect::Chat,
+        ),
     }
 }
 
@@ -91,7 +96,7 @@ fn give(gw: &Gateway, headers: &HeaderMap, body: &[u8]) -> Result<Value, Gateway
             format!(
                 "no answer chosen by a router has request id `{}` (feedback is taken for the last {} such answers)",
                 id.as_str(),
-                super::ANSWERS_KEPT
+                ANSWERS_KEPT
             ),
         )
         .with_param("request_id"));
@@ -116,7 +121,8 @@ fn give(gw: &Gateway, headers: &HeaderMap, body: &[u8]) -> Result<Value, Gateway
         .router(&routed.router)
         .and_then(|r| r.lock().candidates.get(routed.candidate).cloned());
     let (router, task) = (routed.router.clone(), routed.task.clone());
-    gw.learning.score(gw, &id, routed, score);
+    gw.learning
+        .score(&gw.routes, gw.telemetry(), &id, routed, score);
     Ok(json!({
         "object": "feedback",
         "request_id": id.as_str(),
@@ -136,7 +142,7 @@ fn semantic_hit(
     id: &RequestId,
     score: f64,
 ) -> Result<Option<Value>, GatewayError> {
-    let Some(sem) = &gw.semantic else {
+    let Some(sem) = &gw.caches.semantic else {
         return Ok(None);
     };
     let Some(hit) = sem.served.get(id) else {
@@ -153,7 +159,7 @@ fn semantic_hit(
     let right = score >= 0.5;
     sem.cache
         .observe(hit.partition, hit.entry, hit.similarity, right);
-    gw.telemetry.semantic_reported(&hit.group, right);
+    gw.observers.telemetry.semantic_reported(&hit.group, right);
     Ok(Some(json!({
         "object": "feedback",
         "request_id": id.as_str(),

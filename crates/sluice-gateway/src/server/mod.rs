@@ -43,6 +43,8 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route_layer(middleware::from_fn_with_state(gw.clone(), admin::guard));
     Router::new()
         .route("/v1/chat/completions", post(walk::chat_completions))
+        .route("/v1/messages", post(walk::messages))
+        .route("/v1/messages/count_tokens", post(public::count_tokens))
         .route("/v1/models", get(public::models))
         .route("/v1/feedback", post(feedback::api::feedback))
         .route("/healthz", get(public::healthz))

@@ -7,42 +7,10 @@ use std::sync::Arc;
 
 use http::HeaderMap;
 use sluice_core::{ErrorKind, GatewayError};
-use sluice_economy::{ApiKey, KeyRing};
+use sluice_economy::ApiKey;
 
 use super::ingress;
 use crate::Gateway;
-
-/// When requests must carry a valid key (`[server] require_keys`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyCheck {
-    /// `require_keys = true`: always, even before any key exists.
-    Always,
-    /// `require_keys = false`: never; a key sent is still honoured.
-    Never,
-    /// Left out: from the moment any key exists, and from then on (revoking every key does
-    /// not open the gateway again).
-    OnceAnyKey,
-}
-
-impl KeyCheck {
-    /// The check `require_keys` asks for.
-    pub fn from_setting(require_keys: Option<bool>) -> Self {
-        match require_keys {
-            Some(true) => Self::Always,
-            Some(false) => Self::Never,
-            None => Self::OnceAnyKey,
-        }
-    }
-
-    /// Whether a request without a valid key is refused, given the keys there are.
-    pub fn required(self, keys: &KeyRing) -> bool {
-        match self {
-            Self::Always => true,
-            Self::Never => false,
-            Self::OnceAnyKey => keys.ever_held(),
-        }
-    }
-}
 
 /// A request's caller.
 #[derive(Debug, Default)]
@@ -63,6 +31,21 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
+/// The key a request presents: `Authorization: Bearer <key>`, else `x-api-key` (what
+/// Anthropic's clients send).
+pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
+    bearer(headers).or_else(|| {
+        headers
+            .get(X_API_KEY)?
+            .to_str()
+            .ok()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+    })
+}
+
+const X_API_KEY: http::HeaderName = http::HeaderName::from_static("x-api-key");
+
 fn unauthorized(message: &str) -> GatewayError {
     GatewayError::new(ErrorKind::Unauthorized, message.to_string())
 }
@@ -70,13 +53,15 @@ fn unauthorized(message: &str) -> GatewayError {
 /// Identifies the caller of a request with `headers`. The key itself never appears in an
 /// error or a log.
 pub fn identify(gw: &Gateway, headers: &HeaderMap) -> Result<Caller, GatewayError> {
-    let key = bearer(headers).and_then(|token| gw.keys.authenticate(token));
-    if gw.key_check.required(&gw.keys) {
+    let key = presented_key(headers).and_then(|token| gw.tenants.keys.authenticate(token));
+    if gw.tenants.key_check.required(&*gw.tenants.keys) {
         let Some(key) = key else {
-            return Err(if bearer(headers).is_some() {
+            return Err(if presented_key(headers).is_some() {
                 unauthorized("the API key is not valid")
             } else {
-                unauthorized("an API key is required: send `Authorization: Bearer <key>`")
+                unauthorized(
+                    "an API key is required: send `Authorization: Bearer <key>` or `x-api-key`",
+                )
             });
         };
         return Ok(Caller {
@@ -127,31 +112,8 @@ impl Caller {
 #[cfg(test)]
 mod tests {
     use http::HeaderValue;
-    use sluice_economy::KeySpec;
 
     use super::*;
-
-    #[test]
-    fn keys_are_required_once_any_exists_unless_turned_off() {
-        let ring = KeyRing::default();
-        assert!(KeyCheck::Always.required(&ring));
-        assert!(!KeyCheck::Never.required(&ring));
-        assert!(!KeyCheck::OnceAnyKey.required(&ring));
-        let spec = KeySpec {
-            name: "k".into(),
-            tenant: "t".into(),
-            lane: None,
-            models: vec![],
-        };
-        ring.create(spec).unwrap();
-        assert!(KeyCheck::OnceAnyKey.required(&ring));
-        assert!(!KeyCheck::Never.required(&ring));
-        ring.revoke("k");
-        assert!(
-            KeyCheck::OnceAnyKey.required(&ring),
-            "revoking all keys must not open it"
-        );
-    }
 
     #[test]
     fn bearer_tokens_are_read_whatever_the_scheme_case() {

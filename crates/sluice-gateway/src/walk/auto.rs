@@ -12,8 +12,9 @@ use sluice_routing::ModelGroup;
 use sluice_routing::auto::{Ask, Offer, Router, TokenPrice};
 use tokio::time::Instant;
 
-use super::call::Call;
+use super::call::{Call, Routed};
 use super::dispatch::window_key;
+use super::route::Chosen;
 use crate::Gateway;
 
 /// Samples a deployment's window needs before its P95 first byte is trusted.
@@ -34,7 +35,7 @@ fn offer(gw: &Gateway, group: &ModelGroup, stream: bool, now: Instant) -> Offer 
         .deployments
         .iter()
         .filter_map(|d| {
-            gw.telemetry.windows().quantile(
+            gw.observers.telemetry.windows().quantile(
                 &window_key(group, d, stream),
                 Phase::Ttfb,
                 now,
@@ -51,16 +52,16 @@ fn offer(gw: &Gateway, group: &ModelGroup, stream: bool, now: Instant) -> Offer 
     }
 }
 
-/// Chooses among `router`'s candidates for `request` (declaring `task`), records the choice,
-/// and returns the winner and the other candidates in the order to fall back to.
+/// Chooses among `router`'s candidates for `request` (declaring `task`): the winner, the
+/// other candidates in the order to fall back to, and the choice with what it weighed.
 pub fn choose<'g>(
     gw: &'g Gateway,
-    call: &mut Call,
+    call: &Call,
     router: &Mutex<Router>,
     request: &ChatRequest,
     task: Option<&str>,
     asked: Option<Duration>,
-) -> Result<(&'g ModelGroup, Vec<&'g ModelGroup>), sluice_core::GatewayError> {
+) -> Result<Chosen<'g>, sluice_core::GatewayError> {
     let now = Instant::now();
     let mut r = router.lock();
     let groups = r
@@ -84,9 +85,7 @@ pub fn choose<'g>(
     drop(r);
     let winner = groups[choice.winner()];
     let rest = choice.order[1..].iter().map(|&i| groups[i]).collect();
-    let record = call.record_mut();
-    record.model_group = Some(winner.name.clone());
-    record.route = Some(RouteTaken {
+    let route = Some(RouteTaken {
         route: name,
         rule: Arc::from(choice.why.label()),
         group: winner.name.clone(),
@@ -101,7 +100,14 @@ pub fn choose<'g>(
                 .is_some_and(|v| memchr::memmem::find(v, b"json").is_some()),
         })),
     });
-    Ok((winner, rest))
+    Ok(Chosen {
+        group: winner,
+        others: rest,
+        routed: Routed {
+            group: winner.name.clone(),
+            route,
+        },
+    })
 }
 
 /// The `x-sluice-route` text of an automatic choice: the router, why, the winner, the task,

@@ -23,10 +23,11 @@ pub struct Served {
     pub stream: bool,
 }
 
-/// Looks `request` (from `tenant`, in `group`) up. A stored answer is served; otherwise the
-/// call is marked to store its answer, and an identical complete request already out is
-/// waited for (until `deadline`: 504 past it) and its answer served when it stored one.
-/// Not a stream request: it would get no first byte until that whole answer.
+/// Looks `request` (from `tenant`, in `group`) up: what the cache did, and its answer when
+/// it served one. A stored answer is served; otherwise the call is marked to store its
+/// answer, and an identical complete request already out is waited for (until `deadline`:
+/// 504 past it) and its answer served when it stored one. Not a stream request: it would get
+/// no first byte until that whole answer.
 pub async fn consult(
     cache: &AnswerCache,
     call: &mut Call,
@@ -35,19 +36,18 @@ pub async fn consult(
     group: &str,
     request: &ChatRequest,
     deadline: Option<Instant>,
-) -> Result<Option<Served>, GatewayError> {
+) -> (CacheLookup, Result<Option<Served>, GatewayError>) {
     let directive = Directive::of(headers);
     let key = key(tenant, group, request);
     if directive == Directive::Use
-        && let Some(served) = serve(cache, &key, request.stream, request.include_usage)
+        && let Some(served) = serve(cache, &key, request.stream, request.include_usage).await
     {
-        call.record_mut().cache = Some(CacheLookup::Hit);
-        return Ok(Some(served));
+        return (CacheLookup::Hit, Ok(Some(served)));
     }
-    call.record_mut().cache = Some(match directive {
+    let lookup = match directive {
         Directive::Use => CacheLookup::Miss,
         Directive::Refresh | Directive::Skip => CacheLookup::Bypass,
-    });
+    };
     match (directive, cache.turn(&key)) {
         (Directive::Skip, _) => {}
         (_, Turn::Lead(tx)) => call.lead(key, tx),
@@ -56,30 +56,29 @@ pub async fn consult(
             let landed = out.changed();
             match deadline {
                 Some(d) => {
-                    let _ = timeout_at(d, landed)
-                        .await
-                        .map_err(|_| deadline::exceeded(call))?;
+                    if timeout_at(d, landed).await.is_err() {
+                        return (lookup, Err(deadline::exceeded(call)));
+                    }
                 }
                 None => {
                     let _ = landed.await;
                 }
             }
-            if let Some(served) = serve(cache, &key, false, false) {
-                call.record_mut().cache = Some(CacheLookup::Coalesced);
-                return Ok(Some(served));
+            if let Some(served) = serve(cache, &key, false, false).await {
+                return (CacheLookup::Coalesced, Ok(Some(served)));
             }
             // The first one stored nothing (it failed, or was cut): ask the upstream.
             call.store_answer_under(key);
         }
         (_, Turn::Follow(_)) => call.store_answer_under(key),
     }
-    Ok(None)
+    (lookup, Ok(None))
 }
 
 /// The answer stored under `key`, as JSON or replayed as a stream; `None` when there is
 /// none, or it cannot be replayed (then the request is a miss).
-fn serve(cache: &AnswerCache, key: &Key, stream: bool, usage: bool) -> Option<Served> {
-    let stored = cache.get(key, Instant::now())?;
+async fn serve(cache: &AnswerCache, key: &Key, stream: bool, usage: bool) -> Option<Served> {
+    let stored = cache.get(key, Instant::now()).await?;
     match stored.body_for(stream, usage) {
         Ok(body) => Some(Served {
             stored,

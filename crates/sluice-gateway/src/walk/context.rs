@@ -11,32 +11,31 @@ use sluice_routing::{Deployment, ModelGroup};
 use sluice_tail::admission::Ask;
 
 use crate::Gateway;
-use crate::walk::call::Call;
+use crate::walk::call::{Call, Shaping};
 use crate::walk::dispatch::{self, Answer};
 
 /// `request` normalised as its group asks (tools in a stable order, volatile system lines
-/// moved to the end); as it came when the group does not, nothing changed, or it failed
-/// (logged and counted).
+/// moved to the end), with what changed (whether the tools were reordered, and how many
+/// lines moved); as it came when the group does not, nothing changed, or it failed (logged
+/// and counted).
 pub fn normalise(
     gw: &Gateway,
-    call: &mut Call,
     group: &Arc<str>,
     request: &Arc<ChatRequest>,
-) -> Arc<ChatRequest> {
-    let Some(n) = gw.shapes.get(group).and_then(|s| s.normalise) else {
-        return Arc::clone(request);
+) -> (Arc<ChatRequest>, Option<(bool, u32)>) {
+    let Some(n) = gw.shaping.shapes.get(group).and_then(|s| s.normalise) else {
+        return (Arc::clone(request), None);
     };
     match sluice_context::normalise::normalise(request, n) {
         Ok(Some(done)) => {
             let moved = u32::try_from(done.lines_moved).unwrap_or(u32::MAX);
-            call.record_mut().normalised = Some((done.tools, moved));
-            Arc::new(done.request)
+            (Arc::new(done.request), Some((done.tools, moved)))
         }
-        Ok(None) => Arc::clone(request),
+        Ok(None) => (Arc::clone(request), None),
         Err(e) => {
             tracing::warn!(error = %e, "normalisation failed; the request goes as it came");
-            gw.telemetry.normalise_failed(group);
-            Arc::clone(request)
+            gw.observers.telemetry.normalise_failed(group);
+            (Arc::clone(request), None)
         }
     }
 }
@@ -52,16 +51,17 @@ pub struct Shaped {
 /// What goes upstream for `request` in `group`: its first round when the group loads long
 /// documents progressively and this is one (complete answers only), else the request
 /// compressed when the group compresses and it is over its budget, else the request as it
-/// came.
+/// came; with what shaping did, for the record. `tenant`: the caller's.
 pub fn shape(
     gw: &Gateway,
-    call: &mut Call,
+    tenant: Option<&str>,
     group: &ModelGroup,
     request: &Arc<ChatRequest>,
-) -> Shaped {
-    let keyed = cache_key(gw, call, group, request);
-    let (request, rounds) = shape_parts(gw, call, group, &keyed);
-    Shaped { request, rounds }
+) -> (Shaped, Shaping) {
+    let mut notes = Shaping::default();
+    let keyed = cache_key(gw, tenant, group, request, &mut notes);
+    let (request, rounds) = shape_parts(gw, group, &keyed, &mut notes);
+    (Shaped { request, rounds }, notes)
 }
 
 /// `request` with a `prompt_cache_key` derived from its tenant and stable prefix, when its
@@ -69,11 +69,12 @@ pub fn shape(
 /// answer cache, whose key it must not split.
 fn cache_key(
     gw: &Gateway,
-    call: &mut Call,
+    tenant: Option<&str>,
     group: &ModelGroup,
     request: &Arc<ChatRequest>,
+    notes: &mut Shaping,
 ) -> Arc<ChatRequest> {
-    let Some(keys) = gw.cache_keys.get(&group.name) else {
+    let Some(keys) = gw.shaping.cache_keys.get(&group.name) else {
         return Arc::clone(request);
     };
     if request.field("prompt_cache_key").is_some() {
@@ -82,21 +83,20 @@ fn cache_key(
     let Some(sample) = sluice_context::churn::Sample::of(request) else {
         return Arc::clone(request);
     };
-    let tenant = call.record().tenant.clone();
     let key = keys.lock().key(
         tokio::time::Instant::now(),
-        tenant.as_deref().unwrap_or(""),
+        tenant.unwrap_or(""),
         sample.text(),
     );
     let text = serde_json::Value::from(key.as_str()).to_string();
     match request.with_field("prompt_cache_key", text.as_bytes()) {
         Ok(keyed) => {
-            call.record_mut().prompt_cache_key = Some(Arc::from(key));
+            notes.prompt_cache_key = Some(Arc::from(key));
             Arc::new(keyed)
         }
         Err(e) => {
             tracing::warn!(error = %e, "adding prompt_cache_key failed; the request goes without");
-            gw.telemetry.normalise_failed(&group.name);
+            gw.observers.telemetry.normalise_failed(&group.name);
             Arc::clone(request)
         }
     }
@@ -104,16 +104,17 @@ fn cache_key(
 
 fn shape_parts(
     gw: &Gateway,
-    call: &mut Call,
     group: &ModelGroup,
     request: &Arc<ChatRequest>,
+    notes: &mut Shaping,
 ) -> (Arc<ChatRequest>, Option<Rounds>) {
-    let Some(shaping) = gw.shapes.get(&group.name) else {
+    let Some(shaping) = gw.shaping.shapes.get(&group.name) else {
         return (Arc::clone(request), None);
     };
     if let Some(p) = &shaping.progressive {
         if request.stream {
-            gw.telemetry
+            gw.observers
+                .telemetry
                 .context_shaped(&group.name, "progressive", "stream", None);
         } else if let Some((rounds, first)) = Rounds::start(request, p) {
             return (Arc::new(first), Some(rounds));
@@ -127,18 +128,16 @@ fn shape_parts(
         Some(window.saturating_sub(request.max_tokens().unwrap_or(0)))
     });
     let Some(budget) = budget else {
-        gw.telemetry
+        gw.observers
+            .telemetry
             .context_shaped(&group.name, "compress", "no_budget", None);
         return (Arc::clone(request), None);
     };
     match compress::compress(request, budget) {
         Outcome::Under => (Arc::clone(request), None),
         Outcome::Compressed(done) => {
-            let r = call.record_mut();
-            r.compressed = Some((done.before, done.after));
-            // What an attempt that reports no usage is billed from: the prompt as sent.
-            r.prompt_estimate = done.after;
-            gw.telemetry.context_shaped(
+            notes.compressed = Some((done.before, done.after));
+            gw.observers.telemetry.context_shaped(
                 &group.name,
                 "compress",
                 "compressed",
@@ -148,7 +147,8 @@ fn shape_parts(
         }
         Outcome::Skipped(why) => {
             tracing::debug!(why = why.as_str(), "over its budget, not compressed");
-            gw.telemetry
+            gw.observers
+                .telemetry
                 .context_shaped(&group.name, "compress", why.as_str(), None);
             (Arc::clone(request), None)
         }
@@ -184,22 +184,18 @@ pub async fn more(
         };
         sent += last;
         let insufficient = rounds.insufficient(&body);
-        let used = usage.unwrap_or_else(|| {
-            // No usage reported: this round is billed from its estimate, never at zero.
-            call.record_mut().usage_estimated = true;
-            Usage {
-                prompt_tokens: last,
-                completion_tokens: (body.len() as u64).div_ceil(4),
-                ..Usage::default()
-            }
+        // No usage reported: this round is billed from its estimate, never at zero.
+        let used = usage.unwrap_or_else(|| Usage {
+            prompt_tokens: last,
+            completion_tokens: (body.len() as u64).div_ceil(4),
+            ..Usage::default()
         });
         total = total.plus(&used);
-        call.record_mut().rounds.push(Round {
+        let round = Round {
             usage,
             insufficient,
-        });
-        // Should a later round fail, the call still owes what the earlier ones used.
-        call.record_mut().usage = Some(total);
+        };
+        call.round(round, total, usage.is_none());
         let Some(next) = rounds.next(&body) else {
             let outcome = if insufficient {
                 "insufficient"
@@ -207,9 +203,14 @@ pub async fn more(
                 "answered"
             };
             let whole = call.record().prompt_estimate;
-            gw.telemetry
-                .context_shaped(&group.name, "progressive", outcome, Some((whole, sent)));
-            gw.telemetry
+            gw.observers.telemetry.context_shaped(
+                &group.name,
+                "progressive",
+                outcome,
+                Some((whole, sent)),
+            );
+            gw.observers
+                .telemetry
                 .context_rounds(&group.name, u64::from(rounds.round()));
             return Ok(Answer::Complete {
                 attempt,

@@ -8,10 +8,8 @@ use crate::walk::call::Call;
 
 /// Notes in the call's record where its deadline ran out, and makes the error that says so.
 pub fn exceeded(call: &mut Call) -> GatewayError {
-    let r = call.record_mut();
-    let stage = r.stage();
-    r.deadline_stage = Some(stage);
-    error(r, stage, Instant::now())
+    let stage = call.ran_out();
+    error(call.record(), stage, Instant::now())
 }
 
 /// The 504 of a call whose deadline ran out at `now`, in `stage`.

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use sluice_core::{ChatRequest, ErrorKind, GatewayError, RequestId};
+use sluice_ingress::Dialect;
 use sluice_providers::{REQUEST_ID_HEADER, TIMEOUT_HEADER, TIMEOUT_HEADER_NAME};
 use sluice_tail::admission::LaneSpec;
 
@@ -132,7 +133,12 @@ pub async fn read_body(
     }
 }
 
-/// Parses and checks a chat-completions body.
-pub fn parse(bytes: Bytes) -> Result<ChatRequest, GatewayError> {
-    ChatRequest::from_bytes(bytes)
+/// Parses and checks a body in the client's dialect, as a chat-completions request.
+pub fn parse(bytes: Bytes, dialect: Dialect) -> Result<ChatRequest, GatewayError> {
+    match dialect {
+        Dialect::Chat => ChatRequest::from_bytes(bytes),
+        Dialect::Anthropic => {
+            ChatRequest::from_bytes(Bytes::from(sluice_ingress::anthropic::to_chat(&bytes)?))
+        }
+    }
 }

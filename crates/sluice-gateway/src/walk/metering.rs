@@ -8,18 +8,19 @@ use std::time::{Duration, SystemTime};
 
 use sluice_core::calendar;
 use sluice_core::{ChatRequest, DEFAULT_OUTPUT_ESTIMATE, ErrorKind, GatewayError};
-use sluice_economy::{Micros, Refusal, Reservation, hold};
+use sluice_economy::{AccountBook, Micros, Refusal, Reservation, hold};
 use sluice_ledger::{GroupBy, LedgerError, Store, UsageQuery, UsageRow};
 use tokio::time::Instant;
 
 use crate::Gateway;
+use crate::tenants::Tenants;
 use sluice_routing::Deployment;
 
 /// Reserves `request`'s worst case for `tenant` on deployment `d`; `None` when the tenant
 /// has no credits or quotas. A refusal is 402 (credits) or 429 with `Retry-After` and the
 /// IETF `RateLimit` / `RateLimit-Policy` fields (quotas).
-pub fn reserve(
-    gw: &Gateway,
+pub async fn reserve(
+    tenants: &Tenants,
     tenant: Option<&Arc<str>>,
     d: &Deployment,
     request: &ChatRequest,
@@ -27,16 +28,17 @@ pub fn reserve(
     let Some(tenant) = tenant else {
         return Ok(None);
     };
-    let Some(limits) = gw.accounts.limits(tenant) else {
+    let Some(limits) = tenants.accounts.limits(tenant) else {
         return Ok(None);
     };
-    let prompt = gw.tokenizer.prompt_tokens(request);
+    let prompt = tenants.tokenizer.prompt_tokens(request);
     let output = request.max_tokens().unwrap_or(DEFAULT_OUTPUT_ESTIMATE);
     let worst = hold::worst_case(prompt, output);
-    let Some(cost) = hold::held_at(d.price.as_ref(), gw.unpriced, &limits, &worst) else {
+    let Some(cost) = hold::held_at(d.price.as_ref(), tenants.unpriced, &limits, &worst) else {
         return Err(unpriced(tenant, d));
     };
-    gw.accounts
+    tenants
+        .accounts
         .reserve(
             tenant,
             Instant::now(),
@@ -44,6 +46,7 @@ pub fn reserve(
             prompt + output,
             cost,
         )
+        .await
         .map_err(|r| refusal(&r))
 }
 
@@ -53,7 +56,7 @@ pub fn reserve(
 pub async fn restore_accounts(gw: &Gateway, wall: SystemTime) -> Result<usize, LedgerError> {
     // With no tenant holding credits or quotas there is nothing to restore, and no reason to
     // read the whole ledger at start.
-    let tenants = gw.accounts.tenants();
+    let tenants = gw.tenants.accounts.tenants();
     if tenants.is_empty() || gw.usage_store().is_none() {
         return Ok(0);
     }
@@ -109,7 +112,7 @@ async fn restore(
             find(&month, tenant),
             find(&today, tenant),
         );
-        gw.accounts.restore(
+        gw.tenants.accounts.restore(
             tenant,
             wall,
             Micros(a.cost_micros),

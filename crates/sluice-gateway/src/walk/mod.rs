@@ -25,13 +25,15 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use http::HeaderMap;
-use sluice_core::{ErrorKind, GatewayError};
+use sluice_core::{CacheLookup, ErrorKind, GatewayError};
 use sluice_routing::fallback::{self, Reason};
 use sluice_tail::admission::Ask;
 use tokio::time::{Instant, timeout_at};
 
+use sluice_ingress::Dialect;
+
 use crate::Gateway;
-use crate::walk::call::Call;
+use crate::walk::call::{Call, Identified, Routed};
 use dispatch::Answer;
 
 /// What a request refused while draining is told to wait before trying again.
@@ -39,13 +41,29 @@ const DRAINING_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs
 
 /// `POST /v1/chat/completions`.
 pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
+    serve(gw, req, Dialect::Chat).await
+}
+
+/// `POST /v1/messages`: Anthropic Messages, met in the internal form (`sluice-ingress`) and
+/// walked as any other request; its answer, stream and errors written back in its own shape.
+pub async fn messages(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
+    serve(gw, req, Dialect::Anthropic).await
+}
+
+/// A request of any dialect, walked once.
+async fn serve(gw: Arc<Gateway>, req: Request, dialect: Dialect) -> Response {
     let now = Instant::now();
     let (parts, body) = req.into_parts();
     // The record opens first so that every request, even one rejected in ingress, is counted.
-    let mut call = Call::open(gw.clone(), ingress::request_id(&parts.headers), now);
+    let mut call = Call::open(
+        gw.clone(),
+        ingress::request_id(&parts.headers),
+        now,
+        dialect,
+    );
     // A traced call takes the client's trace (or starts one) before anything can fail.
-    if let Some(tracer) = &gw.traces {
-        trace::begin(tracer, &mut call, &parts.headers);
+    if let Some(tracer) = &gw.observers.traces {
+        call.traced(trace::begin(tracer, &parts.headers));
     }
     match walk(&gw, &mut call, &parts.headers, body).await {
         Ok(Answer::Cached(served)) => respond::cached(call, served),
@@ -89,9 +107,10 @@ async fn walk(
 
     // 1. Ingress: read the body under its limit and parse it. First, because every later step
     //    needs a valid request, and a bad one must cost nothing upstream.
+    //    A client of another API is checked by that API's rules and met in the internal form.
     let bytes = ingress::read_body(headers, body, gw.max_body_bytes).await?;
-    let request = Arc::new(ingress::parse(bytes)?);
-    call.record_mut().stream = request.stream;
+    let request = Arc::new(ingress::parse(bytes, call.dialect())?);
+    call.parsed(request.stream);
     call.mark(|m| &mut m.parsed);
 
     // 2. Caller, lane and time budget: read before routing so bad headers cost nothing. The
@@ -100,17 +119,29 @@ async fn walk(
     //    and takes the lane's tenants in turn; everything after uses the deadline.
     let caller = auth::identify(gw, headers)?;
     let tenant = caller.tenant.clone();
-    call.record_mut().api_key = caller.key.as_ref().map(|k| Arc::from(k.spec.name.as_str()));
-    let lane = ingress::lane(headers, &gw.lanes, caller.default_lane(gw))?;
-    call.record_mut().lane = gw.lanes.get(lane).map(|l| l.name.clone());
-    let asked = ingress::timeout(headers)?;
+    let mut who = Identified {
+        api_key: caller.key.as_ref().map(|k| Arc::from(k.spec.name.as_str())),
+        ..Identified::default()
+    };
+    let checked = ingress::lane(headers, &gw.lanes, caller.default_lane(gw)).and_then(|lane| {
+        who.lane = gw.lanes.get(lane).map(|l| l.name.clone());
+        Ok((lane, ingress::timeout(headers)?))
+    });
+    let (lane, asked) = match checked {
+        Ok(checked) => checked,
+        Err(e) => {
+            call.identified(who);
+            return Err(e);
+        }
+    };
+    who.tenant = tenant.clone();
+    who.prompt_estimate = request.prompt_estimate();
     let ask = Ask {
         lane,
         tenant: tenant.clone().unwrap_or_else(|| Arc::from("")),
         tokens: request.token_estimate(),
     };
-    call.record_mut().tenant = tenant.clone();
-    call.record_mut().prompt_estimate = request.prompt_estimate();
+    call.identified(who);
     call.mark(|m| &mut m.identified);
 
     // 3. Route: the model group the client named, or the one the rules of the task route it
@@ -119,7 +150,18 @@ async fn walk(
     //    An automatic router (`[routers.*]`) chooses among its candidates by what it has
     //    learnt of each for the task, and hands the rest on as fallbacks.
     let size = route::PromptSize::of(&request);
-    let (group, others) = route::choose(gw, call, &request, headers, &caller, &size, asked)?;
+    let (group, others) = match route::choose(gw, call, &request, headers, &caller, &size, asked) {
+        Ok(chosen) => {
+            call.routed(chosen.routed);
+            (chosen.group, chosen.others)
+        }
+        Err(refused) => {
+            if let Some(group) = refused.group {
+                call.routed(Routed { group, route: None });
+            }
+            return Err(refused.error);
+        }
+    };
     call.mark(|m| &mut m.routed);
 
     // 4. Deadline: the client's budget, else the group's default, counted from arrival. It
@@ -127,12 +169,15 @@ async fn walk(
     //    attempt, backoffs) and, for a stream, the stream itself (see `respond`).
     let budget = asked.or(group.timeout);
     let deadline = budget.map(|b| call.record().timings.received + b);
-    call.record_mut().timings.deadline = deadline;
+    call.deadline(deadline);
 
     //    Normalisation (when its group asks for it): tools in a stable order, volatile
     //    system-prompt lines moved to the end, so requests share a cached prefix; before
     //    the caches, which then key the prompt as it is sent.
-    let request = context::normalise(gw, call, &group.name, &request);
+    let (request, normalised) = context::normalise(gw, &group.name, &request);
+    if let Some((tools, lines)) = normalised {
+        call.normalised(tools, lines);
+    }
 
     // 5. The answer cache: the same request from the same tenant is answered from it, before
     //    a deployment is picked or anything is reserved, so a hit needs no upstream (not
@@ -140,8 +185,8 @@ async fn walk(
     //    its answer once it has ended well; while it is out, an identical request waits for
     //    that answer instead of buying it again (not a stream: it would wait for the whole
     //    answer before its first byte).
-    if let Some(cache) = &gw.cache
-        && let Some(served) = cache::consult(
+    if let Some(cache) = &gw.caches.exact {
+        let (lookup, served) = cache::consult(
             cache,
             call,
             headers,
@@ -150,14 +195,16 @@ async fn walk(
             &request,
             deadline,
         )
-        .await?
-    {
-        return Ok(Answer::Cached(served));
+        .await;
+        call.looked_up(lookup);
+        if let Some(served) = served? {
+            return Ok(Answer::Cached(served));
+        }
     }
     //    Then the semantic cache (when on): an answer to a question that means the same, from
     //    the same tenant with everything but the newest user message identical.
-    if let Some(sem) = &gw.semantic
-        && let Some(served) = semantic::consult(
+    if let Some(sem) = &gw.caches.semantic
+        && let Some(looked) = semantic::consult(
             gw,
             sem,
             call,
@@ -168,7 +215,11 @@ async fn walk(
         )
         .await
     {
-        return Ok(Answer::Cached(served));
+        call.looked_up_by_meaning(looked.what);
+        if let Some(served) = looked.served {
+            call.looked_up(CacheLookup::Semantic);
+            return Ok(Answer::Cached(served));
+        }
     }
     call.mark(|m| &mut m.looked_up);
 
@@ -180,7 +231,7 @@ async fn walk(
     //    is the answer when every group failed.
     //    The prefix watch (one request in every 1 / share): does this request share its tools and system
     //    prompt with its tenant and group's recent ones, and if not, why not.
-    if let Some(w) = &gw.prefixes {
+    if let Some(w) = &gw.shaping.prefixes {
         prefixes::observe(gw, w, tenant.as_deref(), &group.name, &request);
     }
     //    Compression or progressive loading (when the group asks for either): a request over
@@ -188,7 +239,8 @@ async fn walk(
     //    question; a long document goes a round of passages at a time while the answer says
     //    they did not suffice. After the caches (a hit needs neither) and before the context
     //    window is checked (a document too long for it may fit once shaped).
-    let shaped = context::shape(gw, call, group, &request);
+    let (shaped, shaping) = context::shape(gw, tenant.as_deref(), group, &request);
+    call.shaped(shaping);
     let size = route::PromptSize::of(&shaped.request);
     let fallbacks = route::fallbacks(gw, group, others, &caller);
     let taken = async {
@@ -251,7 +303,7 @@ async fn take(
         .pick_available(group, &call.record().request_id, ask, prefixes.as_ref())
         .map_err(failed)?;
     if prefixes.is_some() {
-        call.record_mut().by_prefix = Some(by_prefix);
+        call.picked(by_prefix);
     }
 
     // 7. Credits and quotas: the call's worst case is reserved for its tenant, on the routed
@@ -259,7 +311,9 @@ async fn take(
     //    is the model's; before dispatch, because nothing may be spent that is not covered.
     //    Progressive loading reserves for the whole document its rounds may send.
     let whole = rounds.map_or(&**request, |r| r.original());
-    let held = metering::reserve(gw, tenant, deployment, whole).map_err(failed)?;
+    let held = metering::reserve(&gw.tenants, tenant, deployment, whole)
+        .await
+        .map_err(failed)?;
     call.hold(held);
 
     // 8. Dispatch: admission (a slot under the deployment's concurrency limit, waiting in the
@@ -285,10 +339,10 @@ async fn take(
 }
 
 /// Answers with the error (with the call's `Server-Timing`) and settles the call.
-fn fail(mut call: Call, e: &GatewayError) -> Response {
+fn fail(call: Call, e: &GatewayError) -> Response {
     let mut resp = {
         let r = call.record();
-        rescue::error_response(e, &r.request_id, r.upstream.as_deref())
+        rescue::error_response(e, &r.request_id, r.upstream.as_deref(), call.dialect())
     };
     let timing = respond::server_timing(call.record(), Instant::now(), false);
     if let Ok(v) = http::HeaderValue::from_str(&timing) {
@@ -297,7 +351,6 @@ fn fail(mut call: Call, e: &GatewayError) -> Response {
     if let Some(v) = respond::route_header(call.record()) {
         resp.headers_mut().insert(respond::X_SLUICE_ROUTE, v);
     }
-    call.record_mut().retry_after = e.retry_after;
-    call.finish(e.status(), Some(e.kind));
+    call.refused(e);
     resp
 }

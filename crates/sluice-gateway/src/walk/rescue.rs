@@ -1,15 +1,32 @@
-//! The one place where errors become HTTP answers, in OpenAI's error shape.
+//! The one place where errors become HTTP answers, in the client's API's error shape.
 
 use axum::body::Body;
 use axum::response::Response;
 use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
 use sluice_core::{GatewayError, RequestId};
+use sluice_ingress::{Dialect, anthropic};
 
-/// The answer for `e`: an upstream's own 4xx verbatim, else `{"error":{...}}` JSON.
-pub fn error_response(e: &GatewayError, id: &RequestId, upstream: Option<&str>) -> Response {
-    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+/// The answer for `e` in the client's dialect: for chat completions an upstream's own 4xx
+/// verbatim, else `{"error":{...}}` JSON; for Messages its own error shape and statuses
+/// (an upstream's refusal re-worded into it, its status and `Retry-After` kept).
+pub fn error_response(
+    e: &GatewayError,
+    id: &RequestId,
+    upstream: Option<&str>,
+    dialect: Dialect,
+) -> Response {
+    let status = match dialect {
+        Dialect::Chat => e.status(),
+        Dialect::Anthropic => anthropic::error::kind_and_status(e).1,
+    };
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let (body, content_type, retry_after) = match &e.upstream {
+        Some(reply) if dialect == Dialect::Anthropic => (
+            Body::from(anthropic::error::body(e).to_string()),
+            "application/json".to_string(),
+            reply.retry_after.clone(),
+        ),
         Some(reply) => (
             Body::from(reply.body.clone()),
             reply
@@ -19,7 +36,10 @@ pub fn error_response(e: &GatewayError, id: &RequestId, upstream: Option<&str>) 
             reply.retry_after.clone(),
         ),
         None => (
-            Body::from(error_json(e)),
+            Body::from(match dialect {
+                Dialect::Chat => error_json(e),
+                Dialect::Anthropic => anthropic::error::body(e).to_string(),
+            }),
             "application/json".to_string(),
             // Whole seconds, rounded up: never invite a client back before the queue can
             // take it.

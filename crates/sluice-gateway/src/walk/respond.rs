@@ -21,6 +21,8 @@ use crate::walk::cache::Served;
 use crate::walk::call::Call;
 use crate::walk::deadline;
 use sluice_cache::assemble::Assembler;
+use sluice_ingress::Dialect;
+use sluice_ingress::anthropic::{self, Reframer};
 
 const X_SLUICE_UPSTREAM: HeaderName = HeaderName::from_static("x-sluice-upstream");
 const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
@@ -216,10 +218,14 @@ fn headers_for(call: &Call, now: Instant, stream: bool, h: &mut HeaderMap) {
 /// meaning (or, verifying, compared with the entry's answer).
 fn store(call: &mut Call, body: &Bytes, now: Instant) {
     if let Some((question, cost)) = call.store_answer(body, now)
-        && let Some(sem) = call.gateway().semantic.clone()
+        && let Some(sem) = call.gateway().caches.semantic.clone()
     {
         let gw = call.gateway().clone();
-        super::semantic::settle(&gw, &sem, call.record_mut(), question, body, cost, now);
+        if let Some(right) =
+            super::semantic::settle(&gw, &sem, call.record(), question, body, cost, now)
+        {
+            call.verified(right);
+        }
     }
 }
 
@@ -238,8 +244,12 @@ pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
         .and_then(|r| r.auto.as_ref())
         .map(|a| a.wants_json);
     if let Some(wants_json) = wants_json {
-        call.record_mut().flaw = crate::feedback::flaw(&body, wants_json);
+        call.flawed(crate::learning::flaw(&body, wants_json));
     }
+    let body = match in_dialect(&call, body) {
+        Ok(body) => body,
+        Err(e) => return unwritable(call, attempt, &e),
+    };
     let mut resp = Response::new(Body::from(body));
     // Sized once for the headers written here and the content length added on the way out,
     // rather than grown (and reallocated) as inserts fill it.
@@ -254,6 +264,26 @@ pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
     resp
 }
 
+/// A complete chat answer in the client's API.
+fn in_dialect(call: &Call, body: Bytes) -> Result<Bytes, GatewayError> {
+    match call.dialect() {
+        Dialect::Chat => Ok(body),
+        Dialect::Anthropic => anthropic::from_chat(&body).map(Bytes::from),
+    }
+}
+
+/// An answer that could not be written in the client's API: the attempt counts as failed and
+/// the client gets the error.
+fn unwritable(mut call: Call, attempt: usize, e: &GatewayError) -> Response {
+    call.end_attempt(attempt, AttemptOutcome::Failed(e.kind), Instant::now());
+    let resp = {
+        let r = call.record();
+        super::rescue::error_response(e, &r.request_id, r.upstream.as_deref(), call.dialect())
+    };
+    call.finish(e.status(), Some(e.kind));
+    resp
+}
+
 /// An answer from the answer cache (its JSON, or its SSE replay); settles the call.
 pub fn cached(mut call: Call, served: Served) -> Response {
     let Served {
@@ -262,11 +292,34 @@ pub fn cached(mut call: Call, served: Served) -> Response {
         stream,
     } = served;
     let now = Instant::now();
-    call.record_mut().cache_saved_micros = stored.cost_micros;
+    call.saved(stored.cost_micros);
     let content_type = if stream {
         "text/event-stream"
     } else {
         "application/json"
+    };
+    // Stored answers are in the internal form, whatever API stored them.
+    let body = match (call.dialect(), stream) {
+        (Dialect::Chat, _) => body,
+        (Dialect::Anthropic, true) => {
+            let mut r = Reframer::new();
+            let mut out = r.feed(&body);
+            out.extend(r.finish());
+            Bytes::from(out)
+        }
+        (Dialect::Anthropic, false) => match anthropic::from_chat(&body) {
+            Ok(b) => Bytes::from(b),
+            Err(e) => {
+                let resp = super::rescue::error_response(
+                    &e,
+                    &call.record().request_id,
+                    None,
+                    Dialect::Anthropic,
+                );
+                call.finish(e.status(), Some(e.kind));
+                return resp;
+            }
+        },
     };
     let mut resp = Response::new(Body::from(body));
     let mut h = HeaderMap::with_capacity(8);
@@ -297,7 +350,13 @@ pub fn stream(
         a.frame(&first);
     }
     call.sent(first.len());
+    let mut reframe = (call.dialect() == Dialect::Anthropic).then(Reframer::new);
+    let first = match reframe.as_mut() {
+        Some(r) => Bytes::from(r.feed(&first)),
+        None => first,
+    };
     let body = ClientStream {
+        reframe,
         first: Some(first),
         rest,
         call: Some(call),
@@ -332,6 +391,8 @@ struct ClientStream {
     deadline: Option<Alarm>,
     /// The answer assembled for the answer cache, when it is to be stored.
     assembly: Option<Assembler>,
+    /// The client's API's events written from the chat frames, when it speaks another.
+    reframe: Option<Reframer>,
 }
 
 impl ClientStream {
@@ -343,7 +404,20 @@ impl ClientStream {
             call.end_attempt(self.attempt, AttemptOutcome::Failed(e.kind), Instant::now());
             call.finish(200, Some(e.kind));
         }
-        openai::error_frame(e)
+        match self.reframe.as_mut() {
+            Some(r) => Bytes::from(r.fail(e)),
+            None => openai::error_frame(e),
+        }
+    }
+
+    /// A frame in the client's API: itself, or the events it completes (maybe none yet).
+    fn out(&mut self, frame: Bytes) -> Option<Bytes> {
+        match self.reframe.as_mut() {
+            None => Some(frame),
+            Some(r) => Some(r.feed(&frame))
+                .filter(|b| !b.is_empty())
+                .map(Bytes::from),
+        }
     }
 }
 
@@ -352,7 +426,7 @@ impl Stream for ClientStream {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if let Some(first) = this.first.take() {
+        if let Some(first) = this.first.take().filter(|f| !f.is_empty()) {
             return Poll::Ready(Some(Ok(first)));
         }
         loop {
@@ -379,14 +453,16 @@ impl Stream for ClientStream {
                     if let Some(call) = this.call.as_mut() {
                         call.sent(b.len());
                     }
-                    return Poll::Ready(Some(Ok(b)));
+                    if let Some(out) = this.out(b) {
+                        return Poll::Ready(Some(Ok(out)));
+                    }
                 }
                 Poll::Ready(Some(Ok(StreamEvent::Usage(u)))) => {
                     if let Some(a) = this.assembly.as_mut() {
                         a.usage(u);
                     }
                     if let Some(call) = this.call.as_mut() {
-                        call.record_mut().usage = Some(u);
+                        call.used(u);
                     }
                 }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Ok(this.end_with(&e)))),
@@ -400,7 +476,9 @@ impl Stream for ClientStream {
                         }
                         call.finish(200, None);
                     }
-                    return Poll::Ready(None);
+                    // The client's API closes its message (or says the answer was cut).
+                    let tail = this.reframe.as_mut().map(Reframer::finish);
+                    return Poll::Ready(tail.filter(|t| !t.is_empty()).map(|t| Ok(Bytes::from(t))));
                 }
             }
         }

@@ -8,13 +8,13 @@ use std::sync::OnceLock;
 
 use http::HeaderMap;
 use serde_json::Value;
-use sluice_core::{ChatRequest, ErrorKind, FallbackTaken, GatewayError, RouteTaken};
+use sluice_core::{ChatRequest, ErrorKind, GatewayError, RouteTaken};
 use sluice_routing::ModelGroup;
 use sluice_routing::fallback::Reason;
 use sluice_routing::rules::{Facts, Script};
 
 use super::auth::Caller;
-use super::call::Call;
+use super::call::{Call, Routed};
 use crate::Gateway;
 
 /// `x-sluice-task`: the task a request declares (else its body's `metadata.task`).
@@ -40,38 +40,87 @@ impl<'r> PromptSize<'r> {
     pub fn tokens(&self, gw: &Gateway) -> u64 {
         *self
             .tokens
-            .get_or_init(|| gw.tokenizer.prompt_tokens(self.request))
+            .get_or_init(|| gw.tenants.tokenizer.prompt_tokens(self.request))
+    }
+}
+
+/// Where routing sent a request.
+pub struct Chosen<'g> {
+    /// The group it goes to first.
+    pub group: &'g ModelGroup,
+    /// When an automatic router chose, the other candidates in the order to fall back to.
+    pub others: Vec<&'g ModelGroup>,
+    /// What to record: the group, and the route or router that chose it.
+    pub routed: Routed,
+}
+
+/// A request routing refused, with the group it named when that was the reason (a group
+/// the caller's key may not use).
+pub struct Refused {
+    /// Why.
+    pub error: GatewayError,
+    /// The group it named, when it named one.
+    pub group: Option<Arc<str>>,
+}
+
+impl From<GatewayError> for Refused {
+    fn from(error: GatewayError) -> Self {
+        Self { error, group: None }
     }
 }
 
 /// The group `request` goes to first, and, when an automatic router chose it, the other
-/// candidates in the order to fall back to; for a task route or a router, what chose it is
-/// recorded. The caller's key must allow the name it sent (a key allowed `auto` may use
-/// whatever `auto` chooses). `asked`: the client's own time budget.
+/// candidates in the order to fall back to, with what chose it. The caller's key must allow
+/// the name it sent (a key allowed `auto` may use whatever `auto` chooses). `asked`: the
+/// client's own time budget.
 pub fn choose<'g>(
     gw: &'g Gateway,
-    call: &mut Call,
+    call: &Call,
     request: &ChatRequest,
     headers: &HeaderMap,
     caller: &Caller,
     size: &PromptSize<'_>,
     asked: Option<std::time::Duration>,
-) -> Result<(&'g ModelGroup, Vec<&'g ModelGroup>), GatewayError> {
+) -> Result<Chosen<'g>, Refused> {
     if let Some(router) = gw.routes.router(&request.model) {
         caller.may_use(&request.model)?;
         let task = task(headers, request)?;
         let now = tokio::time::Instant::now();
-        let hash = crate::feedback::body_hash(request);
+        let hash = crate::learning::body_hash(request);
         let id = call.record().request_id.clone();
-        gw.learning
-            .arrived(gw, caller.tenant.as_ref(), hash, &id, now);
-        return super::auto::choose(gw, call, router, request, task.as_deref(), asked);
+        gw.learning.arrived(
+            &gw.routes,
+            gw.telemetry(),
+            caller.tenant.as_ref(),
+            hash,
+            &id,
+            now,
+        );
+        return Ok(super::auto::choose(
+            gw,
+            call,
+            router,
+            request,
+            task.as_deref(),
+            asked,
+        )?);
     }
     let Some(route) = gw.routes.task_route(&request.model) else {
         let group = gw.routes.group(&request.model)?;
-        call.record_mut().model_group = Some(group.name.clone());
-        caller.may_use(&group.name)?;
-        return Ok((group, Vec::new()));
+        if let Err(error) = caller.may_use(&group.name) {
+            return Err(Refused {
+                error,
+                group: Some(group.name.clone()),
+            });
+        }
+        return Ok(Chosen {
+            group,
+            others: Vec::new(),
+            routed: Routed {
+                group: group.name.clone(),
+                route: None,
+            },
+        });
     };
     caller.may_use(&route.name)?;
     let task = task(headers, request)?;
@@ -90,16 +139,20 @@ pub fn choose<'g>(
     };
     let routed = route.decide(&facts);
     let group = gw.routes.group(routed.group)?;
-    let record = call.record_mut();
-    record.model_group = Some(group.name.clone());
-    record.route = Some(RouteTaken {
-        route: route.name.clone(),
-        rule: routed.rule,
-        group: group.name.clone(),
-        unknown_task: routed.unknown_task,
-        auto: None,
-    });
-    Ok((group, Vec::new()))
+    Ok(Chosen {
+        group,
+        others: Vec::new(),
+        routed: Routed {
+            group: group.name.clone(),
+            route: Some(RouteTaken {
+                route: route.name.clone(),
+                rule: routed.rule,
+                group: group.name.clone(),
+                unknown_task: routed.unknown_task,
+                auto: None,
+            }),
+        },
+    })
 }
 
 /// Whether `field` is in the body and neither `null` nor empty.
@@ -210,13 +263,5 @@ pub fn fits(
 
 /// Records that the call left `from` for `to` for `reason`.
 pub fn record_fallback(call: &mut Call, from: &ModelGroup, to: &ModelGroup, reason: Reason) {
-    let record = call.record_mut();
-    let after = record.attempts.len();
-    record.fallbacks.push(FallbackTaken {
-        from: from.name.clone(),
-        to: to.name.clone(),
-        reason: reason.label(),
-        after,
-    });
-    record.model_group = Some(to.name.clone());
+    call.fell_back(&from.name, &to.name, reason.label());
 }

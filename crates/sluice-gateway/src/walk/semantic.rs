@@ -9,54 +9,29 @@
 use std::sync::Arc;
 
 use http::HeaderMap;
-use parking_lot::Mutex;
 use rand::RngExt;
-use rand::rngs::StdRng;
 use sluice_cache::Directive;
 use sluice_cache::semantic::agree::{self, Agreement};
-use sluice_cache::semantic::{Lookup, Pending, Question, SemanticCache};
-use sluice_core::{CacheLookup, ChatRequest, SemanticLookup};
-use sluice_embed::Embedder;
+use sluice_cache::semantic::{Lookup, Pending, Question};
+use sluice_core::{ChatRequest, SemanticLookup};
 use tokio::time::Instant;
 
 use super::cache::Served;
 use super::call::Call;
 use crate::Gateway;
+use crate::caches::{Semantic, ServedHit};
 
-/// The semantic cache and the embedder that turns questions into vectors.
-#[derive(Debug)]
-pub struct Semantic {
-    /// The entries and their policy.
-    pub cache: SemanticCache,
-    /// The embedder.
-    pub embedder: Arc<Embedder>,
-    /// The verified mode's coins (seeded: a run repeats).
-    pub coins: Mutex<StdRng>,
-    /// Answers served by meaning, by request id, for feedback: (tenant, partition, entry,
-    /// similarity).
-    pub served: moka::sync::Cache<sluice_core::RequestId, ServedHit>,
+/// What the semantic cache did for a request, and its answer when it served one.
+pub struct Looked {
+    /// What it did.
+    pub what: SemanticLookup,
+    /// The answer it served.
+    pub served: Option<Served>,
 }
 
-/// A semantic hit remembered for feedback.
-#[derive(Clone, Debug)]
-pub struct ServedHit {
-    /// The model group.
-    pub group: Arc<str>,
-    /// The tenant it was served to.
-    pub tenant: Option<Arc<str>>,
-    /// The entry's partition.
-    pub partition: u64,
-    /// The entry.
-    pub entry: u64,
-    /// The similarity it was served at.
-    pub similarity: f64,
-}
-
-/// Semantic hits remembered for feedback.
-pub const HITS_KEPT: u64 = 100_000;
-
-/// Looks `request` up by meaning; a served answer, or `None` (the call then stores its
-/// answer under the question, unless the client said `no-store`).
+/// Looks `request` up by meaning: what the cache did (`None`: nothing to record), and the
+/// answer it served, if any (when none, the call stores its answer under the question,
+/// unless the client said `no-store`).
 pub async fn consult(
     gw: &Gateway,
     sem: &Semantic,
@@ -65,22 +40,20 @@ pub async fn consult(
     tenant: Option<&str>,
     group: &str,
     request: &ChatRequest,
-) -> Option<Served> {
+) -> Option<Looked> {
     let mode = sem.cache.mode(group)?;
-    let record = |call: &mut Call, what: SemanticLookup| {
-        gw.telemetry.semantic(group, &what);
-        call.record_mut().semantic = Some(what);
+    let looked = |what: SemanticLookup, served: Option<Served>| {
+        gw.observers.telemetry.semantic(group, &what);
+        Some(Looked { what, served })
     };
     let directive = Directive::of(headers);
     if directive == Directive::Skip {
-        record(call, SemanticLookup::Ineligible("no-store"));
-        return None;
+        return looked(SemanticLookup::Ineligible("no-store"), None);
     }
     let question = match Question::of(tenant, group, request, sem.cache.limits()) {
         Ok(q) => q,
         Err(why) => {
-            record(call, SemanticLookup::Ineligible(why.label()));
-            return None;
+            return looked(SemanticLookup::Ineligible(why.label()), None);
         }
     };
     let embedded = match sem.embedder.embed_local(&question.text) {
@@ -95,8 +68,7 @@ pub async fn consult(
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(error = %e, "the question could not be embedded; not cached by meaning");
-            record(call, SemanticLookup::Ineligible(e.label()));
-            return None;
+            return looked(SemanticLookup::Ineligible(e.label()), None);
         }
     };
     let by_meaning = |question, vector, verifies| Pending {
@@ -105,25 +77,16 @@ pub async fn consult(
         verifies,
     };
     if directive == Directive::Refresh {
-        record(call, SemanticLookup::Ineligible("no-cache"));
         call.store_by_meaning(by_meaning(question, vector, None));
-        return None;
+        return looked(SemanticLookup::Ineligible("no-cache"), None);
     }
     let now = Instant::now();
     let u: f64 = sem.coins.lock().random();
-    match sem.cache.lookup(&question, group, mode, &vector, now, u) {
+    let what = match sem.cache.lookup(&question, group, mode, &vector, now, u) {
         Lookup::Hit { id, similarity } => {
             let stored = sem.cache.answer(question.partition, id)?;
             match stored.body_for(request.stream, request.include_usage) {
                 Ok(body) => {
-                    record(
-                        call,
-                        SemanticLookup::Hit {
-                            entry: id,
-                            similarity,
-                        },
-                    );
-                    call.record_mut().cache = Some(CacheLookup::Semantic);
                     sem.served.insert(
                         call.record().request_id.clone(),
                         ServedHit {
@@ -134,37 +97,42 @@ pub async fn consult(
                             similarity,
                         },
                     );
-                    return Some(Served {
+                    let served = Served {
                         stored,
                         body,
                         stream: request.stream,
-                    });
+                    };
+                    let hit = SemanticLookup::Hit {
+                        entry: id,
+                        similarity,
+                    };
+                    return looked(hit, Some(served));
                 }
-                Err(e) => tracing::warn!(error = %e, "semantic answer not replayable"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "semantic answer not replayable");
+                    call.store_by_meaning(by_meaning(question, vector, None));
+                    return None;
+                }
             }
         }
-        Lookup::Miss { refused, best } => record(
-            call,
-            SemanticLookup::Miss {
-                refused: refused.map(|m| m.label()),
-                best,
-            },
-        ),
+        Lookup::Miss { refused, best } => SemanticLookup::Miss {
+            refused: refused.map(|m| m.label()),
+            best,
+        },
         Lookup::Verify { id, similarity, p } => {
             // Asked upstream too; its answer is served and compared with the entry's.
-            record(
-                call,
+            call.store_by_meaning(by_meaning(question, vector, Some((id, similarity, p))));
+            return looked(
                 SemanticLookup::Verify {
                     entry: id,
                     similarity,
                 },
+                None,
             );
-            call.store_by_meaning(by_meaning(question, vector, Some((id, similarity, p))));
-            return None;
         }
-    }
+    };
     call.store_by_meaning(by_meaning(question, vector, None));
-    None
+    looked(what, None)
 }
 
 /// Whether two answers agree, their texts embedded in process when they must be compared
@@ -204,16 +172,17 @@ async fn agree_remote(sem: &Semantic, a: &str, b: &str, request_id: &str) -> Opt
 
 /// A call's complete answer `body` (bought for `cost`) under its question: stored; or, when
 /// it verified an entry, compared with the entry's answer, which learns whether it was right
-/// (and, when it was not, this answer is stored beside it).
+/// (and, when it was not, this answer is stored beside it). Whether the entry's answer was
+/// right, when that is known before the call settles.
 pub fn settle(
     gw: &Gateway,
     sem: &Semantic,
-    record: &mut sluice_core::CallRecord,
+    record: &sluice_core::CallRecord,
     q: Pending,
     body: &bytes::Bytes,
     cost: u64,
     now: Instant,
-) {
+) -> Option<bool> {
     let group = record.model_group.clone().unwrap_or_else(|| Arc::from(""));
     if let Some((id, similarity, p)) = q.verifies
         && let Some(cached) = sem.cache.answer(q.question.partition, id)
@@ -223,10 +192,9 @@ pub fn settle(
             Agree::Texts(a, b) => {
                 // Compared through the embeddings upstream, after the answer has gone out
                 // (the record cannot wait for it; the metrics and the entry learn it).
-                let Some(sem) = gw.semantic.clone() else {
-                    return;
-                };
-                let (telemetry, request_id) = (gw.telemetry.clone(), record.request_id.clone());
+                let sem = gw.caches.semantic.clone()?;
+                let (telemetry, request_id) =
+                    (gw.observers.telemetry.clone(), record.request_id.clone());
                 let fresh = body.clone();
                 tokio::spawn(async move {
                     let Some(right) = agree_remote(&sem, &a, &b, request_id.as_str()).await else {
@@ -240,20 +208,22 @@ pub fn settle(
                         sem.cache.insert(&q.question, q.vector, fresh, cost, now);
                     }
                 });
-                return;
+                return None;
             }
         };
         sem.cache
             .observe(q.question.partition, id, similarity, right);
         sem.cache.verified(&group, right, p);
-        gw.telemetry.semantic_verified(&group, right);
-        record.semantic_verified = Some(right);
-        if right {
-            return;
+        gw.observers.telemetry.semantic_verified(&group, right);
+        if !right {
+            sem.cache
+                .insert(&q.question, q.vector, body.clone(), cost, now);
         }
+        return Some(right);
     }
     sem.cache
         .insert(&q.question, q.vector, body.clone(), cost, now);
+    None
 }
 
 /// The `x-sluice-cache` value of a semantic hit: which entry, at what similarity.

@@ -2,20 +2,16 @@
 //! when a traced call opens, and the W3C headers each attempt sends upstream (its own span
 //! as the parent, the client's `tracestate` unchanged).
 
-use std::sync::Arc;
-
 use http::{HeaderMap, HeaderValue};
 use sluice_core::TraceIds;
 use sluice_providers::TraceHeaders;
 use sluice_trace::Tracer;
 
-use super::call::Call;
-
-/// Gives the call its trace: the client's, continued, or a new one.
-pub fn begin(tracer: &Tracer, call: &mut Call, headers: &HeaderMap) {
+/// The call's trace: the client's, continued, or a new one.
+pub fn begin(tracer: &Tracer, headers: &HeaderMap) -> TraceIds {
     let parent = headers.get("traceparent").map(HeaderValue::as_bytes);
     let state = headers.get("tracestate").map(HeaderValue::as_bytes);
-    call.record_mut().trace = Some(Arc::new(tracer.begin(parent, state)));
+    tracer.begin(parent, state)
 }
 
 /// The headers attempt `attempt` of a traced call sends upstream.

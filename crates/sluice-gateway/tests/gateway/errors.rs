@@ -230,8 +230,8 @@ async fn no_input_makes_the_gateway_panic() {
         b"{\"model\":{\"$ref\":1},\"messages\":[]}".to_vec(),
         b"{\"model\":\"ok\",\"messages\":[{\"role\":\"user\",\"content\":\"\\ud800\"}]}".to_vec(),
         format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)).into_bytes(),
-        b"{\"model\":\"ok\",\"messages\":[{\"role\":\"user\"}],\"stream\":true,\"stream_options\":[]}".to_vec(),
-        b"{\"model\":\"ok\",\"messages\":[{\"role\":\"user\"}],\"max_tokens\":1e999}".to_vec(),
+        b"{\"model\":\"ok\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,\"stream_options\":[]}".to_vec(),
+        b"{\"model\":\"ok\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1e999}".to_vec(),
     ];
     for b in nasty {
         let resp = post_raw(&gw.url, b.clone()).await;

@@ -22,11 +22,13 @@ fn fields_are_copied_byte_for_byte() {
         out,
         "{\"top_k\":3.10,\"model\":\"up \\\"q\\\"\",\"messages\":[{\"role\":\"user\",\"content\":\"h\\u00e9\"}],\"x\":{\"b\":1,\"a\":2}}"
     );
-    let streamed =
-        ChatRequest::parse(br#"{"model":"m","messages":[{"role":"user"}],"stream":true}"#).unwrap();
+    let streamed = ChatRequest::parse(
+        br#"{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}"#,
+    )
+    .unwrap();
     assert_eq!(
         String::from_utf8(outgoing_body(&streamed, "x").unwrap()).unwrap(),
-        r#"{"model":"x","messages":[{"role":"user"}],"stream":true,"stream_options":{"include_usage":true}}"#
+        r#"{"model":"x","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true}}"#
     );
 }
 
@@ -47,13 +49,15 @@ fn swaps_the_model_and_keeps_unknown_fields_in_order() {
 
 #[test]
 fn streams_always_ask_for_usage() {
-    let plain = request(json!({"model": "m", "messages": [{"role": "user"}], "stream": true}));
+    let plain = request(
+        json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": true}),
+    );
     assert_eq!(
         outgoing(&plain, "x")["stream_options"],
         json!({"include_usage": true})
     );
     let with_opts = request(json!({
-        "model": "m", "messages": [{"role": "user"}], "stream": true,
+        "model": "m", "messages": [{"role": "user", "content": "x"}], "stream": true,
         "stream_options": {"include_usage": false, "continuous_usage_stats": true}
     }));
     assert_eq!(

@@ -22,7 +22,7 @@ impl Provider for Delays {
 }
 
 fn call() -> UpstreamCall {
-    let body = serde_json::json!({"model": "m", "messages": [{"role": "user"}], "stream": true});
+    let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": true});
     UpstreamCall {
         request: Arc::new(ChatRequest::parse(body.to_string().as_bytes()).unwrap()),
         model: Arc::from("m"),

@@ -22,7 +22,7 @@ use tokio::time::{Instant, timeout_at};
 pub use fair::FairQueue;
 pub use scheduler::{LaneLoad, guaranteed, next_lane};
 
-use crate::pace::{Dimension, DimensionState, PaceSpec, Pacer};
+use crate::pace::{Dimension, DimensionState, Pace, PaceSpec, Pacer};
 use state::{Next, State, Waiting};
 
 /// What a request asks admission for: a slot in `lane`, on behalf of `tenant`, for a call of
@@ -249,9 +249,9 @@ impl Admission {
     }
 
     /// An admission of `limit` slots over `lanes`, holding calls back as `pacer` says.
-    pub fn paced(limit: usize, lanes: Vec<LaneSpec>, pacer: Pacer) -> Self {
+    pub fn paced(limit: usize, lanes: Vec<LaneSpec>, pacer: impl Pace + 'static) -> Self {
         Self(Arc::new(Inner {
-            state: Mutex::new(State::new(limit, lanes, pacer, Instant::now())),
+            state: Mutex::new(State::new(limit, lanes, Box::new(pacer), Instant::now())),
         }))
     }
 

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::fair::FairQueue;
 use super::scheduler::{LaneLoad, next_lane};
 use super::{Ask, LaneSpec, Rejected};
-use crate::pace::{DimensionState, Pacer};
+use crate::pace::{DimensionState, Pace};
 
 /// A request waiting in a lane.
 pub(crate) trait Waiting {
@@ -105,7 +105,7 @@ pub(crate) struct State<W> {
     /// No slot is granted before this (the upstream asked us to wait).
     pub(crate) paused_until: Option<Instant>,
     /// Holds calls back until the upstream's rate limits can take them.
-    pub(crate) pacer: Pacer,
+    pub(crate) pacer: Box<dyn Pace>,
     /// When a task will next wake to grant slots (a pause or the pacer ends then).
     pub(crate) wake_at: Option<Instant>,
     /// The last instant the next waiter was held back by the upstream's rate limit (the
@@ -115,7 +115,12 @@ pub(crate) struct State<W> {
 
 impl<W: Waiting> State<W> {
     /// `limit` slots over `lanes`, paced by `pacer`, counting from `now`.
-    pub(crate) fn new(limit: usize, lanes: Vec<LaneSpec>, pacer: Pacer, now: Instant) -> Self {
+    pub(crate) fn new(
+        limit: usize,
+        lanes: Vec<LaneSpec>,
+        pacer: Box<dyn Pace>,
+        now: Instant,
+    ) -> Self {
         Self {
             limit: limit.max(1),
             inflight: 0,
@@ -331,7 +336,7 @@ impl<W: Waiting> State<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pace::PaceSpec;
+    use crate::pace::{PaceSpec, Pacer};
 
     /// A waiter that is only its cost and whether it left.
     #[derive(Debug)]
@@ -357,7 +362,12 @@ mod tests {
     }
 
     fn state(limit: usize, now: Instant) -> State<W> {
-        State::new(limit, lanes(), Pacer::new(PaceSpec::default(), now), now)
+        State::new(
+            limit,
+            lanes(),
+            Box::new(Pacer::new(PaceSpec::default(), now)),
+            now,
+        )
     }
 
     fn ask(lane: usize, tenant: &str) -> Ask {

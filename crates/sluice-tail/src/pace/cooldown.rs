@@ -38,6 +38,26 @@ pub fn after_429(now: Instant, retry_after: Option<Duration>) -> Pushback {
     }
 }
 
+/// The deployments cooling down after a 429, as the gateway reads and writes them. One
+/// process keeps [`Cooldowns`] under a lock; several instances share them by another
+/// implementation, no step changing.
+pub trait Cooling: Send + Sync + std::fmt::Debug {
+    /// `key` cools for `d` from `now` (a later end wins over an earlier one).
+    fn start(&self, key: &std::sync::Arc<str>, now: Instant, d: Duration);
+    /// Whether `key` is still cooling at `now`.
+    fn active(&self, key: &std::sync::Arc<str>, now: Instant) -> bool;
+}
+
+impl Cooling for parking_lot::Mutex<Cooldowns<std::sync::Arc<str>>> {
+    fn start(&self, key: &std::sync::Arc<str>, now: Instant, d: Duration) {
+        self.lock().start(key.clone(), now, d);
+    }
+
+    fn active(&self, key: &std::sync::Arc<str>, now: Instant) -> bool {
+        self.lock().active(key, now)
+    }
+}
+
 /// Keys cooling down, and until when.
 #[derive(Debug)]
 pub struct Cooldowns<K> {

@@ -16,7 +16,9 @@
 pub mod cooldown;
 pub mod learn;
 
-pub use cooldown::{Cooldowns, DEFAULT_RETRY_AFTER, HEDGE_QUIET_AFTER_429, Pushback, after_429};
+pub use cooldown::{
+    Cooldowns, Cooling, DEFAULT_RETRY_AFTER, HEDGE_QUIET_AFTER_429, Pushback, after_429,
+};
 
 use std::time::Duration;
 
@@ -105,6 +107,59 @@ impl Dim {
 
 fn one_second_of(per_minute: u64) -> u64 {
     per_minute.div_ceil(60).max(1)
+}
+
+/// An upstream's rate-limit buckets as admission reads and writes them. One process keeps a
+/// [`Pacer`]; instances that share an upstream's limit keep one set of buckets between them
+/// by another implementation, admission unchanged. Every call takes the instant it is about.
+pub trait Pace: Send + std::fmt::Debug {
+    /// The earliest instant from `now` at which a call costing `tokens` may go.
+    fn ready_at(&mut self, now: Instant, tokens: u64) -> Instant;
+    /// Counts a call costing `tokens` sent at `now`.
+    fn take(&mut self, now: Instant, tokens: u64);
+    /// What an answer reported of dimension `dim`: its per-minute `limit`, what is
+    /// `remaining`, and how long until it is whole again (`reset`).
+    fn observe(
+        &mut self,
+        now: Instant,
+        dim: Dimension,
+        limit: u64,
+        remaining: u64,
+        reset: Duration,
+    );
+    /// A 429 at `now`: nothing is left.
+    fn exhausted(&mut self, now: Instant);
+    /// (requests, tokens) as the buckets hold them at `now`.
+    fn state(&mut self, now: Instant) -> (Option<DimensionState>, Option<DimensionState>);
+}
+
+impl Pace for Pacer {
+    fn ready_at(&mut self, now: Instant, tokens: u64) -> Instant {
+        Pacer::ready_at(self, now, tokens)
+    }
+
+    fn take(&mut self, now: Instant, tokens: u64) {
+        Pacer::take(self, now, tokens);
+    }
+
+    fn observe(
+        &mut self,
+        now: Instant,
+        dim: Dimension,
+        limit: u64,
+        remaining: u64,
+        reset: Duration,
+    ) {
+        Pacer::observe(self, now, dim, limit, remaining, reset);
+    }
+
+    fn exhausted(&mut self, now: Instant) {
+        Pacer::exhausted(self, now);
+    }
+
+    fn state(&mut self, now: Instant) -> (Option<DimensionState>, Option<DimensionState>) {
+        Pacer::state(self, now)
+    }
 }
 
 /// The pacer of one upstream.

@@ -108,7 +108,7 @@ pub async fn dispatch(
     loop {
         let permit = admit(gw, target, &job).await?;
         if permit.as_ref().is_some_and(|p| p.rate_limited) {
-            call.record_mut().rate_waited = true;
+            call.rate_waited();
         }
         let err = match race::try_once(gw, call, group, target, &job, kind, permit).await {
             Ok(answer) => return Ok(answer),
@@ -117,7 +117,7 @@ pub async fn dispatch(
         let (next, wait) = match retry(gw, group, target, &err, tries, give_up, &job) {
             (next, Decision::Go(wait)) => (next, wait),
             (_, Decision::Denied) => {
-                call.record_mut().retry_denied = true;
+                call.retry_denied();
                 return Err(err);
             }
             (_, Decision::No) => return Err(err),
@@ -137,7 +137,7 @@ pub(crate) fn median_ttfb(
     job: &Job,
 ) -> Option<Duration> {
     job.deadline?;
-    gw.telemetry.windows().quantile(
+    gw.observers.telemetry.windows().quantile(
         &window_key(group, d, job.request.stream),
         Phase::Ttfb,
         Instant::now(),

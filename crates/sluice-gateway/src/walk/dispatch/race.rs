@@ -46,7 +46,7 @@ pub(crate) async fn try_once(
     let mut next = hedge.step(hedging, Instant::now(), &look);
     let (other, hedge_permit) = loop {
         // What set the hedge's time, as soon as a step has set it.
-        call.record_mut().hedge_rule = hedge.rule().map(DelayRule::label);
+        call.hedge_rule(hedge.rule().map(DelayRule::label));
         next = match next {
             Next::Wait(at) => {
                 tokio::select! {
@@ -62,7 +62,7 @@ pub(crate) async fn try_once(
                     biased;
                     r = &mut first => {
                         hedge.answered_in_line(hedging, place);
-                        call.record_mut().hedge_denied = true;
+                        call.hedge_denied();
                         return conclude(gw, call, p, target, r);
                     }
                     got = &mut place => {
@@ -75,7 +75,9 @@ pub(crate) async fn try_once(
             },
             Next::Send(to) => break to,
             Next::GiveUp { denied } => {
-                call.record_mut().hedge_denied |= denied;
+                if denied {
+                    call.hedge_denied();
+                }
                 return conclude(gw, call, p, target, first.await);
             }
         };
@@ -118,7 +120,7 @@ impl<'a> Seen<'a> {
 
     /// `d`'s window body at quantile `q` (answers delivered as this one's: streamed or not).
     fn body(&self, d: &Deployment, q: f64, min_samples: u64) -> Option<BodyQuantile> {
-        self.gw.telemetry.windows().body_quantile(
+        self.gw.observers.telemetry.windows().body_quantile(
             &window_key(self.group, d, self.job.request.stream),
             Phase::Ttfb,
             Instant::now(),
@@ -236,7 +238,7 @@ fn conclude(
 fn fail(gw: &Gateway, call: &mut Call, i: usize, d: &Deployment, e: &GatewayError) {
     let now = Instant::now();
     if e.is_rate_limited() {
-        call.record_mut().upstream_429s += 1;
+        call.upstream_429();
     }
     gw.attempt_failed(d, e, now);
     call.end_attempt(i, AttemptOutcome::Failed(e.kind), now);
@@ -249,14 +251,14 @@ fn win(call: &mut Call, answer: Answer) -> Answer {
             attempt, usage, at, ..
         } => {
             call.first_byte(*attempt, *at);
-            call.record_mut().usage = *usage;
+            call.set_usage(*usage);
         }
         Answer::Stream {
             attempt, usage, at, ..
         } => {
             call.first_byte(*attempt, *at);
-            if usage.is_some() {
-                call.record_mut().usage = *usage;
+            if let Some(u) = usage {
+                call.used(*u);
             }
         }
         Answer::Cached(_) => {}

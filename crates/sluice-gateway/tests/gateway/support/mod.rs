@@ -134,6 +134,11 @@ async fn openai(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) 
                 r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#)
                 .into_response();
         }
+        "limited-1s" => {
+            return (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1"), ("content-type", "application/json")],
+                r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#)
+                .into_response();
+        }
         "limited-now" => {
             return (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "0"), ("content-type", "application/json")],
                 r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#)

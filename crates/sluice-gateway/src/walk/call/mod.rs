@@ -9,7 +9,8 @@ use sluice_cache::semantic::Pending;
 use sluice_cache::{Key, Stored};
 use sluice_core::record::CLIENT_CLOSED;
 use sluice_core::{Attempt, AttemptKind, AttemptOutcome, CallRecord, ErrorKind, Marks, RequestId};
-use sluice_economy::{Micros, Reservation};
+use sluice_economy::{AccountBook, Micros, Reservation};
+use sluice_ingress::Dialect;
 use sluice_routing::Deployment;
 use sluice_telemetry::InflightGuard;
 use tokio::sync::watch;
@@ -17,6 +18,10 @@ use tokio::time::Instant;
 
 use super::billing::{self, Priced};
 use crate::Gateway;
+
+mod notes;
+
+pub use notes::{Identified, Routed, Shaping};
 
 /// An open call. Dropping it without [`Call::finish`] settles it as abandoned by the client.
 pub struct Call {
@@ -40,13 +45,15 @@ pub struct Call {
     /// an entry's answer against), when it is to be.
     question: Option<Pending>,
     settled: bool,
+    /// The API the client spoke: how its answer and errors are written.
+    dialect: Dialect,
     _inflight: InflightGuard,
 }
 
 impl Call {
     /// Opens the record of a request that arrived `now`.
-    pub fn open(gw: Arc<Gateway>, id: RequestId, now: Instant) -> Self {
-        let inflight = gw.telemetry.inflight();
+    pub fn open(gw: Arc<Gateway>, id: RequestId, now: Instant, dialect: Dialect) -> Self {
+        let inflight = gw.observers.telemetry.inflight();
         Self {
             gw,
             record: CallRecord::new(id, now),
@@ -58,6 +65,7 @@ impl Call {
             flight: None,
             question: None,
             settled: false,
+            dialect,
             _inflight: inflight,
         }
     }
@@ -67,6 +75,11 @@ impl Call {
         if self.record.trace.is_some() {
             which(&mut self.record.timings.marks).get_or_insert_with(Instant::now);
         }
+    }
+
+    /// The API the client spoke.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
     }
 
     /// Counts `bytes` of answer sent to the client.
@@ -83,7 +96,7 @@ impl Call {
     /// it was reserved at did not answer, and a fallback reserves at its own price.
     pub fn release_hold(&mut self) {
         if let Some(held) = self.reservation.take() {
-            self.gw.accounts.settle(
+            self.gw.tenants.accounts.settle(
                 held,
                 Instant::now(),
                 std::time::SystemTime::now(),
@@ -131,7 +144,7 @@ impl Call {
         )
         .answer
         .unwrap_or(0);
-        if let (Some(key), Some(cache)) = (self.cache_key.take(), &self.gw.cache) {
+        if let (Some(key), Some(cache)) = (self.cache_key.take(), &self.gw.caches.exact) {
             cache.put(
                 key,
                 Stored {
@@ -152,11 +165,6 @@ impl Call {
     /// The record so far.
     pub fn record(&self) -> &CallRecord {
         &self.record
-    }
-
-    /// The record, to fill in.
-    pub fn record_mut(&mut self) -> &mut CallRecord {
-        &mut self.record
     }
 
     /// Starts an attempt at deployment `d`; returns its index.
@@ -207,7 +215,7 @@ impl Call {
         self.settled = true;
         // Whatever its answer was stored as (or not), those waiting for it may look now.
         if let Some((key, tx)) = self.flight.take() {
-            if let Some(cache) = &self.gw.cache {
+            if let Some(cache) = &self.gw.caches.exact {
                 cache.land(&key);
             }
             drop(tx);
@@ -246,7 +254,7 @@ impl Call {
         r.extra_cost_micros = s.costs.extra;
         if let Some(held) = self.reservation.take() {
             let (tokens, cost) = s.reservation;
-            self.gw.accounts.settle(
+            self.gw.tenants.accounts.settle(
                 held,
                 now,
                 std::time::SystemTime::now(),

@@ -1,0 +1,114 @@
+//! Where the semantic cache's entries are kept: the [`SemanticEntries`] trait the cache reads
+//! and writes them through. One process keeps an [`Index`] under a lock; several instances
+//! keep one set of entries between them by another implementation (a replica in each
+//! process fed from a shared log suits it: lookups are many and must not wait, inserts are
+//! few), the cache and the walk unchanged.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use super::{Facts, Index, Lookup, Mode, Policy};
+use crate::Stored;
+
+/// The entries of a semantic cache: questions' vectors, their answers, and what each entry
+/// learnt of its threshold.
+pub trait SemanticEntries: Send + Sync + std::fmt::Debug {
+    /// The policy the entries are kept and matched under.
+    fn policy(&self) -> Policy;
+    /// Bounds the entries to `max_bytes` from now on.
+    fn set_max_bytes(&self, max_bytes: usize);
+    /// Decides for a question of `partition` with vector `v` and `facts` at `now` (`u`: the
+    /// coin that samples verifications), under `mode`.
+    fn lookup(
+        &self,
+        partition: u64,
+        v: &[f32],
+        facts: &Facts,
+        now: Instant,
+        u: f64,
+        mode: Mode,
+    ) -> Lookup;
+    /// Entry `id` of `partition`'s answer, as the exact cache stores one.
+    fn answer(&self, partition: u64, id: u64) -> Option<Arc<Stored>>;
+    /// Stores `answer` to a question of `partition` (vector `v`, `facts`), bought for
+    /// `cost_micros` at `now`; the new entry's id, unless it could not be kept.
+    fn insert(
+        &self,
+        partition: u64,
+        v: Vec<f32>,
+        facts: Facts,
+        answer: Bytes,
+        cost_micros: u64,
+        now: Instant,
+    ) -> Option<u64>;
+    /// Learns that entry `id`'s answer was `right` (or not) at `similarity`.
+    fn observe(&self, partition: u64, id: u64, similarity: f64, right: bool);
+    /// (entries, bytes) held.
+    fn size(&self) -> (u64, u64);
+    /// Forgets every entry; returns how many there were.
+    fn purge(&self) -> u64;
+}
+
+impl SemanticEntries for Mutex<Index> {
+    fn policy(&self) -> Policy {
+        *self.lock().policy()
+    }
+
+    fn set_max_bytes(&self, max_bytes: usize) {
+        self.lock().set_max_bytes(max_bytes);
+    }
+
+    fn lookup(
+        &self,
+        partition: u64,
+        v: &[f32],
+        facts: &Facts,
+        now: Instant,
+        u: f64,
+        mode: Mode,
+    ) -> Lookup {
+        self.lock().lookup(partition, v, facts, now, u, mode)
+    }
+
+    fn answer(&self, partition: u64, id: u64) -> Option<Arc<Stored>> {
+        let ix = self.lock();
+        let e = ix.get(partition, id)?;
+        Some(Arc::new(Stored {
+            body: e.answer.clone(),
+            cost_micros: e.cost_micros,
+            stored_at: e.stored_at,
+        }))
+    }
+
+    fn insert(
+        &self,
+        partition: u64,
+        v: Vec<f32>,
+        facts: Facts,
+        answer: Bytes,
+        cost_micros: u64,
+        now: Instant,
+    ) -> Option<u64> {
+        self.lock()
+            .insert(partition, v, facts, answer, cost_micros, now)
+    }
+
+    fn observe(&self, partition: u64, id: u64, similarity: f64, right: bool) {
+        self.lock().observe(partition, id, similarity, right);
+    }
+
+    fn size(&self) -> (u64, u64) {
+        let ix = self.lock();
+        (ix.len() as u64, ix.bytes() as u64)
+    }
+
+    fn purge(&self) -> u64 {
+        let mut ix = self.lock();
+        let n = ix.len() as u64;
+        ix.purge();
+        n
+    }
+}

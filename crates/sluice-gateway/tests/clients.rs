@@ -1,0 +1,69 @@
+//! The official client SDKs against a running sluice, with only their base URL changed: the
+//! `anthropic` and `openai` Python packages (installed by `scripts/install-clients` into a
+//! private virtual environment, whose Python `SLUICE_CLIENTS` names) run
+//! `tests/clients/sdk_check.py` against a gateway in front of upstreams of both kinds.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "gateway/support/mod.rs"]
+mod support;
+
+use sluice_economy::keys::hash_hex;
+
+const KEY: &str = "sk-sluice-clients-test";
+
+const DIRECT: &str = r#"
+[models.limited-direct]
+deployments = [{ provider = "fake", model = "limited", name = "fake-limited-direct" }]
+retry = false
+limit = false
+
+[models.limited-1s]
+deployments = [{ provider = "fake", model = "limited-1s", name = "fake-limited-1s" }]
+retry = false
+limit = false
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_python_sdks_work_unchanged() {
+    let python = std::env::var("SLUICE_CLIENTS").expect(
+        "SLUICE_CLIENTS names the Python of the client SDKs' environment; scripts/test installs it (scripts/install-clients)",
+    );
+    // A key (sent as `Authorization: Bearer` by one SDK, `x-api-key` by the other), and two
+    // groups whose 429s reach the client at once (sluice's own retries off): one saying
+    // "come back in 7 s", one "in 1 s" for the SDKs' own retries.
+    let keys = format!(
+        "\n[keys.clients]\ntenant = \"acme\"\nsha256 = \"{}\"\n{DIRECT}",
+        hash_hex(KEY)
+    );
+    let gw = support::start_with(&keys).await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/sdk_check.py");
+    let url = gw.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .env("SLUICE_URL", url)
+            .env("SLUICE_KEY", KEY)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("the clients' Python runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("checks passed"), "{stdout}");
+    println!("{stdout}");
+    // Each SDK sent its request and its two retries.
+    let asked = gw
+        .upstream
+        .fake
+        .bodies
+        .lock()
+        .iter()
+        .filter(|b| b["model"] == "limited-1s")
+        .count();
+    assert_eq!(asked, 6, "two SDKs, three tries each");
+}

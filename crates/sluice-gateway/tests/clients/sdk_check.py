@@ -1,0 +1,128 @@
+"""The official `anthropic` and `openai` Python clients against a running sluice, with only
+their base URL changed. Run by tests/clients.rs; exits non-zero on the first check that fails.
+SLUICE_URL is the gateway, SLUICE_KEY a key it knows."""
+
+import os
+import sys
+import time
+
+import anthropic
+import openai
+
+URL = os.environ["SLUICE_URL"]
+KEY = os.environ["SLUICE_KEY"]
+checked = []
+started = time.monotonic()
+
+
+def lap():
+    return f"{time.monotonic() - started:.1f}s"
+
+
+def check(name, ok, seen=None):
+    if not ok:
+        print(f"FAILED {name}: {seen!r}", file=sys.stderr)
+        sys.exit(1)
+    checked.append(f"{name} ({lap()})")
+
+
+def raises(name, cls, call):
+    try:
+        got = call()
+    except cls as e:
+        checked.append(f"{name} ({lap()})")
+        return e
+    except Exception as e:  # the wrong class
+        check(name, False, f"{type(e).__name__}: {e}")
+    check(name, False, f"no error: {got!r}")
+
+
+a = anthropic.Anthropic(base_url=URL, api_key=KEY, max_retries=0)
+o = openai.OpenAI(base_url=URL + "/v1", api_key=KEY, max_retries=0)
+HI = [{"role": "user", "content": "hi"}]
+TOOLS = [{"name": "weather", "description": "The weather in a city",
+          "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+HISTORY = [
+    {"role": "user", "content": "weather in Oslo?"},
+    {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "I should use the tool.", "signature": "sig"},
+        {"type": "tool_use", "id": "tu_1", "name": "weather", "input": {"city": "Oslo"}}]},
+    {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "tu_1", "content": "-3C"}]},
+]
+
+# --- anthropic: Messages, to an OpenAI-compatible upstream and to an Anthropic one ---
+m = a.messages.create(model="ok", max_tokens=64, system="Be brief.", messages=HI)
+check("anthropic create (openai upstream)", m.type == "message"
+      and m.content[0].text == "Hello from upstream" and m.stop_reason == "end_turn", m)
+check("anthropic usage mapped", m.usage.input_tokens == 86
+      and m.usage.cache_read_input_tokens == 1920 and m.usage.output_tokens == 300, m.usage)
+for model, want in [("ok", "Hello from upstream"), ("claude", "Bonjour")]:
+    m = a.messages.create(model=model, max_tokens=64, tools=TOOLS,
+                          tool_choice={"type": "auto"}, messages=HISTORY)
+    check(f"anthropic tools and thinking history ({model})", m.content[0].text == want, m)
+for model, want in [("ok", "Hello"), ("claude", "Bonjour")]:
+    with a.messages.stream(model=model, max_tokens=64, messages=HI, tools=TOOLS) as s:
+        text = "".join(s.text_stream)
+        final = s.get_final_message()
+    check(f"anthropic stream text ({model})", text == want, text)
+    check(f"anthropic stream final ({model})", final.stop_reason == "end_turn"
+          and final.usage.output_tokens > 0, final)
+n = a.messages.count_tokens(model="ok", messages=HI, system="Be brief.")
+check("anthropic count_tokens", n.input_tokens > 0, n)
+raises("anthropic 400 (user message without content)", anthropic.BadRequestError,
+       lambda: a.messages.create(model="ok", max_tokens=64, messages=[{"role": "user"}]))
+raises("anthropic 400 (tool_result answering nothing)", anthropic.BadRequestError,
+       lambda: a.messages.create(model="ok", max_tokens=64, messages=[
+           {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x"}]}]))
+bad = anthropic.Anthropic(base_url=URL, api_key="sk-wrong", max_retries=0)
+raises("anthropic 401", anthropic.AuthenticationError,
+       lambda: bad.messages.create(model="ok", max_tokens=64, messages=HI))
+raises("anthropic 404", anthropic.NotFoundError,
+       lambda: a.messages.create(model="no-such-model", max_tokens=64, messages=HI))
+e = raises("anthropic 429", anthropic.RateLimitError,
+           lambda: a.messages.create(model="limited-direct", max_tokens=64, messages=HI))
+check("anthropic 429 says when", e.response.headers.get("retry-after") == "7", e.response.headers)
+raises("anthropic 5xx", anthropic.InternalServerError,
+       lambda: a.messages.create(model="broken", max_tokens=64, messages=HI))
+
+# --- openai: chat completions ---
+r = o.chat.completions.create(model="ok", messages=HI)
+check("openai chat", r.choices[0].message.content == "Hello from upstream", r)
+r = o.chat.completions.create(model="claude", messages=HI, tools=[{"type": "function",
+    "function": {"name": "weather", "parameters": {"type": "object"}}}])
+check("openai chat with tools (anthropic upstream)", r.choices[0].message.content == "Bonjour", r)
+text = "".join(c.choices[0].delta.content or "" for c in
+               o.chat.completions.create(model="ok", messages=HI, stream=True) if c.choices)
+check("openai chat stream", text == "Hello", text)
+raises("openai 400 (user message without content)", openai.BadRequestError,
+       lambda: o.chat.completions.create(model="ok", messages=[{"role": "user"}]))
+raises("openai 400 (tool message without tool_call_id)", openai.BadRequestError,
+       lambda: o.chat.completions.create(model="ok", messages=[
+           {"role": "user", "content": "q"}, {"role": "tool", "content": "r"}]))
+raises("openai 401", openai.AuthenticationError,
+       lambda: openai.OpenAI(base_url=URL + "/v1", api_key="sk-wrong", max_retries=0)
+       .chat.completions.create(model="ok", messages=HI))
+raises("openai 404", openai.NotFoundError,
+       lambda: o.chat.completions.create(model="no-such-model", messages=HI))
+raises("openai 429", openai.RateLimitError,
+       lambda: o.chat.completions.create(model="limited-direct", messages=HI))
+raises("openai 5xx", openai.InternalServerError,
+       lambda: o.chat.completions.create(model="broken", messages=HI))
+
+# --- the SDKs' own retries, told by sluice's `retry-after` to wait 1 s each time ---
+for name, cls, call in [
+    ("anthropic", anthropic.RateLimitError, lambda: anthropic.Anthropic(
+        base_url=URL, api_key=KEY, max_retries=2).messages.create(
+            model="limited-1s", max_tokens=64, messages=HI)),
+    ("openai", openai.RateLimitError, lambda: openai.OpenAI(
+        base_url=URL + "/v1", api_key=KEY, max_retries=2).chat.completions.create(
+            model="limited-1s", messages=HI)),
+]:
+    t0 = time.monotonic()
+    raises(f"{name} retries a 429", cls, call)
+    waited = time.monotonic() - t0
+    # Twice as told (1 s each); their own backoff would have waited about 1.5 s in all.
+    check(f"{name} waits as told ({waited:.2f} s)", 1.9 <= waited < 6, waited)
+
+print(f"{len(checked)} checks passed:\n" + "\n".join(checked))

@@ -1,0 +1,254 @@
+//! Anthropic Messages as ingress: a Messages request walks like any other, to an
+//! OpenAI-compatible upstream (translated both ways) or an Anthropic one, and its answer,
+//! stream and errors come back in Messages' shape.
+
+use serde_json::{Value, json};
+
+use crate::support::{Running, start, start_with};
+
+async fn messages(gw: &Running, body: Value) -> reqwest::Response {
+    gw.client
+        .post(format!("{}/v1/messages", gw.url))
+        .header("anthropic-version", "2023-06-01")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn ask(model: &str, stream: bool) -> Value {
+    json!({
+        "model": model, "max_tokens": 64, "stream": stream,
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    })
+}
+
+/// Each SSE event's name and data.
+fn events(text: &str) -> Vec<(String, Value)> {
+    text.split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let mut name = String::new();
+            let mut data = Value::Null;
+            for line in e.lines() {
+                if let Some(n) = line.strip_prefix("event: ") {
+                    name = n.to_string();
+                } else if let Some(d) = line.strip_prefix("data: ") {
+                    data = serde_json::from_str(d).unwrap();
+                }
+            }
+            (name, data)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_message_to_an_openai_upstream_is_translated_both_ways() {
+    let gw = start().await;
+    let resp = messages(&gw, ask("ok", false)).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-sluice-upstream"], "fake-ok");
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["type"], "message");
+    assert_eq!(v["role"], "assistant");
+    assert_eq!(
+        v["content"],
+        json!([{"type": "text", "text": "Hello from upstream"}])
+    );
+    assert_eq!(v["stop_reason"], "end_turn");
+    // 2006 prompt tokens of which 1920 cached: Messages counts the uncached apart.
+    assert_eq!(v["usage"]["input_tokens"], 86);
+    assert_eq!(v["usage"]["cache_read_input_tokens"], 1920);
+    assert_eq!(v["usage"]["output_tokens"], 300);
+    let sent = gw.upstream.fake.bodies.lock()[0].clone();
+    assert_eq!(sent["model"], "ok");
+    assert_eq!(sent["max_tokens"], 64);
+    assert_eq!(sent["messages"][0]["role"], "system");
+    assert_eq!(
+        sent["messages"][1],
+        json!({"role": "user", "content": "hi"})
+    );
+    // The call is recorded and billed like any other.
+    let rec = gw.next_record().await;
+    assert_eq!(rec.status, 200);
+    assert_eq!(rec.usage.unwrap().cached_tokens, 1920);
+}
+
+#[tokio::test]
+async fn a_message_to_an_anthropic_upstream_keeps_its_cache_breakpoints() {
+    let gw = start().await;
+    let resp = messages(&gw, ask("claude", false)).await;
+    assert_eq!(resp.status(), 200);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["content"][0]["text"], "Bonjour");
+    assert_eq!(v["usage"]["cache_read_input_tokens"], 900);
+    assert_eq!(v["usage"]["input_tokens"], 12);
+    let sent = gw.upstream.fake.bodies.lock()[0].clone();
+    assert_eq!(sent["model"], "claude-sonnet");
+    assert_eq!(sent["max_tokens"], 64, "the client's, not the default");
+    assert_eq!(sent["system"][0]["cache_control"]["type"], "ephemeral");
+}
+
+#[tokio::test]
+async fn a_streamed_message_comes_back_as_messages_events() {
+    let gw = start().await;
+    for model in ["ok", "claude"] {
+        let resp = messages(&gw, ask(model, true)).await;
+        assert_eq!(resp.status(), 200, "{model}");
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        let evs = events(&resp.text().await.unwrap());
+        let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names.first(), Some(&"message_start"), "{model}: {names:?}");
+        assert_eq!(names.get(1), Some(&"ping"));
+        assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"]);
+        let text: String = evs
+            .iter()
+            .filter_map(|(_, d)| d.pointer("/delta/text").and_then(Value::as_str))
+            .collect();
+        let want = if model == "ok" { "Hello" } else { "Bonjour" };
+        assert_eq!(text, want, "{model}");
+        let delta = &evs[evs.len() - 2].1;
+        assert_eq!(delta["delta"]["stop_reason"], "end_turn");
+        assert!(delta["usage"]["output_tokens"].as_u64().unwrap() > 0);
+        let rec = gw.next_record().await;
+        assert!(rec.usage.is_some(), "{model}: usage recorded");
+    }
+}
+
+#[tokio::test]
+async fn a_cut_stream_ends_with_an_error_event() {
+    let gw = start().await;
+    let resp = messages(&gw, ask("truncate", true)).await;
+    assert_eq!(resp.status(), 200);
+    let evs = events(&resp.text().await.unwrap());
+    let (name, data) = evs.last().unwrap();
+    assert_eq!(name, "error");
+    assert_eq!(data["type"], "error");
+    assert!(data["error"]["message"].as_str().unwrap().len() > 5);
+}
+
+#[tokio::test]
+async fn refusals_are_in_messages_error_shape_with_its_statuses() {
+    let gw = start().await;
+    let mut no_max = ask("ok", false);
+    no_max.as_object_mut().unwrap().remove("max_tokens");
+    let resp = messages(&gw, no_max).await;
+    assert_eq!(resp.status(), 400);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["type"], "error");
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_tokens")
+    );
+
+    let resp = messages(&gw, ask("limited", false)).await;
+    assert_eq!(resp.status(), 429);
+    assert_eq!(resp.headers()["retry-after"], "7");
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "rate_limit_error");
+    assert_eq!(v["error"]["message"], "Rate limit reached");
+
+    let resp = messages(&gw, ask("no-such-model", false)).await;
+    assert_eq!(resp.status(), 404);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "not_found_error");
+
+    let resp = gw
+        .client
+        .post(format!("{}/v1/messages", gw.url))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    // Nothing refused went upstream.
+    assert!(
+        gw.upstream
+            .fake
+            .bodies
+            .lock()
+            .iter()
+            .all(|b| b["model"] != "ok")
+    );
+}
+
+#[tokio::test]
+async fn a_cached_answer_is_served_in_the_dialect_that_asks() {
+    let gw = start_with("\n[cache]\nenabled = true\nttl = \"1m\"\nmax_bytes = 1048576\n").await;
+    // Stored from a chat request, served to a Messages one with the same content.
+    let chat = json!({"model": "ok", "max_tokens": 64, "temperature": 0,
+        "messages": [{"role": "user", "content": "same question"}]});
+    let first = gw.chat(chat).await;
+    assert_eq!(first.status(), 200);
+    let _ = first.text().await;
+    let _ = gw.next_record().await;
+    let resp = messages(
+        &gw,
+        json!({"model": "ok", "max_tokens": 64, "temperature": 0,
+            "messages": [{"role": "user", "content": "same question"}]}),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    let hit = resp.headers().get("x-sluice-cache").cloned();
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["type"], "message");
+    assert_eq!(v["content"][0]["text"], "Hello from upstream");
+    assert_eq!(
+        hit.unwrap(),
+        "hit",
+        "one internal form: one cache for both APIs"
+    );
+    // The same asked as a stream: the stored answer replayed as Messages events.
+    let resp = messages(
+        &gw,
+        json!({"model": "ok", "max_tokens": 64, "temperature": 0, "stream": true,
+            "messages": [{"role": "user", "content": "same question"}]}),
+    )
+    .await;
+    assert_eq!(resp.headers()["x-sluice-cache"], "hit");
+    let evs = events(&resp.text().await.unwrap());
+    assert_eq!(evs.last().unwrap().0, "message_stop");
+    assert_eq!(gw.upstream.fake.bodies.lock().len(), 1);
+}
+
+#[tokio::test]
+async fn count_tokens_counts_the_prompt() {
+    let gw = start().await;
+    let count = |body: Value| {
+        gw.client
+            .post(format!("{}/v1/messages/count_tokens", gw.url))
+            .json(&body)
+            .send()
+    };
+    let short = count(json!({"model": "ok", "messages": [{"role": "user", "content": "hi"}]}))
+        .await
+        .unwrap();
+    assert_eq!(short.status(), 200);
+    let short: Value = short.json().await.unwrap();
+    let long = count(json!({"model": "ok",
+        "messages": [{"role": "user", "content": "hello there ".repeat(50)}]}))
+    .await
+    .unwrap()
+    .json::<Value>()
+    .await
+    .unwrap();
+    let (s, l) = (
+        short["input_tokens"].as_u64().unwrap(),
+        long["input_tokens"].as_u64().unwrap(),
+    );
+    assert!(s > 0 && l > s + 90, "{s} {l}");
+    let bad = count(json!({"model": "ok"})).await.unwrap();
+    assert_eq!(bad.status(), 400);
+    let v: Value = bad.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert!(
+        gw.upstream.fake.bodies.lock().is_empty(),
+        "counting sends nothing upstream"
+    );
+}
