@@ -127,6 +127,21 @@ pub fn key(tenant: Option<&str>, group: &str, request: &ChatRequest) -> Key {
         part(name.as_bytes());
         part(value);
     }
+    // A request written in another API may hold what its chat form leaves out (thinking
+    // blocks, say): it is keyed whole too.
+    // How it is delivered (`stream`) is not part of it, as for the chat form.
+    if let Some(o) = request.original() {
+        part(o.api.as_bytes());
+        match serde_json::from_slice::<serde_json::Value>(&o.body) {
+            Ok(mut v) => {
+                if let Some(obj) = v.as_object_mut() {
+                    obj.remove("stream");
+                }
+                part(v.to_string().as_bytes());
+            }
+            Err(_) => part(&o.body),
+        }
+    }
     h.finalize().into()
 }
 

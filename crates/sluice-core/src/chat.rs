@@ -2,8 +2,11 @@
 
 mod fields;
 #[macro_use]
-mod scan;
+mod text;
 mod message;
+mod scan;
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::error::Category;
@@ -11,7 +14,8 @@ use serde_json::{Map, Value};
 
 pub use fields::Fields;
 use message::BadMessage;
-use scan::{Messages, Text};
+use scan::Messages;
+use text::Text;
 
 use crate::{ErrorKind, GatewayError};
 
@@ -33,6 +37,26 @@ pub struct ChatRequest {
     prompt_bytes: usize,
     messages: usize,
     fields: Fields,
+    /// The request as the client wrote it in another API, when it did.
+    original: Option<Arc<Original>>,
+}
+
+/// A request as its client wrote it in another API than chat completions, kept beside its
+/// chat form so that an upstream speaking that API is sent it unchanged (and its answer
+/// goes back unchanged). Any rewrite of the chat form (normalising, compressing) drops it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Original {
+    /// The API it is written in, e.g. [`Original::ANTHROPIC_MESSAGES`].
+    pub api: &'static str,
+    /// The body as the client sent it.
+    pub body: Bytes,
+    /// Headers of that API the client sent, to go upstream with it (lower-case names).
+    pub headers: Vec<(String, String)>,
+}
+
+impl Original {
+    /// Anthropic Messages.
+    pub const ANTHROPIC_MESSAGES: &'static str = "anthropic-messages";
 }
 
 fn invalid(message: impl Into<String>, param: &'static str) -> GatewayError {
@@ -129,7 +153,20 @@ impl ChatRequest {
             prompt_bytes: message_text + system_text,
             messages,
             fields,
+            original: None,
         })
+    }
+
+    /// The same request, remembering how its client wrote it in another API.
+    pub fn with_original(mut self, original: Original) -> Self {
+        self.original = Some(Arc::new(original));
+        self
+    }
+
+    /// The request as its client wrote it in another API, if it did and the chat form has
+    /// not been rewritten since.
+    pub fn original(&self) -> Option<&Original> {
+        self.original.as_deref()
     }
 
     /// Every top-level field of the body, in the client's order, with its value's JSON text

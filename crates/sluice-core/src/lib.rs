@@ -12,7 +12,7 @@ pub mod record;
 pub mod trace;
 pub mod usage;
 
-pub use chat::{ChatRequest, DEFAULT_OUTPUT_ESTIMATE};
+pub use chat::{ChatRequest, DEFAULT_OUTPUT_ESTIMATE, Original};
 pub use error::{ErrorKind, GatewayError, UpstreamReply};
 pub use ids::RequestId;
 pub use ratelimit::{Quota, RateLimits};

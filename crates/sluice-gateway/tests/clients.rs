@@ -1,12 +1,15 @@
 //! The official client SDKs against a running sluice, with only their base URL changed: the
-//! `anthropic` and `openai` Python packages (installed by `scripts/install-clients` into a
-//! private virtual environment, whose Python `SLUICE_CLIENTS` names) run
-//! `tests/clients/sdk_check.py` against a gateway in front of upstreams of both kinds.
+//! `anthropic`, `openai` and LangChain Python packages and the `openai` npm package
+//! (installed by `scripts/install-clients` into a private environment, whose folder
+//! `SLUICE_CLIENTS` names) run `tests/clients/sdk_check.py` and `sdk_check.mjs` against a
+//! gateway in front of upstreams of both kinds.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "gateway/support/mod.rs"]
 mod support;
+
+use std::path::PathBuf;
 
 use sluice_economy::keys::hash_hex;
 
@@ -24,11 +27,35 @@ retry = false
 limit = false
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_official_python_sdks_work_unchanged() {
-    let python = std::env::var("SLUICE_CLIENTS").expect(
-        "SLUICE_CLIENTS names the Python of the client SDKs' environment; scripts/test installs it (scripts/install-clients)",
+/// Runs `program script` against the gateway at `url`; its output, once it passed.
+async fn run(program: PathBuf, script: PathBuf, url: &str) -> String {
+    let url = url.to_string();
+    let shown = format!("{} {}", program.display(), script.display());
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(program)
+            .arg(script)
+            .env("SLUICE_URL", url)
+            .env("SLUICE_KEY", KEY)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap_or_else(|e| panic!("{shown} does not run: {e}"));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr),
     );
+    assert!(out.status.success(), "{shown}\n{stdout}\n{stderr}");
+    assert!(stdout.contains("checks passed"), "{stdout}");
+    println!("{stdout}");
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_sdks_work_unchanged() {
+    let env = PathBuf::from(std::env::var("SLUICE_CLIENTS").expect(
+        "SLUICE_CLIENTS names the client SDKs' environment; scripts/test installs it (scripts/install-clients)",
+    ));
     // A key (sent as `Authorization: Bearer` by one SDK, `x-api-key` by the other), and two
     // groups whose 429s reach the client at once (sluice's own retries off): one saying
     // "come back in 7 s", one "in 1 s" for the SDKs' own retries.
@@ -37,26 +64,9 @@ async fn the_official_python_sdks_work_unchanged() {
         hash_hex(KEY)
     );
     let gw = support::start_with(&keys).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/sdk_check.py");
-    let url = gw.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .arg(script)
-            .env("SLUICE_URL", url)
-            .env("SLUICE_KEY", KEY)
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("the clients' Python runs");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("checks passed"), "{stdout}");
-    println!("{stdout}");
-    // Each SDK sent its request and its two retries.
+    let here = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients"));
+    run(env.join("bin/python"), here.join("sdk_check.py"), &gw.url).await;
+    // Each Python SDK sent its request and its two retries.
     let asked = gw
         .upstream
         .fake
@@ -66,4 +76,9 @@ async fn the_official_python_sdks_work_unchanged() {
         .filter(|b| b["model"] == "limited-1s")
         .count();
     assert_eq!(asked, 6, "two SDKs, three tries each");
+
+    // The JavaScript client, run from the folder that holds its node_modules.
+    let script = env.join("node/sdk_check.mjs");
+    std::fs::copy(here.join("sdk_check.mjs"), &script).unwrap();
+    run(PathBuf::from("node"), script, &gw.url).await;
 }

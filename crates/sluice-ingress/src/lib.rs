@@ -9,8 +9,15 @@
 //! side: the internal form to each provider's API and back.
 
 pub mod anthropic;
+mod frames;
+mod json;
+pub mod responses;
 
-/// The API a client spoke, which decides how its answer and its errors are written.
+use bytes::Bytes;
+use sluice_core::{GatewayError, Original};
+
+/// The API a client spoke, which decides how its request is read and its answer and its
+/// errors are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Dialect {
     /// OpenAI chat completions: the internal form itself, written out as it is.
@@ -18,4 +25,109 @@ pub enum Dialect {
     Chat,
     /// Anthropic Messages (`/v1/messages`).
     Anthropic,
+    /// OpenAI Responses (`/v1/responses`), stateless.
+    Responses,
+}
+
+impl Dialect {
+    /// The client's request body as a chat-completions body.
+    pub fn request(self, raw: Bytes) -> Result<Bytes, GatewayError> {
+        match self {
+            Self::Chat => Ok(raw),
+            Self::Anthropic => anthropic::to_chat(&raw).map(Bytes::from),
+            Self::Responses => responses::to_chat(&raw).map(Bytes::from),
+        }
+    }
+
+    /// The client's request kept whole for an upstream that speaks its API (Messages only:
+    /// Anthropic upstreams), with the headers of that API it sent (`header` reads one).
+    pub fn original(
+        self,
+        raw: &Bytes,
+        header: impl Fn(&str) -> Option<String>,
+    ) -> Option<Original> {
+        match self {
+            Self::Chat | Self::Responses => None,
+            Self::Anthropic => Some(Original {
+                api: Original::ANTHROPIC_MESSAGES,
+                body: raw.clone(),
+                headers: anthropic::FORWARDED_HEADERS
+                    .iter()
+                    .filter_map(|name| header(name).map(|v| ((*name).to_string(), v)))
+                    .collect(),
+            }),
+        }
+    }
+
+    /// A complete chat-completions answer in the client's API.
+    pub fn answer(self, chat: Bytes) -> Result<Bytes, GatewayError> {
+        match self {
+            Self::Chat => Ok(chat),
+            Self::Anthropic => anthropic::from_chat(&chat).map(Bytes::from),
+            Self::Responses => responses::from_chat(&chat).map(Bytes::from),
+        }
+    }
+
+    /// What writes a chat stream in the client's API; `None` when it is chat itself.
+    pub fn reframe(self) -> Option<Reframe> {
+        match self {
+            Self::Chat => None,
+            Self::Anthropic => Some(Reframe::Anthropic(anthropic::Reframer::new())),
+            Self::Responses => Some(Reframe::Responses(Box::default())),
+        }
+    }
+
+    /// A refusal's status and body in the client's API, when it has a shape of its own
+    /// (`None`: OpenAI's shape, and an upstream's own refusal passed through as it came).
+    pub fn refusal(self, e: &GatewayError) -> Option<(u16, Bytes)> {
+        match self {
+            Self::Chat | Self::Responses => None,
+            Self::Anthropic => {
+                let (_, status) = anthropic::error::kind_and_status(e);
+                Some((status, Bytes::from(anthropic::error::body(e).to_string())))
+            }
+        }
+    }
+}
+
+/// Writes a chat stream in another API, frame by frame.
+#[derive(Debug)]
+pub enum Reframe {
+    /// Messages' events.
+    Anthropic(anthropic::Reframer),
+    /// Responses' events.
+    Responses(Box<responses::Restream>),
+}
+
+impl Reframe {
+    /// Reads `bytes` of the chat stream; returns the events they complete (maybe none).
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
+        match self {
+            Self::Anthropic(r) => r.feed(bytes),
+            Self::Responses(r) => r.feed(bytes),
+        }
+    }
+
+    /// The stream failed with `e`: the event that ends it.
+    pub fn fail(&mut self, e: &GatewayError) -> Vec<u8> {
+        match self {
+            Self::Anthropic(r) => r.fail(e),
+            Self::Responses(r) => r.fail(e),
+        }
+    }
+
+    /// The chat stream ended: the events that close the answer (or say it was cut).
+    pub fn finish(&mut self) -> Vec<u8> {
+        match self {
+            Self::Anthropic(r) => r.finish(),
+            Self::Responses(r) => r.finish(),
+        }
+    }
+
+    /// A whole chat stream (a stored answer's replay) in the client's API.
+    pub fn whole(mut self, chat: &[u8]) -> Vec<u8> {
+        let mut out = self.feed(chat);
+        out.extend(self.finish());
+        out
+    }
 }

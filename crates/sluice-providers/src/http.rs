@@ -389,9 +389,9 @@ const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 /// Renders an upstream's error body for OpenAI clients; `None` passes it through verbatim.
 pub type TranslateError = fn(&[u8]) -> Option<Bytes>;
 
-/// Sends `body` for `call` to `endpoint` and waits for the status. Non-2xx answers become
-/// errors: 4xx pass through (after `translate_error` renders the body for OpenAI clients),
-/// 5xx become 502.
+/// Sends `body` for `call` to `endpoint`, with `extra` headers (the client's own, of the
+/// upstream's API), and waits for the status. Non-2xx answers become errors: 4xx pass
+/// through (after `translate_error` renders the body for OpenAI clients), 5xx become 502.
 pub async fn send(
     upstream: &str,
     settings: &HttpSettings,
@@ -399,13 +399,23 @@ pub async fn send(
     body: Vec<u8>,
     call: &UpstreamCall,
     translate_error: TranslateError,
+    extra: &[(String, String)],
 ) -> Result<Accepted, GatewayError> {
-    let request = endpoint.request(
+    let mut request = endpoint.request(
         body,
         call.request_id.as_str(),
         call.remaining_ms(Instant::now()),
         call.trace.as_ref(),
     );
+    // Headers of the client's own API that go with its request (they replace fixed ones).
+    for (name, value) in extra {
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            request.headers_mut().insert(n, v);
+        }
+    }
     let mut accepted = exchange(
         upstream,
         settings,

@@ -87,6 +87,9 @@ pub struct Completion {
     pub usage: Option<Usage>,
     /// When the first byte of the answer arrived.
     pub first_byte: Instant,
+    /// The upstream's own answer, when the client spoke the upstream's API and is to get it
+    /// as it came.
+    pub native: Option<Bytes>,
 }
 
 /// One item of a streamed answer.
@@ -96,6 +99,9 @@ pub enum StreamEvent {
     Frame(Bytes),
     /// Usage, read from the stream; not sent to the client by itself.
     Usage(Usage),
+    /// The upstream's own event as it came, for a client that spoke the upstream's API: it
+    /// gets these rather than the frames (which still feed the answer cache).
+    Native(Bytes),
 }
 
 /// A streamed answer: frames in order; an `Err` ends it.

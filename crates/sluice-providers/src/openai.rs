@@ -83,7 +83,8 @@ impl Provider for OpenAiCompat {
         let http = self.settings.http.clone();
         let endpoint = self.endpoint.clone();
         async move {
-            let mut accepted = http::send(&name, &http, &endpoint, body, &call, |_| None).await?;
+            let mut accepted =
+                http::send(&name, &http, &endpoint, body, &call, |_| None, &[]).await?;
             if call.request.stream {
                 Ok(UpstreamResponse::Stream(stream(
                     accepted,
@@ -176,6 +177,7 @@ async fn complete(accepted: &mut Accepted, name: &str) -> Result<Completion, Gat
             .and_then(|raw| usage::from_openai_text(raw.get())),
         body,
         first_byte,
+        native: None,
     })
 }
 

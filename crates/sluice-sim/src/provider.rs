@@ -120,6 +120,7 @@ async fn complete(steps: VecDeque<Step>) -> Result<Completion, GatewayError> {
         body,
         usage,
         first_byte: Instant::now(),
+        native: None,
     })
 }
 

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::fields::Name;
-use super::scan::Text;
+use super::text::Text;
 
 /// What is wrong with one message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,9 +12,8 @@ use sluice_routing::ModelGroup;
 use sluice_routing::auto::{Ask, Offer, Router, TokenPrice};
 use tokio::time::Instant;
 
-use super::call::{Call, Routed};
+use super::call::{Call, Chosen, Routed};
 use super::dispatch::window_key;
-use super::route::Chosen;
 use crate::Gateway;
 
 /// Samples a deployment's window needs before its P95 first byte is trusted.

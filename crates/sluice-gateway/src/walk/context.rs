@@ -178,6 +178,7 @@ pub async fn more(
             usage,
             at,
             permit,
+            native,
         } = answer
         else {
             return Ok(answer);
@@ -218,6 +219,7 @@ pub async fn more(
                 usage: Some(total),
                 at,
                 permit,
+                native,
             });
         };
         // The slot is given back before the next round queues for one.

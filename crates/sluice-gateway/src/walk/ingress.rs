@@ -133,12 +133,22 @@ pub async fn read_body(
     }
 }
 
-/// Parses and checks a body in the client's dialect, as a chat-completions request.
-pub fn parse(bytes: Bytes, dialect: Dialect) -> Result<ChatRequest, GatewayError> {
-    match dialect {
-        Dialect::Chat => ChatRequest::from_bytes(bytes),
-        Dialect::Anthropic => {
-            ChatRequest::from_bytes(Bytes::from(sluice_ingress::anthropic::to_chat(&bytes)?))
-        }
-    }
+/// Parses and checks a body in the client's dialect, as a chat-completions request; a
+/// request of another API keeps its original (for an upstream that speaks that API).
+pub fn parse(
+    bytes: Bytes,
+    dialect: Dialect,
+    headers: &HeaderMap,
+) -> Result<ChatRequest, GatewayError> {
+    let original = dialect.original(&bytes, |name| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    });
+    let request = ChatRequest::from_bytes(dialect.request(bytes)?)?;
+    Ok(match original {
+        Some(o) => request.with_original(o),
+        None => request,
+    })
 }

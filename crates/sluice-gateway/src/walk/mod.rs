@@ -50,6 +50,12 @@ pub async fn messages(State(gw): State<Arc<Gateway>>, req: Request) -> Response 
     serve(gw, req, Dialect::Anthropic).await
 }
 
+/// `POST /v1/responses`: OpenAI Responses (stateless), met in the internal form and walked
+/// as any other request; its answer and stream written back as Responses objects and events.
+pub async fn responses(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
+    serve(gw, req, Dialect::Responses).await
+}
+
 /// A request of any dialect, walked once.
 async fn serve(gw: Arc<Gateway>, req: Request, dialect: Dialect) -> Response {
     let now = Instant::now();
@@ -71,9 +77,10 @@ async fn serve(gw: Arc<Gateway>, req: Request, dialect: Dialect) -> Response {
             attempt,
             body,
             permit,
+            native,
             ..
         }) => {
-            let resp = respond::complete(call, attempt, body);
+            let resp = respond::complete(call, attempt, body, native);
             // The slot is free once the answer is written out.
             drop(permit);
             resp
@@ -83,8 +90,9 @@ async fn serve(gw: Arc<Gateway>, req: Request, dialect: Dialect) -> Response {
             first,
             rest,
             permit,
+            native,
             ..
-        }) => respond::stream(call, attempt, first, rest, permit),
+        }) => respond::stream(call, attempt, first, rest, permit, native),
         Err(e) => fail(call, &e),
     }
 }
@@ -109,7 +117,7 @@ async fn walk(
     //    needs a valid request, and a bad one must cost nothing upstream.
     //    A client of another API is checked by that API's rules and met in the internal form.
     let bytes = ingress::read_body(headers, body, gw.max_body_bytes).await?;
-    let request = Arc::new(ingress::parse(bytes, call.dialect())?);
+    let request = Arc::new(ingress::parse(bytes, call.dialect(), headers)?);
     call.parsed(request.stream);
     call.mark(|m| &mut m.parsed);
 

@@ -1,14 +1,31 @@
-//! The one place where errors become HTTP answers, in the client's API's error shape.
+//! The one place where errors become HTTP answers, in the client's API's error shape; and
+//! the headers every answer carries, errors or not (`tag`).
 
 use axum::body::Body;
 use axum::response::Response;
-use http::{HeaderValue, StatusCode, header};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use serde_json::json;
 use sluice_core::{GatewayError, RequestId};
-use sluice_ingress::{Dialect, anthropic};
+use sluice_ingress::Dialect;
 
-/// The answer for `e` in the client's dialect: for chat completions an upstream's own 4xx
-/// verbatim, else `{"error":{...}}` JSON; for Messages its own error shape and statuses
+/// Every answer says which upstream gave it.
+const X_SLUICE_UPSTREAM: HeaderName = HeaderName::from_static("x-sluice-upstream");
+
+/// What `x-sluice-upstream` says of an answer no upstream gave (refused before dispatch, or
+/// served from the answer cache).
+const NO_UPSTREAM: HeaderValue = HeaderValue::from_static("none");
+
+/// Adds `x-request-id` and `x-sluice-upstream`: the upstream that answered, or `none`.
+pub fn tag(h: &mut HeaderMap, id: &RequestId, upstream: Option<&str>) {
+    if let Ok(v) = HeaderValue::from_str(id.as_str()) {
+        h.insert(sluice_providers::REQUEST_ID_HEADER, v);
+    }
+    let named = upstream.and_then(|u| HeaderValue::from_str(u).ok());
+    h.insert(X_SLUICE_UPSTREAM, named.unwrap_or(NO_UPSTREAM));
+}
+
+/// The answer for `e` in the client's dialect: in OpenAI's APIs an upstream's own 4xx
+/// verbatim, else `{"error":{...}}` JSON; in Messages its own error shape and statuses
 /// (an upstream's refusal re-worded into it, its status and `Retry-After` kept).
 pub fn error_response(
     e: &GatewayError,
@@ -16,18 +33,19 @@ pub fn error_response(
     upstream: Option<&str>,
     dialect: Dialect,
 ) -> Response {
-    let status = match dialect {
-        Dialect::Chat => e.status(),
-        Dialect::Anthropic => anthropic::error::kind_and_status(e).1,
-    };
+    let own = dialect.refusal(e);
+    let status = own.as_ref().map_or(e.status(), |(status, _)| *status);
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let (body, content_type, retry_after) = match &e.upstream {
-        Some(reply) if dialect == Dialect::Anthropic => (
-            Body::from(anthropic::error::body(e).to_string()),
+    let (body, content_type, retry_after) = match (own, &e.upstream) {
+        (Some((_, body)), upstream) => (
+            Body::from(body),
             "application/json".to_string(),
-            reply.retry_after.clone(),
+            upstream
+                .as_ref()
+                .and_then(|r| r.retry_after.clone())
+                .or_else(|| whole_seconds(e)),
         ),
-        Some(reply) => (
+        (None, Some(reply)) => (
             Body::from(reply.body.clone()),
             reply
                 .content_type
@@ -35,16 +53,10 @@ pub fn error_response(
                 .unwrap_or_else(|| "application/json".into()),
             reply.retry_after.clone(),
         ),
-        None => (
-            Body::from(match dialect {
-                Dialect::Chat => error_json(e),
-                Dialect::Anthropic => anthropic::error::body(e).to_string(),
-            }),
+        (None, None) => (
+            Body::from(error_json(e)),
             "application/json".to_string(),
-            // Whole seconds, rounded up: never invite a client back before the queue can
-            // take it.
-            e.retry_after
-                .map(|d| d.as_secs_f64().ceil().max(1.0).to_string()),
+            whole_seconds(e),
         ),
     };
     let mut resp = Response::new(body);
@@ -61,8 +73,15 @@ pub fn error_response(
             h.insert(*name, v);
         }
     }
-    crate::walk::respond::tag(h, id, upstream);
+    tag(h, id, upstream);
     resp
+}
+
+/// sluice's own `Retry-After`, in whole seconds rounded up: never invite a client back
+/// before the queue can take it.
+fn whole_seconds(e: &GatewayError) -> Option<String> {
+    e.retry_after
+        .map(|d| d.as_secs_f64().ceil().max(1.0).to_string())
 }
 
 /// `{"error":{"message","type","param","code"}}`.

@@ -11,7 +11,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures::Stream;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
-use sluice_core::{AttemptOutcome, CallRecord, GatewayError, RequestId};
+use sluice_core::{AttemptOutcome, CallRecord, GatewayError};
 use sluice_providers::alarm::Alarm;
 use sluice_providers::{EventStream, StreamEvent, openai};
 use sluice_tail::admission::Permit;
@@ -21,10 +21,8 @@ use crate::walk::cache::Served;
 use crate::walk::call::Call;
 use crate::walk::deadline;
 use sluice_cache::assemble::Assembler;
-use sluice_ingress::Dialect;
-use sluice_ingress::anthropic::{self, Reframer};
+use sluice_ingress::Reframe;
 
-const X_SLUICE_UPSTREAM: HeaderName = HeaderName::from_static("x-sluice-upstream");
 const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 const X_SLUICE_CACHE: HeaderName = HeaderName::from_static("x-sluice-cache");
 /// Which task-route rule chose the group, and the fallbacks taken.
@@ -34,19 +32,6 @@ const X_SLUICE_COMPRESSION: HeaderName = HeaderName::from_static("x-sluice-compr
 /// Progressive loading's rounds and the prompt tokens they sent together
 /// (`rounds=2; insufficient=1; prompt_tokens=9120`).
 const X_SLUICE_PROGRESSIVE: HeaderName = HeaderName::from_static("x-sluice-progressive");
-
-/// What `x-sluice-upstream` says of an answer no upstream gave (refused before dispatch, or
-/// served from the answer cache).
-const NO_UPSTREAM: HeaderValue = HeaderValue::from_static("none");
-
-/// Adds `x-request-id` and `x-sluice-upstream`: the upstream that answered, or `none`.
-pub fn tag(h: &mut HeaderMap, id: &RequestId, upstream: Option<&str>) {
-    if let Ok(v) = HeaderValue::from_str(id.as_str()) {
-        h.insert(sluice_providers::REQUEST_ID_HEADER, v);
-    }
-    let named = upstream.and_then(|u| HeaderValue::from_str(u).ok());
-    h.insert(X_SLUICE_UPSTREAM, named.unwrap_or(NO_UPSTREAM));
-}
 
 /// Writes `d` in milliseconds with three decimals, rounded to the microsecond (integers
 /// only: float formatting showed in profiles).
@@ -172,7 +157,7 @@ pub fn server_timing(r: &CallRecord, now: Instant, stream: bool) -> String {
 
 fn headers_for(call: &Call, now: Instant, stream: bool, h: &mut HeaderMap) {
     let r = call.record();
-    tag(h, &r.request_id, r.upstream.as_deref());
+    super::rescue::tag(h, &r.request_id, r.upstream.as_deref());
     if let Ok(v) = HeaderValue::from_str(&server_timing(r, now, stream)) {
         h.insert(SERVER_TIMING, v);
     }
@@ -230,7 +215,7 @@ fn store(call: &mut Call, body: &Bytes, now: Instant) {
 }
 
 /// A complete JSON answer; settles the call.
-pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
+pub fn complete(mut call: Call, attempt: usize, body: Bytes, native: Option<Bytes>) -> Response {
     let now = Instant::now();
     call.end_attempt(attempt, AttemptOutcome::Ok, now);
     store(&mut call, &body, now);
@@ -246,7 +231,9 @@ pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
     if let Some(wants_json) = wants_json {
         call.flawed(crate::learning::flaw(&body, wants_json));
     }
-    let body = match in_dialect(&call, body) {
+    // The upstream's own answer when the client spoke its API; else the chat answer in the
+    // client's API.
+    let body = match native.map_or_else(|| call.dialect().answer(body), Ok) {
         Ok(body) => body,
         Err(e) => return unwritable(call, attempt, &e),
     };
@@ -262,14 +249,6 @@ pub fn complete(mut call: Call, attempt: usize, body: Bytes) -> Response {
     *resp.headers_mut() = h;
     call.finish(200, None);
     resp
-}
-
-/// A complete chat answer in the client's API.
-fn in_dialect(call: &Call, body: Bytes) -> Result<Bytes, GatewayError> {
-    match call.dialect() {
-        Dialect::Chat => Ok(body),
-        Dialect::Anthropic => anthropic::from_chat(&body).map(Bytes::from),
-    }
 }
 
 /// An answer that could not be written in the client's API: the attempt counts as failed and
@@ -299,23 +278,14 @@ pub fn cached(mut call: Call, served: Served) -> Response {
         "application/json"
     };
     // Stored answers are in the internal form, whatever API stored them.
-    let body = match (call.dialect(), stream) {
-        (Dialect::Chat, _) => body,
-        (Dialect::Anthropic, true) => {
-            let mut r = Reframer::new();
-            let mut out = r.feed(&body);
-            out.extend(r.finish());
-            Bytes::from(out)
-        }
-        (Dialect::Anthropic, false) => match anthropic::from_chat(&body) {
-            Ok(b) => Bytes::from(b),
+    let dialect = call.dialect();
+    let body = match (dialect.reframe(), stream) {
+        (Some(reframe), true) => Bytes::from(reframe.whole(&body)),
+        _ => match dialect.answer(body) {
+            Ok(b) => b,
             Err(e) => {
-                let resp = super::rescue::error_response(
-                    &e,
-                    &call.record().request_id,
-                    None,
-                    Dialect::Anthropic,
-                );
+                let resp =
+                    super::rescue::error_response(&e, &call.record().request_id, None, dialect);
                 call.finish(e.status(), Some(e.kind));
                 return resp;
             }
@@ -340,23 +310,27 @@ pub fn stream(
     first: Bytes,
     rest: EventStream,
     permit: Option<Permit>,
+    native: bool,
 ) -> Response {
     let now = Instant::now();
     let mut head = HeaderMap::new();
     headers_for(&call, now, true, &mut head);
     let deadline = call.record().timings.deadline.map(Alarm::at);
     let mut assembly = call.stores_answer().then(Assembler::default);
-    if let Some(a) = assembly.as_mut() {
+    if let Some(a) = assembly.as_mut()
+        && !native
+    {
         a.frame(&first);
     }
     call.sent(first.len());
-    let mut reframe = (call.dialect() == Dialect::Anthropic).then(Reframer::new);
+    let mut reframe = call.dialect().reframe();
     let first = match reframe.as_mut() {
-        Some(r) => Bytes::from(r.feed(&first)),
-        None => first,
+        Some(r) if !native => Bytes::from(r.feed(&first)),
+        _ => first,
     };
     let body = ClientStream {
         reframe,
+        native,
         first: Some(first),
         rest,
         call: Some(call),
@@ -392,7 +366,9 @@ struct ClientStream {
     /// The answer assembled for the answer cache, when it is to be stored.
     assembly: Option<Assembler>,
     /// The client's API's events written from the chat frames, when it speaks another.
-    reframe: Option<Reframer>,
+    reframe: Option<Reframe>,
+    /// The client gets the upstream's own events; the frames only feed the answer cache.
+    native: bool,
 }
 
 impl ClientStream {
@@ -410,9 +386,11 @@ impl ClientStream {
         }
     }
 
-    /// A frame in the client's API: itself, or the events it completes (maybe none yet).
+    /// A frame in the client's API: itself, or the events it completes (maybe none yet);
+    /// nothing when the client reads the upstream's own events.
     fn out(&mut self, frame: Bytes) -> Option<Bytes> {
         match self.reframe.as_mut() {
+            _ if self.native => None,
             None => Some(frame),
             Some(r) => Some(r.feed(&frame))
                 .filter(|b| !b.is_empty())
@@ -450,11 +428,21 @@ impl Stream for ClientStream {
                     if let Some(a) = this.assembly.as_mut() {
                         a.frame(&b);
                     }
-                    if let Some(call) = this.call.as_mut() {
+                    if !this.native
+                        && let Some(call) = this.call.as_mut()
+                    {
                         call.sent(b.len());
                     }
                     if let Some(out) = this.out(b) {
                         return Poll::Ready(Some(Ok(out)));
+                    }
+                }
+                Poll::Ready(Some(Ok(StreamEvent::Native(b)))) => {
+                    if this.native
+                        && let Some(call) = this.call.as_mut()
+                    {
+                        call.sent(b.len());
+                        return Poll::Ready(Some(Ok(b)));
                     }
                 }
                 Poll::Ready(Some(Ok(StreamEvent::Usage(u)))) => {
@@ -477,7 +465,10 @@ impl Stream for ClientStream {
                         call.finish(200, None);
                     }
                     // The client's API closes its message (or says the answer was cut).
-                    let tail = this.reframe.as_mut().map(Reframer::finish);
+                    let tail = match this.reframe.as_mut() {
+                        Some(r) if !this.native => Some(r.finish()),
+                        _ => None,
+                    };
                     return Poll::Ready(tail.filter(|t| !t.is_empty()).map(|t| Ok(Bytes::from(t))));
                 }
             }

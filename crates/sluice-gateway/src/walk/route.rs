@@ -14,7 +14,7 @@ use sluice_routing::fallback::Reason;
 use sluice_routing::rules::{Facts, Script};
 
 use super::auth::Caller;
-use super::call::{Call, Routed};
+use super::call::{Call, Chosen, Refused, Routed};
 use crate::Gateway;
 
 /// `x-sluice-task`: the task a request declares (else its body's `metadata.task`).
@@ -42,25 +42,6 @@ impl<'r> PromptSize<'r> {
             .tokens
             .get_or_init(|| gw.tenants.tokenizer.prompt_tokens(self.request))
     }
-}
-
-/// Where routing sent a request.
-pub struct Chosen<'g> {
-    /// The group it goes to first.
-    pub group: &'g ModelGroup,
-    /// When an automatic router chose, the other candidates in the order to fall back to.
-    pub others: Vec<&'g ModelGroup>,
-    /// What to record: the group, and the route or router that chose it.
-    pub routed: Routed,
-}
-
-/// A request routing refused, with the group it named when that was the reason (a group
-/// the caller's key may not use).
-pub struct Refused {
-    /// Why.
-    pub error: GatewayError,
-    /// The group it named, when it named one.
-    pub group: Option<Arc<str>>,
 }
 
 impl From<GatewayError> for Refused {

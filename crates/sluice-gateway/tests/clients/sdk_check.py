@@ -8,6 +8,8 @@ import time
 
 import anthropic
 import openai
+from langchain_anthropic import ChatAnthropic
+from langchain_openai import ChatOpenAI
 
 URL = os.environ["SLUICE_URL"]
 KEY = os.environ["SLUICE_KEY"]
@@ -109,6 +111,42 @@ raises("openai 429", openai.RateLimitError,
        lambda: o.chat.completions.create(model="limited-direct", messages=HI))
 raises("openai 5xx", openai.InternalServerError,
        lambda: o.chat.completions.create(model="broken", messages=HI))
+
+# --- openai: Responses (stateless) ---
+r = o.responses.create(model="ok", instructions="Be brief.", input="hi", max_output_tokens=40)
+check("openai responses", r.output_text == "Hello from upstream" and r.status == "completed", r)
+r = o.responses.create(model="claude", input=[{"role": "user", "content": "hi"}], tools=[
+    {"type": "function", "name": "weather", "parameters": {"type": "object"}}])
+check("openai responses (anthropic upstream, tools)", r.output_text == "Bonjour", r)
+kinds, text = [], ""
+for ev in o.responses.create(model="ok", input="hi", stream=True):
+    kinds.append(ev.type)
+    if ev.type == "response.output_text.delta":
+        text += ev.delta
+check("openai responses stream", text == "Hello" and kinds[0] == "response.created"
+      and kinds[-1] == "response.completed", kinds)
+with o.responses.stream(model="ok", input="hi") as s:
+    final = s.get_final_response()
+check("openai responses stream helper", final.output_text == "Hello", final)
+raises("openai responses 400 (stateful field)", openai.BadRequestError,
+       lambda: o.responses.create(model="ok", input="hi", previous_response_id="resp_1"))
+
+# --- LangChain, only `base_url` changed ---
+def text_of(message):
+    return message.text() if callable(message.text) else message.text
+
+
+lc = ChatOpenAI(base_url=URL + "/v1", api_key=KEY, model="ok", max_retries=0)
+check("langchain ChatOpenAI", text_of(lc.invoke("hi")) == "Hello from upstream")
+check("langchain ChatOpenAI stream", "".join(text_of(c) for c in lc.stream("hi")) == "Hello")
+# The fake OpenAI upstream answers "Hello from upstream" whole and "Hello" streamed.
+for model, whole, streamed in [("ok", "Hello from upstream", "Hello"),
+                               ("claude", "Bonjour", "Bonjour")]:
+    la = ChatAnthropic(base_url=URL, api_key=KEY, model=model, max_retries=0)
+    got = text_of(la.invoke("hi"))
+    check(f"langchain ChatAnthropic ({model})", got == whole, got)
+    got = "".join(text_of(c) for c in la.stream("hi"))
+    check(f"langchain ChatAnthropic stream ({model})", got == streamed, got)
 
 # --- the SDKs' own retries, told by sluice's `retry-after` to wait 1 s each time ---
 for name, cls, call in [

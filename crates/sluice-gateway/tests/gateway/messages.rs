@@ -76,18 +76,50 @@ async fn a_message_to_an_openai_upstream_is_translated_both_ways() {
 }
 
 #[tokio::test]
-async fn a_message_to_an_anthropic_upstream_keeps_its_cache_breakpoints() {
+async fn a_message_to_an_anthropic_upstream_passes_through_unchanged() {
     let gw = start().await;
-    let resp = messages(&gw, ask("claude", false)).await;
+    // A history with a signed thinking block, which a chat history could not carry.
+    let mut body = ask("claude", false);
+    body["thinking"] = json!({"type": "enabled", "budget_tokens": 2048});
+    body["messages"] = json!([
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "use the tool", "signature": "sig-0"},
+            {"type": "tool_use", "id": "tu_1", "name": "weather", "input": {"city": "Oslo"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1", "content": "-3C"}]}
+    ]);
+    let resp = gw
+        .client
+        .post(format!("{}/v1/messages", gw.url))
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", "interleaved-thinking-2025-05-14")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     let v: Value = resp.json().await.unwrap();
-    assert_eq!(v["content"][0]["text"], "Bonjour");
+    // The upstream's own answer: its thinking block keeps its signature.
+    assert_eq!(
+        v["content"][0],
+        json!({"type": "thinking", "thinking": "hmm", "signature": "sig-1"})
+    );
+    assert_eq!(v["content"][1]["text"], "Bonjour");
     assert_eq!(v["usage"]["cache_read_input_tokens"], 900);
-    assert_eq!(v["usage"]["input_tokens"], 12);
-    let sent = gw.upstream.fake.bodies.lock()[0].clone();
+    let mut sent = gw.upstream.fake.bodies.lock()[0].clone();
     assert_eq!(sent["model"], "claude-sonnet");
-    assert_eq!(sent["max_tokens"], 64, "the client's, not the default");
-    assert_eq!(sent["system"][0]["cache_control"]["type"], "ephemeral");
+    sent["model"] = body["model"].clone();
+    assert_eq!(sent, body, "the client's body, only its model swapped");
+    let h = gw.upstream.fake.headers.lock()[0].clone();
+    assert_eq!(h["anthropic-beta"], "interleaved-thinking-2025-05-14");
+    assert_eq!(h["anthropic-version"], "2023-06-01");
+    assert_eq!(
+        h["x-api-key"], "sk-test",
+        "the upstream's key, not the client's"
+    );
+    // Billed from the upstream's usage like any call.
+    let rec = gw.next_record().await;
+    assert_eq!(rec.usage.unwrap().cached_tokens, 900);
 }
 
 #[tokio::test]
@@ -99,9 +131,26 @@ async fn a_streamed_message_comes_back_as_messages_events() {
         assert_eq!(resp.headers()["content-type"], "text/event-stream");
         let evs = events(&resp.text().await.unwrap());
         let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names.first(), Some(&"message_start"), "{model}: {names:?}");
-        assert_eq!(names.get(1), Some(&"ping"));
-        assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"]);
+        if model == "ok" {
+            assert_eq!(names.first(), Some(&"message_start"), "{model}: {names:?}");
+            assert_eq!(names.get(1), Some(&"ping"));
+            assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"]);
+        } else {
+            // An Anthropic upstream's own events, as it sent them (it sends no ping).
+            assert_eq!(
+                names,
+                [
+                    "message_start",
+                    "content_block_start",
+                    "content_block_delta",
+                    "content_block_delta",
+                    "content_block_stop",
+                    "message_delta",
+                    "message_stop"
+                ]
+            );
+            assert_eq!(evs[0].1["message"]["model"], "claude-x");
+        }
         let text: String = evs
             .iter()
             .filter_map(|(_, d)| d.pointer("/delta/text").and_then(Value::as_str))
@@ -112,7 +161,10 @@ async fn a_streamed_message_comes_back_as_messages_events() {
         assert_eq!(delta["delta"]["stop_reason"], "end_turn");
         assert!(delta["usage"]["output_tokens"].as_u64().unwrap() > 0);
         let rec = gw.next_record().await;
-        assert!(rec.usage.is_some(), "{model}: usage recorded");
+        assert!(
+            rec.usage.unwrap().completion_tokens > 0,
+            "{model}: usage recorded"
+        );
     }
 }
 
@@ -179,13 +231,17 @@ async fn refusals_are_in_messages_error_shape_with_its_statuses() {
 }
 
 #[tokio::test]
-async fn a_cached_answer_is_served_in_the_dialect_that_asks() {
+async fn a_cached_answer_is_served_in_messages_shape() {
     let gw = start_with("\n[cache]\nenabled = true\nttl = \"1m\"\nmax_bytes = 1048576\n").await;
-    // Stored from a chat request, served to a Messages one with the same content.
-    let chat = json!({"model": "ok", "max_tokens": 64, "temperature": 0,
+    // Stored in the internal form from a Messages request, served again as a message, and
+    // replayed as Messages events to the same asked as a stream. A request written in another
+    // API is keyed whole (what its chat form leaves out, thinking blocks say, counts), so a
+    // chat request with the same content is another key.
+    let ask_it = json!({"model": "ok", "max_tokens": 64, "temperature": 0,
         "messages": [{"role": "user", "content": "same question"}]});
-    let first = gw.chat(chat).await;
+    let first = messages(&gw, ask_it).await;
     assert_eq!(first.status(), 200);
+    assert_eq!(first.headers()["x-sluice-cache"], "miss");
     let _ = first.text().await;
     let _ = gw.next_record().await;
     let resp = messages(
@@ -199,11 +255,7 @@ async fn a_cached_answer_is_served_in_the_dialect_that_asks() {
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["type"], "message");
     assert_eq!(v["content"][0]["text"], "Hello from upstream");
-    assert_eq!(
-        hit.unwrap(),
-        "hit",
-        "one internal form: one cache for both APIs"
-    );
+    assert_eq!(hit.unwrap(), "hit");
     // The same asked as a stream: the stored answer replayed as Messages events.
     let resp = messages(
         &gw,
@@ -251,4 +303,62 @@ async fn count_tokens_counts_the_prompt() {
         gw.upstream.fake.bodies.lock().is_empty(),
         "counting sends nothing upstream"
     );
+}
+
+async fn responses(gw: &Running, body: Value) -> reqwest::Response {
+    gw.client
+        .post(format!("{}/v1/responses", gw.url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_responses_request_walks_like_a_chat_one() {
+    let gw = start().await;
+    for model in ["ok", "claude"] {
+        let resp = responses(
+            &gw,
+            json!({"model": model, "instructions": "Be brief.", "input": "hi",
+                "max_output_tokens": 40}),
+        )
+        .await;
+        assert_eq!(resp.status(), 200, "{model}");
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["object"], "response");
+        assert_eq!(v["status"], "completed");
+        let want = if model == "ok" {
+            "Hello from upstream"
+        } else {
+            "Bonjour"
+        };
+        assert_eq!(v["output"][0]["content"][0]["text"], want);
+        assert!(v["usage"]["input_tokens"].as_u64().unwrap() > 0);
+        let rec = gw.next_record().await;
+        assert_eq!(rec.status, 200);
+    }
+    let sent = gw.upstream.fake.bodies.lock()[0].clone();
+    assert_eq!(
+        sent["messages"][0],
+        json!({"role": "system", "content": "Be brief."})
+    );
+    assert_eq!(sent["max_tokens"], 40);
+
+    let resp = responses(&gw, json!({"model": "ok", "input": "hi", "stream": true})).await;
+    assert_eq!(resp.status(), 200);
+    let evs = events(&resp.text().await.unwrap());
+    assert_eq!(evs[0].0, "response.created");
+    let (last, data) = evs.last().unwrap();
+    assert_eq!(last, "response.completed");
+    assert_eq!(data["response"]["output"][0]["content"][0]["text"], "Hello");
+
+    let resp = responses(
+        &gw,
+        json!({"model": "ok", "input": "hi", "previous_response_id": "resp_1"}),
+    )
+    .await;
+    assert_eq!(resp.status(), 400);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["error"]["param"], "previous_response_id");
 }

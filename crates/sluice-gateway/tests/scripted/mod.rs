@@ -184,6 +184,7 @@ impl Provider for Scripted {
                 body: answer.unwrap_or_else(|| Bytes::from_static(br#"{"choices":[]}"#)),
                 usage,
                 first_byte: Instant::now(),
+                native: None,
             }))
         }
         .boxed()

@@ -45,17 +45,7 @@ pub fn usage(u: Option<&Value>) -> Value {
 
 /// Writes the chat-completions answer `body` as a Messages answer.
 pub fn from_chat(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
-    let unreadable = |what: &str| {
-        GatewayError::new(
-            ErrorKind::UpstreamProtocol,
-            format!("the upstream's answer could not be read as a chat completion: {what}"),
-        )
-    };
-    let chat: Value = serde_json::from_slice(body).map_err(|e| unreadable(&e.to_string()))?;
-    let choice = chat
-        .get("choices")
-        .and_then(|c| c.get(0))
-        .ok_or_else(|| unreadable("no choice"))?;
+    let (chat, choice) = crate::json::chat_answer(body)?;
     let message = choice.get("message").unwrap_or(&Value::Null);
     let mut content = Vec::new();
     if let Some(thought) = message
@@ -72,24 +62,21 @@ pub fn from_chat(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
     {
         content.push(json!({"type": "text", "text": text}));
     }
-    for call in message
-        .get("tool_calls")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let f = call.get("function").unwrap_or(&Value::Null);
-        let args = f.get("arguments").and_then(Value::as_str).unwrap_or("{}");
+    for (call_id, name, args) in crate::json::tool_calls(message) {
         let input: Value = if args.trim().is_empty() {
             json!({})
         } else {
-            serde_json::from_str(args)
-                .map_err(|e| unreadable(&format!("tool call arguments are not JSON: {e}")))?
+            serde_json::from_str(args).map_err(|e| {
+                GatewayError::new(
+                    ErrorKind::UpstreamProtocol,
+                    format!("the upstream's tool call arguments are not JSON: {e}"),
+                )
+            })?
         };
         content.push(json!({
             "type": "tool_use",
-            "id": call.get("id").and_then(Value::as_str).unwrap_or_default(),
-            "name": f.get("name").and_then(Value::as_str).unwrap_or_default(),
+            "id": call_id,
+            "name": name,
             "input": input,
         }));
     }
@@ -107,6 +94,5 @@ pub fn from_chat(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
         "stop_sequence": null,
         "usage": usage(chat.get("usage")),
     });
-    serde_json::to_vec(&out)
-        .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("writing the answer: {e}")))
+    crate::json::write(&out)
 }

@@ -3,7 +3,9 @@
 //! `tool_result` to tool messages, tools and `tool_choice` to functions.
 
 use serde_json::{Map, Value, json};
-use sluice_core::{ErrorKind, GatewayError};
+use sluice_core::GatewayError;
+
+use crate::json::{bad, read_object, write};
 
 /// Messages fields with no chat-completions meaning: checked where Messages checks them,
 /// then left out (an OpenAI-compatible upstream would refuse them).
@@ -16,32 +18,10 @@ const NOT_TRANSLATED: &[&str] = &[
     "context_management",
 ];
 
-fn bad(param: impl Into<String>, message: impl Into<String>) -> GatewayError {
-    GatewayError::new(ErrorKind::InvalidRequest, message.into()).with_param(param.into())
-}
-
 /// Reads a Messages request body and writes it as a chat-completions body. Every refusal
 /// names the field at fault; fields Messages does not define are forwarded unchanged.
 pub fn to_chat(raw: &[u8]) -> Result<Vec<u8>, GatewayError> {
-    let body: Value = serde_json::from_slice(raw).map_err(|e| {
-        GatewayError::new(
-            ErrorKind::InvalidJson,
-            format!(
-                "request body is not valid JSON: line {} column {}",
-                e.line(),
-                e.column()
-            ),
-        )
-    })?;
-    let Value::Object(body) = body else {
-        return Err(GatewayError::new(
-            ErrorKind::InvalidRequest,
-            "request body must be a JSON object",
-        ));
-    };
-    let out = translate(&body)?;
-    serde_json::to_vec(&Value::Object(out))
-        .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("writing the body: {e}")))
+    write(&Value::Object(translate(&read_object(raw)?)?))
 }
 
 fn translate(body: &Map<String, Value>) -> Result<Map<String, Value>, GatewayError> {

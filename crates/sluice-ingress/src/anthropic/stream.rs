@@ -12,6 +12,7 @@ use sluice_core::GatewayError;
 
 use super::answer::{message_id, stop_reason, usage};
 use super::error;
+use crate::frames::{Frames, event};
 
 /// The kind of the content block open now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,8 +26,7 @@ enum Open {
 /// Turns a chat stream's frames into Messages events.
 #[derive(Debug, Default)]
 pub struct Reframer {
-    /// Bytes of an event not yet complete.
-    pending: Vec<u8>,
+    frames: Frames,
     started: bool,
     /// The open block and its index.
     open: Option<(usize, Open)>,
@@ -35,14 +35,6 @@ pub struct Reframer {
     usage: Option<Value>,
     /// `message_stop` or an `error` event has been written: nothing follows.
     ended: bool,
-}
-
-fn event(out: &mut Vec<u8>, name: &str, data: &Value) {
-    out.extend_from_slice(b"event: ");
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\ndata: ");
-    out.extend_from_slice(data.to_string().as_bytes());
-    out.extend_from_slice(b"\n\n");
 }
 
 impl Reframer {
@@ -59,10 +51,8 @@ impl Reframer {
     /// Reads `bytes` of the chat stream; returns the events they complete.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        self.pending.extend_from_slice(bytes);
-        while let Some(end) = find_event_end(&self.pending) {
-            let frame: Vec<u8> = self.pending.drain(..end).collect();
-            self.frame(&frame, &mut out);
+        for data in self.frames.push(bytes) {
+            self.frame(&data, &mut out);
         }
         out
     }
@@ -109,29 +99,15 @@ impl Reframer {
         out
     }
 
-    fn frame(&mut self, frame: &[u8], out: &mut Vec<u8>) {
+    fn frame(&mut self, data: &[u8], out: &mut Vec<u8>) {
         if self.ended {
-            return;
-        }
-        let mut data = Vec::new();
-        for line in frame.split(|b| *b == b'\n') {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            if let Some(rest) = line.strip_prefix(b"data:") {
-                let rest = rest.strip_prefix(b" ").unwrap_or(rest);
-                if !data.is_empty() {
-                    data.push(b'\n');
-                }
-                data.extend_from_slice(rest);
-            }
-        }
-        if data.is_empty() {
             return;
         }
         if data == b"[DONE]" {
             out.extend(self.finish());
             return;
         }
-        let Ok(chunk) = serde_json::from_slice::<Value>(&data) else {
+        let Ok(chunk) = serde_json::from_slice::<Value>(data) else {
             let e = GatewayError::new(
                 sluice_core::ErrorKind::UpstreamProtocol,
                 "the upstream's stream held a frame that is not JSON",
@@ -276,14 +252,4 @@ fn text_of<'a>(v: &'a Value, name: &str) -> Option<&'a str> {
     v.get(name)
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
-}
-
-/// Where the first complete SSE event of `buf` ends (after its blank line).
-fn find_event_end(buf: &[u8]) -> Option<usize> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }

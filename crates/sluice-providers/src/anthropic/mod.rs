@@ -1,5 +1,7 @@
 //! The Anthropic Messages adapter: chat-completions requests are translated to Messages,
-//! answers and streams back to chat completions, usage (cache reads and writes) included.
+//! answers and streams back to chat completions, usage (cache reads and writes) included. A
+//! request whose client spoke Messages goes as it came, and its answer and events are kept
+//! as they came beside their chat form, for that client.
 
 mod breakpoints;
 mod request;
@@ -12,7 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use sluice_core::{ErrorKind, GatewayError};
+use sluice_core::{ErrorKind, GatewayError, Original};
 
 use crate::http::{self, HttpSettings};
 use crate::{Completion, Provider, UpstreamCall, UpstreamResponse};
@@ -146,7 +148,19 @@ impl Provider for Anthropic {
         &self,
         call: UpstreamCall,
     ) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
-        let body = translate_request(&call.request, &call.model, self.settings.default_max_tokens)
+        // A Messages client's own request goes as it came (its model swapped); any other is
+        // translated from the chat form.
+        let native = call
+            .request
+            .original()
+            .filter(|o| o.api == Original::ANTHROPIC_MESSAGES);
+        let built = match native {
+            Some(o) => native_body(&o.body, &call.model),
+            None => translate_request(&call.request, &call.model, self.settings.default_max_tokens),
+        };
+        let extra = native.map(|o| o.headers.clone()).unwrap_or_default();
+        let native = native.is_some();
+        let body = built
             .map(|mut v| {
                 if let Some(min_tokens) = self.settings.cache_breakpoints {
                     self.place(&mut v, min_tokens);
@@ -166,10 +180,18 @@ impl Provider for Anthropic {
         let http = self.settings.http.clone();
         let endpoint = self.endpoint.clone();
         async move {
-            let mut accepted =
-                http::send(&name, &http, &endpoint, body, &call, error_to_openai).await?;
+            let mut accepted = http::send(
+                &name,
+                &http,
+                &endpoint,
+                body,
+                &call,
+                error_to_openai,
+                &extra,
+            )
+            .await?;
             if call.request.stream {
-                let translator = StreamTranslator::new(call.request.include_usage);
+                let translator = StreamTranslator::new(call.request.include_usage).native(native);
                 Ok(UpstreamResponse::Stream(stream::translate(
                     accepted.body,
                     translator,
@@ -187,11 +209,26 @@ impl Provider for Anthropic {
                     body,
                     usage: Some(usage),
                     first_byte,
+                    native: native.then_some(raw),
                 }))
             }
         }
         .boxed()
     }
+}
+
+/// A Messages client's own body for `model`: as it came, only its model swapped.
+fn native_body(raw: &[u8], model: &str) -> Result<serde_json::Value, GatewayError> {
+    let mut v: serde_json::Value = serde_json::from_slice(raw).map_err(|e| {
+        GatewayError::new(
+            ErrorKind::Internal,
+            format!("the client's Messages body no longer reads: {e}"),
+        )
+    })?;
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("model".into(), serde_json::Value::from(model));
+    }
+    Ok(v)
 }
 
 /// Renders Anthropic's `{"type":"error","error":{"type","message"}}` in OpenAI's error shape.

@@ -27,6 +27,8 @@ pub struct StreamTranslator {
     /// Content-block index → tool-call index, for tool-use blocks.
     tool_index: Vec<(u64, usize)>,
     finished: bool,
+    /// Each upstream event is also passed on as it came (for a client of Messages).
+    native: bool,
 }
 
 impl StreamTranslator {
@@ -40,7 +42,15 @@ impl StreamTranslator {
             usage: AnthropicUsage::default(),
             tool_index: Vec::new(),
             finished: false,
+            native: false,
         }
+    }
+
+    /// The same, passing each upstream event on as it came too ([`StreamEvent::Native`],
+    /// ahead of its frames), when `native`.
+    pub fn native(mut self, native: bool) -> Self {
+        self.native = native;
+        self
     }
 
     /// Whether `message_stop` has been seen.
@@ -72,6 +82,9 @@ impl StreamTranslator {
             )
         })?;
         let kind = v.get("type").and_then(Value::as_str).unwrap_or_default();
+        if self.native && kind != "error" {
+            out.push_back(StreamEvent::Native(native_event(ev, kind)));
+        }
         match kind {
             "message_start" => {
                 let m = v.get("message").unwrap_or(&Value::Null);
@@ -189,6 +202,18 @@ impl StreamTranslator {
             _ => {}
         }
     }
+}
+
+/// An upstream event written out again as it came: its name (or its data's `type`) and data.
+fn native_event(ev: &SseEvent, kind: &str) -> bytes::Bytes {
+    let name = ev.event.as_deref().unwrap_or(kind);
+    let mut out = Vec::with_capacity(ev.data.len() + name.len() + 16);
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    out.extend_from_slice(&ev.data);
+    out.extend_from_slice(b"\n\n");
+    bytes::Bytes::from(out)
 }
 
 impl Translate for StreamTranslator {

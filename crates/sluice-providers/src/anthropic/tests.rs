@@ -150,7 +150,7 @@ fn frames(events: &[StreamEvent]) -> Vec<Value> {
                     Some(serde_json::from_str(data).unwrap())
                 }
             }
-            StreamEvent::Usage(_) => None,
+            StreamEvent::Usage(_) | StreamEvent::Native(_) => None,
         })
         .collect()
 }
@@ -213,7 +213,7 @@ fn stream_translation_produces_openai_chunks_and_usage() {
     assert_eq!(f.last().unwrap(), &Value::from("[DONE]"));
     let usage = out.iter().find_map(|e| match e {
         StreamEvent::Usage(u) => Some(*u),
-        StreamEvent::Frame(_) => None,
+        StreamEvent::Frame(_) | StreamEvent::Native(_) => None,
     });
     assert_eq!(usage.unwrap().cached_tokens, 900);
 }

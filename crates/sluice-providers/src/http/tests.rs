@@ -11,6 +11,15 @@ use hyper::body::Frame;
 use super::*;
 use crate::RateReport;
 
+/// `{}` sent for `call` as an OpenAI adapter sends it.
+async fn post(
+    settings: &HttpSettings,
+    endpoint: &Endpoint,
+    call: &UpstreamCall,
+) -> Result<Accepted, GatewayError> {
+    send("p", settings, endpoint, b"{}".to_vec(), call, |_| None, &[]).await
+}
+
 /// Reads one request head (up to the blank line) from the next connection to `listener`,
 /// answers it with `reply`, and returns the head.
 async fn one_head(listener: TcpListener, reply: &'static str) -> String {
@@ -64,10 +73,7 @@ async fn https_endpoints_tunnel_through_the_proxy() {
     )
     .unwrap();
     let head = tokio::spawn(one_head(proxy, "HTTP/1.1 403 Forbidden\r\n\r\n"));
-    let err = send("p", &settings, &endpoint, b"{}".to_vec(), &call(), |_| None)
-        .await
-        .err()
-        .unwrap();
+    let err = post(&settings, &endpoint, &call()).await.err().unwrap();
     // Bounded, so that a client that never reached the proxy fails here rather than hangs.
     let head = tokio::time::timeout(Duration::from_secs(10), head)
         .await
@@ -101,9 +107,7 @@ async fn plain_http_endpoints_are_reached_directly_with_their_headers() {
         upstream,
         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
     ));
-    let mut accepted = send("p", &settings, &endpoint, b"{}".to_vec(), &call(), |_| None)
-        .await
-        .unwrap();
+    let mut accepted = post(&settings, &endpoint, &call()).await.unwrap();
     let (body, _) = read_complete(&mut accepted).await.unwrap();
     assert_eq!(&body[..], b"{}");
     let head = head.await.unwrap();
@@ -149,9 +153,7 @@ async fn a_traced_call_sends_its_trace_context() {
         traceparent: http::HeaderValue::from_static(parent),
         tracestate: Some(http::HeaderValue::from_static("congo=t61rcWkgMzE")),
     });
-    let mut accepted = send("p", &settings, &endpoint, b"{}".to_vec(), &traced, |_| None)
-        .await
-        .unwrap();
+    let mut accepted = post(&settings, &endpoint, &traced).await.unwrap();
     read_complete(&mut accepted).await.unwrap();
     let head = head.await.unwrap();
     assert!(

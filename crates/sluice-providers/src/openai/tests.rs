@@ -117,7 +117,7 @@ fn a_stream_with_null_usage_in_every_chunk_reports_the_real_one() {
         .iter()
         .filter_map(|e| match e {
             StreamEvent::Usage(u) => Some(*u),
-            StreamEvent::Frame(_) => None,
+            StreamEvent::Frame(_) | StreamEvent::Native(_) => None,
         })
         .collect();
     assert_eq!(usage.len(), 1);

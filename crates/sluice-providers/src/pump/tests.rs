@@ -76,9 +76,17 @@ async fn upstream(lates: Vec<Option<Duration>>) -> (String, Arc<AtomicUsize>) {
 
 /// Streams one answer through the pump to its end; the frames it gave.
 async fn one_stream(settings: &HttpSettings, endpoint: &Endpoint) -> usize {
-    let accepted = send("u", settings, endpoint, b"{}".to_vec(), &call(), |_| None)
-        .await
-        .unwrap();
+    let accepted = send(
+        "u",
+        settings,
+        endpoint,
+        b"{}".to_vec(),
+        &call(),
+        |_| None,
+        &[],
+    )
+    .await
+    .unwrap();
     let mut events = crate::openai::stream(accepted, Arc::from("u"), false);
     let mut frames = 0;
     while let Some(ev) = events.next().await {

@@ -51,6 +51,27 @@ pub fn body(p: &Shape, i: usize) -> Bytes {
     Bytes::from(v.to_string())
 }
 
+/// Request `i`'s body in the API `uri` serves: Anthropic Messages at `/v1/messages` (the
+/// shared prompt as `system`, `max_tokens` as Messages requires it, 256 when the shape sets
+/// none), else chat completions.
+pub fn body_at(uri: &http::Uri, p: &Shape, i: usize) -> Bytes {
+    if !uri.path().ends_with("/v1/messages") {
+        return body(p, i);
+    }
+    let shared = p.shared_prefix_tokens as usize * 4;
+    let unique = (p.prompt_tokens.saturating_sub(p.shared_prefix_tokens) as usize * 4).max(16);
+    let mut doc = format!("Document {i}: ");
+    doc.push_str(&filler(DOC, unique.saturating_sub(doc.len())));
+    let mut v = json!({"model": p.model, "max_tokens": p.max_tokens.unwrap_or(256),
+        "messages": [{"role": "user", "content": doc}], "stream": p.stream});
+    if shared > 0
+        && let Some(obj) = v.as_object_mut()
+    {
+        obj.insert("system".into(), json!(filler(RULES, shared)));
+    }
+    Bytes::from(v.to_string())
+}
+
 fn request(
     uri: &http::Uri,
     p: &Shape,
@@ -71,7 +92,7 @@ fn request(
     if let Some(task) = p.task(i) {
         b = b.header("x-sluice-task", task);
     }
-    let mut req = b.body(Full::new(body(p, i))).unwrap_or_default();
+    let mut req = b.body(Full::new(body_at(uri, p, i))).unwrap_or_default();
     // The run's own headers win over the shape's (`--header x-sluice-lane: batch`).
     for (name, value) in headers {
         req.headers_mut().insert(name.clone(), value.clone());
@@ -268,6 +289,32 @@ fn find(hay: &[u8], needle: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_messages_endpoint_gets_a_messages_body() {
+        let p = Shape {
+            lane: "l".into(),
+            tenant: None,
+            model: "m".into(),
+            prompt_tokens: 100,
+            shared_prefix_tokens: 20,
+            stream: false,
+            max_tokens: None,
+            timeout: None,
+            tasks: Vec::new(),
+        };
+        let at = |path: &str| {
+            let uri: http::Uri = format!("http://h{path}").parse().unwrap();
+            serde_json::from_slice::<serde_json::Value>(&body_at(&uri, &p, 3)).unwrap()
+        };
+        let m = at("/v1/messages");
+        assert_eq!(m["max_tokens"], 256);
+        assert_eq!(m["system"].as_str().unwrap().len(), 80);
+        assert_eq!(m["messages"][0]["role"], "user");
+        let c = at("/v1/chat/completions");
+        assert_eq!(c["messages"][0]["role"], "system");
+        assert!(c.get("max_tokens").is_none());
+    }
 
     #[test]
     fn a_cut_stream_is_explained_by_its_error_event() {

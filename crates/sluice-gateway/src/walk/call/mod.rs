@@ -21,7 +21,7 @@ use crate::Gateway;
 
 mod notes;
 
-pub use notes::{Identified, Routed, Shaping};
+pub use notes::{Chosen, Identified, Refused, Routed, Shaping};
 
 /// An open call. Dropping it without [`Call::finish`] settles it as abandoned by the client.
 pub struct Call {

@@ -8,6 +8,7 @@ use sluice_core::{
     AnswerFlaw, CacheLookup, FallbackTaken, GatewayError, Round, RouteTaken, SemanticLookup, Stage,
     TraceIds, Usage,
 };
+use sluice_routing::ModelGroup;
 use tokio::time::Instant;
 
 use super::Call;
@@ -23,6 +24,25 @@ pub struct Identified {
     pub tenant: Option<Arc<str>>,
     /// Its prompt's tokens, estimated.
     pub prompt_estimate: u64,
+}
+
+/// Where routing sent a request.
+pub struct Chosen<'g> {
+    /// The group it goes to first.
+    pub group: &'g ModelGroup,
+    /// When an automatic router chose, the other candidates in the order to fall back to.
+    pub others: Vec<&'g ModelGroup>,
+    /// What to record: the group, and the route or router that chose it.
+    pub routed: Routed,
+}
+
+/// A request routing refused, with the group it named when that was the reason (a group
+/// the caller's key may not use).
+pub struct Refused {
+    /// Why.
+    pub error: GatewayError,
+    /// The group it named, when it named one.
+    pub group: Option<Arc<str>>,
 }
 
 /// Where routing sent the request.

@@ -96,6 +96,7 @@ async fn reach(
             usage: c.usage,
             at: c.first_byte,
             permit: None,
+            native: c.native,
         }),
         UpstreamResponse::Stream(mut s) => {
             let mut usage = None;
@@ -105,6 +106,20 @@ async fn reach(
                         return Ok(Answer::Stream {
                             attempt,
                             first,
+                            native: false,
+                            rest: s,
+                            usage,
+                            at: Instant::now(),
+                            permit: None,
+                        });
+                    }
+                    // An upstream that passes its own events on sends them ahead of the
+                    // frames: the client of its API reads those.
+                    Some(Ok(StreamEvent::Native(first))) => {
+                        return Ok(Answer::Stream {
+                            attempt,
+                            first,
+                            native: true,
                             rest: s,
                             usage,
                             at: Instant::now(),

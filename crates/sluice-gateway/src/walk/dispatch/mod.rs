@@ -40,13 +40,18 @@ pub enum Answer {
         at: Instant,
         /// The slot, released when the answer has been written.
         permit: Option<Permit>,
+        /// The upstream's own answer, for a client that spoke its API.
+        native: Option<Bytes>,
     },
     /// A stream whose first frame has arrived.
     Stream {
         /// The attempt's index in the record.
         attempt: usize,
-        /// The first frame.
+        /// The first frame (the upstream's own event when `native`).
         first: Bytes,
+        /// The client gets the upstream's own events (`StreamEvent::Native`), not the
+        /// frames.
+        native: bool,
         /// Everything after it.
         rest: EventStream,
         /// Usage reported before the first frame, if any.

@@ -218,8 +218,15 @@ async fn anthropic(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Byte
     }
     let usage = json!({"input_tokens": 12, "cache_read_input_tokens": 900, "cache_creation_input_tokens": 0, "output_tokens": 42});
     if v["stream"] != true {
+        // Asked to think, it thinks first (its block signed, as Anthropic's are).
+        let content = if v.get("thinking").is_some() {
+            json!([{"type": "thinking", "thinking": "hmm", "signature": "sig-1"},
+                {"type": "text", "text": "Bonjour"}])
+        } else {
+            json!([{"type": "text", "text": "Bonjour"}])
+        };
         let out = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": v["model"],
-            "content": [{"type": "text", "text": "Bonjour"}], "stop_reason": "end_turn", "usage": usage});
+            "content": content, "stop_reason": "end_turn", "usage": usage});
         return ([("content-type", "application/json")], out.to_string()).into_response();
     }
     let (tx, rx) = mpsc::channel(16);
@@ -229,7 +236,8 @@ async fn anthropic(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Byte
             &tx,
             ev(
                 "message_start",
-                json!({"type": "message_start", "message": {"id": "msg_s", "model": "claude-x",
+                json!({"type": "message_start", "message": {"id": "msg_s", "type": "message",
+            "role": "assistant", "model": "claude-x", "content": [], "stop_reason": null,
             "usage": {"input_tokens": 12, "cache_read_input_tokens": 900, "output_tokens": 1}}}),
             ),
         )
