@@ -57,6 +57,9 @@ pub struct Original {
 impl Original {
     /// Anthropic Messages.
     pub const ANTHROPIC_MESSAGES: &'static str = "anthropic-messages";
+    /// OpenAI embeddings: not a chat at all; its chat form only carries what admission,
+    /// billing and the caches read (the inputs as the prompt, no output).
+    pub const OPENAI_EMBEDDINGS: &'static str = "openai-embeddings";
 }
 
 fn invalid(message: impl Into<String>, param: &'static str) -> GatewayError {

@@ -25,17 +25,22 @@ limit = false
 deployments = [{ provider = "fake", model = "limited-1s", name = "fake-limited-1s" }]
 retry = false
 limit = false
+
+[models.embed]
+deployments = [{ provider = "fake", model = "text-embed" }]
 "#;
 
-/// Runs `program script` against the gateway at `url`; its output, once it passed.
-async fn run(program: PathBuf, script: PathBuf, url: &str) -> String {
-    let url = url.to_string();
+/// Runs `program script` against the gateway at `url` (`part` names a part of the script to
+/// run alone); its output, once it passed.
+async fn run(program: PathBuf, script: PathBuf, url: &str, part: &str) -> String {
+    let (url, part) = (url.to_string(), part.to_string());
     let shown = format!("{} {}", program.display(), script.display());
     let out = tokio::task::spawn_blocking(move || {
         std::process::Command::new(program)
             .arg(script)
             .env("SLUICE_URL", url)
             .env("SLUICE_KEY", KEY)
+            .env("SLUICE_PART", part)
             .output()
     })
     .await
@@ -65,7 +70,13 @@ async fn the_official_sdks_work_unchanged() {
     );
     let gw = support::start_with(&keys).await;
     let here = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients"));
-    run(env.join("bin/python"), here.join("sdk_check.py"), &gw.url).await;
+    run(
+        env.join("bin/python"),
+        here.join("sdk_check.py"),
+        &gw.url,
+        "",
+    )
+    .await;
     // Each Python SDK sent its request and its two retries.
     let asked = gw
         .upstream
@@ -80,5 +91,28 @@ async fn the_official_sdks_work_unchanged() {
     // The JavaScript client, run from the folder that holds its node_modules.
     let script = env.join("node/sdk_check.mjs");
     std::fs::copy(here.join("sdk_check.mjs"), &script).unwrap();
-    run(PathBuf::from("node"), script, &gw.url).await;
+    run(PathBuf::from("node"), script, &gw.url, "").await;
+
+    // sluice's own refusals with `Retry-After`: a gateway draining for shutdown (its notice
+    // long enough for the run) refuses every request, and each SDK retries as told.
+    let draining = support::start_with(&format!(
+        "shutdown_grace = \"60s\"\nshutdown_notice = \"60s\"\n{keys}"
+    ))
+    .await;
+    draining.shutdown.trigger();
+    while !draining.gw.is_draining() {
+        tokio::task::yield_now().await;
+    }
+    let python = env.join("bin/python");
+    run(python, here.join("sdk_check.py"), &draining.url, "draining").await;
+    let mut refused = Vec::new();
+    for _ in 0..6 {
+        refused.push(draining.next_record().await.status);
+    }
+    refused.sort_unstable();
+    assert_eq!(
+        refused,
+        [503, 503, 503, 529, 529, 529],
+        "three tries from each SDK"
+    );
 }

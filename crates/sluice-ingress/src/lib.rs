@@ -9,6 +9,7 @@
 //! side: the internal form to each provider's API and back.
 
 pub mod anthropic;
+pub mod embeddings;
 mod frames;
 mod json;
 pub mod responses;
@@ -27,20 +28,30 @@ pub enum Dialect {
     Anthropic,
     /// OpenAI Responses (`/v1/responses`), stateless.
     Responses,
+    /// OpenAI embeddings (`/v1/embeddings`): not a chat; its answer is the upstream's own.
+    Embeddings,
 }
 
 impl Dialect {
+    /// Whether the prompt is a conversation the walk may shape (normalise, compress, watch
+    /// for churn, look up by meaning): not for embeddings, whose inputs go as they came.
+    pub fn converses(self) -> bool {
+        self != Self::Embeddings
+    }
+
     /// The client's request body as a chat-completions body.
     pub fn request(self, raw: Bytes) -> Result<Bytes, GatewayError> {
         match self {
             Self::Chat => Ok(raw),
             Self::Anthropic => anthropic::to_chat(&raw).map(Bytes::from),
             Self::Responses => responses::to_chat(&raw).map(Bytes::from),
+            Self::Embeddings => embeddings::to_chat(&raw).map(Bytes::from),
         }
     }
 
-    /// The client's request kept whole for an upstream that speaks its API (Messages only:
-    /// Anthropic upstreams), with the headers of that API it sent (`header` reads one).
+    /// The client's request kept whole for an upstream that speaks its API (Messages for
+    /// Anthropic upstreams, embeddings for OpenAI-compatible ones), with the headers of that
+    /// API it sent (`header` reads one).
     pub fn original(
         self,
         raw: &Bytes,
@@ -48,6 +59,11 @@ impl Dialect {
     ) -> Option<Original> {
         match self {
             Self::Chat | Self::Responses => None,
+            Self::Embeddings => Some(Original {
+                api: Original::OPENAI_EMBEDDINGS,
+                body: raw.clone(),
+                headers: Vec::new(),
+            }),
             Self::Anthropic => Some(Original {
                 api: Original::ANTHROPIC_MESSAGES,
                 body: raw.clone(),
@@ -62,7 +78,8 @@ impl Dialect {
     /// A complete chat-completions answer in the client's API.
     pub fn answer(self, chat: Bytes) -> Result<Bytes, GatewayError> {
         match self {
-            Self::Chat => Ok(chat),
+            // An embeddings answer is the upstream's own, stored and served as it came.
+            Self::Chat | Self::Embeddings => Ok(chat),
             Self::Anthropic => anthropic::from_chat(&chat).map(Bytes::from),
             Self::Responses => responses::from_chat(&chat).map(Bytes::from),
         }
@@ -71,7 +88,7 @@ impl Dialect {
     /// What writes a chat stream in the client's API; `None` when it is chat itself.
     pub fn reframe(self) -> Option<Reframe> {
         match self {
-            Self::Chat => None,
+            Self::Chat | Self::Embeddings => None,
             Self::Anthropic => Some(Reframe::Anthropic(anthropic::Reframer::new())),
             Self::Responses => Some(Reframe::Responses(Box::default())),
         }
@@ -81,7 +98,7 @@ impl Dialect {
     /// (`None`: OpenAI's shape, and an upstream's own refusal passed through as it came).
     pub fn refusal(self, e: &GatewayError) -> Option<(u16, Bytes)> {
         match self {
-            Self::Chat | Self::Responses => None,
+            Self::Chat | Self::Responses | Self::Embeddings => None,
             Self::Anthropic => {
                 let (_, status) = anthropic::error::kind_and_status(e);
                 Some((status, Bytes::from(anthropic::error::body(e).to_string())))

@@ -124,6 +124,21 @@ impl std::fmt::Debug for UpstreamResponse {
     }
 }
 
+/// A client's own body (kept as its original, in the upstream's API) for the upstream's
+/// `model`: as it came, only its model swapped.
+pub(crate) fn as_it_came(raw: &[u8], model: &str) -> Result<serde_json::Value, GatewayError> {
+    let mut v: serde_json::Value = serde_json::from_slice(raw).map_err(|e| {
+        GatewayError::new(
+            sluice_core::ErrorKind::Internal,
+            format!("the client's own body no longer reads: {e}"),
+        )
+    })?;
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("model".into(), serde_json::Value::from(model));
+    }
+    Ok(v)
+}
+
 /// An upstream the gateway can call: a real provider over HTTP, or the simulator in-process.
 pub trait Provider: Send + Sync + 'static {
     /// Sends one call. The future resolves once the upstream has accepted it (a stream) or

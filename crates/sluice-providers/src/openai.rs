@@ -10,7 +10,7 @@ use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
-use sluice_core::{ChatRequest, ErrorKind, GatewayError};
+use sluice_core::{ChatRequest, ErrorKind, GatewayError, Original};
 
 use crate::http::{self, Accepted, HttpSettings};
 use crate::pump::{self, Translate};
@@ -52,6 +52,8 @@ impl OpenAiSettings {
 pub struct OpenAiCompat {
     name: Arc<str>,
     endpoint: Arc<http::Endpoint>,
+    /// `/embeddings`, for requests whose client asked for embeddings.
+    embeddings: Arc<http::Endpoint>,
     settings: OpenAiSettings,
 }
 
@@ -59,9 +61,11 @@ impl OpenAiCompat {
     /// Builds the adapter and its pooled client.
     pub fn new(name: &str, settings: OpenAiSettings) -> Result<Self, GatewayError> {
         let endpoint = settings.endpoint("chat/completions")?;
+        let embeddings = settings.endpoint("embeddings")?;
         Ok(Self {
             name: Arc::from(name),
             endpoint: Arc::new(endpoint),
+            embeddings: Arc::new(embeddings),
             settings,
         })
     }
@@ -72,6 +76,15 @@ impl Provider for OpenAiCompat {
         &self,
         call: UpstreamCall,
     ) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
+        if let Some(o) = call
+            .request
+            .original()
+            .filter(|o| o.api == Original::OPENAI_EMBEDDINGS)
+        {
+            let body = embed::body(&o.body, &call.model);
+            let (name, http) = (self.name.clone(), self.settings.http.clone());
+            return embed::send(name, http, self.embeddings.clone(), body, call).boxed();
+        }
         let body = match outgoing_body(&call.request, &call.model) {
             Ok(b) => b,
             Err(e) => {
@@ -301,6 +314,8 @@ pub fn error_frame(e: &GatewayError) -> Bytes {
     });
     sse::frame(v.to_string().as_bytes())
 }
+
+mod embed;
 
 #[cfg(test)]
 mod tests;

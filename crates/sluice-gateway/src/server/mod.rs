@@ -45,6 +45,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/v1/chat/completions", post(walk::chat_completions))
         .route("/v1/messages", post(walk::messages))
         .route("/v1/responses", post(walk::responses))
+        .route("/v1/embeddings", post(walk::embeddings))
         .route("/v1/messages/count_tokens", post(public::count_tokens))
         .route("/v1/models", get(public::models))
         .route("/v1/feedback", post(feedback::api::feedback))

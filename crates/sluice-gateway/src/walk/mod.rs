@@ -33,7 +33,7 @@ use tokio::time::{Instant, timeout_at};
 use sluice_ingress::Dialect;
 
 use crate::Gateway;
-use crate::walk::call::{Call, Identified, Routed};
+use crate::walk::call::{Call, Identified, Routed, Shaping};
 use dispatch::Answer;
 
 /// What a request refused while draining is told to wait before trying again.
@@ -48,6 +48,14 @@ pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> R
 /// walked as any other request; its answer, stream and errors written back in its own shape.
 pub async fn messages(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
     serve(gw, req, Dialect::Anthropic).await
+}
+
+/// `POST /v1/embeddings`: OpenAI embeddings, walked through the model groups with the
+/// policies that make sense for them (admission and pacing, retries, breakers, fallbacks,
+/// deadlines, the answer cache, billing at the model's input price, the ledger); the
+/// upstream's answer goes back as it came.
+pub async fn embeddings(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
+    serve(gw, req, Dialect::Embeddings).await
 }
 
 /// `POST /v1/responses`: OpenAI Responses (stateless), met in the internal form and walked
@@ -182,7 +190,13 @@ async fn walk(
     //    Normalisation (when its group asks for it): tools in a stable order, volatile
     //    system-prompt lines moved to the end, so requests share a cached prefix; before
     //    the caches, which then key the prompt as it is sent.
-    let (request, normalised) = context::normalise(gw, &group.name, &request);
+    //    Only a conversation is shaped: embeddings' inputs go as they came.
+    let converses = call.dialect().converses();
+    let (request, normalised) = if converses {
+        context::normalise(gw, &group.name, &request)
+    } else {
+        (request, None)
+    };
     if let Some((tools, lines)) = normalised {
         call.normalised(tools, lines);
     }
@@ -211,7 +225,7 @@ async fn walk(
     }
     //    Then the semantic cache (when on): an answer to a question that means the same, from
     //    the same tenant with everything but the newest user message identical.
-    if let Some(sem) = &gw.caches.semantic
+    if let Some(sem) = gw.caches.semantic.as_ref().filter(|_| converses)
         && let Some(looked) = semantic::consult(
             gw,
             sem,
@@ -239,7 +253,7 @@ async fn walk(
     //    is the answer when every group failed.
     //    The prefix watch (one request in every 1 / share): does this request share its tools and system
     //    prompt with its tenant and group's recent ones, and if not, why not.
-    if let Some(w) = &gw.shaping.prefixes {
+    if let Some(w) = gw.shaping.prefixes.as_ref().filter(|_| converses) {
         prefixes::observe(gw, w, tenant.as_deref(), &group.name, &request);
     }
     //    Compression or progressive loading (when the group asks for either): a request over
@@ -247,7 +261,15 @@ async fn walk(
     //    question; a long document goes a round of passages at a time while the answer says
     //    they did not suffice. After the caches (a hit needs neither) and before the context
     //    window is checked (a document too long for it may fit once shaped).
-    let (shaped, shaping) = context::shape(gw, tenant.as_deref(), group, &request);
+    let (shaped, shaping) = if converses {
+        context::shape(gw, tenant.as_deref(), group, &request)
+    } else {
+        let plain = context::Shaped {
+            request: request.clone(),
+            rounds: None,
+        };
+        (plain, Shaping::default())
+    };
     call.shaped(shaping);
     let size = route::PromptSize::of(&shaped.request);
     let fallbacks = route::fallbacks(gw, group, others, &caller);

@@ -39,6 +39,12 @@ const s2 = await o.chat.completions.create({ model: "claude", messages: hi, stre
 for await (const c of s2) claude += c.choices[0]?.delta?.content ?? "";
 check("chat stream (anthropic upstream)", claude === "Bonjour", claude);
 
+const e = await o.embeddings.create({ model: "embed", input: ["a", "b"] });
+check("embeddings (base64, decoded)", e.data.length === 2
+  && JSON.stringify(Array.from(e.data[1].embedding)) === JSON.stringify([0.5, -0.25, 1.0]), e);
+const f = await o.embeddings.create({ model: "embed", input: "a", encoding_format: "float" });
+check("embeddings (float)", JSON.stringify(f.data[0].embedding) === JSON.stringify([0.5, -0.25, 1.0]), f);
+
 await raises("400 (user message without content)", OpenAI.BadRequestError, () =>
   o.chat.completions.create({ model: "ok", messages: [{ role: "user" }] }));
 await raises("404", OpenAI.NotFoundError, () =>

@@ -39,6 +39,25 @@ def raises(name, cls, call):
     check(name, False, f"no error: {got!r}")
 
 
+if os.environ.get("SLUICE_PART") == "draining":
+    # A gateway draining for shutdown answers 503 (529 `overloaded_error` to Messages
+    # clients) with `retry-after: 1`: each SDK retries twice, waiting as told.
+    for name, cls, call in [
+        ("openai", openai.InternalServerError, lambda: openai.OpenAI(
+            base_url=URL + "/v1", api_key=KEY, max_retries=2).chat.completions.create(
+                model="ok", messages=[{"role": "user", "content": "hi"}])),
+        ("anthropic", anthropic.OverloadedError, lambda: anthropic.Anthropic(
+            base_url=URL, api_key=KEY, max_retries=2).messages.create(
+                model="ok", max_tokens=8, messages=[{"role": "user", "content": "hi"}])),
+    ]:
+        t0 = time.monotonic()
+        e = raises(f"{name} retries sluice's {cls.__name__}", cls, call)
+        waited = time.monotonic() - t0
+        check(f"{name} got status {e.status_code}", e.status_code in (503, 529), e.status_code)
+        check(f"{name} waits as told ({waited:.2f} s)", 1.9 <= waited < 6, waited)
+    print(f"{len(checked)} checks passed:\n" + "\n".join(checked))
+    sys.exit(0)
+
 a = anthropic.Anthropic(base_url=URL, api_key=KEY, max_retries=0)
 o = openai.OpenAI(base_url=URL + "/v1", api_key=KEY, max_retries=0)
 HI = [{"role": "user", "content": "hi"}]
@@ -111,6 +130,18 @@ raises("openai 429", openai.RateLimitError,
        lambda: o.chat.completions.create(model="limited-direct", messages=HI))
 raises("openai 5xx", openai.InternalServerError,
        lambda: o.chat.completions.create(model="broken", messages=HI))
+
+# --- openai: embeddings (the SDK asks for base64 unless told, and decodes it) ---
+VECTOR = [0.5, -0.25, 1.0]
+e = o.embeddings.create(model="embed", input=["a", "b"])
+check("openai embeddings (base64, decoded)", [d.embedding for d in e.data] == [VECTOR, VECTOR]
+      and e.usage.prompt_tokens == 10, e)
+e = o.embeddings.create(model="embed", input="a", encoding_format="float")
+check("openai embeddings (float)", e.data[0].embedding == VECTOR, e)
+e = o.embeddings.create(model="embed", input=[[1, 2, 3]])
+check("openai embeddings (tokens)", len(e.data) == 1, e)
+raises("openai embeddings 400", openai.BadRequestError,
+       lambda: o.embeddings.create(model="embed", input=""))
 
 # --- openai: Responses (stateless) ---
 r = o.responses.create(model="ok", instructions="Be brief.", input="hi", max_output_tokens=40)

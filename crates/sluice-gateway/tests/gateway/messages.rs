@@ -24,6 +24,14 @@ fn ask(model: &str, stream: bool) -> Value {
     })
 }
 
+async fn responses(gw: &Running, body: Value) -> reqwest::Response {
+    gw.post("/v1/responses", body).await
+}
+
+async fn embed(gw: &Running, body: Value) -> reqwest::Response {
+    gw.post("/v1/embeddings", body).await
+}
+
 /// Each SSE event's name and data.
 fn events(text: &str) -> Vec<(String, Value)> {
     text.split("\n\n")
@@ -305,15 +313,6 @@ async fn count_tokens_counts_the_prompt() {
     );
 }
 
-async fn responses(gw: &Running, body: Value) -> reqwest::Response {
-    gw.client
-        .post(format!("{}/v1/responses", gw.url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_responses_request_walks_like_a_chat_one() {
     let gw = start().await;
@@ -361,4 +360,68 @@ async fn a_responses_request_walks_like_a_chat_one() {
     assert_eq!(resp.status(), 400);
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["error"]["param"], "previous_response_id");
+}
+
+#[tokio::test]
+async fn embeddings_go_through_a_model_group_as_they_came() {
+    let gw = start_with(
+        "\n[cache]\nenabled = true\nttl = \"1m\"\nmax_bytes = 1048576\n\
+         [models.embed]\ndeployments = [{ provider = \"fake\", model = \"text-embed\" }]\n\
+         [models.embed-down]\ndeployments = [{ provider = \"fake\", model = \"broken-embed\" }]\n\
+         fallbacks = [\"embed\"]\n\
+         [models.embed-claude]\ndeployments = [{ provider = \"claude\", model = \"claude-sonnet\" }]\n",
+    )
+    .await;
+    let resp = embed(&gw, json!({"model": "embed", "input": ["a", "b"]})).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-sluice-cache"], "miss");
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    assert_eq!(v["data"][1]["embedding"], json!(crate::support::VECTOR));
+    assert_eq!(v["usage"]["prompt_tokens"], 10);
+    let sent = gw.upstream.fake.bodies.lock()[0].clone();
+    assert_eq!(
+        sent,
+        json!({"model": "text-embed", "input": ["a", "b"]}),
+        "as it came"
+    );
+    let rec = gw.next_record().await;
+    assert_eq!(rec.status, 200);
+    let usage = rec.usage.unwrap();
+    assert_eq!((usage.prompt_tokens, usage.completion_tokens), (10, 0));
+
+    // The same asked again: from the answer cache; in base64: another answer, as it came.
+    let again = embed(&gw, json!({"model": "embed", "input": ["a", "b"]})).await;
+    assert_eq!(again.headers()["x-sluice-cache"], "hit");
+    let b64 = embed(
+        &gw,
+        json!({"model": "embed", "input": "a", "encoding_format": "base64", "dimensions": 3}),
+    )
+    .await;
+    assert_eq!(b64.headers()["x-sluice-cache"], "miss");
+    let v: Value = b64.json().await.unwrap();
+    assert_eq!(v["data"][0]["embedding"], "AAAAPwAAgL4AAIA/");
+    // Tokens in, and a failing group falls back to the next.
+    let resp = embed(&gw, json!({"model": "embed-down", "input": [[1, 2], [3]]})).await;
+    assert_eq!(resp.status(), 200);
+    assert!(
+        resp.headers()["x-sluice-route"]
+            .to_str()
+            .unwrap()
+            .contains("fallback embed-down -> embed")
+    );
+    // Refusals name the field; an Anthropic upstream serves no embeddings.
+    let resp = embed(&gw, json!({"model": "embed", "input": ""})).await;
+    assert_eq!(resp.status(), 400);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["error"]["param"], "input");
+    let resp = embed(&gw, json!({"model": "embed-claude", "input": "a"})).await;
+    assert_eq!(resp.status(), 400);
+    let v: Value = resp.json().await.unwrap();
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("serves no embeddings")
+    );
 }

@@ -148,6 +148,18 @@ impl Provider for Anthropic {
         &self,
         call: UpstreamCall,
     ) -> BoxFuture<'static, Result<UpstreamResponse, GatewayError>> {
+        if call
+            .request
+            .original()
+            .is_some_and(|o| o.api == Original::OPENAI_EMBEDDINGS)
+        {
+            let e = GatewayError::new(
+                ErrorKind::InvalidRequest,
+                format!("upstream {} (Anthropic) serves no embeddings", self.name),
+            )
+            .with_param("model");
+            return futures::future::ready(Err(e)).boxed();
+        }
         // A Messages client's own request goes as it came (its model swapped); any other is
         // translated from the chat form.
         let native = call
@@ -155,7 +167,7 @@ impl Provider for Anthropic {
             .original()
             .filter(|o| o.api == Original::ANTHROPIC_MESSAGES);
         let built = match native {
-            Some(o) => native_body(&o.body, &call.model),
+            Some(o) => crate::as_it_came(&o.body, &call.model),
             None => translate_request(&call.request, &call.model, self.settings.default_max_tokens),
         };
         let extra = native.map(|o| o.headers.clone()).unwrap_or_default();
@@ -215,20 +227,6 @@ impl Provider for Anthropic {
         }
         .boxed()
     }
-}
-
-/// A Messages client's own body for `model`: as it came, only its model swapped.
-fn native_body(raw: &[u8], model: &str) -> Result<serde_json::Value, GatewayError> {
-    let mut v: serde_json::Value = serde_json::from_slice(raw).map_err(|e| {
-        GatewayError::new(
-            ErrorKind::Internal,
-            format!("the client's Messages body no longer reads: {e}"),
-        )
-    })?;
-    if let Some(obj) = v.as_object_mut() {
-        obj.insert("model".into(), serde_json::Value::from(model));
-    }
-    Ok(v)
 }
 
 /// Renders Anthropic's `{"type":"error","error":{"type","message"}}` in OpenAI's error shape.

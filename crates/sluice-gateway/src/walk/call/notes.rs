@@ -211,6 +211,11 @@ impl Call {
     /// Answers the call with error `e` and settles it.
     pub fn refused(mut self, e: &GatewayError) {
         self.record.retry_after = e.retry_after;
-        self.finish(e.status(), Some(e.kind));
+        // The status the client got, in its API (529 for a Messages client sluice shed).
+        let status = self
+            .dialect()
+            .refusal(e)
+            .map_or(e.status(), |(status, _)| status);
+        self.finish(status, Some(e.kind));
     }
 }

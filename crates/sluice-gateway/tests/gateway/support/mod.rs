@@ -57,6 +57,7 @@ pub async fn upstream() -> Upstream {
     let app = Router::new()
         .route("/v1/chat/completions", post(openai))
         .route("/v1/messages", post(anthropic))
+        .route("/v1/embeddings", post(embeddings))
         .with_state(fake.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -205,6 +206,37 @@ async fn openai(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) 
         send(&tx, "data: [DONE]\n\n".into()).await;
     });
     sse_response(rx)
+}
+
+/// The vector every input gets, and the same as base64 of its little-endian floats.
+pub const VECTOR: [f32; 3] = [0.5, -0.25, 1.0];
+const VECTOR_BASE64: &str = "AAAAPwAAgL4AAIA/";
+
+/// Embeddings: one vector an input (a string, strings, tokens or token arrays), 5 tokens
+/// an input; model `broken-embed` fails with a 500.
+async fn embeddings(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) -> Response {
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    fake.bodies.lock().push(v.clone());
+    fake.headers.lock().push(headers);
+    if v["model"] == "broken-embed" {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response();
+    }
+    let n = match &v["input"] {
+        Value::Array(items) if items.iter().all(Value::is_number) => 1,
+        Value::Array(items) => items.len(),
+        _ => 1,
+    };
+    let vector = if v["encoding_format"] == "base64" {
+        json!(VECTOR_BASE64)
+    } else {
+        json!(VECTOR)
+    };
+    let data: Vec<Value> = (0..n)
+        .map(|i| json!({"object": "embedding", "index": i, "embedding": vector}))
+        .collect();
+    let out = json!({"object": "list", "data": data, "model": v["model"],
+        "usage": {"prompt_tokens": 5 * n, "total_tokens": 5 * n}});
+    ([("content-type", "application/json")], out.to_string()).into_response()
 }
 
 async fn anthropic(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -405,8 +437,13 @@ impl Running {
     }
 
     pub async fn chat(&self, body: Value) -> reqwest::Response {
+        self.post("/v1/chat/completions", body).await
+    }
+
+    /// `body` posted to the gateway's `path`.
+    pub async fn post(&self, path: &str, body: Value) -> reqwest::Response {
         self.client
-            .post(format!("{}/v1/chat/completions", self.url))
+            .post(format!("{}{path}", self.url))
             .json(&body)
             .send()
             .await
