@@ -60,6 +60,8 @@ impl Original {
     /// OpenAI embeddings: not a chat at all; its chat form only carries what admission,
     /// billing and the caches read (the inputs as the prompt, no output).
     pub const OPENAI_EMBEDDINGS: &'static str = "openai-embeddings";
+    /// OpenAI Responses.
+    pub const OPENAI_RESPONSES: &'static str = "openai-responses";
 }
 
 fn invalid(message: impl Into<String>, param: &'static str) -> GatewayError {

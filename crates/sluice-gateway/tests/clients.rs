@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use sluice_economy::keys::hash_hex;
 
 const KEY: &str = "sk-sluice-clients-test";
+/// A key that may use the group `ok` only.
+const NARROW_KEY: &str = "sk-sluice-clients-narrow";
 
 const DIRECT: &str = r#"
 [models.limited-direct]
@@ -40,6 +42,7 @@ async fn run(program: PathBuf, script: PathBuf, url: &str, part: &str) -> String
             .arg(script)
             .env("SLUICE_URL", url)
             .env("SLUICE_KEY", KEY)
+            .env("SLUICE_NARROW_KEY", NARROW_KEY)
             .env("SLUICE_PART", part)
             .output()
     })
@@ -65,8 +68,10 @@ async fn the_official_sdks_work_unchanged() {
     // groups whose 429s reach the client at once (sluice's own retries off): one saying
     // "come back in 7 s", one "in 1 s" for the SDKs' own retries.
     let keys = format!(
-        "\n[keys.clients]\ntenant = \"acme\"\nsha256 = \"{}\"\n{DIRECT}",
-        hash_hex(KEY)
+        "\n[keys.clients]\ntenant = \"acme\"\nsha256 = \"{}\"\n\
+         [keys.narrow]\ntenant = \"acme\"\nsha256 = \"{}\"\nmodels = [\"ok\"]\n{DIRECT}",
+        hash_hex(KEY),
+        hash_hex(NARROW_KEY)
     );
     let gw = support::start_with(&keys).await;
     let here = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients"));

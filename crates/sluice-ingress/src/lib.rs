@@ -50,15 +50,20 @@ impl Dialect {
     }
 
     /// The client's request kept whole for an upstream that speaks its API (Messages for
-    /// Anthropic upstreams, embeddings for OpenAI-compatible ones), with the headers of that
-    /// API it sent (`header` reads one).
+    /// Anthropic upstreams, embeddings for OpenAI-compatible ones, Responses for those that
+    /// serve it), with the headers of that API it sent (`header` reads one).
     pub fn original(
         self,
         raw: &Bytes,
         header: impl Fn(&str) -> Option<String>,
     ) -> Option<Original> {
         match self {
-            Self::Chat | Self::Responses => None,
+            Self::Chat => None,
+            Self::Responses => Some(Original {
+                api: Original::OPENAI_RESPONSES,
+                body: raw.clone(),
+                headers: Vec::new(),
+            }),
             Self::Embeddings => Some(Original {
                 api: Original::OPENAI_EMBEDDINGS,
                 body: raw.clone(),

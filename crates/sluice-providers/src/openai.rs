@@ -29,6 +29,9 @@ pub struct OpenAiSettings {
     pub headers: Vec<(String, String)>,
     /// Connection and timeout settings.
     pub http: HttpSettings,
+    /// The upstream serves OpenAI's Responses API (`/responses`): a Responses client's
+    /// request goes to it as it came, rather than translated to chat completions.
+    pub responses: bool,
 }
 
 impl OpenAiSettings {
@@ -54,6 +57,8 @@ pub struct OpenAiCompat {
     endpoint: Arc<http::Endpoint>,
     /// `/embeddings`, for requests whose client asked for embeddings.
     embeddings: Arc<http::Endpoint>,
+    /// `/responses`, when the upstream serves the Responses API.
+    responses: Option<Arc<http::Endpoint>>,
     settings: OpenAiSettings,
 }
 
@@ -62,10 +67,15 @@ impl OpenAiCompat {
     pub fn new(name: &str, settings: OpenAiSettings) -> Result<Self, GatewayError> {
         let endpoint = settings.endpoint("chat/completions")?;
         let embeddings = settings.endpoint("embeddings")?;
+        let responses = match settings.responses {
+            true => Some(Arc::new(settings.endpoint("responses")?)),
+            false => None,
+        };
         Ok(Self {
             name: Arc::from(name),
             endpoint: Arc::new(endpoint),
             embeddings: Arc::new(embeddings),
+            responses,
             settings,
         })
     }
@@ -84,6 +94,16 @@ impl Provider for OpenAiCompat {
             let body = embed::body(&o.body, &call.model);
             let (name, http) = (self.name.clone(), self.settings.http.clone());
             return embed::send(name, http, self.embeddings.clone(), body, call).boxed();
+        }
+        if let (Some(o), Some(endpoint)) = (
+            call.request
+                .original()
+                .filter(|o| o.api == Original::OPENAI_RESPONSES),
+            &self.responses,
+        ) {
+            let body = crate::as_it_came(&o.body, &call.model);
+            let (name, http) = (self.name.clone(), self.settings.http.clone());
+            return responses::send(name, http, endpoint.clone(), body, call).boxed();
         }
         let body = match outgoing_body(&call.request, &call.model) {
             Ok(b) => b,
@@ -316,6 +336,7 @@ pub fn error_frame(e: &GatewayError) -> Bytes {
 }
 
 mod embed;
+mod responses;
 
 #[cfg(test)]
 mod tests;

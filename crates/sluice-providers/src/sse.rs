@@ -175,6 +175,29 @@ pub fn frame(data: &[u8]) -> Bytes {
     b.freeze()
 }
 
+/// An event's data read as JSON; an upstream's protocol error when it is not.
+pub(crate) fn json_of(ev: &SseEvent) -> Result<serde_json::Value, sluice_core::GatewayError> {
+    serde_json::from_slice(&ev.data).map_err(|e| {
+        sluice_core::GatewayError::new(
+            sluice_core::ErrorKind::UpstreamProtocol,
+            format!("unreadable stream event: {e}"),
+        )
+    })
+}
+
+/// An upstream's event written out again as it came: its name (or `kind`, its data's
+/// `type`) and its data, for a client of the upstream's own API.
+pub(crate) fn again(ev: &SseEvent, kind: &str) -> Bytes {
+    let name = ev.event.as_deref().unwrap_or(kind);
+    let mut out = BytesMut::with_capacity(ev.data.len() + name.len() + 16);
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    out.extend_from_slice(&ev.data);
+    out.extend_from_slice(b"\n\n");
+    out.freeze()
+}
+
 /// The stream terminator OpenAI clients expect.
 pub const DONE: &[u8] = b"[DONE]";
 

@@ -467,6 +467,9 @@ pub(super) fn provider(
             }
         }
     }
+    if p.kind == ProviderKind::Anthropic && p.responses.is_some() {
+        diags.push(doc.diag(&at("responses"), "only applies to kind = \"openai\""));
+    }
 }
 
 fn http_token(s: &str) -> bool {

@@ -190,6 +190,11 @@ pub struct ProviderConfig {
     /// minutes), `"5m"` or `"1h"`.
     #[serde(default)]
     pub cache_ttl: Option<CacheTtlConfig>,
+    /// OpenAI only: the upstream serves OpenAI's Responses API (`/responses`), so a
+    /// Responses client's request goes to it as it came. Off unless `true` (most
+    /// OpenAI-compatible servers serve chat completions only, and get it translated).
+    #[serde(default)]
+    pub responses: Option<bool>,
 }
 
 /// `cache_ttl` of an Anthropic provider.

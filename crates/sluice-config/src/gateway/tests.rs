@@ -491,6 +491,23 @@ fn cache_breakpoint_settings_are_anthropic_only() {
 }
 
 #[test]
+fn the_responses_setting_is_openai_only() {
+    let with = |kind: &str| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[providers.p]\nkind = \"{kind}\"\nbase_url = \"http://localhost\"\nresponses = true\n"
+        )
+    };
+    let cfg = load(&with("openai"), &env(&[]), &[]).unwrap();
+    assert_eq!(cfg.providers[0].1.responses, Some(true));
+    let err = load(&with("anthropic"), &env(&[]), &[]).unwrap_err();
+    assert!(
+        err.iter()
+            .any(|d| d.path == "providers.p.responses" && d.line == Some(6)),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_price_without_output_is_refused_and_the_unpriced_policy_is_read() {
     let base = r#"
 [providers.p]

@@ -20,6 +20,7 @@ pub fn openai_settings(cfg: &ProviderConfig, env: &dyn Env) -> OpenAiSettings {
         api_key,
         headers,
         http,
+        responses: cfg.responses == Some(true),
     }
 }
 

@@ -99,6 +99,9 @@ raises("anthropic 400 (tool_result answering nothing)", anthropic.BadRequestErro
 bad = anthropic.Anthropic(base_url=URL, api_key="sk-wrong", max_retries=0)
 raises("anthropic 401", anthropic.AuthenticationError,
        lambda: bad.messages.create(model="ok", max_tokens=64, messages=HI))
+narrow = anthropic.Anthropic(base_url=URL, api_key=os.environ["SLUICE_NARROW_KEY"], max_retries=0)
+raises("anthropic 403 (a key not allowed the model)", anthropic.PermissionDeniedError,
+       lambda: narrow.messages.create(model="claude", max_tokens=64, messages=HI))
 raises("anthropic 404", anthropic.NotFoundError,
        lambda: a.messages.create(model="no-such-model", max_tokens=64, messages=HI))
 e = raises("anthropic 429", anthropic.RateLimitError,
@@ -124,6 +127,9 @@ raises("openai 400 (tool message without tool_call_id)", openai.BadRequestError,
 raises("openai 401", openai.AuthenticationError,
        lambda: openai.OpenAI(base_url=URL + "/v1", api_key="sk-wrong", max_retries=0)
        .chat.completions.create(model="ok", messages=HI))
+raises("openai 403 (a key not allowed the model)", openai.PermissionDeniedError,
+       lambda: openai.OpenAI(base_url=URL + "/v1", api_key=os.environ["SLUICE_NARROW_KEY"],
+                             max_retries=0).chat.completions.create(model="claude", messages=HI))
 raises("openai 404", openai.NotFoundError,
        lambda: o.chat.completions.create(model="no-such-model", messages=HI))
 raises("openai 429", openai.RateLimitError,
@@ -159,6 +165,13 @@ check("openai responses stream", text == "Hello" and kinds[0] == "response.creat
 with o.responses.stream(model="ok", input="hi") as s:
     final = s.get_final_response()
 check("openai responses stream helper", final.output_text == "Hello", final)
+r = o.responses.create(model="native", input="hi", reasoning={"effort": "low"})
+check("openai responses (passed through)", r.id == "resp_up"
+      and r.output_text == "Hello from responses", r)
+with o.responses.stream(model="native", input="hi") as s:
+    final = s.get_final_response()
+check("openai responses stream (passed through)", final.output_text == "Hi!"
+      and final.usage.input_tokens == 40, final)
 raises("openai responses 400 (stateful field)", openai.BadRequestError,
        lambda: o.responses.create(model="ok", input="hi", previous_response_id="resp_1"))
 

@@ -425,3 +425,48 @@ async fn embeddings_go_through_a_model_group_as_they_came() {
             .contains("serves no embeddings")
     );
 }
+
+#[tokio::test]
+async fn a_responses_request_to_an_upstream_that_serves_it_passes_through() {
+    let gw = start().await;
+    let body = json!({"model": "native", "input": [{"role": "user", "content": "hi"}],
+        "reasoning": {"effort": "low"}, "include": ["reasoning.encrypted_content"]});
+    let resp = responses(&gw, body.clone()).await;
+    assert_eq!(resp.status(), 200);
+    let v: Value = resp.json().await.unwrap();
+    // The upstream's own response, as it came.
+    assert_eq!(v["id"], "resp_up");
+    assert_eq!(v["output"][0]["content"][0]["text"], "Hello from responses");
+    let mut sent = gw.upstream.fake.bodies.lock()[0].clone();
+    sent["model"] = body["model"].clone();
+    assert_eq!(sent, body, "the client's body, only its model swapped");
+    let rec = gw.next_record().await;
+    let usage = rec.usage.unwrap();
+    assert_eq!(
+        (
+            usage.prompt_tokens,
+            usage.cached_tokens,
+            usage.completion_tokens
+        ),
+        (40, 32, 6)
+    );
+
+    let resp = responses(
+        &gw,
+        json!({"model": "native", "input": "hi", "stream": true}),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    let evs = events(&resp.text().await.unwrap());
+    // The upstream's own nine events, numbered as it numbered them (sluice's own
+    // translation would add `response.in_progress`).
+    assert_eq!(evs.len(), 9, "{evs:?}");
+    for (i, (name, data)) in evs.iter().enumerate() {
+        assert_eq!(data["type"], name.as_str());
+        assert_eq!(data["sequence_number"], i);
+    }
+    assert_eq!(evs[8].0, "response.completed");
+    assert_eq!(evs[0].1["response"]["id"], "resp_up");
+    let rec = gw.next_record().await;
+    assert_eq!(rec.usage.unwrap().completion_tokens, 6);
+}

@@ -5,7 +5,7 @@
 
 mod breakpoints;
 mod request;
-mod response;
+pub(crate) mod response;
 mod stream;
 pub mod ttl;
 

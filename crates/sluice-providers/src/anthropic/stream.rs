@@ -75,15 +75,10 @@ impl StreamTranslator {
         ev: &SseEvent,
         out: &mut VecDeque<StreamEvent>,
     ) -> Result<(), GatewayError> {
-        let v: Value = serde_json::from_slice(&ev.data).map_err(|e| {
-            GatewayError::new(
-                ErrorKind::UpstreamProtocol,
-                format!("unreadable stream event: {e}"),
-            )
-        })?;
+        let v = sse::json_of(ev)?;
         let kind = v.get("type").and_then(Value::as_str).unwrap_or_default();
         if self.native && kind != "error" {
-            out.push_back(StreamEvent::Native(native_event(ev, kind)));
+            out.push_back(StreamEvent::Native(sse::again(ev, kind)));
         }
         match kind {
             "message_start" => {
@@ -202,18 +197,6 @@ impl StreamTranslator {
             _ => {}
         }
     }
-}
-
-/// An upstream event written out again as it came: its name (or its data's `type`) and data.
-fn native_event(ev: &SseEvent, kind: &str) -> bytes::Bytes {
-    let name = ev.event.as_deref().unwrap_or(kind);
-    let mut out = Vec::with_capacity(ev.data.len() + name.len() + 16);
-    out.extend_from_slice(b"event: ");
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\ndata: ");
-    out.extend_from_slice(&ev.data);
-    out.extend_from_slice(b"\n\n");
-    bytes::Bytes::from(out)
 }
 
 impl Translate for StreamTranslator {

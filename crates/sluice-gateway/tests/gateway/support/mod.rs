@@ -58,6 +58,7 @@ pub async fn upstream() -> Upstream {
         .route("/v1/chat/completions", post(openai))
         .route("/v1/messages", post(anthropic))
         .route("/v1/embeddings", post(embeddings))
+        .route("/v1/responses", post(responses))
         .with_state(fake.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -208,6 +209,84 @@ async fn openai(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) 
     sse_response(rx)
 }
 
+/// OpenAI's Responses API, as OpenAI answers it: "Hello from responses" whole, "Hi!" as
+/// events.
+async fn responses(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) -> Response {
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    fake.bodies.lock().push(v.clone());
+    fake.headers.lock().push(headers);
+    let usage = json!({"input_tokens": 40, "input_tokens_details": {"cached_tokens": 32},
+        "output_tokens": 6, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 46});
+    let model = v["model"].clone();
+    let response = move |status: &str, text: &str, usage: Value| {
+        let output = if text.is_empty() {
+            json!([])
+        } else {
+            json!([{"type": "message", "id": "msg_r", "status": "completed", "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}])
+        };
+        json!({"id": "resp_up", "object": "response", "created_at": 1, "status": status,
+            "model": model, "output": output, "usage": usage})
+    };
+    if v["stream"] != true {
+        let out = response("completed", "Hello from responses", usage);
+        return ([("content-type", "application/json")], out.to_string()).into_response();
+    }
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        let ev = |n: u64, kind: &str, mut data: Value| {
+            data["type"] = json!(kind);
+            data["sequence_number"] = json!(n);
+            format!("event: {kind}\ndata: {data}\n\n")
+        };
+        let at = json!({"item_id": "msg_r", "output_index": 0, "content_index": 0});
+        let delta = |d: &str| {
+            let mut x = at.clone();
+            x["delta"] = json!(d);
+            x
+        };
+        let steps = vec![
+            (
+                "response.created",
+                json!({"response": response("in_progress", "", Value::Null)}),
+            ),
+            (
+                "response.output_item.added",
+                json!({"output_index": 0, "item":
+                {"type": "message", "id": "msg_r", "status": "in_progress", "role": "assistant", "content": []}}),
+            ),
+            (
+                "response.content_part.added",
+                json!({"item_id": "msg_r", "output_index": 0, "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": []}}),
+            ),
+            ("response.output_text.delta", delta("Hi")),
+            ("response.output_text.delta", delta("!")),
+            (
+                "response.output_text.done",
+                json!({"item_id": "msg_r", "output_index": 0, "content_index": 0, "text": "Hi!"}),
+            ),
+            (
+                "response.content_part.done",
+                json!({"item_id": "msg_r", "output_index": 0, "content_index": 0,
+                    "part": {"type": "output_text", "text": "Hi!", "annotations": []}}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"output_index": 0, "item": response("completed", "Hi!", Value::Null)["output"][0]}),
+            ),
+            (
+                "response.completed",
+                json!({"response": response("completed", "Hi!", usage)}),
+            ),
+        ];
+        for (n, (kind, data)) in steps.into_iter().enumerate() {
+            send(&tx, ev(n as u64, kind, data)).await;
+        }
+    });
+    sse_response(rx)
+}
+
 /// The vector every input gets, and the same as base64 of its little-endian floats.
 pub const VECTOR: [f32; 3] = [0.5, -0.25, 1.0];
 const VECTOR_BASE64: &str = "AAAAPwAAgL4AAIA/";
@@ -348,6 +427,15 @@ deployments = [{{ provider = "claude-unmarked", model = "claude-sonnet" }}]
 
 [models.claude-limited]
 deployments = [{{ provider = "claude", model = "claude-limited" }}]
+
+[providers.fake-responses]
+kind = "openai"
+base_url = "http://{upstream}/v1"
+api_key_env = "FAKE_KEY"
+responses = true
+
+[models.native]
+deployments = [{{ provider = "fake-responses", model = "ok" }}]
 "#
     );
     for m in models {
