@@ -83,10 +83,10 @@ for model, want in [("ok", "Hello from upstream"), ("claude", "Bonjour")]:
                           tool_choice={"type": "auto"}, messages=HISTORY)
     check(f"anthropic tools and thinking history ({model})", m.content[0].text == want, m)
 for model, want in [("ok", "Hello"), ("claude", "Bonjour")]:
-    with a.messages.stream(model=model, max_tokens=64, messages=HI, tools=TOOLS) as s:
+    with a.messages.stream(model=model, max_tokens=64, messages=HISTORY, tools=TOOLS) as s:
         text = "".join(s.text_stream)
         final = s.get_final_message()
-    check(f"anthropic stream text ({model})", text == want, text)
+    check(f"anthropic stream text, history with thinking ({model})", text == want, text)
     check(f"anthropic stream final ({model})", final.stop_reason == "end_turn"
           and final.usage.output_tokens > 0, final)
 n = a.messages.count_tokens(model="ok", messages=HI, system="Be brief.")
