@@ -2,6 +2,10 @@
 //! text, tool calls as `tool_use` blocks, the finish reason as a stop reason, usage with the
 //! prompt cache's reads and writes apart from the uncached input.
 
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use sluice_core::{ErrorKind, GatewayError};
 
@@ -43,56 +47,175 @@ pub fn usage(u: Option<&Value>) -> Value {
     })
 }
 
+/// A chat-completions answer, as far as a Messages answer reads it (strings borrowed from
+/// the body where they hold no escapes).
+#[derive(Deserialize)]
+struct ChatAnswer<'a> {
+    #[serde(borrow, default)]
+    id: Cow<'a, str>,
+    #[serde(borrow, default)]
+    model: Cow<'a, str>,
+    #[serde(borrow, default)]
+    choices: Vec<Choice<'a>>,
+    #[serde(default)]
+    usage: Option<ChatUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow, default)]
+    message: ChatMessage<'a>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Default, Deserialize)]
+struct ChatMessage<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_calls: Vec<ToolCall<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCall<'a> {
+    #[serde(borrow, default)]
+    id: Cow<'a, str>,
+    #[serde(borrow)]
+    function: Function<'a>,
+}
+
+#[derive(Deserialize)]
+struct Function<'a> {
+    #[serde(borrow, default)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    arguments: Cow<'a, str>,
+}
+
+#[derive(Default, Deserialize)]
+struct ChatUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Default, Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: u64,
+    #[serde(default)]
+    cache_write_tokens: u64,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    id: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    role: &'static str,
+    model: &'a str,
+    content: Vec<Block<'a>>,
+    stop_reason: Option<&'static str>,
+    stop_sequence: Option<()>,
+    usage: MessageUsage,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Thinking {
+        thinking: &'a str,
+        signature: &'static str,
+    },
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a RawValue,
+    },
+}
+
+#[derive(Serialize)]
+struct MessageUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+    cache_read_input_tokens: u64,
+    cache_creation_input_tokens: u64,
+}
+
 /// Writes the chat-completions answer `body` as a Messages answer.
 pub fn from_chat(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
-    let (chat, choice) = crate::json::chat_answer(body)?;
-    let message = choice.get("message").unwrap_or(&Value::Null);
-    let mut content = Vec::new();
-    if let Some(thought) = message
-        .get("reasoning_content")
-        .and_then(Value::as_str)
-        .filter(|t| !t.is_empty())
-    {
-        content.push(json!({"type": "thinking", "thinking": thought, "signature": ""}));
+    let protocol = |what: String| GatewayError::new(ErrorKind::UpstreamProtocol, what);
+    let chat: ChatAnswer<'_> = serde_json::from_slice(body).map_err(|e| {
+        protocol(format!(
+            "the upstream's answer could not be read as a chat completion: {e}"
+        ))
+    })?;
+    let Some(choice) = chat.choices.first() else {
+        return Err(protocol(
+            "the upstream's answer could not be read as a chat completion: no choice".into(),
+        ));
+    };
+    let m = &choice.message;
+    // Every tool call's arguments, checked to be JSON (an empty text is an empty object).
+    let inputs =
+        m.tool_calls
+            .iter()
+            .map(|c| {
+                let args = c.function.arguments.trim();
+                serde_json::from_str::<&RawValue>(if args.is_empty() { "{}" } else { args })
+                    .map_err(|e| {
+                        protocol(format!(
+                            "the upstream's tool call arguments are not JSON: {e}"
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+    let mut content = Vec::with_capacity(2 + inputs.len());
+    if let Some(t) = m.reasoning_content.as_deref().filter(|t| !t.is_empty()) {
+        content.push(Block::Thinking {
+            thinking: t,
+            signature: "",
+        });
     }
-    if let Some(text) = message
-        .get("content")
-        .and_then(Value::as_str)
-        .filter(|t| !t.is_empty())
-    {
-        content.push(json!({"type": "text", "text": text}));
+    if let Some(t) = m.content.as_deref().filter(|t| !t.is_empty()) {
+        content.push(Block::Text { text: t });
     }
-    for (call_id, name, args) in crate::json::tool_calls(message) {
-        let input: Value = if args.trim().is_empty() {
-            json!({})
-        } else {
-            serde_json::from_str(args).map_err(|e| {
-                GatewayError::new(
-                    ErrorKind::UpstreamProtocol,
-                    format!("the upstream's tool call arguments are not JSON: {e}"),
-                )
-            })?
-        };
-        content.push(json!({
-            "type": "tool_use",
-            "id": call_id,
-            "name": name,
-            "input": input,
-        }));
+    for (c, input) in m.tool_calls.iter().zip(inputs) {
+        content.push(Block::ToolUse {
+            id: &c.id,
+            name: &c.function.name,
+            input,
+        });
     }
-    let id = chat.get("id").and_then(Value::as_str).unwrap_or_default();
-    let out = json!({
-        "id": message_id(id),
-        "type": "message",
-        "role": "assistant",
-        "model": chat.get("model").cloned().unwrap_or(Value::from("")),
-        "content": content,
-        "stop_reason": choice
-            .get("finish_reason")
-            .and_then(Value::as_str)
-            .map(stop_reason),
-        "stop_sequence": null,
-        "usage": usage(chat.get("usage")),
-    });
-    crate::json::write(&out)
+    let u = chat.usage.unwrap_or_default();
+    let details = u.prompt_tokens_details.unwrap_or_default();
+    let out = Message {
+        id: message_id(&chat.id),
+        kind: "message",
+        role: "assistant",
+        model: &chat.model,
+        content,
+        stop_reason: choice.finish_reason.as_deref().map(stop_reason),
+        stop_sequence: None,
+        usage: MessageUsage {
+            input_tokens: u
+                .prompt_tokens
+                .saturating_sub(details.cached_tokens)
+                .saturating_sub(details.cache_write_tokens),
+            output_tokens: u.completion_tokens,
+            cache_read_input_tokens: details.cached_tokens,
+            cache_creation_input_tokens: details.cache_write_tokens,
+        },
+    };
+    serde_json::to_vec(&out)
+        .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("writing JSON: {e}")))
 }
