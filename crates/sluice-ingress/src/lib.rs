@@ -99,15 +99,23 @@ impl Dialect {
         }
     }
 
+    /// The status a refusal is answered with in the client's API.
+    pub fn status(self, e: &GatewayError) -> u16 {
+        match self {
+            Self::Chat | Self::Responses | Self::Embeddings => e.status(),
+            Self::Anthropic => anthropic::error::kind_and_status(e).1,
+        }
+    }
+
     /// A refusal's status and body in the client's API, when it has a shape of its own
     /// (`None`: OpenAI's shape, and an upstream's own refusal passed through as it came).
     pub fn refusal(self, e: &GatewayError) -> Option<(u16, Bytes)> {
         match self {
             Self::Chat | Self::Responses | Self::Embeddings => None,
-            Self::Anthropic => {
-                let (_, status) = anthropic::error::kind_and_status(e);
-                Some((status, Bytes::from(anthropic::error::body(e).to_string())))
-            }
+            Self::Anthropic => Some((
+                self.status(e),
+                Bytes::from(anthropic::error::body(e).to_string()),
+            )),
         }
     }
 }

@@ -255,11 +255,16 @@ pub fn complete(mut call: Call, attempt: usize, body: Bytes, native: Option<Byte
 /// the client gets the error.
 fn unwritable(mut call: Call, attempt: usize, e: &GatewayError) -> Response {
     call.end_attempt(attempt, AttemptOutcome::Failed(e.kind), Instant::now());
+    refuse(call, e)
+}
+
+/// Answers with `e` in the client's API and settles the call with the status it got.
+fn refuse(call: Call, e: &GatewayError) -> Response {
     let resp = {
         let r = call.record();
         super::rescue::error_response(e, &r.request_id, r.upstream.as_deref(), call.dialect())
     };
-    call.finish(e.status(), Some(e.kind));
+    call.refused(e);
     resp
 }
 
@@ -283,12 +288,7 @@ pub fn cached(mut call: Call, served: Served) -> Response {
         (Some(reframe), true) => Bytes::from(reframe.whole(&body)),
         _ => match dialect.answer(body) {
             Ok(b) => b,
-            Err(e) => {
-                let resp =
-                    super::rescue::error_response(&e, &call.record().request_id, None, dialect);
-                call.finish(e.status(), Some(e.kind));
-                return resp;
-            }
+            Err(e) => return refuse(call, &e),
         },
     };
     let mut resp = Response::new(Body::from(body));

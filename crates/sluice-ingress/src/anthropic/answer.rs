@@ -6,7 +6,6 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 use sluice_core::{ErrorKind, GatewayError};
 
 /// A chat `finish_reason` as a Messages `stop_reason`.
@@ -30,21 +29,18 @@ pub fn message_id(id: &str) -> String {
 
 /// Chat usage (`prompt_tokens` counting every input token) as Messages usage
 /// (`input_tokens` counting only the uncached ones).
-pub fn usage(u: Option<&Value>) -> Value {
-    let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
-    let u = u.unwrap_or(&Value::Null);
-    let details = u.get("prompt_tokens_details");
-    let read = n(details.and_then(|d| d.get("cached_tokens")));
-    let written = n(details.and_then(|d| d.get("cache_write_tokens")));
-    let input = n(u.get("prompt_tokens"))
-        .saturating_sub(read)
-        .saturating_sub(written);
-    json!({
-        "input_tokens": input,
-        "output_tokens": n(u.get("completion_tokens")),
-        "cache_read_input_tokens": read,
-        "cache_creation_input_tokens": written,
-    })
+pub(crate) fn usage(u: Option<ChatUsage>) -> MessageUsage {
+    let u = u.unwrap_or_default();
+    let details = u.prompt_tokens_details.unwrap_or_default();
+    MessageUsage {
+        input_tokens: u
+            .prompt_tokens
+            .saturating_sub(details.cached_tokens)
+            .saturating_sub(details.cache_write_tokens),
+        output_tokens: u.completion_tokens,
+        cache_read_input_tokens: details.cached_tokens,
+        cache_creation_input_tokens: details.cache_write_tokens,
+    }
 }
 
 /// A chat-completions answer, as far as a Messages answer reads it (strings borrowed from
@@ -95,8 +91,9 @@ struct Function<'a> {
     arguments: Cow<'a, str>,
 }
 
-#[derive(Default, Deserialize)]
-struct ChatUsage {
+/// A chat answer's usage, as far as Messages reports it.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+pub(crate) struct ChatUsage {
     #[serde(default)]
     prompt_tokens: u64,
     #[serde(default)]
@@ -105,7 +102,7 @@ struct ChatUsage {
     prompt_tokens_details: Option<PromptDetails>,
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
 struct PromptDetails {
     #[serde(default)]
     cached_tokens: u64,
@@ -143,8 +140,9 @@ enum Block<'a> {
     },
 }
 
+/// Messages' usage.
 #[derive(Serialize)]
-struct MessageUsage {
+pub(crate) struct MessageUsage {
     input_tokens: u64,
     output_tokens: u64,
     cache_read_input_tokens: u64,
@@ -196,8 +194,6 @@ pub fn from_chat(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
             input,
         });
     }
-    let u = chat.usage.unwrap_or_default();
-    let details = u.prompt_tokens_details.unwrap_or_default();
     let out = Message {
         id: message_id(&chat.id),
         kind: "message",
@@ -206,15 +202,7 @@ pub fn from_chat(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
         content,
         stop_reason: choice.finish_reason.as_deref().map(stop_reason),
         stop_sequence: None,
-        usage: MessageUsage {
-            input_tokens: u
-                .prompt_tokens
-                .saturating_sub(details.cached_tokens)
-                .saturating_sub(details.cache_write_tokens),
-            output_tokens: u.completion_tokens,
-            cache_read_input_tokens: details.cached_tokens,
-            cache_creation_input_tokens: details.cache_write_tokens,
-        },
+        usage: usage(chat.usage),
     };
     serde_json::to_vec(&out)
         .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("writing JSON: {e}")))

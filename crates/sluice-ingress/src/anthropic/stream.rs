@@ -10,7 +10,9 @@
 use serde_json::{Value, json};
 use sluice_core::GatewayError;
 
-use super::answer::{message_id, stop_reason, usage};
+use serde::Deserialize;
+
+use super::answer::{ChatUsage, message_id, stop_reason, usage};
 use super::error;
 use crate::frames::{Frames, event};
 
@@ -32,7 +34,7 @@ pub struct Reframer {
     open: Option<(usize, Open)>,
     next_index: usize,
     finish: Option<String>,
-    usage: Option<Value>,
+    usage: Option<ChatUsage>,
     /// `message_stop` or an `error` event has been written: nothing follows.
     ended: bool,
 }
@@ -91,7 +93,7 @@ impl Reframer {
             &json!({
                 "type": "message_delta",
                 "delta": {"stop_reason": stop, "stop_sequence": null},
-                "usage": usage(self.usage.as_ref()),
+                "usage": usage(self.usage),
             }),
         );
         event(&mut out, "message_stop", &json!({"type": "message_stop"}));
@@ -153,7 +155,7 @@ impl Reframer {
             event(out, "ping", &json!({"type": "ping"}));
         }
         if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
-            self.usage = Some(u.clone());
+            self.usage = ChatUsage::deserialize(u).ok();
         }
         let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) else {
             return;

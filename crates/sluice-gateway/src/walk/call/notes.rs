@@ -212,10 +212,7 @@ impl Call {
     pub fn refused(mut self, e: &GatewayError) {
         self.record.retry_after = e.retry_after;
         // The status the client got, in its API (529 for a Messages client sluice shed).
-        let status = self
-            .dialect()
-            .refusal(e)
-            .map_or(e.status(), |(status, _)| status);
+        let status = self.dialect().status(e);
         self.finish(status, Some(e.kind));
     }
 }
