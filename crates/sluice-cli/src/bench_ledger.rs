@@ -81,6 +81,7 @@ fn entry(prefix: &str, i: u64) -> Entry {
         attempts: 1,
         hedges: 0,
         retries: 0,
+        batch_item: None,
     }
 }
 

@@ -37,6 +37,20 @@ async fn save_routers(gw: std::sync::Arc<sluice_gateway::Gateway>) {
     }
 }
 
+/// How batch jobs run, from `[batches]`.
+fn batch_settings(
+    b: &sluice_config::gateway::BatchesConfig,
+) -> sluice_gateway::batches::BatchSettings {
+    sluice_gateway::batches::BatchSettings {
+        concurrency: b.concurrency,
+        lease: b.lease,
+        keep: b.keep,
+        max_file_bytes: b.max_file_bytes,
+        max_queued_items: b.max_queued_items,
+        ..Default::default()
+    }
+}
+
 /// Loads the config, serves until SIGTERM/SIGINT, then drains.
 pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
     let text =
@@ -67,6 +81,15 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
                     let stored = sluice_gateway::feedback::persist::load(&store, name).await?;
                     builder = builder.router_state(name, stored);
                 }
+                // Batch jobs live in the same database.
+                if cfg.batches.enabled {
+                    let jobs = sluice_batch::Jobs::open(store.database()).await?;
+                    builder = builder.batches(
+                        jobs,
+                        batch_settings(&cfg.batches),
+                        cfg.batches.lane.as_deref(),
+                    );
+                }
                 let (ledger, store, writer) = ledger_cmd::start(store);
                 builder = builder.ledger(ledger.clone(), store);
                 Some((ledger, writer))
@@ -86,12 +109,16 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
             .notice(cfg.server.shutdown_notice);
         tracing::info!(addr = %server.local_addr()?, "sluice listening");
         let saver = (!cfg.routers.is_empty()).then(|| tokio::spawn(save_routers(gw.clone())));
+        let runner = tokio::spawn(sluice_gateway::batches::runner::run(gw.clone()));
         match server.run(server::signal()).await? {
             Stopped::Drained => tracing::info!("drained; bye"),
             Stopped::GraceExpired => {
                 tracing::warn!("stopped with requests cut by the grace period")
             }
         }
+        // The batch runner stopped claiming when the drain began; items it had not ended
+        // are sent again at the next start (or by another gateway once their lease ends).
+        runner.abort();
         // Every call that finished is in the access log and the ledger before the process ends,
         // its kept trace sent (for up to the export timeout), and what the routers learnt is in
         // the store.

@@ -26,8 +26,10 @@ const SECTIONS: &[&str] = &[
     "slo",
     "diagnose",
     "traces",
+    "batches",
 ];
 
+mod batches;
 mod checks;
 mod choosing;
 mod groups;
@@ -37,6 +39,7 @@ mod sections;
 mod slos;
 mod traces;
 
+pub use batches::BatchesConfig;
 pub use groups::*;
 pub use routes::*;
 pub use sections::*;
@@ -84,6 +87,8 @@ pub struct GatewayConfig {
     pub diagnose: DiagnoseConfig,
     /// `[traces]`.
     pub traces: TracesConfig,
+    /// `[batches]`.
+    pub batches: BatchesConfig,
 }
 
 /// Where secrets are looked up; tests pass a map, the binary passes the process environment.
@@ -209,6 +214,22 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     let diagnose: Option<DiagnoseConfig> = doc.section("diagnose", &mut diags);
     slos::check(&doc, &slos, &lanes, &models, &mut diags);
     let traces: Option<TracesConfig> = doc.section("traces", &mut diags);
+    let batches: Option<BatchesConfig> = doc.section("batches", &mut diags);
+    if let Some(b) = &batches {
+        let names: Vec<String> = lanes.iter().map(|(n, _)| n.clone()).collect();
+        batches::check(&doc, b, &names, &mut diags);
+        if b.enabled
+            && ledger
+                .as_ref()
+                .is_some_and(|l| l.store == LedgerStoreKind::Off)
+        {
+            warnings.push(doc.diag(
+                &[crate::document::Seg::Key("batches".into())],
+                "batch jobs live in the ledger's store: with [ledger] store = \"off\" \
+                 /v1/files and /v1/batches are not served",
+            ));
+        }
+    }
     if let Some(t) = &traces {
         traces::check(&doc, t, &mut diags);
     }
@@ -269,6 +290,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
                 slos,
                 diagnose: diagnose.unwrap_or_default(),
                 traces: traces.unwrap_or_default(),
+                batches: batches.unwrap_or_default(),
             }
         }
         _ => {

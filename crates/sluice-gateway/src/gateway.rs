@@ -37,6 +37,8 @@ pub struct Gateway {
     pub(crate) learning: Learning,
     /// The usage ledger's writer and the store it writes to.
     pub(crate) ledger: Option<(Ledger, Arc<AnyStore>)>,
+    /// Batch jobs, when served (they live in the ledger's store).
+    pub(crate) batches: Option<Arc<crate::batches::Batches>>,
     pub(crate) max_body_bytes: usize,
     pub(crate) draining: AtomicBool,
 }

@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod assemble;
+pub mod batches;
 pub mod caches;
 pub mod dashboard;
 pub mod feedback;

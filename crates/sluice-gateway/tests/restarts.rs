@@ -92,11 +92,13 @@ async fn everywhere(r: &Rig, secret: &str, id: &str) -> Vec<(&'static str, u16)>
         Value::Null,
     )
     .await;
+    let (batches, _) = admin(&r.router, "GET", "/v1/batches", Some(secret), Value::Null).await;
     vec![
         ("chat", chat),
         ("models", models),
         ("feedback", fed),
         ("admin", admin_api),
+        ("batches", batches),
     ]
 }
 

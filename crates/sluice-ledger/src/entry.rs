@@ -120,6 +120,9 @@ pub struct Entry {
     pub hedges: u32,
     /// Of which retries.
     pub retries: u32,
+    /// The batch item the call ran (`BATCH_ID/LINE`), for a call of a batch job: the ledger
+    /// keeps at most one row per item, so an item sent again after a crash is billed once.
+    pub batch_item: Option<Arc<str>>,
 }
 
 /// The UTC calendar day (`YYYY-MM-DD`) of a Unix time in milliseconds.

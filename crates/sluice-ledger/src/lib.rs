@@ -17,7 +17,7 @@ pub mod writer;
 pub use entry::{CacheOutcome, Entry, Tokens};
 pub use query::{GroupBy, QueryError, UsageQuery, UsageRow};
 pub use records::{RevokedKey, StoredBelief, StoredKey, StoredTenant};
-pub use store::{AnyStore, Durability, PgStore, SqliteStore, Store};
+pub use store::{AnyStore, Database, Durability, PgStore, SqliteStore, Store};
 pub use writer::{Ledger, LedgerStats};
 
 /// What can go wrong with the ledger.

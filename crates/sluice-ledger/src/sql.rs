@@ -24,7 +24,7 @@ pub(crate) const BELIEFS: &str = "sluice_router_beliefs";
 
 /// The columns an entry fills, in binding order, with their SQL types (the same words in
 /// SQLite and PostgreSQL).
-const COLUMNS: [(&str, &str); 25] = [
+const COLUMNS: [(&str, &str); 26] = [
     ("request_id", "TEXT NOT NULL"),
     ("at_ms", "BIGINT NOT NULL"),
     ("day", "TEXT NOT NULL"),
@@ -50,6 +50,8 @@ const COLUMNS: [(&str, &str); 25] = [
     ("attempts", "BIGINT NOT NULL"),
     ("hedges", "BIGINT NOT NULL"),
     ("retries", "BIGINT NOT NULL"),
+    // Last, so that a ledger of an earlier sluice gains it by `ADD COLUMN` in this order.
+    ("batch_item", "TEXT"),
 ];
 
 /// The column names, comma-separated, in binding order.
@@ -62,15 +64,29 @@ fn is_text(ty: &str) -> bool {
     ty.starts_with("TEXT")
 }
 
-/// Creates the table and its indexes if absent; `row_id` declares the database's
-/// auto-numbered key column.
-pub(crate) async fn create<DB>(pool: &Pool<DB>, row_id: &str) -> Result<(), LedgerError>
+/// Creates the tables and their indexes if absent; `row_id` declares the database's
+/// auto-numbered key column. A ledger table of an earlier sluice gains the columns it lacks
+/// (`missing` lists them) before the indexes that read them are made.
+pub(crate) async fn create<DB>(
+    pool: &Pool<DB>,
+    row_id: &str,
+    missing: &[&str],
+) -> Result<(), LedgerError>
 where
     DB: Database,
     DB::Arguments: Default + IntoArguments<DB>,
     for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
 {
-    for statement in schema(row_id) {
+    let (tables, indexes): (Vec<String>, Vec<String>) = schema(row_id)
+        .into_iter()
+        .partition(|s| s.starts_with("CREATE TABLE"));
+    let added = missing.iter().filter_map(|name| {
+        COLUMNS
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(n, ty)| format!("ALTER TABLE {TABLE} ADD COLUMN {n} {ty}"))
+    });
+    for statement in tables.into_iter().chain(added).chain(indexes) {
         // Audited: built from this module's constants only.
         sqlx::query::<DB>(AssertSqlSafe(statement))
             .execute(pool)
@@ -78,6 +94,10 @@ where
     }
     Ok(())
 }
+
+/// The ledger columns added since the first sluice, newest last: a table that lacks one
+/// gains it at start.
+pub(crate) const ADDED_COLUMNS: [&str; 1] = ["batch_item"];
 
 /// What makes a ledger table of an earlier sluice, whose `cost_micros` was `NOT NULL`, take
 /// a call of unknown cost. PostgreSQL drops the constraint in place; SQLite cannot, so its
@@ -97,7 +117,11 @@ pub(crate) fn unknown_cost_migration(sqlite: bool) -> Vec<String> {
         format!("INSERT INTO {TABLE} SELECT * FROM {old}"),
         format!("DROP TABLE {old}"),
     ];
-    out.extend(schema.into_iter().filter(|s| s.starts_with("CREATE INDEX")));
+    out.extend(
+        schema
+            .into_iter()
+            .filter(|s| s.starts_with("CREATE INDEX") || s.starts_with("CREATE UNIQUE INDEX")),
+    );
     out
 }
 
@@ -129,6 +153,8 @@ fn schema(row_id: &str) -> Vec<String> {
         ),
         format!("CREATE INDEX IF NOT EXISTS {TABLE}_at ON {TABLE} (at_ms)"),
         format!("CREATE INDEX IF NOT EXISTS {TABLE}_tenant_at ON {TABLE} (tenant, at_ms)"),
+        // One row per batch item at most (NULL, every other call, is never a conflict).
+        format!("CREATE UNIQUE INDEX IF NOT EXISTS {TABLE}_batch_item ON {TABLE} (batch_item)"),
     ]
 }
 

@@ -180,7 +180,11 @@ impl SqliteStore {
             .max_connections(1)
             .connect_with(options.clone())
             .await?;
-        sql::create(&setup, "INTEGER PRIMARY KEY").await?;
+        let existing: Vec<String> =
+            sqlx::query_scalar("SELECT name FROM pragma_table_info('sluice_ledger')")
+                .fetch_all(&setup)
+                .await?;
+        sql::create(&setup, "INTEGER PRIMARY KEY", &missing(&existing)).await?;
         // A ledger written by an earlier sluice holds `cost_micros` as NOT NULL.
         let strict: Option<i64> = sqlx::query_scalar(
             "SELECT \"notnull\" FROM pragma_table_info('sluice_ledger') WHERE name = 'cost_micros'",
@@ -242,7 +246,13 @@ impl PgStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
-        sql::create(&pool, "BIGSERIAL PRIMARY KEY").await?;
+        let existing: Vec<String> = sqlx::query_scalar(
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_name = 'sluice_ledger' AND table_schema = current_schema()",
+        )
+        .fetch_all(&pool)
+        .await?;
+        sql::create(&pool, "BIGSERIAL PRIMARY KEY", &missing(&existing)).await?;
         // A ledger written by an earlier sluice holds `cost_micros` as NOT NULL; dropping
         // the constraint again is a no-op.
         for statement in sql::unknown_cost_migration(false) {
@@ -259,6 +269,38 @@ impl PgStore {
 }
 
 sql_store!(PgStore);
+
+/// The columns added since the first sluice that a ledger table with `existing` columns
+/// lacks (none for a table not made yet).
+fn missing(existing: &[String]) -> Vec<&'static str> {
+    if existing.is_empty() {
+        return Vec::new();
+    }
+    sql::ADDED_COLUMNS
+        .into_iter()
+        .filter(|c| !existing.iter().any(|e| e == c))
+        .collect()
+}
+
+/// The database a store keeps its tables in, for the records kept beside the ledger's (batch
+/// jobs and their files).
+#[derive(Clone, Copy, Debug)]
+pub enum Database<'a> {
+    /// The embedded file.
+    Sqlite(&'a SqlitePool),
+    /// The shared server.
+    Postgres(&'a PgPool),
+}
+
+impl AnyStore {
+    /// The database this store keeps its tables in.
+    pub fn database(&self) -> Database<'_> {
+        match self {
+            Self::Sqlite(s) => Database::Sqlite(&s.pool),
+            Self::Postgres(s) => Database::Postgres(&s.pool),
+        }
+    }
+}
 
 /// The store a configuration chose.
 #[derive(Clone, Debug)]

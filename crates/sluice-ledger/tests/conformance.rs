@@ -44,6 +44,7 @@ fn entry(i: u64, tenant: &str, model: &str, at_ms: i64) -> Entry {
         attempts: 1,
         hedges: 0,
         retries: 0,
+        batch_item: None,
     }
 }
 
@@ -113,7 +114,53 @@ conformance!(
     revocations_outlive_the_key_and_remove_it_at_once,
     tenants_are_saved_replaced_and_removed,
     router_beliefs_are_replaced_whole_per_router,
+    a_batch_item_is_kept_once,
 );
+
+/// An item sent again (after a crash) is billed once: its second row is dropped, in the same
+/// commit as other rows or a later one; calls of no item are never dropped.
+async fn a_batch_item_is_kept_once<S: Store>(s: S) {
+    let item = |i: u64, id: &str| Entry {
+        batch_item: Some(id.into()),
+        ..entry(i, "acme", "gpt-4o", 1_000 + i as i64)
+    };
+    s.append(&[
+        item(0, "batch_a/1"),
+        item(1, "batch_a/2"),
+        entry(2, "acme", "gpt-4o", 5),
+    ])
+    .await
+    .unwrap();
+    s.append(&[
+        item(3, "batch_a/1"),
+        entry(2, "acme", "gpt-4o", 5),
+        item(4, "batch_a/3"),
+    ])
+    .await
+    .unwrap();
+    s.append(&[item(5, "batch_a/3"), item(6, "batch_a/3")])
+        .await
+        .unwrap();
+    let back = s.entries(&UsageQuery::default(), 100).await.unwrap();
+    let ids: Vec<(String, Option<String>)> = back
+        .iter()
+        .map(|e| {
+            (
+                e.request_id.to_string(),
+                e.batch_item.as_deref().map(str::to_string),
+            )
+        })
+        .collect();
+    let want = [
+        ("req-0", Some("batch_a/1")),
+        ("req-1", Some("batch_a/2")),
+        ("req-2", None),
+        ("req-2", None),
+        ("req-4", Some("batch_a/3")),
+    ]
+    .map(|(r, b)| (r.to_string(), b.map(str::to_string)));
+    assert_eq!(ids, want);
+}
 
 async fn entries_come_back_as_written<S: Store>(s: S) {
     let mut failed = entry(2, "beta", "gpt-4o", NOV30 + 5);

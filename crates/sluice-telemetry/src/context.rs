@@ -1,6 +1,6 @@
 //! Metrics of the prompt's own shaping (compression and progressive loading, whose ratio of
-//! tokens sent to tokens received is an SLI of its own), of the SLOs' events, and of the
-//! traces kept and exported.
+//! tokens sent to tokens received is an SLI of its own), of the SLOs' events, of the
+//! traces kept and exported, and of batch jobs' items.
 
 use std::sync::Arc;
 
@@ -41,6 +41,15 @@ pub struct TraceLabels {
     pub outcome: &'static str,
 }
 
+/// Labels of the batch-item counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BatchLabels {
+    /// `done`, `failed`, `requeued` (refused before reaching an upstream, queued again),
+    /// `lost_claim` (another gateway had taken it), `store_failed` (its end could not be
+    /// written; it is sent again).
+    pub outcome: &'static str,
+}
+
 /// The shaping families.
 #[derive(Clone, Debug, Default)]
 pub struct ContextMetrics {
@@ -56,6 +65,8 @@ pub struct ContextMetrics {
     pub traces_kept: Family<TraceLabels, Counter>,
     /// Kept traces by what became of them.
     pub traces: Family<TraceLabels, Counter>,
+    /// Batch items this gateway ran, by how each ended.
+    pub batch_items: Family<BatchLabels, Counter>,
 }
 
 impl ContextMetrics {
@@ -87,6 +98,11 @@ impl ContextMetrics {
             self.traces.clone(),
         );
         r.register(
+            "batch_items",
+            "Batch-job items this gateway ran, by outcome: done, failed, requeued (refused before reaching an upstream, queued again), lost_claim (another gateway had taken it), store_failed (its end could not be written; it is sent again)",
+            self.batch_items.clone(),
+        );
+        r.register(
             "context_rounds",
             "Upstream calls progressive loading made, by group (kind=round)",
             self.rounds.clone(),
@@ -101,6 +117,15 @@ impl crate::Telemetry {
             .context
             .traces_kept
             .get_or_create(&TraceLabels { outcome: why })
+            .inc();
+    }
+
+    /// Counts a batch item that ended as `outcome` (see [`BatchLabels`]).
+    pub fn batch_item(&self, outcome: &'static str) {
+        self.metrics()
+            .context
+            .batch_items
+            .get_or_create(&BatchLabels { outcome })
             .inc();
     }
 

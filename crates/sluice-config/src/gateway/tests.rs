@@ -1018,3 +1018,30 @@ models = ["pair"]
             .is_empty()
     );
 }
+
+#[test]
+fn batches_need_the_ledger_and_a_lane_that_exists() {
+    let base = "[models.m]\ndeployments = [{ provider = \"sim\", model = \"a\" }]\n";
+    let ok = check(base, &env(&[]), &["sim"], Secrets::Required);
+    let b = ok.config.unwrap().batches;
+    assert!(b.enabled);
+    let lanes = ["interactive".to_string(), "batch".to_string()];
+    assert_eq!(b.lane_in(&lanes).map(String::as_str), Some("batch"));
+    let off = format!("{base}[ledger]\nstore = \"off\"\n[batches]\nconcurrency = 8\n");
+    let c = check(&off, &env(&[]), &["sim"], Secrets::Required);
+    assert!(
+        c.warnings
+            .iter()
+            .any(|d| d.path == "batches" && d.message.contains("not served")),
+        "{}",
+        c.warnings
+    );
+    let bad = format!("{base}[batches]\nlane = \"bulk\"\nconcurrency = 0\n");
+    let c = check(&bad, &env(&[]), &["sim"], Secrets::Required);
+    let text = c.errors.to_string();
+    assert!(
+        text.contains("batches.lane") && text.contains("no lane `bulk`"),
+        "{text}"
+    );
+    assert!(text.contains("batches.concurrency"), "{text}");
+}

@@ -4,6 +4,7 @@
 
 mod from_config;
 mod group_policies;
+mod jobs;
 pub mod policies;
 pub mod providers;
 mod routers;
@@ -159,6 +160,9 @@ pub struct GatewayBuilder {
     pub(super) traces: Option<traces::TraceSetup>,
     /// Each provider's host and port, for the spans of its calls.
     pub(super) servers: HashMap<String, (Arc<str>, u16)>,
+    /// Batch jobs, when served (their lane resolved at build).
+    pub(super) batches: Option<(sluice_batch::Jobs, crate::batches::BatchSettings)>,
+    pub(super) batch_lane: Option<String>,
 }
 
 impl Default for GatewayBuilder {
@@ -197,6 +201,8 @@ impl Default for GatewayBuilder {
             router_state: Vec::new(),
             traces: None,
             servers: HashMap::new(),
+            batches: None,
+            batch_lane: None,
         }
     }
 }
@@ -526,6 +532,7 @@ impl GatewayBuilder {
             shapes: self.shapes,
             prefixes: self.prefixes,
         };
+        let batches = jobs::resolve(self.batches, self.batch_lane.as_deref(), &self.lanes);
         Ok(Arc::new(Gateway {
             routes: Routes::new(groups, seed)
                 .with_task_routes(self.task_routes)
@@ -559,6 +566,7 @@ impl GatewayBuilder {
                 traces,
             },
             learning: Learning::default(),
+            batches,
             ledger: self.ledger,
             max_body_bytes: self.max_body_bytes,
             draining: AtomicBool::new(false),

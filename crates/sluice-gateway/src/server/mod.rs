@@ -17,7 +17,7 @@ use crate::admin::{
     self, cache as cache_api, keys as keys_api, tenants as tenants_api, upstreams,
     usage as usage_api,
 };
-use crate::{Gateway, feedback, public, walk};
+use crate::{Gateway, batches, feedback, public, walk};
 
 /// The routes of a gateway.
 pub fn router(gw: Arc<Gateway>) -> Router {
@@ -49,6 +49,25 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/v1/messages/count_tokens", post(public::count_tokens))
         .route("/v1/models", get(public::models))
         .route("/v1/feedback", post(feedback::api::feedback))
+        .route(
+            "/v1/files",
+            post(batches::api::upload_file)
+                .get(batches::api::list_files)
+                // The file's own limit is checked as it is read.
+                .layer(axum::extract::DefaultBodyLimit::disable()),
+        )
+        .route(
+            "/v1/files/{id}",
+            get(batches::api::file).delete(batches::api::delete_file),
+        )
+        .route("/v1/files/{id}/content", get(batches::api::content))
+        .route(
+            "/v1/batches",
+            post(batches::api::create).get(batches::api::list),
+        )
+        .route("/v1/batches/{id}", get(batches::api::retrieve))
+        .route("/v1/batches/{id}/cancel", post(batches::api::cancel))
+        .route("/v1/batches/{id}/events", get(batches::api::events))
         .route("/healthz", get(public::healthz))
         .route("/readyz", get(public::readyz))
         .route("/metrics", get(public::metrics))

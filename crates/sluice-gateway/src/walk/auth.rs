@@ -13,7 +13,7 @@ use super::ingress;
 use crate::Gateway;
 
 /// A request's caller.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Caller {
     /// Its tenant, if known.
     pub tenant: Option<Arc<str>>,

@@ -223,6 +223,8 @@ pub(crate) fn entry(record: &CallRecord, answered: Option<&Priced>) -> Entry {
         attempts: u32::try_from(record.attempts.len()).unwrap_or(u32::MAX),
         hedges: count(sluice_core::AttemptKind::Hedge),
         retries: count(sluice_core::AttemptKind::Retry),
+        // Set by the batch runner for an item's call.
+        batch_item: None,
     }
 }
 

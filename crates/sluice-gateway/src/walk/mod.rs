@@ -66,20 +66,63 @@ pub async fn responses(State(gw): State<Arc<Gateway>>, req: Request) -> Response
 
 /// A request of any dialect, walked once.
 async fn serve(gw: Arc<Gateway>, req: Request, dialect: Dialect) -> Response {
-    let now = Instant::now();
     let (parts, body) = req.into_parts();
-    // The record opens first so that every request, even one rejected in ingress, is counted.
-    let mut call = Call::open(
-        gw.clone(),
-        ingress::request_id(&parts.headers),
-        now,
+    let id = ingress::request_id(&parts.headers);
+    answer(gw, &parts.headers, body, dialect, id, None).await
+}
+
+/// A request the gateway makes for a caller it already knows (a batch job's item): no
+/// headers to read it from, a lane of its own, and its ledger row handed back rather than
+/// written, so that the item's end and its bill are settled together.
+pub struct Known {
+    /// The caller (the job's tenant and key).
+    pub caller: auth::Caller,
+    /// Its lane.
+    pub lane: usize,
+    /// Where the call's ledger row goes when it settles.
+    pub settles_to: tokio::sync::oneshot::Sender<sluice_ledger::Entry>,
+}
+
+/// Walks a request for a known caller (see [`Known`]).
+pub async fn serve_known(
+    gw: Arc<Gateway>,
+    body: bytes::Bytes,
+    dialect: Dialect,
+    id: sluice_core::RequestId,
+    known: Known,
+) -> Response {
+    let headers = HeaderMap::new();
+    answer(
+        gw,
+        &headers,
+        axum::body::Body::from(body),
         dialect,
-    );
+        id,
+        Some(known),
+    )
+    .await
+}
+
+async fn answer(
+    gw: Arc<Gateway>,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    dialect: Dialect,
+    id: sluice_core::RequestId,
+    known: Option<Known>,
+) -> Response {
+    let now = Instant::now();
+    // The record opens first so that every request, even one rejected in ingress, is counted.
+    let mut call = Call::open(gw.clone(), id, now, dialect);
     // A traced call takes the client's trace (or starts one) before anything can fail.
     if let Some(tracer) = &gw.observers.traces {
-        call.traced(trace::begin(tracer, &parts.headers));
+        call.traced(trace::begin(tracer, headers));
     }
-    match walk(&gw, &mut call, &parts.headers, body).await {
+    let known = known.map(|k| {
+        call.settle_to(k.settles_to);
+        (k.caller, k.lane)
+    });
+    match walk(&gw, &mut call, headers, body, known).await {
         Ok(Answer::Cached(served)) => respond::cached(call, served),
         Ok(Answer::Complete {
             attempt,
@@ -110,6 +153,7 @@ async fn walk(
     call: &mut Call,
     headers: &HeaderMap,
     body: axum::body::Body,
+    known: Option<(auth::Caller, usize)>,
 ) -> Result<Answer, GatewayError> {
     // 0. A gateway shutting down takes no new work: 503 with Retry-After, so the client (or
     //    its balancer) retries on another instance. First, so draining costs nothing more.
@@ -133,13 +177,21 @@ async fn walk(
     //    caller is its API key's tenant (401 without a valid key when keys are required);
     //    admission uses the lane (the key's or tenant's default when the request names none)
     //    and takes the lane's tenants in turn; everything after uses the deadline.
-    let caller = auth::identify(gw, headers)?;
+    //    A known caller (a batch item) comes with its lane.
+    let (caller, default_lane) = match known {
+        Some((caller, lane)) => (caller, lane),
+        None => {
+            let caller = auth::identify(gw, headers)?;
+            let lane = caller.default_lane(gw);
+            (caller, lane)
+        }
+    };
     let tenant = caller.tenant.clone();
     let mut who = Identified {
         api_key: caller.key.as_ref().map(|k| Arc::from(k.spec.name.as_str())),
         ..Identified::default()
     };
-    let checked = ingress::lane(headers, &gw.lanes, caller.default_lane(gw)).and_then(|lane| {
+    let checked = ingress::lane(headers, &gw.lanes, default_lane).and_then(|lane| {
         who.lane = gw.lanes.get(lane).map(|l| l.name.clone());
         Ok((lane, ingress::timeout(headers)?))
     });

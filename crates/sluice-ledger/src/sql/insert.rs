@@ -17,7 +17,7 @@ use crate::entry::{CacheOutcome, Entry, utc_day};
 /// (one per batch size would be parsed again for every new size: a 40-row `INSERT` costs
 /// about as much to prepare as to run, and a burst after a stall would push the usual sizes
 /// out of the statement cache), and a commit still takes one round trip to the database
-/// for its rows, not one per piece. 256 rows of 25 columns stay under SQLite's 32,766
+/// for its rows, not one per piece. 256 rows of 26 columns stay under SQLite's 32,766
 /// variables.
 const STATEMENT_ROWS: [usize; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
@@ -99,6 +99,7 @@ where
     args.add(i64::from(e.attempts))?;
     args.add(i64::from(e.hedges))?;
     args.add(i64::from(e.retries))?;
+    args.add(e.batch_item.clone())?;
     Ok(())
 }
 
@@ -158,7 +159,10 @@ impl InsertSql {
             }
             text.push(')');
             if STATEMENT_ROWS.contains(&row) {
-                texts.push(format!("{text}) AS v WHERE column1 IS NOT NULL"));
+                // A batch item's second row (the item sent again after a crash) is dropped.
+                texts.push(format!(
+                    "{text}) AS v WHERE column1 IS NOT NULL ON CONFLICT DO NOTHING"
+                ));
             }
         }
         Ok(Self { texts })

@@ -173,6 +173,7 @@ where
                 attempts: narrow(i(22)?, 22)?,
                 hedges: narrow(i(23)?, 23)?,
                 retries: narrow(i(24)?, 24)?,
+                batch_item: s(25)?,
             })
         })
         .collect::<Result<_, sqlx::Error>>()

@@ -27,7 +27,8 @@ fn entry(i: u64, cost: Option<u64>) -> Entry {
 async fn an_older_sqlite_ledger_is_rebuilt_to_take_unknown_costs_with_its_rows() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
-    // The table as an earlier sluice made it: `cost_micros` NOT NULL, one row in it.
+    // The table as an earlier sluice made it: `cost_micros` NOT NULL, no `batch_item`, one
+    // row in it.
     {
         let options = SqliteConnectOptions::new()
             .filename(&path)
@@ -37,7 +38,7 @@ async fn an_older_sqlite_ledger_is_rebuilt_to_take_unknown_costs_with_its_rows()
             .connect_with(options)
             .await
             .unwrap();
-        crate::sql::create(&pool, "INTEGER PRIMARY KEY")
+        crate::sql::create(&pool, "INTEGER PRIMARY KEY", &[])
             .await
             .unwrap();
         sqlx::query("DROP TABLE sluice_ledger")
@@ -45,7 +46,9 @@ async fn an_older_sqlite_ledger_is_rebuilt_to_take_unknown_costs_with_its_rows()
             .await
             .unwrap();
         let old = crate::sql::unknown_cost_migration(true)[1]
-            .replace("cost_micros BIGINT", "cost_micros BIGINT NOT NULL");
+            .replace("cost_micros BIGINT", "cost_micros BIGINT NOT NULL")
+            .replace(", batch_item TEXT", "");
+        assert!(!old.contains("batch_item"));
         sqlx::query(sqlx::AssertSqlSafe(old))
             .execute(&pool)
             .await

@@ -47,6 +47,9 @@ pub struct Call {
     settled: bool,
     /// The API the client spoke: how its answer and errors are written.
     dialect: Dialect,
+    /// Where its ledger row goes instead of the ledger's writer (a batch item's, which its
+    /// runner writes with the item's end).
+    settles_to: Option<tokio::sync::oneshot::Sender<sluice_ledger::Entry>>,
     _inflight: InflightGuard,
 }
 
@@ -66,6 +69,7 @@ impl Call {
             question: None,
             settled: false,
             dialect,
+            settles_to: None,
             _inflight: inflight,
         }
     }
@@ -75,6 +79,11 @@ impl Call {
         if self.record.trace.is_some() {
             which(&mut self.record.timings.marks).get_or_insert_with(Instant::now);
         }
+    }
+
+    /// Hands the call's ledger row to `tx` when it settles, instead of the ledger's writer.
+    pub fn settle_to(&mut self, tx: tokio::sync::oneshot::Sender<sluice_ledger::Entry>) {
+        self.settles_to = Some(tx);
     }
 
     /// The API the client spoke.
@@ -264,11 +273,18 @@ impl Call {
         }
         let answered = self.answered.or((!self.priced.is_empty()).then_some(0));
         let priced = answered.and_then(|i| self.priced.get(i));
-        let entry = self
+        let mut entry = self
             .gw
             .ledger
             .is_some()
             .then(|| billing::entry(&self.record, priced));
+        if let Some(tx) = self.settles_to.take()
+            && let Some(e) = entry.take()
+        {
+            // The runner that waits for it may be gone (shutting down): the item stays
+            // claimed and is sent again, billed once.
+            let _ = tx.send(e);
+        }
         self.gw.settle(&self.record, entry);
     }
 }

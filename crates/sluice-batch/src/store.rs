@@ -1,0 +1,525 @@
+//! Files, jobs and their items, kept in the ledger's database beside its rows (SQLite by
+//! default, PostgreSQL for several gateways): one SQL text for both (sqlx numbers `$N`
+//! placeholders for each), run on whichever pool the ledger opened.
+//!
+//! An item is claimed under a lease: its state becomes `running`, its owner and lease end
+//! are set, and its epoch goes up by one. Every later write of that claim names the epoch it
+//! was claimed at, so a claim that lost its lease (its owner stalled or died, and another
+//! took the item) writes nothing. On PostgreSQL claims skip rows another gateway is
+//! claiming (`FOR UPDATE SKIP LOCKED`); SQLite has one writer at a time.
+
+use sluice_ledger::Database;
+use sqlx::{PgPool, Row, SqlitePool};
+
+use crate::input::Line;
+use crate::state::Status;
+use crate::{BatchError, progress};
+
+mod records;
+mod rows;
+mod sql;
+
+pub use records::{
+    Claimed, Counts, Ending, ItemResult, NewBatch, NewFile, StoredBatch, StoredFile,
+};
+use rows::{stored_batch, stored_file};
+
+/// The pool, whichever database it is.
+#[derive(Clone, Debug)]
+enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Runs `$body` with `$p` bound to the pool, whichever database it is.
+macro_rules! on {
+    ($self:expr, $p:ident => $body:expr) => {
+        match &$self.pool {
+            Pool::Sqlite($p) => $body,
+            Pool::Postgres($p) => $body,
+        }
+    };
+}
+
+/// The jobs' tables in a ledger's database.
+#[derive(Clone, Debug)]
+pub struct Jobs {
+    pool: Pool,
+}
+
+impl Jobs {
+    /// Opens the jobs' tables in `db`, making them if absent.
+    pub async fn open(db: Database<'_>) -> Result<Self, BatchError> {
+        let pool = match db {
+            Database::Sqlite(p) => Pool::Sqlite(p.clone()),
+            Database::Postgres(p) => Pool::Postgres(p.clone()),
+        };
+        let jobs = Self { pool };
+        for statement in sql::SCHEMA {
+            on!(jobs, p => sqlx::query(*statement).execute(p).await.map(|_| ()))?;
+        }
+        Ok(jobs)
+    }
+
+    /// Whether the jobs live in a database several gateways share.
+    pub fn shared(&self) -> bool {
+        matches!(self.pool, Pool::Postgres(_))
+    }
+
+    /// Keeps `f`.
+    pub async fn add_file(&self, f: &NewFile) -> Result<(), BatchError> {
+        on!(self, p => sqlx::query(sql::ADD_FILE)
+            .bind(&f.id)
+            .bind(&f.tenant)
+            .bind(&f.filename)
+            .bind(&f.purpose)
+            .bind(int(f.content.len() as u64))
+            .bind(f.created_ms)
+            .bind(f.expires_ms)
+            .bind(&f.content)
+            .execute(p)
+            .await
+            .map(|_| ()))?;
+        Ok(())
+    }
+
+    /// The file `id` of `tenant`.
+    pub async fn file(&self, tenant: &str, id: &str) -> Result<Option<StoredFile>, BatchError> {
+        let row = on!(self, p => sqlx::query(sql::FILE)
+            .bind(id)
+            .bind(tenant)
+            .fetch_optional(p)
+            .await?
+            .map(|r| stored_file(&r))
+            .transpose())?;
+        Ok(row)
+    }
+
+    /// The text of the file `id` of `tenant`.
+    pub async fn file_content(&self, tenant: &str, id: &str) -> Result<Option<String>, BatchError> {
+        Ok(on!(self, p => sqlx::query_scalar(sql::FILE_CONTENT)
+            .bind(id)
+            .bind(tenant)
+            .fetch_optional(p)
+            .await)?)
+    }
+
+    /// `tenant`'s files, newest first, after the file `after` (a cursor), at most `limit`.
+    pub async fn files(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<StoredFile>, BatchError> {
+        let rows = on!(self, p => sqlx::query(sql::FILES)
+            .bind(tenant)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(p)
+            .await?
+            .iter()
+            .map(stored_file)
+            .collect::<Result<Vec<_>, _>>())?;
+        Ok(rows)
+    }
+
+    /// Deletes the file `id` of `tenant`; whether there was one.
+    pub async fn delete_file(&self, tenant: &str, id: &str) -> Result<bool, BatchError> {
+        let n = on!(self, p => sqlx::query(sql::DELETE_FILE)
+            .bind(id)
+            .bind(tenant)
+            .execute(p)
+            .await?
+            .rows_affected());
+        Ok(n > 0)
+    }
+
+    /// Items queued in every job: what the lane holds.
+    pub async fn queued_items(&self) -> Result<u64, BatchError> {
+        let n: i64 = on!(self, p => sqlx::query_scalar(sql::QUEUED_ITEMS).fetch_one(p).await)?;
+        Ok(n.max(0) as u64)
+    }
+
+    /// Keeps `b` and its `lines` as queued items, at once: all of it or nothing.
+    pub async fn add_batch(&self, b: &NewBatch, lines: &[Line]) -> Result<(), BatchError> {
+        on!(self, p => {
+            let mut tx = p.begin().await?;
+            sqlx::query(sql::ADD_BATCH)
+                .bind(&b.id)
+                .bind(&b.tenant)
+                .bind(&b.api_key)
+                .bind(&b.key_sha256)
+                .bind(b.endpoint.path())
+                .bind(&b.input_file_id)
+                .bind(b.created_ms)
+                .bind(b.expires_ms)
+                .bind(&b.metadata)
+                .bind(int(lines.len() as u64))
+                .execute(&mut *tx)
+                .await?;
+            for chunk in lines.chunks(sql::ITEMS_PER_INSERT) {
+                let mut q = sqlx::QueryBuilder::new(sql::ADD_ITEMS);
+                q.push_values(chunk, |mut row, line| {
+                    row.push_bind(b.id.clone())
+                        .push_bind(int(line.number))
+                        .push_bind(line.custom_id.clone())
+                        .push_bind(line.body.clone())
+                        .push_bind(b.created_ms)
+                        .push_bind(i64::from(line.prefix));
+                });
+                q.push(") AS v");
+                q.build().execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// The job `id`: `tenant`'s, or anyone's with `None`.
+    pub async fn batch(
+        &self,
+        tenant: Option<&str>,
+        id: &str,
+    ) -> Result<Option<StoredBatch>, BatchError> {
+        let row = on!(self, p => sqlx::query(sql::BATCH)
+            .bind(id)
+            .bind(tenant)
+            .fetch_optional(p)
+            .await?
+            .map(|r| stored_batch(&r))
+            .transpose())?;
+        Ok(row)
+    }
+
+    /// `tenant`'s jobs, newest first, after the job `after` (a cursor), at most `limit`.
+    pub async fn batches(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<StoredBatch>, BatchError> {
+        let rows = on!(self, p => sqlx::query(sql::BATCHES)
+            .bind(tenant)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(p)
+            .await?
+            .iter()
+            .map(stored_batch)
+            .collect::<Result<Vec<_>, _>>())?;
+        Ok(rows)
+    }
+
+    /// Jobs that have not ended, every tenant's.
+    pub async fn open_batches(&self) -> Result<Vec<StoredBatch>, BatchError> {
+        let rows = on!(self, p => sqlx::query(sql::OPEN_BATCHES)
+            .fetch_all(p)
+            .await?
+            .iter()
+            .map(stored_batch)
+            .collect::<Result<Vec<_>, _>>())?;
+        Ok(rows)
+    }
+
+    /// The items of job `id` by state.
+    pub async fn counts(&self, id: &str) -> Result<Counts, BatchError> {
+        let rows = on!(self, p => sqlx::query(sql::COUNTS)
+            .bind(id)
+            .fetch_all(p)
+            .await?
+            .iter()
+            .map(|r| -> Result<(String, [i64; 4]), sqlx::Error> {
+                Ok((r.try_get(0)?, [r.try_get(1)?, r.try_get(2)?, r.try_get(3)?, r.try_get(4)?]))
+            })
+            .collect::<Result<Vec<_>, _>>())?;
+        let mut c = Counts::default();
+        for (state, [n, prompt, cached, completion]) in rows {
+            let n = n.max(0) as u64;
+            match state.as_str() {
+                "queued" => c.queued = n,
+                "running" => c.running = n,
+                "done" => c.done = n,
+                "failed" => c.failed = n,
+                "cancelled" => c.cancelled = n,
+                "expired" => c.expired = n,
+                other => return Err(BatchError::Corrupt(format!("item state `{other}`"))),
+            }
+            c.prompt_tokens += prompt.max(0) as u64;
+            c.cached_tokens += cached.max(0) as u64;
+            c.completion_tokens += completion.max(0) as u64;
+        }
+        Ok(c)
+    }
+
+    /// What the batch lane holds, seen from job `b`, at `now_ms`.
+    pub async fn lane(&self, b: &StoredBatch, now_ms: i64) -> Result<progress::Lane, BatchError> {
+        let (queued, ahead, ended): (i64, i64, i64) = on!(self, p => {
+            let queued = sqlx::query_scalar(sql::QUEUED_ITEMS).fetch_one(p).await?;
+            let ahead = sqlx::query_scalar(sql::AHEAD)
+                .bind(b.created_ms)
+                .bind(&b.id)
+                .fetch_one(p)
+                .await?;
+            let ended = sqlx::query_scalar(sql::ENDED_SINCE)
+                .bind(now_ms - progress::RATE_WINDOW_MS)
+                .fetch_one(p)
+                .await?;
+            (queued, ahead, ended)
+        });
+        Ok(progress::Lane {
+            queued: queued.max(0) as u64,
+            ahead: ahead.max(0) as u64,
+            ended_last_window: ended.max(0) as u64,
+        })
+    }
+
+    /// Asks to cancel `tenant`'s job `id` at `now_ms`: its queued items end cancelled at
+    /// once, its running ones finish. The job as it is then (`None`: no such job).
+    pub async fn cancel(
+        &self,
+        tenant: &str,
+        id: &str,
+        now_ms: i64,
+    ) -> Result<Option<StoredBatch>, BatchError> {
+        on!(self, p => {
+            let mut tx = p.begin().await?;
+            let asked = sqlx::query(sql::ASK_CANCEL)
+                .bind(id)
+                .bind(tenant)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if asked > 0 {
+                sqlx::query(sql::CANCEL_QUEUED)
+                    .bind(id)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        });
+        self.batch(Some(tenant), id).await
+    }
+
+    /// Ends the queued items of job `id` as expired, at `now_ms`; how many.
+    pub async fn expire_queued(&self, id: &str, now_ms: i64) -> Result<u64, BatchError> {
+        Ok(on!(self, p => sqlx::query(sql::EXPIRE_QUEUED)
+            .bind(id)
+            .bind(now_ms)
+            .execute(p)
+            .await?
+            .rows_affected()))
+    }
+
+    /// Ends job `id` with `status` at `now_ms`, once: whether this call ended it.
+    pub async fn end_batch(
+        &self,
+        id: &str,
+        status: Status,
+        now_ms: i64,
+    ) -> Result<bool, BatchError> {
+        let n = on!(self, p => sqlx::query(sql::END_BATCH)
+            .bind(id)
+            .bind(status.as_str())
+            .bind(now_ms)
+            .execute(p)
+            .await?
+            .rows_affected());
+        Ok(n > 0)
+    }
+
+    /// Claims up to `n` items for `owner` until `now_ms + lease_ms`: queued ones, and running
+    /// ones whose lease ran out (their owner is gone), earliest job first and, within a job,
+    /// those sharing a prefix together.
+    pub async fn claim(
+        &self,
+        owner: &str,
+        n: u32,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<Vec<Claimed>, BatchError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let text = match self.pool {
+            Pool::Sqlite(_) => sql::CLAIM.replace("{lock}", ""),
+            Pool::Postgres(_) => sql::CLAIM.replace("{lock}", "FOR UPDATE SKIP LOCKED"),
+        };
+        let mut claimed = on!(self, p => sqlx::query(sqlx::AssertSqlSafe(text))
+            .bind(owner)
+            .bind(now_ms + lease_ms)
+            .bind(now_ms)
+            .bind(i64::from(n))
+            .fetch_all(p)
+            .await?
+            .iter()
+            .map(|r| -> Result<Claimed, sqlx::Error> {
+                Ok(Claimed {
+                    batch_id: r.try_get(0)?,
+                    line: r.try_get::<i64, _>(1)?.max(0) as u64,
+                    custom_id: r.try_get(2)?,
+                    body: r.try_get(3)?,
+                    epoch: r.try_get(4)?,
+                    tries: r.try_get::<i64, _>(5)?.max(0) as u64,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>())?;
+        claimed.sort_by(|a, b| (&a.batch_id, a.line).cmp(&(&b.batch_id, b.line)));
+        Ok(claimed)
+    }
+
+    /// Extends the lease of every item `owner` runs to `now_ms + lease_ms`; how many.
+    pub async fn renew(&self, owner: &str, now_ms: i64, lease_ms: i64) -> Result<u64, BatchError> {
+        Ok(on!(self, p => sqlx::query(sql::RENEW)
+            .bind(owner)
+            .bind(now_ms + lease_ms)
+            .execute(p)
+            .await?
+            .rows_affected()))
+    }
+
+    /// Puts a claimed item back in the queue unsent (it was refused before reaching an
+    /// upstream), its claim not counted; whether the claim still held.
+    pub async fn release(&self, c: &Claimed) -> Result<bool, BatchError> {
+        let n = on!(self, p => sqlx::query(sql::RELEASE)
+            .bind(&c.batch_id)
+            .bind(int(c.line))
+            .bind(c.epoch)
+            .execute(p)
+            .await?
+            .rows_affected());
+        Ok(n > 0)
+    }
+
+    /// Puts back every item in flight (for an embedded store at start: the process that
+    /// claimed them is gone); how many.
+    pub async fn requeue_running(&self) -> Result<u64, BatchError> {
+        Ok(on!(self, p => sqlx::query(sql::REQUEUE_RUNNING)
+            .execute(p)
+            .await?
+            .rows_affected()))
+    }
+
+    /// Ends a claimed item as `ending` says, at `now_ms`, if the claim still holds: whether
+    /// it did (`false`: another claim took the item, and ends it).
+    pub async fn end_item(
+        &self,
+        c: &Claimed,
+        ending: &Ending,
+        now_ms: i64,
+    ) -> Result<bool, BatchError> {
+        let (state, status, body, code, message, request_id, tokens) = match ending {
+            Ending::Answered {
+                status,
+                body,
+                request_id,
+                prompt_tokens,
+                cached_tokens,
+                completion_tokens,
+            } => (
+                if (200..300).contains(status) {
+                    "done"
+                } else {
+                    "failed"
+                },
+                Some(i64::from(*status)),
+                Some(body.as_str()),
+                None,
+                None,
+                Some(request_id.as_str()),
+                [
+                    int(*prompt_tokens),
+                    int(*cached_tokens),
+                    int(*completion_tokens),
+                ],
+            ),
+            Ending::Failed { code, message } => (
+                "failed",
+                None,
+                None,
+                Some(code.as_str()),
+                Some(message.as_str()),
+                None,
+                [0; 3],
+            ),
+        };
+        let n = on!(self, p => sqlx::query(sql::END_ITEM)
+            .bind(state)
+            .bind(status)
+            .bind(body)
+            .bind(code)
+            .bind(message)
+            .bind(request_id)
+            .bind(now_ms)
+            .bind(tokens[0])
+            .bind(tokens[1])
+            .bind(tokens[2])
+            .bind(&c.batch_id)
+            .bind(int(c.line))
+            .bind(c.epoch)
+            .execute(p)
+            .await?
+            .rows_affected());
+        Ok(n > 0)
+    }
+
+    /// The ended items of job `id`: those answered 2xx (`errors` false), or the others.
+    pub async fn results(&self, id: &str, errors: bool) -> Result<Vec<ItemResult>, BatchError> {
+        let text = if errors {
+            sql::ERROR_RESULTS
+        } else {
+            sql::OUTPUT_RESULTS
+        };
+        let rows = on!(self, p => sqlx::query(text)
+            .bind(id)
+            .fetch_all(p)
+            .await?
+            .iter()
+            .map(|r| -> Result<ItemResult, sqlx::Error> {
+                Ok(ItemResult {
+                    line: r.try_get::<i64, _>(0)?.max(0) as u64,
+                    custom_id: r.try_get(1)?,
+                    state: r.try_get(2)?,
+                    status_code: r
+                        .try_get::<Option<i64>, _>(3)?
+                        .and_then(|s| u16::try_from(s).ok()),
+                    response: r.try_get(4)?,
+                    error_code: r.try_get(5)?,
+                    error_message: r.try_get(6)?,
+                    request_id: r.try_get(7)?,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>())?;
+        Ok(rows)
+    }
+
+    /// Deletes files uploaded before `before_ms`, and jobs (with their items) that ended
+    /// before it: what is kept is bounded by the retention. How many of each.
+    pub async fn sweep(&self, before_ms: i64) -> Result<(u64, u64), BatchError> {
+        on!(self, p => {
+            let mut tx = p.begin().await?;
+            let files = sqlx::query(sql::SWEEP_FILES)
+                .bind(before_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query(sql::SWEEP_ITEMS)
+                .bind(before_ms)
+                .execute(&mut *tx)
+                .await?;
+            let batches = sqlx::query(sql::SWEEP_BATCHES)
+                .bind(before_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.commit().await?;
+            Ok((files, batches))
+        })
+    }
+}
+
+/// A count as the database's signed integer.
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,473 @@
+//! `/v1/batches`: OpenAI's Batch API over sluice's own runner. Jobs belong to the tenant
+//! that submitted them (another tenant's id is a 404); every refusal is in OpenAI's error
+//! shape, names the field (and the line), and keeps nothing.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use http::HeaderMap;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sluice_batch::state::{self, Facts};
+use sluice_batch::{BatchError, Endpoint, NewBatch, Status, StoredBatch, input, objects, progress};
+use sluice_core::{ErrorKind, GatewayError, RequestId};
+use sluice_ingress::Dialect;
+
+pub use super::files::upload as upload_file;
+pub use super::files::{content, list as list_files, remove as delete_file, retrieve as file};
+use super::{Batches, now_ms};
+use crate::Gateway;
+use crate::walk::{auth, rescue};
+
+/// The only completion window OpenAI's API takes.
+const WINDOW: &str = "24h";
+const WINDOW_MS: i64 = 86_400_000;
+
+/// How long a submission refused for a full queue is told to wait.
+const FULL_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// How often `/v1/batches/{id}/events` reports.
+const EVENTS_EVERY: Duration = Duration::from_secs(1);
+
+/// An error answered in OpenAI's shape.
+pub(crate) fn failed(e: GatewayError) -> Response {
+    rescue::error_response(&e, &RequestId::generate(), None, Dialect::Chat)
+}
+
+pub(crate) fn invalid(message: impl Into<String>, param: impl Into<String>) -> GatewayError {
+    GatewayError::new(ErrorKind::InvalidRequest, message.into()).with_param(param.into())
+}
+
+pub(crate) fn not_found(what: &str, id: &str) -> GatewayError {
+    GatewayError::new(ErrorKind::NotFound, format!("no {what} `{id}`"))
+}
+
+/// A store failure: logged, answered as sluice's own error.
+pub(crate) fn stored(e: BatchError) -> GatewayError {
+    tracing::error!(error = %e, "batch store");
+    GatewayError::new(ErrorKind::Internal, format!("the batch store failed: {e}"))
+}
+
+/// Who asks, and the batch jobs they may see.
+pub(crate) struct Scope {
+    pub(crate) batches: Arc<Batches>,
+    pub(crate) caller: auth::Caller,
+    /// The caller's tenant (`""` when requests name none).
+    pub(crate) tenant: String,
+    /// Its key's SHA-256 (hex), when it sent one.
+    key_sha256: Option<String>,
+}
+
+impl Scope {
+    /// The caller of a request with `headers`, where batch jobs are served; else the answer.
+    pub(crate) fn of(gw: &Gateway, headers: &HeaderMap) -> Result<Self, GatewayError> {
+        // The caller first: a key that is not valid is a 401 whether batch jobs are on.
+        let caller = auth::identify(gw, headers)?;
+        let Some(batches) = gw.batches.clone() else {
+            return Err(GatewayError::new(
+                ErrorKind::RouteNotFound,
+                "batch jobs are off on this gateway: they need the ledger's store ([ledger]) \
+                 and `[batches] enabled = true`",
+            ));
+        };
+        let tenant = caller.tenant.as_deref().unwrap_or_default().to_string();
+        let key_sha256 = caller
+            .key
+            .as_ref()
+            .and_then(|k| gw.tenants.keys.named(&k.spec.name))
+            .map(|(sha, _)| sha);
+        Ok(Self {
+            batches,
+            caller,
+            tenant,
+            key_sha256,
+        })
+    }
+
+    /// The caller's job `id` (404 for anyone else's).
+    pub(crate) async fn batch(&self, id: &str) -> Result<StoredBatch, GatewayError> {
+        self.batches
+            .jobs
+            .batch(Some(&self.tenant), id)
+            .await
+            .map_err(stored)?
+            .ok_or_else(|| not_found("batch", id))
+    }
+
+    /// Job `b`'s output (`errors` false) or error file.
+    pub(crate) async fn result_content(
+        &self,
+        b: &StoredBatch,
+        errors: bool,
+    ) -> Result<String, GatewayError> {
+        let results = self
+            .batches
+            .jobs
+            .results(&b.id, errors)
+            .await
+            .map_err(stored)?;
+        Ok(objects::result_content(&b.id, &results))
+    }
+}
+
+/// The `batch` object of `b` now.
+///
+/// A job whose items have all ended is ended here if the keeper has not yet done so (once,
+/// whoever sees it first), so that its status, its end time and its files agree.
+pub(crate) async fn describe(batches: &Batches, b: &StoredBatch) -> Result<Value, BatchError> {
+    let now = now_ms();
+    let counts = batches.jobs.counts(&b.id).await?;
+    let lane = batches.jobs.lane(b, now).await?;
+    let status = state::status(facts(b, now), &counts);
+    let ended;
+    let b = if b.ended.is_none() && status.is_terminal() {
+        batches.jobs.end_batch(&b.id, status, now).await?;
+        ended = batches.jobs.batch(None, &b.id).await?;
+        ended.as_ref().unwrap_or(b)
+    } else {
+        b
+    };
+    Ok(objects::batch(
+        b,
+        status,
+        &counts,
+        &progress::progress(&counts, lane),
+    ))
+}
+
+/// What a job's status is decided from, at `now`.
+pub(crate) fn facts(b: &StoredBatch, now: i64) -> Facts {
+    Facts {
+        ended: b.ended.map(|(s, _)| s),
+        cancel_asked: b.cancel_ms.is_some(),
+        window_closed: now >= b.expires_ms,
+    }
+}
+
+/// `POST /v1/batches` body.
+#[derive(Debug, Deserialize)]
+pub struct CreateBody {
+    input_file_id: Option<String>,
+    endpoint: Option<String>,
+    completion_window: Option<String>,
+    metadata: Option<Value>,
+}
+
+/// `POST /v1/batches`: a job of every line of an uploaded file; refused whole (and nothing
+/// kept) when a line calls another endpoint or a model the key may not use, or when the
+/// queue has no room for it.
+pub async fn create(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    body: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let scope = match Scope::of(&gw, &headers) {
+        Ok(s) => s,
+        Err(e) => return failed(e),
+    };
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(e) => {
+            return failed(invalid(
+                format!("the body is not a batch request: {e}"),
+                "body",
+            ));
+        }
+    };
+    match submit(&scope, body).await {
+        Ok(b) => match describe(&scope.batches, &b).await {
+            Ok(v) => {
+                scope.batches.submitted.notify_one();
+                Json(v).into_response()
+            }
+            Err(e) => failed(stored(e)),
+        },
+        Err(e) => failed(e),
+    }
+}
+
+async fn submit(scope: &Scope, body: CreateBody) -> Result<StoredBatch, GatewayError> {
+    let Some(file_id) = body.input_file_id else {
+        return Err(invalid("`input_file_id` is required", "input_file_id"));
+    };
+    let endpoint = match body.endpoint.as_deref() {
+        None => return Err(invalid("`endpoint` is required", "endpoint")),
+        Some(e) => Endpoint::parse(e).ok_or_else(|| {
+            invalid(
+                format!(
+                    "endpoint `{e}` is not one a batch can call: {}",
+                    Endpoint::listed()
+                ),
+                "endpoint",
+            )
+        })?,
+    };
+    match body.completion_window.as_deref() {
+        Some(WINDOW) => {}
+        _ => {
+            return Err(invalid(
+                "`completion_window` must be `24h`",
+                "completion_window",
+            ));
+        }
+    }
+    let metadata = metadata(body.metadata)?;
+    let jobs = &scope.batches.jobs;
+    let content = jobs
+        .file_content(&scope.tenant, &file_id)
+        .await
+        .map_err(stored)?
+        .ok_or_else(|| not_found("file", &file_id).with_param("input_file_id"))?;
+    let lines = input::check(&content, sluice_batch::Limits::default()).map_err(|errors| {
+        invalid(
+            format!(
+                "file `{file_id}` no longer reads as a batch file: {}",
+                errors.first().map(ToString::to_string).unwrap_or_default()
+            ),
+            "input_file_id",
+        )
+    })?;
+    let mut faults = Vec::new();
+    for line in &lines {
+        if line.endpoint != endpoint {
+            faults.push(format!(
+                "line {}: url `{}` is not the batch's endpoint `{}`",
+                line.number,
+                line.endpoint.path(),
+                endpoint.path()
+            ));
+        } else if let Some(model) = model_of(&line.body)
+            && let Err(e) = scope.caller.may_use(&model)
+        {
+            faults.push(format!("line {}: {}", line.number, e.message));
+        }
+    }
+    if !faults.is_empty() {
+        let n = faults.len();
+        faults.truncate(20);
+        return Err(invalid(
+            format!(
+                "{n} line{} of `{file_id}` cannot run in this batch: {}",
+                if n == 1 { "" } else { "s" },
+                faults.join("; ")
+            ),
+            "input_file_id",
+        ));
+    }
+    let queued = jobs.queued_items().await.map_err(stored)?;
+    let room = scope
+        .batches
+        .settings
+        .max_queued_items
+        .saturating_sub(queued);
+    if lines.len() as u64 > room {
+        return Err(GatewayError::new(
+            ErrorKind::Overloaded,
+            format!(
+                "the batch queue holds {queued} items of at most {}: a job of {} does not fit; \
+                 try again later",
+                scope.batches.settings.max_queued_items,
+                lines.len()
+            ),
+        )
+        .with_retry_after(FULL_RETRY_AFTER));
+    }
+    let key = scope.caller.key.as_ref().map(|k| k.spec.name.clone());
+    let key_sha256 = scope.key_sha256.clone();
+    let created_ms = now_ms();
+    let new = NewBatch {
+        id: format!("batch_{}", uuid::Uuid::now_v7().simple()),
+        tenant: scope.tenant.clone(),
+        api_key: key,
+        key_sha256,
+        endpoint,
+        input_file_id: file_id,
+        created_ms,
+        expires_ms: created_ms.saturating_add(WINDOW_MS),
+        metadata,
+    };
+    jobs.add_batch(&new, &lines).await.map_err(stored)?;
+    scope.batch(&new.id).await
+}
+
+/// The `model` a line's body names.
+fn model_of(body: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Model {
+        model: Option<String>,
+    }
+    serde_json::from_str::<Model>(body)
+        .ok()
+        .and_then(|m| m.model)
+}
+
+/// OpenAI's metadata: at most 16 string pairs, keys up to 64 characters, values up to 512.
+fn metadata(m: Option<Value>) -> Result<Option<String>, GatewayError> {
+    let Some(m) = m.filter(|m| !m.is_null()) else {
+        return Ok(None);
+    };
+    let Some(map) = m.as_object() else {
+        return Err(invalid(
+            "`metadata` must be an object of strings",
+            "metadata",
+        ));
+    };
+    if map.len() > 16 {
+        return Err(invalid("`metadata` holds at most 16 pairs", "metadata"));
+    }
+    for (k, v) in map {
+        let fine = k.chars().count() <= 64 && v.as_str().is_some_and(|s| s.chars().count() <= 512);
+        if !fine {
+            return Err(invalid(
+                format!("metadata `{k}`: keys are up to 64 characters, values strings up to 512"),
+                "metadata",
+            ));
+        }
+    }
+    Ok(Some(m.to_string()))
+}
+
+/// `GET /v1/batches/{id}`: OpenAI's object, with the job's progress under `sluice`.
+pub async fn retrieve(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let scope = match Scope::of(&gw, &headers) {
+        Ok(s) => s,
+        Err(e) => return failed(e),
+    };
+    match scope.batch(&id).await {
+        Ok(b) => match describe(&scope.batches, &b).await {
+            Ok(v) => Json(v).into_response(),
+            Err(e) => failed(stored(e)),
+        },
+        Err(e) => failed(e),
+    }
+}
+
+/// `POST /v1/batches/{id}/cancel`: queued items end at once, running ones finish.
+pub async fn cancel(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let scope = match Scope::of(&gw, &headers) {
+        Ok(s) => s,
+        Err(e) => return failed(e),
+    };
+    let cancelled = async {
+        let b = scope.batch(&id).await?;
+        if b.ended.is_some() {
+            return Err(GatewayError::new(
+                ErrorKind::Conflict,
+                format!("batch `{id}` has already ended; it cannot be cancelled"),
+            ));
+        }
+        let jobs = &scope.batches.jobs;
+        let b = jobs
+            .cancel(&scope.tenant, &id, now_ms())
+            .await
+            .map_err(stored)?
+            .ok_or_else(|| not_found("batch", &id))?;
+        describe(&scope.batches, &b).await.map_err(stored)
+    };
+    match cancelled.await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => failed(e),
+    }
+}
+
+/// `GET /v1/batches` query.
+#[derive(Debug, Default, Deserialize)]
+pub struct ListQuery {
+    after: Option<String>,
+    limit: Option<u32>,
+}
+
+/// `GET /v1/batches`: the tenant's jobs, newest first, by pages (`after`, `limit` 1-100).
+pub async fn list(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let scope = match Scope::of(&gw, &headers) {
+        Ok(s) => s,
+        Err(e) => return failed(e),
+    };
+    let Ok(Query(q)) = query else {
+        return failed(invalid("`limit` must be a whole number", "limit"));
+    };
+    let limit = q.limit.unwrap_or(20);
+    if !(1..=100).contains(&limit) {
+        return failed(invalid("`limit` must be from 1 to 100", "limit"));
+    }
+    let listed = async {
+        let mut rows = scope
+            .batches
+            .jobs
+            .batches(&scope.tenant, q.after.as_deref(), limit + 1)
+            .await?;
+        let has_more = rows.len() > limit as usize;
+        rows.truncate(limit as usize);
+        let mut data = Vec::with_capacity(rows.len());
+        for b in &rows {
+            data.push(describe(&scope.batches, b).await?);
+        }
+        Ok::<_, BatchError>(json!({
+            "object": "list",
+            "data": data,
+            "first_id": rows.first().map(|b| &b.id),
+            "last_id": rows.last().map(|b| &b.id),
+            "has_more": has_more,
+        }))
+    };
+    match listed.await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => failed(stored(e)),
+    }
+}
+
+/// `GET /v1/batches/{id}/events`: the job's object as an SSE `progress` event every second,
+/// until it ends (the last event has its final status).
+pub async fn events(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let scope = match Scope::of(&gw, &headers) {
+        Ok(s) => s,
+        Err(e) => return failed(e),
+    };
+    if let Err(e) = scope.batch(&id).await {
+        return failed(e);
+    }
+    let stream = futures::stream::unfold(Some(scope), move |scope| {
+        let id = id.clone();
+        async move {
+            let scope = scope?;
+            let b = scope.batch(&id).await.ok()?;
+            let v = describe(&scope.batches, &b).await.ok()?;
+            let ended = v["status"]
+                .as_str()
+                .and_then(Status::parse)
+                .is_some_and(Status::is_terminal);
+            let event = Event::default().event("progress").data(v.to_string());
+            let next = if ended {
+                None
+            } else {
+                tokio::time::sleep(EVENTS_EVERY).await;
+                Some(scope)
+            };
+            Some((Ok::<_, Infallible>(event), next))
+        }
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
