@@ -11,15 +11,17 @@
 //! - [`progress`]: where a job stands in the batch lane and when it will end;
 //! - [`objects`]: OpenAI's `file` and `batch` objects and the output lines, as written out.
 
+pub mod counts;
 pub mod input;
 pub mod objects;
 pub mod progress;
 pub mod state;
 pub mod store;
 
+pub use counts::Counts;
 pub use input::{Endpoint, Limits, Line, LineError};
 pub use state::Status;
-pub use store::{Claimed, Counts, Ending, Jobs, NewBatch, NewFile, StoredBatch, StoredFile};
+pub use store::{Claimed, Ending, Jobs, NewBatch, NewFile, StoredBatch, StoredFile};
 
 /// What can go wrong with the job store.
 #[derive(Debug, thiserror::Error)]

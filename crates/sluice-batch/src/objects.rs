@@ -3,9 +3,10 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::counts::Counts;
 use crate::progress::Progress;
 use crate::state::Status;
-use crate::store::{Counts, ItemResult, StoredBatch, StoredFile};
+use crate::store::{ItemResult, StoredBatch, StoredFile};
 
 /// Seconds from milliseconds, as OpenAI's timestamps are.
 fn secs(ms: i64) -> i64 {

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::store::Counts;
+use crate::counts::Counts;
 
 /// The window the drain rate is measured over, in milliseconds.
 pub const RATE_WINDOW_MS: i64 = 60_000;

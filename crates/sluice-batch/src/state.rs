@@ -1,7 +1,7 @@
 //! A job's status: decided from its items' counts, its window and the clock, never kept
 //! apart from them except once it has ended (so `completed_at` and the like stay put).
 
-use crate::store::Counts;
+use crate::counts::Counts;
 
 /// OpenAI's batch statuses (`validating` is never seen: a file is checked when uploaded and
 /// a job is made valid or not at all).

@@ -11,6 +11,7 @@
 use sluice_ledger::Database;
 use sqlx::{PgPool, Row, SqlitePool};
 
+use crate::counts::Counts;
 use crate::input::Line;
 use crate::state::Status;
 use crate::{BatchError, progress};
@@ -19,9 +20,7 @@ mod records;
 mod rows;
 mod sql;
 
-pub use records::{
-    Claimed, Counts, Ending, ItemResult, NewBatch, NewFile, StoredBatch, StoredFile,
-};
+pub use records::{Claimed, Ending, ItemResult, NewBatch, NewFile, StoredBatch, StoredFile};
 use rows::{stored_batch, stored_file};
 
 /// The pool, whichever database it is.
