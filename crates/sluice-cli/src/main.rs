@@ -1,6 +1,8 @@
 //! `sluice`: the LLM gateway's command line: serve, check a config, simulate upstreams,
 //! generate load, rehearse scenarios, and the demo.
 
+mod batch_cmd;
+mod bench_batch;
 mod bench_cmd;
 mod bench_forward;
 mod bench_ledger;
@@ -86,6 +88,13 @@ enum Command {
     /// What changed between the last window of calls and the baseline before it, from a
     /// running gateway's `/admin/diagnose`, in plain words.
     Diagnose(Box<diagnose_cmd::DiagnoseArgs>),
+    /// Batch jobs on a running gateway: submit a file, follow it, read its results, cancel.
+    Batch {
+        #[command(flatten)]
+        gateway: batch_cmd::Gateway,
+        #[command(subcommand)]
+        command: batch_cmd::BatchCommand,
+    },
     /// Service-level objectives.
     Slo {
         #[command(subcommand)]
@@ -137,6 +146,8 @@ enum BenchCommand {
     Overhead(bench_overhead::OverheadArgs),
     /// The load generator's own capacity against the simulator.
     Loadgen(bench_loadgen::LoadgenArgs),
+    /// A batch job beside interactive traffic on a rate-limited provider (and a kill -9).
+    Batch(bench_batch::BatchArgs),
     /// How many calls a second the embedded usage ledger settles.
     Ledger(bench_ledger::LedgerArgs),
     /// The semantic cache: precision and hit rate on labelled question pairs, lookup cost.
@@ -205,6 +216,10 @@ fn main() -> ExitCode {
             which: Some(BenchCommand::Semantic(a)),
             ..
         } => bench_semantic::run(&a),
+        Command::Bench {
+            which: Some(BenchCommand::Batch(a)),
+            ..
+        } => bench_batch::run(&a),
         Command::Bench { which: None, load } => bench_cmd::load(&load),
         Command::Scenario {
             command: ScenarioCommand::List,
@@ -221,6 +236,7 @@ fn main() -> ExitCode {
             command: ConfigCommand::Check { file, strict },
         } => config_cmd::check(&file, strict),
         Command::Diagnose(a) => diagnose_cmd::run(&a),
+        Command::Batch { gateway, command } => batch_cmd::run(&gateway, &command),
         Command::Slo {
             command: SloCommand::Rules { config, out, speed },
         } => slo_cmd::rules(&config, out.as_deref(), speed),

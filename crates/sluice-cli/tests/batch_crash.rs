@@ -354,3 +354,68 @@ async fn the_openai_sdks_file_and_batch_calls_work_unchanged() {
     assert!(stdout.contains("checks passed"), "{stdout}");
     println!("{stdout}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batch_command_submits_follows_and_reads_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let stack = Stack::new(
+        dir.path(),
+        "[ledger]\nstore = \"sqlite\"\npath = \"ledger.db\"",
+        vec![],
+    );
+    let gw = stack.gateway().await;
+    let file = dir.path().join("in.jsonl");
+    std::fs::write(&file, lines(10)).unwrap();
+    let url = stack.url.clone();
+    let sluice = move |args: Vec<String>| {
+        let url = url.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                Command::new(env!("CARGO_BIN_EXE_sluice"))
+                    .arg("batch")
+                    .args(&args)
+                    .args(["--url", &url])
+                    .output()
+                    .unwrap()
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let out = sluice(vec![
+        "submit".into(),
+        file.display().to_string(),
+        "--watch".into(),
+    ])
+    .await;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = text.lines().next().unwrap().to_string();
+    assert!(id.starts_with("batch_"), "{text}");
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.contains("completed: queued 0/10, 0 running, 10 done, 0 failed"),
+        "{text}"
+    );
+    let out = sluice(vec!["status".into(), id.clone()]).await;
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with(&format!("{id} completed")));
+    let out = sluice(vec!["results".into(), id.clone()]).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 10);
+    // No item failed: no error file, and the command says so.
+    let out = sluice(vec!["results".into(), id.clone(), "--errors".into()]).await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no error file"));
+    // An ended job cannot be cancelled: the gateway's reason is printed.
+    let out = sluice(vec!["cancel".into(), id.clone()]).await;
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("409"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    kill(gw);
+}

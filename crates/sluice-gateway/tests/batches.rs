@@ -433,6 +433,12 @@ async fn cancelling_mid_run_ends_what_is_queued_and_keeps_what_ran() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The admin view (the dashboard's) lists it, with its tenant and progress.
+    let (status, open, _) = call(&b, "GET", "/admin/batches", "anyone", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(open["data"][0]["id"], id.as_str(), "{open}");
+    assert_eq!(open["data"][0]["tenant"], "acme");
+    assert!(open["data"][0]["sluice"]["done"].as_u64().unwrap() >= 2);
     let (status, cancelling, _) = call(
         &b,
         "POST",

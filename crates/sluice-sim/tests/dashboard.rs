@@ -1,7 +1,8 @@
 //! The live dashboard in a real browser (Debian's `chromium`, headless, which `scripts/test`
 //! installs): sluice on a loopback port in front of simulated upstreams, a few hundred
 //! requests through it, then the page loaded. It loads with no script error, polls, and its
-//! numbers are those of `/admin/latency`, `/admin/slo` and `/metrics`; a screenshot is saved.
+//! numbers are those of `/admin/latency`, `/admin/slo` and `/metrics`, and a batch job that
+//! runs meanwhile has its bar; a screenshot is saved.
 //! On the wall clock (a browser cannot run in virtual time): every wait is bounded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -60,6 +61,52 @@ async fn chromium(url: &str, budget: u32, args: &[&str]) -> (String, String) {
     )
 }
 
+/// Uploads `n` small requests as a batch job of tenant `docs`; its id.
+async fn submit_job(client: &reqwest::Client, addr: std::net::SocketAddr, n: usize) -> String {
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            json!({"custom_id": format!("doc-{i}"), "method": "POST", "url": "/v1/chat/completions",
+                "body": {"model": "slow", "messages": [{"role": "user", "content": format!("document {i}")}]}})
+            .to_string()
+        })
+        .collect();
+    let boundary = "sluice-dashboard-boundary";
+    let body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"docs.jsonl\"\r\n\r\n\
+         {}\r\n--{boundary}--\r\n",
+        lines.join("\n")
+    );
+    let file: Value = client
+        .post(format!("http://{addr}/v1/files"))
+        .header("x-sluice-tenant", "docs")
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let job: Value = client
+        .post(format!("http://{addr}/v1/batches"))
+        .header("x-sluice-tenant", "docs")
+        .json(&json!({"input_file_id": file["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    job["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{job}"))
+        .to_string()
+}
+
 /// The `data-key` cells of the page: (key, text).
 fn cells(dom: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -103,7 +150,9 @@ fn metric(text: &str, name: &str, with: &str) -> f64 {
 async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
     let now = Instant::now();
     let mut b = GatewayBuilder::new().seed(4);
-    for (name, ms) in [("east", 30), ("west", 60)] {
+    // `slowpoke` answers in minutes: the batch job's one item in flight never ends while
+    // the page is compared with the gateway's figures.
+    for (name, ms) in [("east", 30), ("west", 60), ("slowpoke", 300_000)] {
         let spec = UpstreamSpec {
             ttft_median: Duration::from_millis(ms),
             ttft_sigma: 0.4,
@@ -120,7 +169,28 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
         cache_write: Micros(2_000_000),
         output: Micros(8_000_000),
     };
+    // A ledger, and batch jobs in it: one job runs slowly (an item at a time) while the page
+    // is loaded, so it shows with its bar.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(sluice_ledger::AnyStore::Sqlite(
+        sluice_ledger::SqliteStore::open(
+            &dir.path().join("ledger.db"),
+            sluice_ledger::Durability::Process,
+        )
+        .await
+        .unwrap(),
+    ));
+    let (ledger, _writer) = sluice_ledger::Ledger::start(store.clone());
+    let jobs = sluice_batch::Jobs::open(store.database()).await.unwrap();
+    let settings = sluice_gateway::batches::BatchSettings {
+        concurrency: 1,
+        poll: Duration::from_millis(50),
+        ..Default::default()
+    };
     let gw = b
+        .ledger(ledger, store)
+        .batches(jobs, settings, None)
+        .model("slow", vec![deployment("slowpoke", "m")])
         .model(
             "chat",
             vec![deployment("east", "m"), deployment("west", "m")],
@@ -139,9 +209,11 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
         })
         .build()
         .unwrap();
+    let runner = tokio::spawn(sluice_gateway::batches::runner::run(gw.clone()));
     let serving = Serving::start(gw).await;
     let addr = serving.addr;
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let job = submit_job(&client, addr, 2_000).await;
     let system = "You review contracts against the rule book. ".repeat(120);
     let calls: Vec<_> = (0..300)
         .map(|i| {
@@ -281,6 +353,12 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
         want > 50.0 && (shown - want).abs() < 0.1,
         "page {shown}%, /metrics {want:.2}%"
     );
+    // The running job has its row, its tenant and its bar.
+    let job_row = row(&dom, &job);
+    assert_eq!(job_row[0], "docs", "{job_row:?}");
+    assert_eq!(job_row[1], "in_progress", "{job_row:?}");
+    assert!(dom.contains("<progress value=\""), "no bar");
+    runner.abort();
     // A screenshot was taken.
     let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
     assert!(

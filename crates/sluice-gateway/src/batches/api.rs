@@ -471,3 +471,27 @@ pub async fn events(
         .keep_alive(KeepAlive::default())
         .into_response()
 }
+
+/// `GET /admin/batches`: every tenant's jobs that have not ended, each with its tenant and
+/// progress (for the dashboard's bars). 404 where batch jobs are off.
+pub async fn open_jobs(State(gw): State<Arc<Gateway>>) -> Response {
+    let Some(batches) = gw.batches.clone() else {
+        return failed(GatewayError::new(
+            ErrorKind::RouteNotFound,
+            "batch jobs are off on this gateway",
+        ));
+    };
+    let listed = async {
+        let mut data = Vec::new();
+        for b in batches.jobs.open_batches().await? {
+            let mut v = describe(&batches, &b).await?;
+            v["tenant"] = json!(b.tenant);
+            data.push(v);
+        }
+        Ok::<_, BatchError>(json!({"object": "list", "data": data}))
+    };
+    match listed.await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => failed(stored(e)),
+    }
+}

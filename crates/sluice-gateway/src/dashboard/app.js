@@ -1,5 +1,5 @@
-// The live dashboard: polls /admin/latency, /admin/slo, /admin/usage and /metrics every two
-// seconds and draws what they say. No library, no CDN: everything is in this file.
+// The live dashboard: polls /admin/latency, /admin/slo, /admin/usage, /admin/batches and
+// /metrics every two seconds and draws what they say. No library, no CDN: everything is in this file.
 "use strict";
 
 const POLL_MS = 2000;
@@ -230,6 +230,31 @@ function drawSlos(slos) {
   table("slos", ["SLO", "objective", "good", "bad", "budget left"], rows);
 }
 
+// Jobs that have not ended, each with a bar of its items ended and its line ("queued 47/200").
+function drawBatches(jobs) {
+  const t = document.getElementById("batches");
+  if (jobs === null) {
+    table("batches", ["job"], [["batch jobs are off on this gateway"]]);
+    return;
+  }
+  const rows = (jobs.data || []).map(j => {
+    const p = j.sluice || {};
+    const ended = (p.done || 0) + (p.failed || 0) + (p.cancelled || 0);
+    const eta = p.eta_seconds === null || p.eta_seconds === undefined ? "-" : Math.round(p.eta_seconds) + " s";
+    return [j.id, j.tenant || "-", j.status, { bar: ended, of: p.total || 0 }, p.line || "-",
+      String(p.ahead || 0), (p.per_second || 0).toFixed(1), eta];
+  });
+  table("batches", ["job", "tenant", "status", "progress", "queued", "ahead", "items/s", "ETA"],
+    rows.map(r => r.map(c => (c && c.bar !== undefined) ? (c.bar + "/" + c.of) : c)));
+  // The progress cells as bars.
+  t.querySelectorAll("tr").forEach((tr, i) => {
+    if (i === 0 || !rows[i - 1]) return;
+    const cell = tr.children[3];
+    const bar = el("progress", undefined, { value: String(rows[i - 1][3].bar), max: String(rows[i - 1][3].of || 1) });
+    cell.replaceChildren(bar, el("span", " " + cell.textContent));
+  });
+}
+
 async function fetchJson(path) {
   const r = await fetch(path, { headers });
   if (r.status === 404) return null;
@@ -239,11 +264,12 @@ async function fetchJson(path) {
 
 async function poll() {
   try {
-    const [latency, metricsText, slos, usage] = await Promise.all([
+    const [latency, metricsText, slos, usage, jobs] = await Promise.all([
       fetchJson("/admin/latency"),
       fetch("/metrics").then(r => r.text()),
       fetchJson("/admin/slo"),
       fetchJson("/admin/usage?group_by=tenant"),
+      fetchJson("/admin/batches"),
     ]);
     const now = Date.now();
     const samples = parseMetrics(metricsText);
@@ -252,6 +278,7 @@ async function poll() {
     drawGauges(samples, now);
     drawSpend(samples, usage);
     drawSlos(slos);
+    drawBatches(jobs);
     state.previous = new Map(samples.map(s => [key(s), s.value]));
     state.previousAt = now;
     count("updates");

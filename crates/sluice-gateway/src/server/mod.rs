@@ -36,6 +36,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/admin/prefixes", get(admin::prefixes::show))
         .route("/admin/diagnose", get(admin::diagnose::show))
         .route("/admin/slo", get(admin::slo::show))
+        .route("/admin/batches", get(batches::api::open_jobs))
         .route(
             "/admin/cache",
             get(cache_api::show).delete(cache_api::purge),
