@@ -72,7 +72,8 @@ pub fn status(facts: Facts, counts: &Counts) -> Status {
         (true, _, _) => Status::Cancelling,
         (false, 0, _) if counts.expired > 0 => Status::Expired,
         (false, 0, _) => Status::Completed,
-        (false, _, 0) if facts.window_closed && counts.queued > 0 => Status::Expired,
+        // A closed window with items left: in progress until the keeper has expired them,
+        // so that the job ends once, with every item ended.
         _ => Status::InProgress,
     }
 }
@@ -94,7 +95,8 @@ pub fn due(facts: Facts, counts: &Counts) -> Due {
     if facts.ended.is_some() {
         return Due::Wait;
     }
-    if facts.window_closed && !facts.cancel_asked && counts.queued > 0 {
+    // Running items may be held by a gateway that died: their lapsed claims expire too.
+    if facts.window_closed && !facts.cancel_asked && counts.queued + counts.running > 0 {
         return Due::ExpireQueued;
     }
     match status(facts, counts) {
@@ -149,6 +151,7 @@ mod tests {
             ..OPEN
         };
         assert_eq!(due(closed, &counts(5, 1, 2, 0)), Due::ExpireQueued);
+        assert_eq!(status(closed, &counts(5, 0, 2, 0)), Status::InProgress);
         assert_eq!(status(closed, &counts(0, 1, 2, 5)), Status::InProgress);
         assert_eq!(due(closed, &counts(0, 0, 3, 5)), Due::End(Status::Expired));
         // Every item ran before the window closed: completed.

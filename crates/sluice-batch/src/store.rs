@@ -164,7 +164,8 @@ impl Jobs {
                         .push_bind(line.custom_id.clone())
                         .push_bind(line.body.clone())
                         .push_bind(b.created_ms)
-                        .push_bind(i64::from(line.prefix));
+                        .push_bind(i64::from(line.prefix))
+                        .push_bind(b.expires_ms);
                 });
                 q.push(") AS v");
                 q.build().execute(&mut *tx).await?;
@@ -301,7 +302,8 @@ impl Jobs {
         self.batch(Some(tenant), id).await
     }
 
-    /// Ends the queued items of job `id` as expired, at `now_ms`; how many.
+    /// Ends the queued items of job `id` as expired, at `now_ms`, and those running under a
+    /// claim that lapsed; how many.
     pub async fn expire_queued(&self, id: &str, now_ms: i64) -> Result<u64, BatchError> {
         Ok(on!(self, p => sqlx::query(sql::EXPIRE_QUEUED)
             .bind(id)
@@ -329,8 +331,8 @@ impl Jobs {
     }
 
     /// Claims up to `n` items for `owner` until `now_ms + lease_ms`: queued ones, and running
-    /// ones whose lease ran out (their owner is gone), earliest job first and, within a job,
-    /// those sharing a prefix together.
+    /// ones whose lease ran out (their owner is gone), of jobs whose window is open, earliest
+    /// job first and, within a job, those sharing a prefix together.
     pub async fn claim(
         &self,
         owner: &str,

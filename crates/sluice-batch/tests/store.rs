@@ -295,15 +295,30 @@ async fn a_closed_window_expires_what_is_queued(jobs: Jobs) {
     jobs.add_batch(&batch("batch_1", 1_000), &lines(4))
         .await
         .unwrap();
-    let one = jobs.claim("a", 1, 10_000, 5_000).await.unwrap();
+    // One item runs under a live claim, one under a claim that lapsed (its gateway died).
+    let one = jobs.claim("a", 1, 10_000, 50_000).await.unwrap();
+    let lapsed = jobs.claim("b", 1, 10_000, 1_000).await.unwrap();
     assert_eq!(jobs.expire_queued("batch_1", 20_000).await.unwrap(), 3);
     assert!(
         jobs.end_item(&one[0], &answered(200), 20_100)
             .await
             .unwrap()
     );
+    assert!(
+        !jobs
+            .end_item(&lapsed[0], &answered(200), 20_100)
+            .await
+            .unwrap()
+    );
     let c = jobs.counts("batch_1").await.unwrap();
     assert_eq!((c.done, c.expired, c.queued), (1, 3, 0));
+    // Nothing of a job whose window closed is claimed, even before the keeper expires it.
+    let closed = NewBatch {
+        expires_ms: 5_000,
+        ..batch("batch_2", 2_000)
+    };
+    jobs.add_batch(&closed, &lines(2)).await.unwrap();
+    assert!(jobs.claim("a", 5, 6_000, 1_000).await.unwrap().is_empty());
 }
 
 async fn old_files_and_ended_jobs_are_swept(jobs: Jobs) {

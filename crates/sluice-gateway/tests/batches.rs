@@ -543,3 +543,222 @@ async fn an_item_whose_upstream_keeps_failing_ends_failed_within_the_retry_budge
     let lines = lines_of(&text);
     assert_eq!(lines[0]["response"]["status_code"], 502, "{lines:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_over_the_limit_is_refused_and_nothing_kept() {
+    let b = start(
+        BatchSettings {
+            max_file_bytes: 1_000,
+            ..quick()
+        },
+        |b| b,
+    )
+    .await;
+    let (status, err) = upload(&b, "acme", &file_of(20)).await;
+    assert_eq!(status, 413, "{err}");
+    assert_eq!(err["error"]["param"], "file");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("1000 bytes")
+    );
+    let (_, files, _) = call(&b, "GET", "/v1/files", "acme", None).await;
+    assert_eq!(files["data"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_events_stream_reports_progress_until_the_job_ends() {
+    let b = start(quick(), |b| b).await;
+    let job = submit(&b, "acme", &file_of(4)).await;
+    let id = job["id"].as_str().unwrap();
+    // Read to its end: the stream closes once the job has ended, its last event saying so.
+    let (status, _, text) =
+        call(&b, "GET", &format!("/v1/batches/{id}/events"), "acme", None).await;
+    assert_eq!(status, 200);
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(text.contains("event: progress"), "{text}");
+    let last = events.last().unwrap();
+    assert_eq!(last["status"], "completed", "{text}");
+    assert_eq!(last["sluice"]["line"], "queued 0/4");
+    let (status, _, _) = call(
+        &b,
+        "GET",
+        &format!("/v1/batches/{id}/events"),
+        "globex",
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_revoked_mid_job_runs_none_of_its_remaining_items() {
+    const SECRET: &str = "sk-sluice-batch-key";
+    let b = start(
+        BatchSettings {
+            concurrency: 1,
+            ..quick()
+        },
+        |b| {
+            b.admin_token("admin-secret").key(
+                sluice_economy::KeySpec {
+                    name: "acme-batch".into(),
+                    tenant: std::sync::Arc::from("acme"),
+                    lane: None,
+                    models: vec![],
+                },
+                &sluice_economy::keys::hash_hex(SECRET),
+            )
+        },
+    )
+    .await;
+    for _ in 0..10 {
+        b.r.a.push(400, true);
+    }
+    let auth = format!("Bearer {SECRET}");
+    let body = format!(
+        "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n\
+         --{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n\r\n{}\r\n--{BOUNDARY}--\r\n",
+        file_of(5)
+    );
+    let req = http::Request::post("/v1/files")
+        .header("authorization", &auth)
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={BOUNDARY}"),
+        )
+        .body(Body::from(body))
+        .unwrap();
+    let resp = b.r.router.clone().oneshot(req).await.unwrap();
+    let file: Value =
+        serde_json::from_slice(&resp.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    let req = http::Request::post("/v1/batches")
+        .header("authorization", &auth)
+        .header("content-type", "application/json")
+        .body(Body::from(
+            json!({"input_file_id": file["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"}).to_string(),
+        ))
+        .unwrap();
+    let resp = b.r.router.clone().oneshot(req).await.unwrap();
+    let job: Value =
+        serde_json::from_slice(&resp.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    let id = job["id"].as_str().unwrap().to_string();
+    // While its first item runs, the key is revoked.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let req = http::Request::delete("/admin/keys/acme-batch")
+        .header("authorization", "Bearer admin-secret")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(b.r.router.clone().oneshot(req).await.unwrap().status(), 200);
+    // Its tenant's only key is gone: the job is read from the store.
+    let jobs = Jobs::open(b.store.database()).await.unwrap();
+    let mut counts = jobs.counts(&id).await.unwrap();
+    for _ in 0..1_500 {
+        if counts.queued + counts.running == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        counts = jobs.counts(&id).await.unwrap();
+    }
+    assert!(counts.done <= 1, "{counts:?}");
+    assert_eq!(counts.failed + counts.done, 5, "{counts:?}");
+    let errors = jobs.results(&id, true).await.unwrap();
+    let text = sluice_batch::objects::result_content(&id, &errors);
+    let lines = lines_of(&text);
+    assert!(
+        lines.iter().all(|l| l["error"]["code"] == "invalid_api_key"
+            && l["error"]["message"].as_str().unwrap().contains("revoked")),
+        "{lines:?}"
+    );
+    assert!(b.r.a.calls() <= 1, "nothing more went upstream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batch_window_slo_counts_each_ended_job_once() {
+    use sluice_telemetry::slo::{Objective, Slo};
+    let slo = Slo {
+        name: "jobs_in_window".into(),
+        objective: Objective::BatchWindow { target: 0.99 },
+        lanes: Vec::new(),
+        groups: Vec::new(),
+    };
+    let b = start(quick(), |b| b.slo(slo)).await;
+    // A job whose window has already closed (as if it had waited a day): none of its items
+    // is sent, and the keeper ends it expired.
+    let jobs = Jobs::open(b.store.database()).await.unwrap();
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    let lines = sluice_batch::input::check(&file_of(3), sluice_batch::Limits::default()).unwrap();
+    let late = sluice_batch::NewBatch {
+        id: "batch_late".into(),
+        tenant: "acme".into(),
+        api_key: None,
+        key_sha256: None,
+        endpoint: sluice_batch::Endpoint::Chat,
+        input_file_id: "file-gone".into(),
+        created_ms: now - 86_400_000,
+        expires_ms: now - 1,
+        metadata: None,
+    };
+    jobs.add_batch(&late, &lines).await.unwrap();
+    let on_time = submit(&b, "acme", &file_of(3)).await;
+    let expired = ended(&b, "acme", "batch_late").await;
+    assert_eq!(expired["status"], "expired", "{expired}");
+    assert_eq!(
+        expired["request_counts"],
+        json!({"total": 3, "completed": 0, "failed": 3})
+    );
+    let (_, _, text) = call(
+        &b,
+        "GET",
+        "/v1/files/file-batch_late-errors/content",
+        "acme",
+        None,
+    )
+    .await;
+    assert!(
+        lines_of(&text)
+            .iter()
+            .all(|l| l["error"]["code"] == "batch_expired")
+    );
+    ended(&b, "acme", on_time["id"].as_str().unwrap()).await;
+    // Read again and again: each job is counted once, by whoever ended it.
+    for _ in 0..3 {
+        call(&b, "GET", "/v1/batches", "acme", None).await;
+    }
+    assert_eq!(b.r.a.calls(), 3, "nothing of the late job went upstream");
+    let (_, slos, _) = call(&b, "GET", "/admin/slo", "acme", None).await;
+    let s = &slos["slos"][0];
+    assert_eq!(
+        (
+            s["name"].as_str(),
+            s["kind"].as_str(),
+            s["good"].as_u64(),
+            s["bad"].as_u64()
+        ),
+        (
+            Some("jobs_in_window"),
+            Some("batch_window"),
+            Some(1),
+            Some(1)
+        ),
+        "{slos}"
+    );
+    let metrics = crate::scripted::scrape(&b.r.router).await;
+    assert!(
+        metrics.lines().any(|l| l.starts_with(
+            "sluice_slo_events_total{slo=\"jobs_in_window\",outcome=\"bad\",culprit=\"sluice_queueing\"} 1"
+        )),
+        "{metrics}"
+    );
+}

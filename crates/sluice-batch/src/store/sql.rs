@@ -14,6 +14,7 @@ pub(super) const SCHEMA: &[&str] = &[
     "CREATE INDEX IF NOT EXISTS sluice_batches_tenant ON sluice_batches (tenant, created_ms)",
     "CREATE TABLE IF NOT EXISTS sluice_batch_items (batch_id TEXT NOT NULL, \
      line BIGINT NOT NULL, custom_id TEXT NOT NULL, body TEXT NOT NULL, ord BIGINT NOT NULL, \
+     expires_ms BIGINT NOT NULL, \
      prefix BIGINT NOT NULL, state TEXT NOT NULL, owner TEXT, lease_ms BIGINT, \
      epoch BIGINT NOT NULL, tries BIGINT NOT NULL, status_code BIGINT, response TEXT, \
      error_code TEXT, error_message TEXT, request_id TEXT, ended_ms BIGINT, \
@@ -58,14 +59,14 @@ pub(super) const ADD_BATCH: &str = "INSERT INTO sluice_batches (id, tenant, api_
     key_sha256, endpoint, input_file_id, created_ms, expires_ms, metadata, total) \
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 
-/// Items in one `INSERT` (6 values each: well under SQLite's 32,766 variables).
+/// Items in one `INSERT` (7 values each: well under SQLite's 32,766 variables).
 pub(super) const ITEMS_PER_INSERT: usize = 500;
 
 /// Followed by the rows' values.
 pub(super) const ADD_ITEMS: &str = "INSERT INTO sluice_batch_items (batch_id, line, \
-    custom_id, body, ord, prefix, state, epoch, tries, prompt_tokens, cached_tokens, \
-    completion_tokens) SELECT column1, column2, column3, column4, column5, column6, \
-    'queued', 0, 0, 0, 0, 0 FROM (";
+    custom_id, body, ord, prefix, expires_ms, state, epoch, tries, prompt_tokens, \
+    cached_tokens, completion_tokens) SELECT column1, column2, column3, column4, column5, \
+    column6, column7, 'queued', 0, 0, 0, 0, 0 FROM (";
 
 /// A job's columns, as `stored_batch` reads them.
 macro_rules! batch_columns {
@@ -116,8 +117,11 @@ pub(super) const ASK_CANCEL: &str = "UPDATE sluice_batches SET cancel_ms = $3 \
 pub(super) const CANCEL_QUEUED: &str = "UPDATE sluice_batch_items SET state = 'cancelled', \
     ended_ms = $2 WHERE batch_id = $1 AND state = 'queued'";
 
+/// Queued items, and running ones whose claim lapsed (their gateway died): never sent
+/// again past the window.
 pub(super) const EXPIRE_QUEUED: &str = "UPDATE sluice_batch_items SET state = 'expired', \
-    ended_ms = $2 WHERE batch_id = $1 AND state = 'queued'";
+    ended_ms = $2, owner = NULL, lease_ms = NULL WHERE batch_id = $1 \
+    AND (state = 'queued' OR (state = 'running' AND lease_ms < $2))";
 
 pub(super) const END_BATCH: &str = "UPDATE sluice_batches SET ended_status = $2, ended_ms = $3 \
     WHERE id = $1 AND ended_status IS NULL";
@@ -126,7 +130,7 @@ pub(super) const END_BATCH: &str = "UPDATE sluice_batches SET ended_status = $2,
 pub(super) const CLAIM: &str = "UPDATE sluice_batch_items SET state = 'running', owner = $1, \
     lease_ms = $2, epoch = epoch + 1, tries = tries + 1 \
     WHERE (batch_id, line) IN (SELECT batch_id, line FROM sluice_batch_items \
-    WHERE state = 'queued' OR (state = 'running' AND lease_ms < $3) \
+    WHERE (state = 'queued' OR (state = 'running' AND lease_ms < $3)) AND expires_ms > $3 \
     ORDER BY ord, batch_id, prefix, line LIMIT $4 {lock}) \
     RETURNING batch_id, line, custom_id, body, epoch, tries";
 

@@ -35,6 +35,8 @@ pub enum SloKind {
     Availability,
     /// The share of prompt tokens the provider's cache served.
     PromptCacheShare,
+    /// The share of batch jobs that finished within their window.
+    BatchWindow,
 }
 
 /// Which latency a latency SLO bounds.
@@ -103,6 +105,7 @@ pub(super) fn check(
             SloKind::PromptCacheShare => {
                 need("floor", s.floor.is_some(), "prompt_cache_share");
             }
+            SloKind::BatchWindow => need("objective", s.objective.is_some(), "batch_window"),
         }
         if let Some(o) = s.objective
             && !(o > 0.0 && o < 1.0)

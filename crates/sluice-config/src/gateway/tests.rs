@@ -1045,3 +1045,20 @@ fn batches_need_the_ledger_and_a_lane_that_exists() {
     );
     assert!(text.contains("batches.concurrency"), "{text}");
 }
+
+#[test]
+fn a_batch_window_slo_needs_its_objective() {
+    let base = "[models.m]\ndeployments = [{ provider = \"sim\", model = \"a\" }]\n";
+    let ok = format!("{base}[slo.jobs]\nkind = \"batch_window\"\nobjective = 0.99\n");
+    let c = check(&ok, &env(&[]), &["sim"], Secrets::Required);
+    assert_eq!(c.config.unwrap().slos[0].1.kind, SloKind::BatchWindow);
+    let bad = format!("{base}[slo.jobs]\nkind = \"batch_window\"\n");
+    let c = check(&bad, &env(&[]), &["sim"], Secrets::Required);
+    assert!(
+        c.errors
+            .to_string()
+            .contains("required for kind = \"batch_window\""),
+        "{}",
+        c.errors
+    );
+}

@@ -225,6 +225,9 @@ pub fn slos(cfg: &sluice_config::gateway::GatewayConfig) -> Vec<sluice_telemetry
                     target: s.objective?,
                 },
                 SloKind::PromptCacheShare => Objective::CacheShare { floor: s.floor? },
+                SloKind::BatchWindow => Objective::BatchWindow {
+                    target: s.objective?,
+                },
             };
             Some(Slo {
                 name: std::sync::Arc::from(name.as_str()),

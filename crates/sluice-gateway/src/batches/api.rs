@@ -17,6 +17,7 @@ use sluice_batch::state::{self, Facts};
 use sluice_batch::{BatchError, Endpoint, NewBatch, Status, StoredBatch, input, objects, progress};
 use sluice_core::{ErrorKind, GatewayError, RequestId};
 use sluice_ingress::Dialect;
+use sluice_telemetry::slo::JobEnd;
 
 pub use super::files::upload as upload_file;
 pub use super::files::{content, list as list_files, remove as delete_file, retrieve as file};
@@ -55,6 +56,7 @@ pub(crate) fn stored(e: BatchError) -> GatewayError {
 
 /// Who asks, and the batch jobs they may see.
 pub(crate) struct Scope {
+    pub(crate) gw: Arc<Gateway>,
     pub(crate) batches: Arc<Batches>,
     pub(crate) caller: auth::Caller,
     /// The caller's tenant (`""` when requests name none).
@@ -65,7 +67,7 @@ pub(crate) struct Scope {
 
 impl Scope {
     /// The caller of a request with `headers`, where batch jobs are served; else the answer.
-    pub(crate) fn of(gw: &Gateway, headers: &HeaderMap) -> Result<Self, GatewayError> {
+    pub(crate) fn of(gw: &Arc<Gateway>, headers: &HeaderMap) -> Result<Self, GatewayError> {
         // The caller first: a key that is not valid is a 401 whether batch jobs are on.
         let caller = auth::identify(gw, headers)?;
         let Some(batches) = gw.batches.clone() else {
@@ -82,6 +84,7 @@ impl Scope {
             .and_then(|k| gw.tenants.keys.named(&k.spec.name))
             .map(|(sha, _)| sha);
         Ok(Self {
+            gw: gw.clone(),
             batches,
             caller,
             tenant,
@@ -119,14 +122,18 @@ impl Scope {
 ///
 /// A job whose items have all ended is ended here if the keeper has not yet done so (once,
 /// whoever sees it first), so that its status, its end time and its files agree.
-pub(crate) async fn describe(batches: &Batches, b: &StoredBatch) -> Result<Value, BatchError> {
+pub(crate) async fn describe(
+    gw: &Gateway,
+    batches: &Batches,
+    b: &StoredBatch,
+) -> Result<Value, BatchError> {
     let now = now_ms();
     let counts = batches.jobs.counts(&b.id).await?;
     let lane = batches.jobs.lane(b, now).await?;
     let status = state::status(facts(b, now), &counts);
     let ended;
     let b = if b.ended.is_none() && status.is_terminal() {
-        batches.jobs.end_batch(&b.id, status, now).await?;
+        end(gw, batches, &b.id, status, now).await?;
         ended = batches.jobs.batch(None, &b.id).await?;
         ended.as_ref().unwrap_or(b)
     } else {
@@ -138,6 +145,29 @@ pub(crate) async fn describe(batches: &Batches, b: &StoredBatch) -> Result<Value
         &counts,
         &progress::progress(&counts, lane),
     ))
+}
+
+/// Ends job `id` with `status` at `now`, once (whoever sees its end first: the keeper, or a
+/// client reading it); the gateway whose write ended it counts it for the batch-window SLOs.
+pub(crate) async fn end(
+    gw: &Gateway,
+    batches: &Batches,
+    id: &str,
+    status: Status,
+    now: i64,
+) -> Result<(), BatchError> {
+    if batches.jobs.end_batch(id, status, now).await? {
+        let end = match status {
+            Status::Completed => Some(JobEnd::Completed),
+            Status::Expired => Some(JobEnd::Expired),
+            Status::Cancelled => Some(JobEnd::Cancelled),
+            Status::InProgress | Status::Cancelling => None,
+        };
+        if let Some(end) = end {
+            gw.observers.job_ended(end);
+        }
+    }
+    Ok(())
 }
 
 /// What a job's status is decided from, at `now`.
@@ -180,7 +210,7 @@ pub async fn create(
         }
     };
     match submit(&scope, body).await {
-        Ok(b) => match describe(&scope.batches, &b).await {
+        Ok(b) => match describe(&scope.gw, &scope.batches, &b).await {
             Ok(v) => {
                 scope.batches.submitted.notify_one();
                 Json(v).into_response()
@@ -343,7 +373,7 @@ pub async fn retrieve(
         Err(e) => return failed(e),
     };
     match scope.batch(&id).await {
-        Ok(b) => match describe(&scope.batches, &b).await {
+        Ok(b) => match describe(&scope.gw, &scope.batches, &b).await {
             Ok(v) => Json(v).into_response(),
             Err(e) => failed(stored(e)),
         },
@@ -375,7 +405,9 @@ pub async fn cancel(
             .await
             .map_err(stored)?
             .ok_or_else(|| not_found("batch", &id))?;
-        describe(&scope.batches, &b).await.map_err(stored)
+        describe(&scope.gw, &scope.batches, &b)
+            .await
+            .map_err(stored)
     };
     match cancelled.await {
         Ok(v) => Json(v).into_response(),
@@ -417,7 +449,7 @@ pub async fn list(
         rows.truncate(limit as usize);
         let mut data = Vec::with_capacity(rows.len());
         for b in &rows {
-            data.push(describe(&scope.batches, b).await?);
+            data.push(describe(&scope.gw, &scope.batches, b).await?);
         }
         Ok::<_, BatchError>(json!({
             "object": "list",
@@ -452,7 +484,7 @@ pub async fn events(
         async move {
             let scope = scope?;
             let b = scope.batch(&id).await.ok()?;
-            let v = describe(&scope.batches, &b).await.ok()?;
+            let v = describe(&scope.gw, &scope.batches, &b).await.ok()?;
             let ended = v["status"]
                 .as_str()
                 .and_then(Status::parse)
@@ -484,7 +516,7 @@ pub async fn open_jobs(State(gw): State<Arc<Gateway>>) -> Response {
     let listed = async {
         let mut data = Vec::new();
         for b in batches.jobs.open_batches().await? {
-            let mut v = describe(&batches, &b).await?;
+            let mut v = describe(&gw, &batches, &b).await?;
             v["tenant"] = json!(b.tenant);
             data.push(v);
         }

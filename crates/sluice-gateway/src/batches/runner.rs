@@ -39,7 +39,7 @@ pub async fn run(gw: Arc<Gateway>) {
         }
     }
     let heart = tokio::spawn(heartbeat(batches.clone()));
-    let keeper = tokio::spawn(keeper(batches.clone()));
+    let keeper = tokio::spawn(keeper(gw.clone(), batches.clone()));
     let slots = Arc::new(Semaphore::new(batches.settings.concurrency as usize));
     let s = &batches.settings;
     while !gw.is_draining() {
@@ -155,11 +155,11 @@ async fn heartbeat(batches: Arc<Batches>) {
 /// Ends jobs whose items all ended, expires the queued items of jobs whose window closed,
 /// and deletes files and ended jobs past the retention.
 /// Jobs are looked at every `poll`.
-async fn keeper(batches: Arc<Batches>) {
+async fn keeper(gw: Arc<Gateway>, batches: Arc<Batches>) {
     let mut swept: Option<tokio::time::Instant> = None;
     loop {
         tokio::time::sleep(batches.settings.poll).await;
-        if let Err(e) = look(&batches).await {
+        if let Err(e) = look(&gw, &batches).await {
             tracing::error!(error = %e, "batch store: looking at open jobs failed");
         }
         if swept.is_none_or(|at| at.elapsed() >= SWEEP_EVERY) {
@@ -179,7 +179,7 @@ async fn keeper(batches: Arc<Batches>) {
 }
 
 /// One look at the open jobs.
-pub(crate) async fn look(batches: &Batches) -> Result<(), sluice_batch::BatchError> {
+pub(crate) async fn look(gw: &Gateway, batches: &Batches) -> Result<(), sluice_batch::BatchError> {
     for b in batches.jobs.open_batches().await? {
         let now = now_ms();
         let counts = batches.jobs.counts(&b.id).await?;
@@ -188,9 +188,7 @@ pub(crate) async fn look(batches: &Batches) -> Result<(), sluice_batch::BatchErr
             Due::ExpireQueued => {
                 batches.jobs.expire_queued(&b.id, now).await?;
             }
-            Due::End(status) => {
-                batches.jobs.end_batch(&b.id, status, now).await?;
-            }
+            Due::End(status) => api::end(gw, batches, &b.id, status, now).await?,
         }
     }
     Ok(())

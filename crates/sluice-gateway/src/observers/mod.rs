@@ -69,6 +69,17 @@ impl Observers {
         }
     }
 
+    /// Counts a batch job that ended as `end` as an event of each batch-window SLO (once:
+    /// only the gateway whose write ended the job tells).
+    pub(crate) fn job_ended(&self, end: sluice_telemetry::slo::JobEnd) {
+        for judged in &self.slos {
+            if let Some(v) = judged.slo.judge_job(end) {
+                self.telemetry.slo_event(&judged.slo.name, v);
+                judged.count(v);
+            }
+        }
+    }
+
     /// Counts `record` as an event of each SLO that covers it; returns whether one judged it
     /// bad.
     fn judge_slos(&self, record: &CallRecord, cooling: bool) -> bool {

@@ -42,6 +42,7 @@ impl Judged {
             Objective::Latency { target, .. } => ("latency", target, Some(target)),
             Objective::Availability { target } => ("availability", target, Some(target)),
             Objective::CacheShare { floor } => ("prompt_cache_share", floor, None),
+            Objective::BatchWindow { target } => ("batch_window", target, Some(target)),
         };
         let budget_left = target.filter(|_| good + bad > 0).map(|t| {
             let bad_share = bad as f64 / (good + bad) as f64;

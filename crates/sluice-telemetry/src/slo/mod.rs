@@ -43,6 +43,24 @@ pub enum Objective {
         /// The least share.
         floor: f64,
     },
+    /// At least `target` of batch jobs finished within their window (judged as each job
+    /// ends, not per request): a job whose window closed with items still queued is bad,
+    /// and its culprit is the queue in sluice's batch lane.
+    BatchWindow {
+        /// The share promised (0.99).
+        target: f64,
+    },
+}
+
+/// How a batch job ended, as the batch-window SLO judges it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobEnd {
+    /// Every item ended within the window.
+    Completed,
+    /// The client cancelled it: no event.
+    Cancelled,
+    /// Its window closed with items never sent.
+    Expired,
 }
 
 /// One SLO, over the requests of some lanes and model groups (all when empty).
@@ -200,6 +218,18 @@ impl Slo {
         }
     }
 
+    /// The verdict on a batch job that ended as `end`, `None` when it is no event of this
+    /// SLO (another kind, or a job its client cancelled).
+    pub fn judge_job(&self, end: JobEnd) -> Option<Verdict> {
+        match (&self.objective, end) {
+            (Objective::BatchWindow { .. }, JobEnd::Completed) => Some(Verdict::Good),
+            (Objective::BatchWindow { .. }, JobEnd::Expired) => {
+                Some(Verdict::Bad(Culprit::SluiceQueueing))
+            }
+            _ => None,
+        }
+    }
+
     /// The verdict on a call, `None` when it is no event of this SLO.
     pub fn judge(&self, f: &Facts<'_>) -> Option<Verdict> {
         if !self.covers(f.lane, f.group) {
@@ -208,7 +238,7 @@ impl Slo {
         // An upstream's 429 passed to the client is the provider's limit, not the client's.
         if f.status == 429 && f.upstream_429s > 0 {
             return match self.objective {
-                Objective::CacheShare { .. } => None,
+                Objective::CacheShare { .. } | Objective::BatchWindow { .. } => None,
                 _ => Some(Verdict::Bad(Culprit::UpstreamRateLimited)),
             };
         }
@@ -216,7 +246,7 @@ impl Slo {
             return None;
         }
         match self.objective {
-            Objective::CacheShare { .. } => None,
+            Objective::CacheShare { .. } | Objective::BatchWindow { .. } => None,
             Objective::Latency {
                 measure, threshold, ..
             } => {

@@ -63,9 +63,9 @@ fn advice(c: Culprit) -> (&'static str, &'static str) {
 
 fn budget(slo: &Slo) -> Option<f64> {
     match slo.objective {
-        Objective::Latency { target, .. } | Objective::Availability { target } => {
-            Some(1.0 - target)
-        }
+        Objective::Latency { target, .. }
+        | Objective::Availability { target }
+        | Objective::BatchWindow { target } => Some(1.0 - target),
         Objective::CacheShare { .. } => None,
     }
 }

@@ -177,3 +177,29 @@ fn an_slo_covers_its_lanes_and_groups() {
     assert!(!s.covers(Some("batch"), Some("docs")));
     assert!(!s.covers(Some("batch"), None));
 }
+
+#[test]
+fn a_batch_window_slo_judges_jobs_not_calls() {
+    let s = Slo {
+        name: "jobs_in_window".into(),
+        objective: Objective::BatchWindow { target: 0.99 },
+        lanes: Vec::new(),
+        groups: Vec::new(),
+    };
+    assert_eq!(s.judge_job(JobEnd::Completed), Some(Verdict::Good));
+    assert_eq!(
+        s.judge_job(JobEnd::Expired),
+        Some(Verdict::Bad(Culprit::SluiceQueueing))
+    );
+    assert_eq!(s.judge_job(JobEnd::Cancelled), None, "the client's doing");
+    assert_eq!(s.judge(&facts(10, 100)), None, "no call is an event");
+    assert_eq!(availability().judge_job(JobEnd::Expired), None);
+    // Its burn-rate alerts: a page at 14.4 times a 1% budget.
+    let rules = super::rules::rules(&[s]);
+    assert!(
+        rules.contains(
+            "sluice_slo:bad:ratio_rate1h{slo=\"jobs_in_window\", culprit=\"sluice_queueing\"} > 0.144"
+        ),
+        "{rules}"
+    );
+}
