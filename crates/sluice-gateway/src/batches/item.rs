@@ -23,8 +23,9 @@ const REQUEUE_WAIT: Duration = Duration::from_secs(1);
 pub(crate) enum Outcome {
     /// It ended: how, and its ledger row (written with its end).
     Ended(Ending, Option<Entry>),
-    /// Sluice refused it before any upstream saw it (its own overload, or shutting down):
-    /// it goes back in the queue after `wait`, its refusal's row written as any other.
+    /// Sluice refused it before any upstream saw it (its own overload, shutting down, or the
+    /// tenant's rate quota for now): it goes back in the queue after `wait` (the refusal's
+    /// `Retry-After`, a second at least), its refusal's row written as any other.
     Again {
         /// How long to wait first.
         wait: Duration,
@@ -113,7 +114,8 @@ pub(crate) async fn run(
         let code = e.error.as_deref();
         e.attempts == 0
             && (code == Some(ErrorKind::Overloaded.code())
-                || code == Some(ErrorKind::ShuttingDown.code()))
+                || code == Some(ErrorKind::ShuttingDown.code())
+                || code == Some(ErrorKind::QuotaExceeded.code()))
     });
     if unsent {
         return Outcome::Again {
