@@ -67,7 +67,6 @@ pub fn result_file_object(b: &StoredBatch, errors: bool, bytes: u64, keep_ms: i6
 /// A `batch` object for `b`, whose status is `status`, with its `counts` and `progress`.
 pub fn batch(b: &StoredBatch, status: Status, counts: &Counts, progress: &Progress) -> Value {
     let ended = |s: Status| b.ended.filter(|(e, _)| *e == s).map(|(_, at)| secs(at));
-    let finished = counts.done + counts.failed;
     let failed = counts.failed + counts.cancelled + counts.expired;
     let ended_any = b.ended.map(|(_, at)| secs(at));
     let metadata: Value = b
@@ -120,7 +119,6 @@ pub fn batch(b: &StoredBatch, status: Status, counts: &Counts, progress: &Progre
     );
     o.insert("metadata".into(), metadata);
     o.insert("sluice".into(), json!(progress));
-    let _ = finished;
     Value::Object(o)
 }
 
