@@ -66,7 +66,8 @@ pub enum BatchCommand {
     },
 }
 
-struct Client {
+/// A gateway's batch API, as this command (and `sluice bench batch`) calls it.
+pub(crate) struct Client {
     http: reqwest::Client,
     base: String,
     key: Option<String>,
@@ -74,6 +75,15 @@ struct Client {
 }
 
 impl Client {
+    /// The gateway at `url`, asked with no key and no tenant.
+    pub(crate) fn at(url: &str) -> Self {
+        Self::new(&Gateway {
+            url: url.to_string(),
+            key: None,
+            tenant: None,
+        })
+    }
+
     fn new(g: &Gateway) -> Self {
         Self {
             http: reqwest::Client::new(),
@@ -119,6 +129,17 @@ impl Client {
         let name = file
             .file_name()
             .map_or("batch.jsonl".into(), |n| n.to_string_lossy().into_owned());
+        self.submit_content(&name, &content, endpoint).await
+    }
+
+    /// Uploads `content` as file `name` and submits it as a job calling `endpoint`: the
+    /// job's object.
+    pub(crate) async fn submit_content(
+        &self,
+        name: &str,
+        content: &[u8],
+        endpoint: &str,
+    ) -> anyhow::Result<Value> {
         let boundary = format!("sluice-{}", std::process::id());
         let mut body = format!(
             "--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n\
@@ -126,7 +147,7 @@ impl Client {
              Content-Type: application/jsonl\r\n\r\n"
         )
         .into_bytes();
-        body.extend_from_slice(&content);
+        body.extend_from_slice(content);
         body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
         let uploaded = self
             .json(

@@ -152,30 +152,8 @@ async fn upstream_stats(sim: &str) -> anyhow::Result<(u64, u64)> {
 }
 
 async fn submit(url: &str, content: &str) -> anyhow::Result<String> {
-    let client = reqwest::Client::new();
-    let boundary = "sluice-bench-batch";
-    let body = format!(
-        "--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n\
-         --{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"docs.jsonl\"\r\n\r\n\
-         {content}\r\n--{boundary}--\r\n"
-    );
-    let file: Value = client
-        .post(format!("{url}/v1/files"))
-        .header(
-            "content-type",
-            format!("multipart/form-data; boundary={boundary}"),
-        )
-        .body(body)
-        .send()
-        .await?
-        .json()
-        .await?;
-    let job: Value = client
-        .post(format!("{url}/v1/batches"))
-        .json(&json!({"input_file_id": file["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"}))
-        .send()
-        .await?
-        .json()
+    let job = crate::batch_cmd::Client::at(url)
+        .submit_content("docs.jsonl", content.as_bytes(), "/v1/chat/completions")
         .await?;
     job["id"]
         .as_str()

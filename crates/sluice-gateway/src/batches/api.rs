@@ -48,6 +48,35 @@ pub(crate) fn not_found(what: &str, id: &str) -> GatewayError {
     GatewayError::new(ErrorKind::NotFound, format!("no {what} `{id}`"))
 }
 
+/// A page's size: `asked`, else `default`; a 400 naming `limit` outside 1 to `max`.
+pub(crate) fn page_size(
+    asked: Result<Option<u32>, ()>,
+    default: u32,
+    max: u32,
+) -> Result<u32, GatewayError> {
+    match asked {
+        Err(()) => Err(invalid("`limit` must be a whole number", "limit")),
+        Ok(n) => {
+            let n = n.unwrap_or(default);
+            if (1..=max).contains(&n) {
+                Ok(n)
+            } else {
+                Err(invalid(format!("`limit` must be from 1 to {max}"), "limit"))
+            }
+        }
+    }
+}
+
+/// OpenAI's list object for a page of `data` (objects with an `id`), fetched one row past
+/// `limit` to learn whether more follow.
+pub(crate) fn page(mut data: Vec<Value>, limit: u32) -> Value {
+    let has_more = data.len() > limit as usize;
+    data.truncate(limit as usize);
+    let first = data.first().map(|v| v["id"].clone());
+    let last = data.last().map(|v| v["id"].clone());
+    json!({"object": "list", "data": data, "first_id": first, "last_id": last, "has_more": has_more})
+}
+
 /// A store failure: logged, answered as sluice's own error.
 pub(crate) fn stored(e: BatchError) -> GatewayError {
     tracing::error!(error = %e, "batch store");
@@ -432,32 +461,29 @@ pub async fn list(
         Ok(s) => s,
         Err(e) => return failed(e),
     };
-    let Ok(Query(q)) = query else {
-        return failed(invalid("`limit` must be a whole number", "limit"));
+    let q = query.map(|Query(q)| q).map_err(|_| ());
+    let limit = match page_size(q.as_ref().map(|q| q.limit).map_err(|_| ()), 20, 100) {
+        Ok(n) => n,
+        Err(e) => return failed(e),
     };
-    let limit = q.limit.unwrap_or(20);
-    if !(1..=100).contains(&limit) {
-        return failed(invalid("`limit` must be from 1 to 100", "limit"));
-    }
+    let after = q.ok().and_then(|q| q.after);
     let listed = async {
         let mut rows = scope
             .batches
             .jobs
-            .batches(&scope.tenant, q.after.as_deref(), limit + 1)
+            .batches(&scope.tenant, after.as_deref(), limit + 1)
             .await?;
-        let has_more = rows.len() > limit as usize;
-        rows.truncate(limit as usize);
+        // The extra row only says that more follow: it is not described.
+        rows.truncate(limit as usize + 1);
         let mut data = Vec::with_capacity(rows.len());
-        for b in &rows {
-            data.push(describe(&scope.gw, &scope.batches, b).await?);
+        for (i, b) in rows.iter().enumerate() {
+            data.push(if i < limit as usize {
+                describe(&scope.gw, &scope.batches, b).await?
+            } else {
+                json!({"id": b.id})
+            });
         }
-        Ok::<_, BatchError>(json!({
-            "object": "list",
-            "data": data,
-            "first_id": rows.first().map(|b| &b.id),
-            "last_id": rows.last().map(|b| &b.id),
-            "has_more": has_more,
-        }))
+        Ok::<_, BatchError>(page(data, limit))
     };
     match listed.await {
         Ok(v) => Json(v).into_response(),

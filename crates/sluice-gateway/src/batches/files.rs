@@ -12,7 +12,7 @@ use serde_json::json;
 use sluice_batch::{NewFile, input, objects};
 use sluice_core::{ErrorKind, GatewayError};
 
-use super::api::{Scope, failed, invalid, not_found, stored};
+use super::api::{Scope, failed, invalid, not_found, page, page_size, stored};
 use super::{ms, now_ms};
 use crate::Gateway;
 
@@ -277,15 +277,14 @@ pub async fn list(
         Ok(s) => s,
         Err(e) => return failed(e),
     };
-    let Ok(Query(q)) = query else {
-        return failed(invalid("`limit` must be a whole number", "limit"));
+    let q = query.map(|Query(q)| q).map_err(|_| ());
+    let limit = match page_size(q.as_ref().map(|q| q.limit).map_err(|_| ()), 10_000, 10_000) {
+        Ok(n) => n,
+        Err(e) => return failed(e),
     };
-    let limit = q.limit.unwrap_or(10_000);
-    if !(1..=10_000).contains(&limit) {
-        return failed(invalid("`limit` must be from 1 to 10000", "limit"));
-    }
+    let q = q.unwrap_or_default();
     if q.purpose.as_deref().is_some_and(|p| p != "batch") {
-        return Json(json!({"object": "list", "data": [], "has_more": false})).into_response();
+        return Json(page(Vec::new(), limit)).into_response();
     }
     match scope
         .batches
@@ -293,19 +292,7 @@ pub async fn list(
         .files(&scope.tenant, q.after.as_deref(), limit + 1)
         .await
     {
-        Ok(mut files) => {
-            let has_more = files.len() > limit as usize;
-            files.truncate(limit as usize);
-            let data: Vec<_> = files.iter().map(objects::file).collect();
-            Json(json!({
-                "object": "list",
-                "data": data,
-                "first_id": files.first().map(|f| &f.id),
-                "last_id": files.last().map(|f| &f.id),
-                "has_more": has_more,
-            }))
-            .into_response()
-        }
+        Ok(files) => Json(page(files.iter().map(objects::file).collect(), limit)).into_response(),
         Err(e) => failed(stored(e)),
     }
 }
