@@ -42,6 +42,10 @@ enum Command {
         /// The configuration file (see sluice.example.toml).
         #[arg(long, short, default_value = "sluice.toml")]
         config: PathBuf,
+        /// Listen here instead of `[server] listen` (several instances of one configuration
+        /// on one host).
+        #[arg(long, env = "SLUICE_LISTEN")]
+        listen: Option<std::net::SocketAddr>,
     },
     /// Rehearse the document-analysis platform on this machine: simulated upstreams, the
     /// gateway and the load, all on loopback, no keys needed.
@@ -191,7 +195,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
     let result = match cli.command {
-        Command::Serve { config } => serve::run(&config),
+        Command::Serve { config, listen } => serve::run(&config, listen),
         Command::Demo(a) => demo::run(&a),
         Command::Usage(a) => ledger_cmd::usage(&a),
         Command::Models { config } => config_cmd::models(config.as_deref()),

@@ -51,17 +51,50 @@ fn batch_settings(
     }
 }
 
+/// How to reach the cluster's Redis, from `[cluster]`; `None` when instances share nothing.
+fn cluster_settings(
+    c: &sluice_config::gateway::ClusterConfig,
+) -> anyhow::Result<Option<sluice_cluster::Settings>> {
+    let Some(var) = &c.redis_url_env else {
+        return Ok(None);
+    };
+    let url = std::env::var(var)
+        .with_context(|| format!("[cluster] redis_url_env: ${var} is not set"))?;
+    Ok(Some(sluice_cluster::Settings {
+        url,
+        url_from: var.clone(),
+        key_prefix: c.key_prefix.clone(),
+        connect_timeout: c.connect_timeout,
+        command_timeout: c.command_timeout,
+        connections: c.connections,
+        budgets: match c.budgets {
+            sluice_config::gateway::BudgetFallback::FailClosed => {
+                sluice_cluster::BudgetPolicy::FailClosed
+            }
+            sluice_config::gateway::BudgetFallback::LocalShare => {
+                sluice_cluster::BudgetPolicy::LocalShare
+            }
+        },
+        per_instance_share: c.per_instance_share,
+        hold_ttl: c.hold_ttl,
+        probe_every: c.probe_every,
+    }))
+}
+
 /// Loads the config, serves until SIGTERM/SIGINT, then drains.
-pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
+pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
     let checked = gateway::check(&text, &ProcessEnv, &[], gateway::Secrets::Required);
     for w in checked.warnings.iter() {
         tracing::warn!(config = %config.display(), "{w}");
     }
-    let cfg = checked
+    let mut cfg = checked
         .config
         .ok_or_else(|| anyhow::anyhow!("{}: {}", config.display(), checked.errors))?;
+    if let Some(addr) = listen {
+        cfg.listen = addr;
+    }
     let runtime = runtime(cfg.server.worker_threads)?;
     runtime.block_on(async {
         let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?.semantic_from_config(
@@ -96,7 +129,24 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
             }
             None => None,
         };
+        let cluster = match cluster_settings(&cfg.cluster)? {
+            Some(settings) => {
+                let c = sluice_cluster::Cluster::connect(settings).await?;
+                tracing::info!(
+                    instance = c.instance(),
+                    "sharing limits, budgets and pacing through Redis"
+                );
+                builder = builder.cluster(c.clone());
+                Some(c)
+            }
+            None => None,
+        };
         let gw = builder.build()?;
+        if let Some(c) = cluster {
+            let (tx, rx) = tokio::sync::watch::channel((0, 0));
+            tokio::spawn(c.watch(cfg.shared_hash(), tx));
+            tokio::spawn(sluice_gateway::cluster::follow(gw.clone(), rx));
+        }
         let restored =
             sluice_gateway::walk::metering::restore_accounts(&gw, std::time::SystemTime::now())
                 .await?;

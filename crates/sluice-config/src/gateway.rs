@@ -27,11 +27,13 @@ const SECTIONS: &[&str] = &[
     "diagnose",
     "traces",
     "batches",
+    "cluster",
 ];
 
 mod batches;
 mod checks;
 mod choosing;
+mod cluster;
 mod groups;
 mod protection;
 mod routes;
@@ -40,6 +42,7 @@ mod slos;
 mod traces;
 
 pub use batches::BatchesConfig;
+pub use cluster::{BudgetFallback, ClusterConfig};
 pub use groups::*;
 pub use routes::*;
 pub use sections::*;
@@ -89,6 +92,8 @@ pub struct GatewayConfig {
     pub traces: TracesConfig,
     /// `[batches]`.
     pub batches: BatchesConfig,
+    /// `[cluster]`.
+    pub cluster: ClusterConfig,
 }
 
 /// Where secrets are looked up; tests pass a map, the binary passes the process environment.
@@ -233,6 +238,18 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     if let Some(t) = &traces {
         traces::check(&doc, t, &mut diags);
     }
+    let cluster: Option<ClusterConfig> = doc.section("cluster", &mut diags);
+    if let Some(c) = &cluster {
+        cluster::check(
+            &doc,
+            c,
+            ledger.as_ref(),
+            env,
+            &mut diags,
+            &mut unset,
+            &mut warnings,
+        );
+    }
 
     let listen = server.as_ref().and_then(|s| {
         checks::server(
@@ -291,6 +308,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
                 diagnose: diagnose.unwrap_or_default(),
                 traces: traces.unwrap_or_default(),
                 batches: batches.unwrap_or_default(),
+                cluster: cluster.unwrap_or_default(),
             }
         }
         _ => {

@@ -82,6 +82,18 @@ pub enum Refusal {
         /// When enough will have refilled.
         retry_after: Duration,
     },
+    /// The store that keeps the tenant's account across instances cannot be reached, and
+    /// budgets fail closed.
+    #[error(
+        "tenant `{tenant}`'s credits and quotas are kept in a shared store that cannot be \
+         reached now ({cause}); its calls are refused until it is back"
+    )]
+    Unavailable {
+        /// The tenant.
+        tenant: Arc<str>,
+        /// Why the store cannot answer.
+        cause: String,
+    },
 }
 
 /// What a call holds until it settles.
@@ -90,6 +102,41 @@ pub struct Reservation {
     tenant: Arc<str>,
     tokens: u64,
     cost: Micros,
+    /// The hold's id in a shared book (0: held in this process).
+    hold: u64,
+}
+
+impl Reservation {
+    /// A hold `hold` (not 0) that a shared book keeps for `tenant`: up to `tokens` costing up
+    /// to `cost`.
+    pub fn shared(tenant: Arc<str>, tokens: u64, cost: Micros, hold: u64) -> Self {
+        Self {
+            tenant,
+            tokens,
+            cost,
+            hold,
+        }
+    }
+
+    /// The tenant it holds for.
+    pub fn tenant(&self) -> &Arc<str> {
+        &self.tenant
+    }
+
+    /// The tokens it holds.
+    pub fn tokens(&self) -> u64 {
+        self.tokens
+    }
+
+    /// The money it holds.
+    pub fn cost(&self) -> Micros {
+        self.cost
+    }
+
+    /// Its id in a shared book; `None` when this process holds it.
+    pub fn hold(&self) -> Option<u64> {
+        (self.hold != 0).then_some(self.hold)
+    }
 }
 
 #[derive(Debug)]
@@ -271,6 +318,7 @@ impl Accounts {
             tenant: tenant.clone(),
             tokens,
             cost,
+            hold: 0,
         }))
     }
 

@@ -99,11 +99,49 @@ impl AccountBook for Accounts {
     }
 }
 
+/// A book kept outside this process (shared by several instances), as [`Books`] holds it:
+/// [`AccountBook`] with its waits boxed.
+pub trait SharedBook: Send + Sync + std::fmt::Debug {
+    /// As [`AccountBook::set_limits`].
+    fn set_limits(&self, tenant: &str, limits: Limits, now: Instant);
+    /// As [`AccountBook::limits`].
+    fn limits(&self, tenant: &str) -> Option<Limits>;
+    /// As [`AccountBook::reserve`].
+    fn reserve<'a>(
+        &'a self,
+        tenant: &'a Arc<str>,
+        now: Instant,
+        wall: SystemTime,
+        tokens: u64,
+        cost: Micros,
+    ) -> BoxFuture<'a, Result<Option<Reservation>, Refusal>>;
+    /// As [`AccountBook::settle`].
+    fn settle(&self, r: Reservation, now: Instant, wall: SystemTime, tokens: u64, cost: Micros);
+    /// As [`AccountBook::restore`].
+    fn restore(
+        &self,
+        tenant: &str,
+        wall: SystemTime,
+        spent: Micros,
+        month_spent: Micros,
+        day_tokens: u64,
+    );
+    /// As [`AccountBook::balance`].
+    fn balance<'a>(&'a self, tenant: &'a str) -> BoxFuture<'a, Option<Balance>>;
+    /// As [`AccountBook::tenants`].
+    fn tenants(&self) -> Vec<Arc<str>>;
+}
+
+/// A boxed future a [`SharedBook`] answers with.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
 /// The book a gateway holds.
 #[derive(Debug)]
 pub enum Books {
     /// In this process.
     Local(Accounts),
+    /// Kept by several instances together.
+    Shared(Arc<dyn SharedBook>),
 }
 
 impl Default for Books {
@@ -112,22 +150,19 @@ impl Default for Books {
     }
 }
 
-/// Forwards a call to whichever book this is.
-macro_rules! each {
-    ($self:ident, $b:ident => $call:expr) => {
-        match $self {
-            Self::Local($b) => $call,
-        }
-    };
-}
-
 impl AccountBook for Books {
     fn set_limits(&self, tenant: &str, limits: Limits, now: Instant) {
-        each!(self, b => AccountBook::set_limits(b, tenant, limits, now));
+        match self {
+            Self::Local(b) => b.set_limits(tenant, limits, now),
+            Self::Shared(b) => b.set_limits(tenant, limits, now),
+        }
     }
 
     fn limits(&self, tenant: &str) -> Option<Limits> {
-        each!(self, b => AccountBook::limits(b, tenant))
+        match self {
+            Self::Local(b) => b.limits(tenant),
+            Self::Shared(b) => b.limits(tenant),
+        }
     }
 
     async fn reserve(
@@ -138,11 +173,17 @@ impl AccountBook for Books {
         tokens: u64,
         cost: Micros,
     ) -> Result<Option<Reservation>, Refusal> {
-        each!(self, b => AccountBook::reserve(b, tenant, now, wall, tokens, cost).await)
+        match self {
+            Self::Local(b) => b.reserve(tenant, now, wall, tokens, cost),
+            Self::Shared(b) => b.reserve(tenant, now, wall, tokens, cost).await,
+        }
     }
 
     fn settle(&self, r: Reservation, now: Instant, wall: SystemTime, tokens: u64, cost: Micros) {
-        each!(self, b => AccountBook::settle(b, r, now, wall, tokens, cost));
+        match self {
+            Self::Local(b) => b.settle(r, now, wall, tokens, cost),
+            Self::Shared(b) => b.settle(r, now, wall, tokens, cost),
+        }
     }
 
     fn restore(
@@ -153,14 +194,23 @@ impl AccountBook for Books {
         month_spent: Micros,
         day_tokens: u64,
     ) {
-        each!(self, b => AccountBook::restore(b, tenant, wall, spent, month_spent, day_tokens));
+        match self {
+            Self::Local(b) => b.restore(tenant, wall, spent, month_spent, day_tokens),
+            Self::Shared(b) => b.restore(tenant, wall, spent, month_spent, day_tokens),
+        }
     }
 
     async fn balance(&self, tenant: &str) -> Option<Balance> {
-        each!(self, b => AccountBook::balance(b, tenant).await)
+        match self {
+            Self::Local(b) => b.balance(tenant),
+            Self::Shared(b) => b.balance(tenant).await,
+        }
     }
 
     fn tenants(&self) -> Vec<Arc<str>> {
-        each!(self, b => AccountBook::tenants(b))
+        match self {
+            Self::Local(b) => b.tenants(),
+            Self::Shared(b) => b.tenants(),
+        }
     }
 }

@@ -12,7 +12,7 @@ pub mod money;
 pub mod prices;
 
 pub use accounts::{Accounts, Balance, Limits, Refusal, Reservation};
-pub use book::{AccountBook, Books};
+pub use book::{AccountBook, Books, SharedBook};
 pub use keys::{ApiKey, KeyDirectory, KeyError, KeyRing, KeySpec};
 pub use models::{InfoOverride, ModelInfo};
 pub use money::Micros;

@@ -39,6 +39,8 @@ pub struct Gateway {
     pub(crate) ledger: Option<(Ledger, Arc<AnyStore>)>,
     /// Batch jobs, when served (they live in the ledger's store).
     pub(crate) batches: Option<Arc<crate::batches::Batches>>,
+    /// The instances this one shares limits, budgets and pacing with, when any.
+    pub(crate) cluster: Option<sluice_cluster::Cluster>,
     pub(crate) max_body_bytes: usize,
     pub(crate) draining: AtomicBool,
 }

@@ -14,6 +14,7 @@ pub mod admin;
 pub mod assemble;
 pub mod batches;
 pub mod caches;
+pub mod cluster;
 pub mod dashboard;
 pub mod feedback;
 pub mod gateway;

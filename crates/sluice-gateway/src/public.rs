@@ -78,7 +78,11 @@ pub async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
         )
             .into_response()
     } else {
-        Json(json!({"status": "ready"})).into_response()
+        let mut v = json!({"status": "ready"});
+        if let Some(c) = crate::cluster::readiness(&gw) {
+            v["cluster"] = c;
+        }
+        Json(v).into_response()
     }
 }
 
@@ -89,6 +93,13 @@ pub async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
         let s = ledger.stats();
         gw.telemetry()
             .set_ledger(s.committed, s.pending(), s.failures);
+    }
+    if let Some(c) = &gw.cluster {
+        let h = c.health();
+        for kind in sluice_cluster::Kind::ALL {
+            gw.telemetry()
+                .set_cluster(kind.name(), h.is_down(), h.errors(kind));
+        }
     }
     if let Some(sem) = &gw.caches.semantic {
         for (group, estimate, _) in sem.cache.estimates() {

@@ -6,7 +6,7 @@ use parking_lot::Mutex;
 use sluice_core::RateLimits;
 use sluice_tail::admission::{Admission, AdmissionStats, Ask, LaneSpec, Permit, Rejected};
 use sluice_tail::limit::{Algorithm, LimitSpec, Sample};
-use sluice_tail::pace::{Dimension, PaceSpec, Pacer};
+use sluice_tail::pace::{Dimension, Pace, PaceSpec, Pacer};
 use tokio::time::Instant;
 
 /// The limiter of one deployment.
@@ -20,10 +20,20 @@ impl Limiter {
     /// A limiter by `spec` over `lanes`, paced by `pace` (and by what answers report);
     /// `seed` feeds the algorithm's jitter, if any.
     pub fn new(spec: &LimitSpec, lanes: &[LaneSpec], seed: u64, pace: PaceSpec) -> Self {
+        Self::paced_by(
+            spec,
+            lanes,
+            seed,
+            Box::new(Pacer::new(pace, Instant::now())),
+        )
+    }
+
+    /// A limiter by `spec` over `lanes` paced by `pacer` (one shared with other instances,
+    /// say); `seed` feeds the algorithm's jitter, if any.
+    pub fn paced_by(spec: &LimitSpec, lanes: &[LaneSpec], seed: u64, pacer: Box<dyn Pace>) -> Self {
         let algorithm = spec.build(seed);
-        let pacer = Pacer::new(pace, Instant::now());
         Self {
-            admission: Admission::paced(algorithm.limit(), lanes.to_vec(), pacer),
+            admission: Admission::paced_by(algorithm.limit(), lanes.to_vec(), pacer),
             algorithm: Mutex::new(algorithm),
         }
     }

@@ -103,6 +103,10 @@ pub struct Metrics {
     pub normalise_failures: Family<GroupLabels, Counter>,
     /// Compression and progressive loading.
     pub context: crate::context::ContextMetrics,
+    /// 1 while a kind of state shared through the cluster's Redis is degraded.
+    pub cluster_degraded: Family<StateLabels, Gauge>,
+    /// Commands to the cluster's Redis that failed, by the kind of state they served.
+    pub cluster_errors: Family<StateLabels, Counter>,
 }
 
 impl Metrics {
@@ -149,6 +153,8 @@ impl Metrics {
             prefix_churn: Family::default(),
             normalise_failures: Family::default(),
             context: crate::context::ContextMetrics::default(),
+            cluster_degraded: Family::default(),
+            cluster_errors: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
@@ -331,6 +337,16 @@ impl Metrics {
             "semantic_cache_error_estimate",
             "The estimated share of wrong answers among a group's semantic would-be hits, from sampled verifications weighted by the inverse of their probability",
             m.semantic_error_estimate.clone(),
+        );
+        r.register(
+            "cluster_degraded",
+            "1 while a kind of state shared through the cluster's Redis (budgets, pacing, directory) is degraded and does what [cluster] says instead",
+            m.cluster_degraded.clone(),
+        );
+        r.register(
+            "cluster_errors",
+            "Commands to the cluster's Redis that failed or timed out, by the kind of state they served",
+            m.cluster_errors.clone(),
         );
         m.context.register(r);
         m

@@ -99,7 +99,10 @@ pub async fn create(State(gw): State<Arc<Gateway>>, body: axum::body::Bytes) -> 
                 models: spec.models.clone(),
             };
             match store.save_key(&stored).await {
-                Ok(()) => Ok((spec, secret)),
+                Ok(()) => {
+                    crate::cluster::announce(&gw).await;
+                    Ok((spec, secret))
+                }
                 Err(e) => {
                     gw.tenants.keys.revoke(&spec.name);
                     Err(store_failed(&e))
@@ -179,6 +182,9 @@ pub(crate) async fn revoke_all(
     };
     for (name, _, _) in keys {
         gw.tenants.keys.revoke(name);
+    }
+    if !keys.is_empty() {
+        crate::cluster::announce(gw).await;
     }
     Ok(durable)
 }

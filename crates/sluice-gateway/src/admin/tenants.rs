@@ -174,6 +174,7 @@ pub async fn put(
     if let Err(e) = apply(&gw, tenant).await {
         return refuse(&e);
     }
+    crate::cluster::announce(&gw).await;
     Json(describe(&gw, &name).await).into_response()
 }
 
@@ -225,6 +226,7 @@ pub async fn delete(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) ->
         .accounts
         .set_limits(&name, Limits::default(), Instant::now());
     gw.tenants.directory.remove(&name);
+    crate::cluster::announce(&gw).await;
     let revoked: Vec<&str> = keys.iter().map(|(n, _, _)| n.as_str()).collect();
     let mut v = json!({ "removed": name, "revoked_keys": revoked, "durable": durable });
     if !durable && !revoked.is_empty() {

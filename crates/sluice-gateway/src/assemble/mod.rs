@@ -2,6 +2,7 @@
 //! policies (hedging, concurrency limits, pacing, retries, breakers), lanes and tenants'
 //! default lanes, telemetry.
 
+mod cluster;
 mod from_config;
 mod group_policies;
 mod jobs;
@@ -20,7 +21,7 @@ use parking_lot::Mutex;
 use sluice_config::gateway::DeploymentConfig;
 use sluice_core::GatewayError;
 use sluice_economy::{
-    AccountBook, Books, Catalog, InfoOverride, KeyError, KeyRing, KeySpec, Limits, Price, Unpriced,
+    AccountBook, Catalog, InfoOverride, KeyError, KeyRing, KeySpec, Limits, Price, Unpriced,
 };
 use sluice_ledger::{AnyStore, Ledger, StoredTenant};
 use sluice_providers::Provider;
@@ -39,7 +40,6 @@ use crate::shaping::Shaping;
 use crate::tenants::{KeyCheck, LocalTenants, Tenants};
 use sluice_routing::affinity::AffinityPolicy;
 use sluice_routing::auto::{RouterPolicy, Stored};
-use sluice_routing::limiter::Limiter;
 use sluice_routing::rules::TaskRoute;
 use sluice_routing::{Deployment, ModelGroup, Routes, ticket_hash};
 
@@ -163,6 +163,8 @@ pub struct GatewayBuilder {
     /// Batch jobs, when served (their lane resolved at build).
     pub(super) batches: Option<(sluice_batch::Jobs, crate::batches::BatchSettings)>,
     pub(super) batch_lane: Option<String>,
+    /// The instances this one shares limits, budgets and pacing with, when any.
+    pub(super) cluster: Option<sluice_cluster::Cluster>,
 }
 
 impl Default for GatewayBuilder {
@@ -203,6 +205,7 @@ impl Default for GatewayBuilder {
             servers: HashMap::new(),
             batches: None,
             batch_lane: None,
+            cluster: None,
         }
     }
 }
@@ -402,10 +405,11 @@ impl GatewayBuilder {
                     (pace != PaceSpec::default()).then_some(LimitSpec::Fixed(UNLIMITED))
                 });
                 let limiter = spec.map(|spec| {
-                    Arc::new(Limiter::new(
-                        &spec,
-                        &self.lanes,
-                        ticket_hash(seed, 2, &name),
+                    let seed = ticket_hash(seed, 2, &name);
+                    Arc::new(cluster::limiter(
+                        self.cluster.as_ref(),
+                        (&spec, &self.lanes, seed),
+                        &name,
                         pace,
                     ))
                 });
@@ -454,7 +458,7 @@ impl GatewayBuilder {
             }
             keys.insert_hashed(spec, &hash)?;
         }
-        let accounts = Books::default();
+        let accounts = cluster::books(self.cluster.as_ref());
         // Tenants' prompts are counted (those configured now, and any the admin API adds):
         // load the tokenizer now, before the gateway can answer `/readyz`, so no request pays
         // for it; refuse to start without it.
@@ -568,6 +572,7 @@ impl GatewayBuilder {
             learning: Learning::default(),
             batches,
             ledger: self.ledger,
+            cluster: self.cluster,
             max_body_bytes: self.max_body_bytes,
             draining: AtomicBool::new(false),
         }))

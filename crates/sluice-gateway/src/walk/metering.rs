@@ -141,6 +141,8 @@ fn refusal(r: &Refusal) -> GatewayError {
         Refusal::OutOfCredits { .. } => {
             GatewayError::new(ErrorKind::InsufficientCredits, r.to_string())
         }
+        Refusal::Unavailable { .. } => GatewayError::new(ErrorKind::Overloaded, r.to_string())
+            .with_retry_after(Duration::from_secs(1)),
         Refusal::OverQuota {
             policy,
             limit,

@@ -250,8 +250,13 @@ impl Admission {
 
     /// An admission of `limit` slots over `lanes`, holding calls back as `pacer` says.
     pub fn paced(limit: usize, lanes: Vec<LaneSpec>, pacer: impl Pace + 'static) -> Self {
+        Self::paced_by(limit, lanes, Box::new(pacer))
+    }
+
+    /// `limit` slots over `lanes`, paced by `pacer`, whichever kind it is.
+    pub fn paced_by(limit: usize, lanes: Vec<LaneSpec>, pacer: Box<dyn Pace>) -> Self {
         Self(Arc::new(Inner {
-            state: Mutex::new(State::new(limit, lanes, Box::new(pacer), Instant::now())),
+            state: Mutex::new(State::new(limit, lanes, pacer, Instant::now())),
         }))
     }
 

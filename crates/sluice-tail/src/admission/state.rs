@@ -213,7 +213,8 @@ impl<W: Waiting> State<W> {
                 // The lane held only requests that had gone: weigh the lanes again.
                 continue;
             };
-            let ready = self.ready_at(now, tokens);
+            let paced = self.pacer.ready_in_lane(now, tokens, i);
+            let ready = self.paused_until.map_or(paced, |p| paced.max(p));
             if ready > now {
                 self.rate_held = Some(now);
                 return Next::HeldUntil(ready);
@@ -284,7 +285,7 @@ impl<W: Waiting> State<W> {
     /// Grants no slot before `until` (a later pause wins); the pacer hears that nothing is
     /// left. Whether the pause changed.
     pub(crate) fn pause_until(&mut self, now: Instant, until: Instant) -> bool {
-        self.pacer.exhausted(now);
+        self.pacer.paused(now, until);
         if self.paused_until.is_some_and(|p| p >= until) {
             return false;
         }

@@ -115,6 +115,12 @@ fn one_second_of(per_minute: u64) -> u64 {
 pub trait Pace: Send + std::fmt::Debug {
     /// The earliest instant from `now` at which a call costing `tokens` may go.
     fn ready_at(&mut self, now: Instant, tokens: u64) -> Instant;
+    /// As [`Pace::ready_at`], for a call of lane `lane` (0 the first, most urgent): a pacer
+    /// shared by several instances keeps part of the limit for the first lane's calls.
+    fn ready_in_lane(&mut self, now: Instant, tokens: u64, lane: usize) -> Instant {
+        let _ = lane;
+        self.ready_at(now, tokens)
+    }
     /// Counts a call costing `tokens` sent at `now`.
     fn take(&mut self, now: Instant, tokens: u64);
     /// What an answer reported of dimension `dim`: its per-minute `limit`, what is
@@ -129,6 +135,12 @@ pub trait Pace: Send + std::fmt::Debug {
     );
     /// A 429 at `now`: nothing is left.
     fn exhausted(&mut self, now: Instant);
+    /// A 429 at `now` whose upstream asked for nothing to be sent before `until`: nothing is
+    /// left (a pacer shared by several instances pauses them all).
+    fn paused(&mut self, now: Instant, until: Instant) {
+        let _ = until;
+        self.exhausted(now);
+    }
     /// (requests, tokens) as the buckets hold them at `now`.
     fn state(&mut self, now: Instant) -> (Option<DimensionState>, Option<DimensionState>);
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use sluice_tail::BreakerSnapshot;
 
 use super::Telemetry;
-use crate::metrics::{BreakerLabels, LaneLabels, LimitLabels, TransitionLabels};
+use crate::metrics::{BreakerLabels, LaneLabels, LimitLabels, StateLabels, TransitionLabels};
 
 impl Telemetry {
     /// Sets the admission gauges of one deployment: its limit, and (lane, in flight, queued).
@@ -87,5 +87,17 @@ impl Telemetry {
             .inc_by(failures.saturating_sub(m.ledger_failures.get()));
         m.ledger_pending
             .set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+
+    /// Sets the cluster's series for the kind of state `state`: whether it is `degraded`, and
+    /// the failed commands so far (`errors`).
+    pub fn set_cluster(&self, state: &'static str, degraded: bool, errors: u64) {
+        let m = &self.metrics;
+        let labels = StateLabels { state };
+        m.cluster_degraded
+            .get_or_create(&labels)
+            .set(i64::from(degraded));
+        let c = m.cluster_errors.get_or_create(&labels);
+        c.inc_by(errors.saturating_sub(c.get()));
     }
 }

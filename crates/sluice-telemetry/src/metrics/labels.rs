@@ -72,6 +72,13 @@ pub struct PairLabels {
     pub mode: &'static str,
 }
 
+/// Labels of the cluster's series: the kind of shared state.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    /// `budgets`, `pacing` or `directory`.
+    pub state: &'static str,
+}
+
 /// Labels of per-group series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GroupLabels {

@@ -1,0 +1,507 @@
+//! Tenants' credits and quotas kept in Redis for every instance: a reservation is one script
+//! that checks every limit and holds the call's worst case atomically (one round trip before
+//! dispatch), and its settlement is another, sent in the background (one after). Limits are
+//! read from each instance's copy of the configuration; the ledger still records every call.
+//!
+//! While Redis cannot answer, budgets do what [`BudgetPolicy`] says; spend made of a local
+//! share, and settlements Redis did not hear, are kept and told to it once it is back.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+use redis::Script;
+use sluice_core::calendar;
+use sluice_economy::book::BoxFuture;
+use sluice_economy::{Accounts, Balance, Limits, Micros, Refusal, Reservation, SharedBook};
+use tokio::time::Instant;
+
+use crate::health::{BudgetPolicy, Health, Kind};
+use crate::store::Redis;
+use crate::{ClusterError, Settings};
+
+/// The most settlements kept for Redis while it cannot answer; past it the oldest are
+/// dropped, counted and logged (the ledger still has every call).
+const MAX_OWED: usize = 100_000;
+
+/// A settlement or spend Redis has not heard yet.
+#[derive(Debug)]
+enum Owed {
+    /// A hold to settle at what its call used.
+    Settle {
+        tenant: Arc<str>,
+        hold: u64,
+        tokens: u64,
+        cost: Micros,
+        tpm: u64,
+        wall: SystemTime,
+    },
+    /// Spend of a local share, made while Redis could not answer.
+    Spend {
+        tenant: Arc<str>,
+        tokens: u64,
+        cost: Micros,
+        wall: SystemTime,
+    },
+}
+
+/// The book every instance shares.
+pub struct SharedAccounts {
+    me: std::sync::Weak<SharedAccounts>,
+    redis: Arc<Redis>,
+    health: Arc<Health>,
+    /// Each tenant's limits, as this instance's configuration and admin API set them.
+    limits: Accounts,
+    /// The local shares spent while Redis cannot answer (policy `LocalShare`).
+    fallback: Mutex<Arc<Accounts>>,
+    /// Tenants given a local share in this outage.
+    shared_out: Mutex<HashSet<Arc<str>>>,
+    /// Each tenant's credits left when Redis last answered.
+    left: Mutex<HashMap<Arc<str>, Micros>>,
+    owed: Arc<Mutex<VecDeque<Owed>>>,
+    dropped: AtomicU64,
+    policy: BudgetPolicy,
+    share: f64,
+    hold_ttl: Duration,
+    instance: Arc<str>,
+    next_hold: AtomicU64,
+    reserve: Script,
+    settle: Script,
+    adjust: Script,
+}
+
+impl std::fmt::Debug for SharedAccounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedAccounts")
+            .field("policy", &self.policy)
+            .field("owed", &self.owed.lock().len())
+            .finish()
+    }
+}
+
+fn day(wall: SystemTime) -> i64 {
+    calendar::day_of(wall).0
+}
+
+fn month(wall: SystemTime) -> String {
+    let ((y, m), _) = calendar::month_of(wall);
+    format!("{y}-{m:02}")
+}
+
+fn opt(v: Option<u64>) -> i64 {
+    v.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+/// The refusal a reservation script's answer `a` gives (code, then its facts).
+fn refusal(tenant: &Arc<str>, limits: &Limits, cost: Micros, a: &[i64]) -> Refusal {
+    let n = |i: usize| u64::try_from(a.get(i).copied().unwrap_or(0)).unwrap_or(0);
+    if a.first() == Some(&1) {
+        let (spent, reserved) = (Micros(n(1)), Micros(n(2)));
+        let credits = limits.credits.unwrap_or(Micros::ZERO);
+        return Refusal::OutOfCredits {
+            tenant: tenant.clone(),
+            credits,
+            spent,
+            reserved,
+            left: Micros(credits.0.saturating_sub(spent.0 + reserved.0)),
+            needed: cost,
+        };
+    }
+    let (policy, window_secs) = match n(1) {
+        0 => ("rpm", 60),
+        1 => ("tpm", 60),
+        2 => ("tokens_per_day", 86_400),
+        _ => ("spend_per_month", 31 * 86_400),
+    };
+    let wall = SystemTime::now();
+    let retry_after = match (policy, a.get(4).copied().unwrap_or(-1)) {
+        ("tokens_per_day", _) => calendar::day_of(wall).1,
+        ("spend_per_month", _) => calendar::month_of(wall).1,
+        (_, ms) => Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
+    };
+    Refusal::OverQuota {
+        tenant: tenant.clone(),
+        policy,
+        limit: n(2),
+        window_secs,
+        remaining: n(3),
+        retry_after,
+    }
+}
+
+/// `limits` scaled to `share`, credits to `share` of `left`.
+fn scaled(limits: Limits, share: f64, left: Option<Micros>) -> Limits {
+    let part = |n: u64| ((n as f64 * share).floor() as u64).max(1);
+    Limits {
+        credits: left.map(|l| Micros((l.0 as f64 * share).floor() as u64)),
+        rpm: limits.rpm.map(part),
+        tpm: limits.tpm.map(part),
+        tokens_per_day: limits.tokens_per_day.map(part),
+        spend_per_month: limits.spend_per_month.map(|m| Micros(part(m.0))),
+    }
+}
+
+impl SharedAccounts {
+    pub(crate) fn new(
+        redis: Arc<Redis>,
+        health: Arc<Health>,
+        settings: &Settings,
+        instance: &Arc<str>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
+            redis,
+            health,
+            limits: Accounts::default(),
+            fallback: Mutex::new(Arc::new(Accounts::default())),
+            shared_out: Mutex::new(HashSet::new()),
+            left: Mutex::new(HashMap::new()),
+            owed: Arc::new(Mutex::new(VecDeque::new())),
+            dropped: AtomicU64::new(0),
+            policy: settings.budgets,
+            share: settings.per_instance_share,
+            hold_ttl: settings.hold_ttl,
+            instance: instance.clone(),
+            next_hold: AtomicU64::new(1),
+            reserve: Script::new(include_str!("book/reserve.lua")),
+            settle: Script::new(include_str!("book/settle.lua")),
+            adjust: Script::new(include_str!("book/adjust.lua")),
+        })
+    }
+
+    fn weak(&self) -> Option<Arc<Self>> {
+        self.me.upgrade()
+    }
+
+    fn keys(&self, tenant: &str) -> (String, String) {
+        (
+            self.redis.key(&format!("acct:{{{tenant}}}")),
+            self.redis.key(&format!("holds:{{{tenant}}}")),
+        )
+    }
+
+    fn hold_id(&self, hold: u64) -> String {
+        format!("{}-{hold}", self.instance)
+    }
+
+    /// Settlements and spend Redis has not heard yet.
+    pub fn owed(&self) -> usize {
+        self.owed.lock().len()
+    }
+
+    /// Settlements dropped because too many were owed while Redis could not answer.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn owe(owed: &Mutex<VecDeque<Owed>>, dropped: &AtomicU64, o: Owed) {
+        let mut q = owed.lock();
+        if q.len() >= MAX_OWED {
+            q.pop_front();
+            dropped.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(
+                "too many settlements owed to the cluster's Redis; the oldest is dropped (the ledger keeps the call)"
+            );
+        }
+        q.push_back(o);
+    }
+
+    async fn send(&self, o: &Owed) -> Result<(), ClusterError> {
+        send(&self.redis, &self.settle, &self.adjust, self, o).await
+    }
+
+    /// Tells Redis what it is owed, now that it answers; starts afresh the local shares of
+    /// the outage that ended.
+    pub(crate) async fn flush(&self) {
+        if !self.shared_out.lock().is_empty() {
+            self.shared_out.lock().clear();
+            *self.fallback.lock() = Arc::new(Accounts::default());
+        }
+        loop {
+            let Some(o) = self.owed.lock().pop_front() else {
+                return;
+            };
+            if let Err(e) = self.send(&o).await {
+                self.owed.lock().push_front(o);
+                self.health.failed(Kind::Budgets, &e);
+                return;
+            }
+        }
+    }
+
+    /// A reservation made without Redis, by the policy.
+    fn degraded(
+        &self,
+        tenant: &Arc<str>,
+        limits: Limits,
+        cause: String,
+        (now, wall, tokens, cost): (Instant, SystemTime, u64, Micros),
+    ) -> Result<Option<Reservation>, Refusal> {
+        if self.policy == BudgetPolicy::FailClosed {
+            return Err(Refusal::Unavailable {
+                tenant: tenant.clone(),
+                cause,
+            });
+        }
+        let fallback = self.fallback.lock().clone();
+        if !self.shared_out.lock().contains(tenant) {
+            let left = self.left.lock().get(tenant).copied();
+            if limits.credits.is_some() && left.is_none() {
+                return Err(Refusal::Unavailable {
+                    tenant: tenant.clone(),
+                    cause: format!(
+                        "{cause}; no balance was read before it went away, so no local share can be given"
+                    ),
+                });
+            }
+            fallback.set_limits(tenant, scaled(limits, self.share, left), now);
+            self.shared_out.lock().insert(tenant.clone());
+        }
+        fallback.reserve(tenant, now, wall, tokens, cost)
+    }
+}
+
+/// Sends `o` to Redis.
+async fn send(
+    redis: &Redis,
+    settle: &Script,
+    adjust: &Script,
+    book: &SharedAccounts,
+    o: &Owed,
+) -> Result<(), ClusterError> {
+    match o {
+        Owed::Settle {
+            tenant,
+            hold,
+            tokens,
+            cost,
+            tpm,
+            wall,
+        } => {
+            let (acct, holds) = book.keys(tenant);
+            let id = book.hold_id(*hold);
+            redis
+                .eval::<i64>(settle, |i| {
+                    i.key(&acct)
+                        .key(&holds)
+                        .arg(&id)
+                        .arg(*tokens)
+                        .arg(cost.0)
+                        .arg(*tpm)
+                        .arg(day(*wall))
+                        .arg(month(*wall));
+                })
+                .await?;
+        }
+        Owed::Spend {
+            tenant,
+            tokens,
+            cost,
+            wall,
+        } => {
+            let (acct, _) = book.keys(tenant);
+            redis
+                .eval::<i64>(adjust, |i| {
+                    i.key(&acct)
+                        .arg(*tokens)
+                        .arg(cost.0)
+                        .arg(day(*wall))
+                        .arg(month(*wall))
+                        .arg(0)
+                        .arg(0)
+                        .arg(0);
+                })
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+impl SharedBook for SharedAccounts {
+    fn set_limits(&self, tenant: &str, limits: Limits, now: Instant) {
+        self.limits.set_limits(tenant, limits, now);
+    }
+
+    fn limits(&self, tenant: &str) -> Option<Limits> {
+        self.limits.limits(tenant)
+    }
+
+    fn reserve<'a>(
+        &'a self,
+        tenant: &'a Arc<str>,
+        now: Instant,
+        wall: SystemTime,
+        tokens: u64,
+        cost: Micros,
+    ) -> BoxFuture<'a, Result<Option<Reservation>, Refusal>> {
+        Box::pin(async move {
+            let Some(limits) = self.limits.limits(tenant) else {
+                return Ok(None);
+            };
+            let call = (now, wall, tokens, cost);
+            if self.health.is_down() {
+                let cause = self
+                    .health
+                    .cause()
+                    .unwrap_or_else(|| "Redis is down".into());
+                return self.degraded(tenant, limits, cause, call);
+            }
+            let hold = self.next_hold.fetch_add(1, Ordering::Relaxed);
+            let (acct, holds) = self.keys(tenant);
+            let id = self.hold_id(hold);
+            let answer = self
+                .redis
+                .eval::<Vec<i64>>(&self.reserve, |i| {
+                    i.key(&acct)
+                        .key(&holds)
+                        .arg(&id)
+                        .arg(tokens)
+                        .arg(cost.0)
+                        .arg(opt(limits.credits.map(|c| c.0)))
+                        .arg(limits.rpm.unwrap_or(0))
+                        .arg(limits.tpm.unwrap_or(0))
+                        .arg(opt(limits.tokens_per_day))
+                        .arg(opt(limits.spend_per_month.map(|m| m.0)))
+                        .arg(day(wall))
+                        .arg(month(wall))
+                        .arg(self.hold_ttl.as_millis() as u64);
+                })
+                .await;
+            match answer {
+                Ok(a) if a.first() == Some(&0) => {
+                    if let Some(left) = a.get(1).and_then(|l| u64::try_from(*l).ok()) {
+                        self.left.lock().insert(tenant.clone(), Micros(left));
+                    }
+                    Ok(Some(Reservation::shared(
+                        tenant.clone(),
+                        tokens,
+                        cost,
+                        hold,
+                    )))
+                }
+                Ok(a) => Err(refusal(tenant, &limits, cost, &a)),
+                Err(e) => {
+                    self.health.failed(Kind::Budgets, &e);
+                    self.degraded(tenant, limits, e.to_string(), call)
+                }
+            }
+        })
+    }
+
+    fn settle(&self, r: Reservation, now: Instant, wall: SystemTime, tokens: u64, cost: Micros) {
+        let tenant = r.tenant().clone();
+        let Some(hold) = r.hold() else {
+            // Spent of a local share: counted here, and told to Redis once it is back.
+            self.fallback.lock().settle(r, now, wall, tokens, cost);
+            Self::owe(
+                &self.owed,
+                &self.dropped,
+                Owed::Spend {
+                    tenant,
+                    tokens,
+                    cost,
+                    wall,
+                },
+            );
+            return;
+        };
+        let tpm = self.limits.limits(&tenant).and_then(|l| l.tpm).unwrap_or(0);
+        let o = Owed::Settle {
+            tenant,
+            hold,
+            tokens,
+            cost,
+            tpm,
+            wall,
+        };
+        if self.health.is_down() {
+            Self::owe(&self.owed, &self.dropped, o);
+            return;
+        }
+        let Some(me) = self.weak() else {
+            Self::owe(&self.owed, &self.dropped, o);
+            return;
+        };
+        tokio::spawn(async move {
+            if let Err(e) = me.send(&o).await {
+                me.health.failed(Kind::Budgets, &e);
+                Self::owe(&me.owed, &me.dropped, o);
+            }
+        });
+    }
+
+    fn restore(
+        &self,
+        tenant: &str,
+        wall: SystemTime,
+        spent: Micros,
+        month_spent: Micros,
+        day_tokens: u64,
+    ) {
+        let Some(me) = self.weak() else {
+            return;
+        };
+        let (acct, _) = self.keys(tenant);
+        tokio::spawn(async move {
+            let r = me
+                .redis
+                .eval::<i64>(&me.adjust, |i| {
+                    i.key(&acct)
+                        .arg(day_tokens)
+                        .arg(spent.0)
+                        .arg(day(wall))
+                        .arg(month(wall))
+                        .arg(1)
+                        .arg(month_spent.0)
+                        .arg(day_tokens);
+                })
+                .await;
+            if let Err(e) = r {
+                me.health.failed(Kind::Budgets, &e);
+            }
+        });
+    }
+
+    fn balance<'a>(&'a self, tenant: &'a str) -> BoxFuture<'a, Option<Balance>> {
+        Box::pin(async move {
+            let limits = self.limits.limits(tenant)?;
+            let (acct, _) = self.keys(tenant);
+            let f: Vec<Option<String>> = self
+                .redis
+                .query(
+                    redis::cmd("HMGET")
+                        .arg(&acct)
+                        .arg("spent")
+                        .arg("reserved")
+                        .arg("day")
+                        .arg("day_tokens")
+                        .arg("month")
+                        .arg("month_spent"),
+                )
+                .await
+                .ok()?;
+            let n = |i: usize| {
+                f.get(i)
+                    .and_then(|v| v.as_deref())
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .map_or(0, |v| u64::try_from(v).unwrap_or(0))
+            };
+            let wall = SystemTime::now();
+            let today = f.get(2).and_then(|v| v.as_deref()) == Some(&day(wall).to_string());
+            let this_month = f.get(4).and_then(|v| v.as_deref()) == Some(month(wall).as_str());
+            Some(Balance {
+                spent: Micros(n(0)),
+                reserved: Micros(n(1)),
+                tokens_today: if today { n(3) } else { 0 },
+                spent_this_month: Micros(if this_month { n(5) } else { 0 }),
+                limits,
+            })
+        })
+    }
+
+    fn tenants(&self) -> Vec<Arc<str>> {
+        self.limits.tenants()
+    }
+}

@@ -1,0 +1,165 @@
+//! What each kind of shared state does while Redis cannot answer, and whether it is so now.
+//! The decision is stated here, once: budgets fail closed (or keep a local share, as
+//! configured), pacing keeps a local share of each limit, the directory keeps what it holds,
+//! and the moment Redis answers again every kind is whole. Entering and leaving is logged;
+//! failures are counted per kind.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use parking_lot::Mutex;
+
+use crate::ClusterError;
+
+/// What budgets (credits and quotas) do while Redis cannot answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BudgetPolicy {
+    /// Calls of tenants with credits or quotas are refused (503) until Redis is back.
+    FailClosed,
+    /// Each instance keeps `per_instance_share` of each limit (of the credits left when Redis
+    /// last answered) and spends it alone; what it spent is told to Redis once it is back.
+    LocalShare,
+}
+
+/// A kind of shared state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Credits and quotas.
+    Budgets,
+    /// Deployments' pacing and 429 pauses.
+    Pacing,
+    /// Keys and tenants made through the admin API, and peers' configurations.
+    Directory,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 3] = [Kind::Budgets, Kind::Pacing, Kind::Directory];
+
+    /// Its name in metrics and `/readyz`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Budgets => "budgets",
+            Kind::Pacing => "pacing",
+            Kind::Directory => "directory",
+        }
+    }
+}
+
+/// One degraded kind and what it does instead.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Degraded {
+    /// The kind.
+    pub kind: Kind,
+    /// What it does while Redis cannot answer.
+    pub behaviour: String,
+}
+
+/// Whether Redis answers, and the failures of each kind.
+#[derive(Debug)]
+pub struct Health {
+    down: AtomicBool,
+    since: Mutex<Option<(SystemTime, String)>>,
+    errors: [AtomicU64; 3],
+    budgets: BudgetPolicy,
+    share: f64,
+    /// Peers whose configuration differs from this one's, as the last comparison found.
+    pub(crate) disagreement: Mutex<Option<String>>,
+}
+
+impl Health {
+    /// Healthy, with these behaviours for when it is not.
+    pub fn new(budgets: BudgetPolicy, share: f64) -> Self {
+        Self {
+            down: AtomicBool::new(false),
+            since: Mutex::new(None),
+            errors: Default::default(),
+            budgets,
+            share,
+            disagreement: Mutex::new(None),
+        }
+    }
+
+    /// Whether Redis is taken as down (every kind degraded).
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::Relaxed)
+    }
+
+    /// A command of `kind` failed with `e`: Redis is taken as down until a probe answers.
+    pub fn failed(&self, kind: Kind, e: &ClusterError) {
+        self.errors[kind as usize].fetch_add(1, Ordering::Relaxed);
+        if !self.down.swap(true, Ordering::AcqRel) {
+            *self.since.lock() = Some((SystemTime::now(), e.to_string()));
+            let said: Vec<String> = self
+                .degraded()
+                .iter()
+                .map(|d| format!("{}: {}", d.kind.name(), d.behaviour))
+                .collect();
+            tracing::error!(error = %e, kind = kind.name(), "the cluster's Redis cannot answer; {}", said.join("; "));
+        }
+    }
+
+    /// A probe answered: every kind is whole again. Whether Redis was down until now.
+    pub fn recovered(&self) -> bool {
+        let was_down = self.down.swap(false, Ordering::AcqRel);
+        if was_down {
+            let since = self.since.lock().take();
+            let for_s = since
+                .and_then(|(t, _)| t.elapsed().ok())
+                .map_or(0.0, |d| d.as_secs_f64());
+            tracing::warn!(
+                down_seconds = for_s,
+                "the cluster's Redis answers again; budgets, pacing and the directory are shared again"
+            );
+        }
+        was_down
+    }
+
+    /// Failures of `kind` so far.
+    pub fn errors(&self, kind: Kind) -> u64 {
+        self.errors[kind as usize].load(Ordering::Relaxed)
+    }
+
+    /// Why Redis was taken as down, when it is.
+    pub fn cause(&self) -> Option<String> {
+        self.since.lock().as_ref().map(|(_, c)| c.clone())
+    }
+
+    /// Peers whose configuration's shared sections differ from this one's, when some do.
+    pub fn disagreement(&self) -> Option<String> {
+        self.disagreement.lock().clone()
+    }
+
+    /// The kinds degraded now, with what each does instead (none while Redis answers).
+    pub fn degraded(&self) -> Vec<Degraded> {
+        if !self.is_down() {
+            return Vec::new();
+        }
+        let pct = self.share * 100.0;
+        let budgets = match self.budgets {
+            BudgetPolicy::FailClosed => {
+                "fail closed: calls of tenants with credits or quotas get 503".to_string()
+            }
+            BudgetPolicy::LocalShare => format!(
+                "each instance spends {pct:.0}% of each limit alone (of the credits left when \
+                 Redis last answered); Redis hears it once back"
+            ),
+        };
+        Kind::ALL
+            .into_iter()
+            .map(|kind| Degraded {
+                kind,
+                behaviour: match kind {
+                    Kind::Budgets => budgets.clone(),
+                    Kind::Pacing => {
+                        format!("each instance paces at {pct:.0}% of each deployment's limit")
+                    }
+                    Kind::Directory => {
+                        "keys and tenants made elsewhere are not seen until Redis is back"
+                            .to_string()
+                    }
+                },
+            })
+            .collect()
+    }
+}
