@@ -208,10 +208,6 @@ impl SharedAccounts {
         q.push_back(o);
     }
 
-    async fn send(&self, o: &Owed) -> Result<(), ClusterError> {
-        send(&self.redis, &self.settle, &self.adjust, self, o).await
-    }
-
     /// Tells Redis what it is owed, now that it answers; starts afresh the local shares of
     /// the outage that ended.
     pub(crate) async fn flush(&self) {
@@ -263,60 +259,57 @@ impl SharedAccounts {
     }
 }
 
-/// Sends `o` to Redis.
-async fn send(
-    redis: &Redis,
-    settle: &Script,
-    adjust: &Script,
-    book: &SharedAccounts,
-    o: &Owed,
-) -> Result<(), ClusterError> {
-    match o {
-        Owed::Settle {
-            tenant,
-            hold,
-            tokens,
-            cost,
-            tpm,
-            wall,
-        } => {
-            let (acct, holds) = book.keys(tenant);
-            let id = book.hold_id(*hold);
-            redis
-                .eval::<i64>(settle, |i| {
-                    i.key(&acct)
-                        .key(&holds)
-                        .arg(&id)
-                        .arg(*tokens)
-                        .arg(cost.0)
-                        .arg(*tpm)
-                        .arg(day(*wall))
-                        .arg(month(*wall));
-                })
-                .await?;
+impl SharedAccounts {
+    /// Sends `o` to Redis.
+    async fn send(&self, o: &Owed) -> Result<(), ClusterError> {
+        let (redis, book) = (&self.redis, self);
+        match o {
+            Owed::Settle {
+                tenant,
+                hold,
+                tokens,
+                cost,
+                tpm,
+                wall,
+            } => {
+                let (acct, holds) = book.keys(tenant);
+                let id = book.hold_id(*hold);
+                redis
+                    .eval::<i64>(&book.settle, |i| {
+                        i.key(&acct)
+                            .key(&holds)
+                            .arg(&id)
+                            .arg(*tokens)
+                            .arg(cost.0)
+                            .arg(*tpm)
+                            .arg(day(*wall))
+                            .arg(month(*wall));
+                    })
+                    .await?;
+            }
+            Owed::Spend {
+                tenant,
+                tokens,
+                cost,
+                wall,
+            } => {
+                let (acct, _) = book.keys(tenant);
+                redis
+                    .eval::<i64>(&book.adjust, |i| {
+                        i.key(&acct)
+                            .arg(*tokens)
+                            .arg(cost.0)
+                            .arg(day(*wall))
+                            .arg(month(*wall))
+                            .arg(0)
+                            .arg(0)
+                            .arg(0);
+                    })
+                    .await?;
+            }
         }
-        Owed::Spend {
-            tenant,
-            tokens,
-            cost,
-            wall,
-        } => {
-            let (acct, _) = book.keys(tenant);
-            redis
-                .eval::<i64>(adjust, |i| {
-                    i.key(&acct)
-                        .arg(*tokens)
-                        .arg(cost.0)
-                        .arg(day(*wall))
-                        .arg(month(*wall))
-                        .arg(0)
-                        .arg(0)
-                        .arg(0);
-                })
-                .await?;
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 impl SharedBook for SharedAccounts {

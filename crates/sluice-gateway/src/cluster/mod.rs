@@ -69,14 +69,12 @@ async fn reload(gw: &Gateway) -> Result<(), LedgerError> {
             lane: k.lane.clone(),
             models: k.models.clone(),
         };
-        match keys.named(&k.name) {
-            // A key of that name with another hash is this instance's configured one: it wins.
-            Some(_) => {}
-            None => {
-                if let Err(e) = keys.insert_hashed(spec, &sha) {
-                    tracing::warn!(key = %k.name, error = %e, "a key made by another instance could not be taken");
-                }
-            }
+        // A key of that name already held (this instance's configured one, or the same key)
+        // wins.
+        if keys.named(&k.name).is_none()
+            && let Err(e) = keys.insert_hashed(spec, &sha)
+        {
+            tracing::warn!(key = %k.name, error = %e, "a key made by another instance could not be taken");
         }
     }
     for k in keys.list() {
