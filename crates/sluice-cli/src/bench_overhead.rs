@@ -70,6 +70,14 @@ pub struct OverheadArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Every request a tenant's with credits and a quota, and the deployment paced by a
+    /// configured limit (both far above the load): what reserving, settling and pacing cost.
+    #[arg(long)]
+    pub budgets: bool,
+    /// With `--budgets`, the credits, quota and pacing kept in the Redis at
+    /// `$SLUICE_REDIS_URL` (`[cluster]`): what sharing them with other instances costs.
+    #[arg(long, requires = "budgets")]
+    pub cluster: bool,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -319,7 +327,9 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
         .map(|n| format!("worker_threads = {n}\n"))
         .unwrap_or_default();
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{gw_port}\"\n{threads}\n{ledger}\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://{sim_addr}/fixed/v1\"\npool_max_idle = 1024\n\n[models.bench]\ndeployments = [{{ provider = \"up\", model = \"fixed\" }}]\n"
+        "[server]\nlisten = \"127.0.0.1:{gw_port}\"\n{threads}\n{ledger}\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://{sim_addr}/fixed/v1\"\npool_max_idle = 1024\n\n[models.bench]\ndeployments = [{{ provider = \"up\", model = \"fixed\"{} }}]\n{}",
+        if a.budgets { ", rpm = 60000000" } else { "" },
+        budgets_config(a)
     );
     let gateway = Child::spawn(
         "serve",
@@ -371,6 +381,9 @@ async fn measure(a: &OverheadArgs) -> anyhow::Result<ExitCode> {
         direct,
         through,
         floor,
+        tenant: a
+            .budgets
+            .then(|| http::HeaderValue::from_static(BENCH_TENANT)),
     };
     let mut results = Vec::new();
     for &rate in &a.rates {
@@ -541,4 +554,23 @@ fn by_round(rounds: &[Point], median: Option<&Point>) -> String {
         ),
         None => "no round recorded both paths".into(),
     }
+}
+
+/// The tenant every request through sluice is, with `--budgets`.
+const BENCH_TENANT: &str = "bench";
+
+/// With `--budgets`: a price, a tenant with credits and a quota far above the load, and with
+/// `--cluster` the Redis they are kept in.
+fn budgets_config(a: &OverheadArgs) -> String {
+    if !a.budgets {
+        return String::new();
+    }
+    let cluster = if a.cluster {
+        "[cluster]\nredis_url_env = \"SLUICE_REDIS_URL\"\n"
+    } else {
+        ""
+    };
+    format!(
+        "[prices.fixed]\ninput = 0.01\noutput = 0.01\n[tenants.{BENCH_TENANT}]\ncredits = 1000000.0\nrpm = 60000000\n{cluster}"
+    )
 }

@@ -81,6 +81,56 @@ fn cluster_settings(
     }))
 }
 
+/// Takes the configuration at `path` anew on each SIGHUP: checked first (a file with errors
+/// is refused, its errors logged, and the running configuration kept), then what can change
+/// in place is applied and what needs a restart is named.
+async fn reload_on_hangup(
+    gw: std::sync::Arc<sluice_gateway::Gateway>,
+    path: std::path::PathBuf,
+    mut running: gateway::GatewayConfig,
+    hash: tokio::sync::watch::Sender<String>,
+) -> anyhow::Result<()> {
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    while hangups.recv().await.is_some() {
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(config = %path.display(), error = %e, "SIGHUP: the configuration could not be read; the running one is kept");
+                continue;
+            }
+        };
+        let checked = gateway::check(&text, &ProcessEnv, &[], gateway::Secrets::Required);
+        let Some(mut new) = checked.config else {
+            tracing::error!(config = %path.display(), "SIGHUP: the configuration is refused, the running one is kept: {}", checked.errors);
+            continue;
+        };
+        // An address given on the command line stays.
+        new.listen = running.listen;
+        match sluice_gateway::reconfigure::apply(&gw, &running, &new).await {
+            Ok(a) => {
+                tracing::info!(
+                    tenants = a.tenants,
+                    keys_added = a.keys_added,
+                    keys_removed = a.keys_removed,
+                    "SIGHUP: configuration taken"
+                );
+                if !a.restart_needed.is_empty() {
+                    tracing::warn!(
+                        "SIGHUP: {} changed and take effect only at a restart; they run as before",
+                        a.restart_needed.join(", ")
+                    );
+                }
+                hash.send_replace(new.shared_hash());
+                running = new;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "SIGHUP: the store could not be read; the running configuration is kept")
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Loads the config, serves until SIGTERM/SIGINT, then drains.
 pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Result<ExitCode> {
     let text =
@@ -142,11 +192,18 @@ pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Resul
             None => None,
         };
         let gw = builder.build()?;
+        let (hash_tx, hash_rx) = tokio::sync::watch::channel(cfg.shared_hash());
         if let Some(c) = cluster {
             let (tx, rx) = tokio::sync::watch::channel((0, 0));
-            tokio::spawn(c.watch(cfg.shared_hash(), tx));
+            tokio::spawn(c.watch(hash_rx, tx));
             tokio::spawn(sluice_gateway::cluster::follow(gw.clone(), rx));
         }
+        let reloads = tokio::spawn(reload_on_hangup(
+            gw.clone(),
+            config.to_path_buf(),
+            cfg.clone(),
+            hash_tx,
+        ));
         let restored =
             sluice_gateway::walk::metering::restore_accounts(&gw, std::time::SystemTime::now())
                 .await?;
@@ -169,6 +226,7 @@ pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Resul
         // The batch runner stopped claiming when the drain began; items it had not ended
         // are sent again at the next start (or by another gateway once their lease ends).
         runner.abort();
+        reloads.abort();
         // Every call that finished is in the access log and the ledger before the process ends,
         // its kept trace sent (for up to the export timeout), and what the routers learnt is in
         // the store.

@@ -113,11 +113,16 @@ impl Cluster {
     }
 
     /// Probes Redis every `probe_every`: marks it back when it answers (flushing what the
-    /// book owes it), publishes this instance's `config_hash` and compares its peers', and
+    /// book owes it), publishes this instance's `config_hash` (the latest the receiver holds:
+    /// a configuration taken on SIGHUP changes it) and compares its peers', and
     /// sends to `changes` the change counter of keys and tenants with the times Redis came
     /// back (after which accounts a restarted Redis lost are filled again from the ledger).
     /// Runs until dropped.
-    pub async fn watch(self, config_hash: String, changes: tokio::sync::watch::Sender<(u64, u64)>) {
+    pub async fn watch(
+        self,
+        config_hash: tokio::sync::watch::Receiver<String>,
+        changes: tokio::sync::watch::Sender<(u64, u64)>,
+    ) {
         let mut tick = tokio::time::interval(self.settings.probe_every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut n: u64 = 0;
@@ -139,8 +144,8 @@ impl Cluster {
             }
             // Peers compare configurations every tenth probe (and at the first).
             if n.is_multiple_of(10) {
-                peers::publish_and_compare(&self.redis, &self.health, &self.instance, &config_hash)
-                    .await;
+                let hash = config_hash.borrow().clone();
+                peers::publish_and_compare(&self.redis, &self.health, &self.instance, &hash).await;
             }
             n += 1;
         }

@@ -22,6 +22,7 @@ pub mod learning;
 pub mod observers;
 pub mod pacing;
 pub mod public;
+pub mod reconfigure;
 pub mod server;
 pub mod shaping;
 pub mod tenants;

@@ -46,6 +46,8 @@ pub(super) struct Split {
     pub(super) direct: http::Uri,
     pub(super) through: http::Uri,
     pub(super) floor: http::Uri,
+    /// The tenant requests through sluice are sent as, if any.
+    pub(super) tenant: Option<http::HeaderValue>,
 }
 
 impl Target for Split {
@@ -56,7 +58,12 @@ impl Target for Split {
         // The lane names this benchmark's own two paths; it is not a gateway lane.
         let lane = req.headers_mut().remove("x-sluice-lane");
         *req.uri_mut() = match lane.as_ref().map(http::HeaderValue::as_bytes) {
-            Some(l) if l == SLUICE.as_bytes() => self.through.clone(),
+            Some(l) if l == SLUICE.as_bytes() => {
+                if let Some(t) = &self.tenant {
+                    req.headers_mut().insert("x-sluice-tenant", t.clone());
+                }
+                self.through.clone()
+            }
             Some(l) if l == FLOOR.as_bytes() => self.floor.clone(),
             _ => self.direct.clone(),
         };

@@ -192,13 +192,7 @@ impl GatewayBuilder {
             b = b.require_keys(required);
         }
         for (name, k) in &cfg.keys {
-            let spec = KeySpec {
-                name: name.clone(),
-                tenant: Arc::from(k.tenant.as_str()),
-                lane: k.lane.clone(),
-                models: k.models.clone(),
-            };
-            b = b.key(spec, &k.sha256);
+            b = b.key(key_spec(name, k), &k.sha256);
         }
         for (model, p) in &cfg.prices {
             b = b.price(model, policies::price(p));
@@ -211,13 +205,7 @@ impl GatewayBuilder {
             if let Some(lane) = &t.lane {
                 b = b.tenant_lane(tenant, lane);
             }
-            let limits = Limits {
-                credits: t.credits.map(|m| Micros(m.0)),
-                rpm: t.rpm,
-                tpm: t.tpm,
-                tokens_per_day: t.tokens_per_day,
-                spend_per_month: t.spend_per_month.map(|m| Micros(m.0)),
-            };
+            let limits = tenant_limits(t);
             if limits.any() {
                 b = b.tenant_limits(tenant, limits);
             }
@@ -276,5 +264,26 @@ impl GatewayBuilder {
             b = b.task_route(policies::task_route(name, r));
         }
         Ok(b)
+    }
+}
+
+/// The key `[keys.NAME]` defines.
+pub(crate) fn key_spec(name: &str, k: &sluice_config::gateway::KeyConfig) -> KeySpec {
+    KeySpec {
+        name: name.to_string(),
+        tenant: Arc::from(k.tenant.as_str()),
+        lane: k.lane.clone(),
+        models: k.models.clone(),
+    }
+}
+
+/// The credits and quotas `[tenants.NAME]` sets.
+pub(crate) fn tenant_limits(t: &sluice_config::gateway::TenantConfig) -> Limits {
+    Limits {
+        credits: t.credits.map(|m| Micros(m.0)),
+        rpm: t.rpm,
+        tpm: t.tpm,
+        tokens_per_day: t.tokens_per_day,
+        spend_per_month: t.spend_per_month.map(|m| Micros(m.0)),
     }
 }

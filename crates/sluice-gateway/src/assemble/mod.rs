@@ -3,7 +3,7 @@
 //! default lanes, telemetry.
 
 mod cluster;
-mod from_config;
+pub(crate) mod from_config;
 mod group_policies;
 mod jobs;
 pub mod policies;
