@@ -17,7 +17,7 @@ pub mod semantic;
 pub mod store;
 
 pub use replay::ReplayError;
-pub use store::{AnswerStore, Answers, LocalAnswers};
+pub use store::{AnswerStore, Answers, LocalAnswers, SharedAnswers};
 
 use std::sync::Arc;
 use std::time::Duration;

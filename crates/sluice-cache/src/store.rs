@@ -76,40 +76,65 @@ impl AnswerStore for LocalAnswers {
     }
 }
 
+/// A store kept outside this process (shared by several instances), as [`Answers`] holds
+/// it: [`AnswerStore`] with its read boxed.
+pub trait SharedAnswers: Send + Sync {
+    /// As [`AnswerStore::get`].
+    fn get<'a>(
+        &'a self,
+        key: &'a Key,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Option<Arc<Stored>>> + Send + 'a>>;
+    /// As [`AnswerStore::put`].
+    fn put(&self, key: Key, answer: Arc<Stored>);
+    /// As [`AnswerStore::remove`].
+    fn remove(&self, key: &Key);
+    /// As [`AnswerStore::size`].
+    fn size(&self) -> (u64, u64);
+    /// As [`AnswerStore::purge`].
+    fn purge(&self);
+}
+
 /// The store a cache holds.
 pub enum Answers {
     /// In this process.
     Local(LocalAnswers),
+    /// Kept by several instances together.
+    Shared(Arc<dyn SharedAnswers>),
 }
 
 impl AnswerStore for Answers {
     async fn get(&self, key: &Key) -> Option<Arc<Stored>> {
         match self {
             Self::Local(s) => s.get(key).await,
+            Self::Shared(s) => s.get(key).await,
         }
     }
 
     fn put(&self, key: Key, answer: Arc<Stored>) {
         match self {
             Self::Local(s) => s.put(key, answer),
+            Self::Shared(s) => s.put(key, answer),
         }
     }
 
     fn remove(&self, key: &Key) {
         match self {
             Self::Local(s) => s.remove(key),
+            Self::Shared(s) => s.remove(key),
         }
     }
 
     fn size(&self) -> (u64, u64) {
         match self {
             Self::Local(s) => s.size(),
+            Self::Shared(s) => s.size(),
         }
     }
 
     fn purge(&self) {
         match self {
             Self::Local(s) => s.purge(),
+            Self::Shared(s) => s.purge(),
         }
     }
 }

@@ -417,3 +417,75 @@ async fn an_instance_killed_mid_batch_and_redis_stopped_lose_nothing() {
     );
     assert!(fleet.all_alive(), "no instance died");
 }
+
+/// The cache header of one call to `url` asking `question`.
+async fn cached(client: &reqwest::Client, url: &str, question: &str) -> String {
+    let r = client
+        .post(format!("{url}/v1/chat/completions"))
+        .bearer_auth(FREE)
+        .json(&serde_json::json!({"model": "chat", "max_tokens": 20,
+            "messages": [{"role": "user", "content": question}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.headers()
+        .get("x-sluice-cache")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_answer_bought_by_one_instance_is_served_by_all() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let redis = Redis::start().await;
+    let sim = Sim::start(dir.path(), fast_upstream());
+    let config = format!("{}[cache]\nenabled = true\n", config(sim.port, 0, true)).replacen(
+        "[server]\n",
+        "[server]\nadmin_token_env = \"SLUICE_ADMIN_TOKEN\"\n",
+        1,
+    );
+    let env = vec![
+        (
+            "SLUICE_LEDGER_URL".to_string(),
+            harness::postgres_database().await,
+        ),
+        ("SLUICE_REDIS_URL".to_string(), redis.url()),
+        ("SLUICE_ADMIN_TOKEN".to_string(), "admin-secret".to_string()),
+    ];
+    let fleet = Fleet::start(dir.path(), &config, env).await;
+    let client = reqwest::Client::new();
+    assert_eq!(
+        cached(&client, &fleet.urls[0], "What is a lien?").await,
+        "miss"
+    );
+    // Written in the background: the others see it within moments.
+    for url in &fleet.urls[1..] {
+        let mut hit = String::new();
+        for _ in 0..50 {
+            hit = cached(&client, url, "What is a lien?").await;
+            if hit == "hit" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            hit, "hit",
+            "{url} did not serve the answer another instance bought"
+        );
+    }
+    // A purge through one instance empties the cache for all, within a probe.
+    let r = client
+        .delete(format!("{}/admin/cache", fleet.urls[2]))
+        .bearer_auth("admin-secret")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        cached(&client, &fleet.urls[0], "What is a lien?").await,
+        "miss"
+    );
+}

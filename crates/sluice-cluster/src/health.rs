@@ -1,7 +1,7 @@
 //! What each kind of shared state does while Redis cannot answer, and whether it is so now.
 //! The decision is stated here, once: budgets fail closed (or keep a local share, as
 //! configured), pacing keeps a local share of each limit, the directory keeps what it holds,
-//! and the moment Redis answers again every kind is whole. Entering and leaving is logged;
+//! the answer cache is skipped, and the moment Redis answers again every kind is whole. Entering and leaving is logged;
 //! failures are counted per kind.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,11 +30,13 @@ pub enum Kind {
     Pacing,
     /// Keys and tenants made through the admin API, and peers' configurations.
     Directory,
+    /// The exact answer cache.
+    Caches,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 3] = [Kind::Budgets, Kind::Pacing, Kind::Directory];
+    pub const ALL: [Kind; 4] = [Kind::Budgets, Kind::Pacing, Kind::Directory, Kind::Caches];
 
     /// Its name in metrics and `/readyz`.
     pub fn name(self) -> &'static str {
@@ -42,6 +44,7 @@ impl Kind {
             Kind::Budgets => "budgets",
             Kind::Pacing => "pacing",
             Kind::Directory => "directory",
+            Kind::Caches => "caches",
         }
     }
 }
@@ -60,7 +63,7 @@ pub struct Degraded {
 pub struct Health {
     down: AtomicBool,
     since: Mutex<Option<(SystemTime, String)>>,
-    errors: [AtomicU64; 3],
+    errors: [AtomicU64; 4],
     budgets: BudgetPolicy,
     share: f64,
     /// Peers whose configuration differs from this one's, as the last comparison found.
@@ -156,6 +159,10 @@ impl Health {
                     }
                     Kind::Directory => {
                         "keys and tenants made elsewhere are not seen until Redis is back"
+                            .to_string()
+                    }
+                    Kind::Caches => {
+                        "the answer cache is skipped: every request goes to the upstream"
                             .to_string()
                     }
                 },

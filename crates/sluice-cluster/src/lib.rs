@@ -8,6 +8,7 @@
 //! fail closed (or keep a stated local share), pacing keeps a local share of each limit, and
 //! `/readyz`, a metric and a log line say which state is degraded until Redis is back.
 
+pub mod answers;
 pub mod book;
 pub mod health;
 pub mod pace;
@@ -17,6 +18,7 @@ mod store;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use answers::RedisAnswers;
 pub use book::SharedAccounts;
 pub use health::{BudgetPolicy, Degraded, Health, Kind};
 pub use pace::SharedPace;
@@ -58,6 +60,8 @@ pub struct Cluster {
     book: Arc<SharedAccounts>,
     settings: Arc<Settings>,
     instance: Arc<str>,
+    /// The answer cache's generation (moved on by a purge anywhere).
+    answers: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Cluster {
@@ -74,6 +78,7 @@ impl Cluster {
             book,
             settings: Arc::new(settings),
             instance,
+            answers: Arc::default(),
         })
     }
 
@@ -91,6 +96,18 @@ impl Cluster {
             deployment,
             spec,
             self.settings.per_instance_share,
+        ))
+    }
+
+    /// The exact answer cache every instance shares, its answers living `ttl`; this
+    /// instance's own writes are counted up to `max_bytes`.
+    pub fn answers(&self, ttl: Duration, max_bytes: u64) -> Arc<RedisAnswers> {
+        Arc::new(RedisAnswers::new(
+            self.redis.clone(),
+            self.health.clone(),
+            self.answers.clone(),
+            ttl,
+            max_bytes,
         ))
     }
 
@@ -128,8 +145,11 @@ impl Cluster {
         let mut n: u64 = 0;
         loop {
             tick.tick().await;
-            match self.redis.get_u64(&self.redis.key("directory")).await {
-                Ok(v) => {
+            let counters = [self.redis.key("directory"), self.redis.key("answers")];
+            match self.redis.get_u64s(&counters).await {
+                Ok([v, generation]) => {
+                    self.answers
+                        .store(generation, std::sync::atomic::Ordering::Relaxed);
                     let back = u64::from(self.health.recovered());
                     changes.send_if_modified(|old| {
                         let new = (v, old.1 + back);

@@ -140,9 +140,16 @@ impl Redis {
         self.query(redis::cmd("INCR").arg(key)).await
     }
 
-    /// `key` as a number (0 when it is not set).
-    pub(crate) async fn get_u64(&self, key: &str) -> Result<u64, ClusterError> {
-        let v: Option<u64> = self.query(redis::cmd("GET").arg(key)).await?;
-        Ok(v.unwrap_or(0))
+    /// `keys` as numbers (0 for one not set), in one round trip.
+    pub(crate) async fn get_u64s<const N: usize>(
+        &self,
+        keys: &[String; N],
+    ) -> Result<[u64; N], ClusterError> {
+        let v: Vec<Option<u64>> = self.query(redis::cmd("MGET").arg(&keys[..])).await?;
+        let mut out = [0; N];
+        for (o, v) in out.iter_mut().zip(v) {
+            *o = v.unwrap_or(0);
+        }
+        Ok(out)
     }
 }

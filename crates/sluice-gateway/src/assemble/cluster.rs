@@ -1,5 +1,5 @@
-//! A gateway being built as one instance of several: its book of credits and quotas, and its
-//! rate-limited deployments' pacers, are the cluster's.
+//! A gateway being built as one instance of several: its book of credits and quotas, its
+//! rate-limited deployments' pacers and its exact answer cache are the cluster's.
 
 use std::sync::Arc;
 
@@ -25,6 +25,22 @@ pub(super) fn books(cluster: Option<&sluice_cluster::Cluster>) -> Books {
     match cluster {
         Some(c) => Books::Shared(c.book() as Arc<dyn sluice_economy::SharedBook>),
         None => Books::default(),
+    }
+}
+
+/// The exact answer cache: the cluster's, else one in this process.
+pub(super) fn answer_cache(
+    cluster: Option<&sluice_cluster::Cluster>,
+    ttl: std::time::Duration,
+    max_bytes: u64,
+) -> sluice_cache::AnswerCache {
+    match cluster {
+        Some(c) => sluice_cache::AnswerCache::in_store(
+            sluice_cache::Answers::Shared(c.answers(ttl, max_bytes)),
+            ttl,
+            max_bytes,
+        ),
+        None => sluice_cache::AnswerCache::new(ttl, max_bytes),
     }
 }
 

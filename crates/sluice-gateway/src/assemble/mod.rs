@@ -556,7 +556,7 @@ impl GatewayBuilder {
             caches: Caches {
                 exact: self
                     .cache
-                    .map(|(ttl, bytes)| sluice_cache::AnswerCache::new(ttl, bytes)),
+                    .map(|(ttl, bytes)| cluster::answer_cache(self.cluster.as_ref(), ttl, bytes)),
                 semantic: self.semantic,
             },
             pacing: Pacing::default(),
