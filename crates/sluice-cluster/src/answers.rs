@@ -88,13 +88,10 @@ impl RedisAnswers {
     }
 
     fn key(&self, key: &Key) -> String {
-        let mut hex = String::with_capacity(64);
-        for b in key {
-            hex.push_str(&format!("{b:02x}"));
-        }
         self.redis.key(&format!(
-            "answer:{}:{hex}",
-            self.generation.load(Ordering::Relaxed)
+            "answer:{}:{}",
+            self.generation.load(Ordering::Relaxed),
+            sluice_economy::keys::hex(key)
         ))
     }
 
