@@ -40,10 +40,11 @@ struct Stock {
     requests: u64,
     tokens: u64,
     expires: Instant,
-    /// Tokens the call waiting needs.
+    /// Tokens the call waiting needs (the first lane's, when one of its calls waits).
     want_tokens: u64,
-    /// Whether the call waiting is of a lane after the first.
-    later_lane: bool,
+    /// Whether a call of the first lane asked since the last lease (then the lease may take
+    /// what later lanes leave in the bucket).
+    first_lane_asked: bool,
     asking: bool,
     /// Redis said nothing can go before this; `true` when it said so to a call of a later
     /// lane (whose wait the first lane's calls need not share).
@@ -120,7 +121,7 @@ impl SharedPace {
                 tokens: 0,
                 expires: now,
                 want_tokens: 0,
-                later_lane: false,
+                first_lane_asked: false,
                 asking: false,
                 not_before: None,
                 pause: None,
@@ -163,7 +164,8 @@ async fn lease_loop(redis: Arc<Redis>, health: Arc<Health>, shared: Arc<Shared>,
             let left = s.left;
             s.left = [None, None];
             let (rb, tb) = (burst(s.rpm.max(1)), burst(s.tpm.max(1)));
-            let later = s.later_lane;
+            let later = !s.first_lane_asked;
+            s.first_lane_asked = false;
             (
                 [
                     s.rpm,
@@ -248,8 +250,11 @@ impl Pace for SharedPace {
         if fits {
             return now;
         }
-        s.want_tokens = tokens;
-        s.later_lane = lane > 0;
+        // A later lane's call never hides that a call of the first lane waits.
+        if lane == 0 || !s.first_lane_asked {
+            s.want_tokens = tokens;
+        }
+        s.first_lane_asked |= lane == 0;
         if let Some((at, later)) = s.not_before
             && at > now
             && (!later || lane > 0)

@@ -213,12 +213,13 @@ impl<W: Waiting> State<W> {
                 // The lane held only requests that had gone: weigh the lanes again.
                 continue;
             };
-            let paced = self.pacer.ready_in_lane(now, tokens, i);
-            let ready = self.paused_until.map_or(paced, |p| paced.max(p));
-            if ready > now {
-                self.rate_held = Some(now);
-                return Next::HeldUntil(ready);
-            }
+            let (i, tokens) = match self.paced(now, i, tokens) {
+                Ok(go) => go,
+                Err(ready) => {
+                    self.rate_held = Some(now);
+                    return Next::HeldUntil(ready);
+                }
+            };
             let Some(waiter) = self.lanes.get_mut(i).and_then(|l| l.waiting.pop()) else {
                 break;
             };
@@ -230,6 +231,35 @@ impl<W: Waiting> State<W> {
             };
         }
         Next::Idle
+    }
+
+    /// Whether the pacer lets lane `i`'s next call of `tokens` go at `now`; when it holds it,
+    /// whether an earlier lane's next call may go instead (a pacer may keep part of a limit
+    /// for the first lane, so a held later lane never holds the lanes before it). The lane
+    /// and tokens that go, or the earliest instant anything may.
+    fn paced(&mut self, now: Instant, i: usize, tokens: u64) -> Result<(usize, u64), Instant> {
+        let paused = self.paused_until.filter(|p| *p > now);
+        let mut ready = self.pacer.ready_in_lane(now, tokens, i);
+        if ready <= now {
+            return paused.map_or(Ok((i, tokens)), Err);
+        }
+        if paused.is_none() {
+            for j in 0..i {
+                let Some(t) = self
+                    .lanes
+                    .get_mut(j)
+                    .and_then(|l| l.next_waiter().map(Waiting::tokens))
+                else {
+                    continue;
+                };
+                let at = self.pacer.ready_in_lane(now, t, j);
+                if at <= now {
+                    return Ok((j, t));
+                }
+                ready = ready.min(at);
+            }
+        }
+        Err(paused.map_or(ready, |p| ready.max(p)))
     }
 
     /// Counts a slot taken by lane `i` at `now` for a call of `tokens`; returns the calls in
@@ -337,7 +367,7 @@ impl<W: Waiting> State<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pace::{PaceSpec, Pacer};
+    use crate::pace::{Dimension, PaceSpec, Pacer};
 
     /// A waiter that is only its cost and whether it left.
     #[derive(Debug)]
@@ -440,6 +470,47 @@ mod tests {
         st.enqueue(&ask(1, "a"), W(0, false), t).ok();
         assert!(matches!(st.next(t), Next::HeldUntil(at) if at == until));
         assert!(matches!(st.next(until), Next::Grant { lane: 1, .. }));
+    }
+
+    /// A pacer with one unit left, kept for the first lane's calls.
+    #[derive(Debug)]
+    struct KeepsLast(Instant);
+
+    impl Pace for KeepsLast {
+        fn ready_at(&mut self, now: Instant, _: u64) -> Instant {
+            now
+        }
+        fn ready_in_lane(&mut self, now: Instant, _: u64, lane: usize) -> Instant {
+            if lane == 0 { now } else { self.0 }
+        }
+        fn take(&mut self, _: Instant, _: u64) {}
+        fn observe(&mut self, _: Instant, _: Dimension, _: u64, _: u64, _: Duration) {}
+        fn exhausted(&mut self, _: Instant) {}
+        fn state(&mut self, _: Instant) -> (Option<DimensionState>, Option<DimensionState>) {
+            (None, None)
+        }
+    }
+
+    #[test]
+    fn a_later_lane_held_by_the_pacer_does_not_hold_the_first() {
+        let t = Instant::now();
+        let later = t + Duration::from_millis(400);
+        let mut st: State<W> = State::new(10, lanes(), Box::new(KeepsLast(later)), t);
+        // Interactive is past its share, so the scheduler weighs batch first.
+        for _ in 0..8 {
+            st.take(0, t, 0);
+        }
+        st.enqueue(&ask(1, "batch"), W(0, false), t).ok();
+        st.enqueue(&ask(0, "user"), W(7, false), t).ok();
+        match st.next(t) {
+            Next::Grant { lane, waiter, .. } => assert_eq!((lane, waiter.0), (0, 7)),
+            other => panic!("the interactive call goes on the kept unit, got {other:?}"),
+        }
+        assert!(matches!(st.next(t), Next::HeldUntil(at) if at == later));
+        // A pause holds every lane.
+        st.enqueue(&ask(0, "user"), W(8, false), t).ok();
+        assert!(st.pause_until(t, t + Duration::from_secs(1)));
+        assert!(matches!(st.next(t), Next::HeldUntil(at) if at == t + Duration::from_secs(1)));
     }
 
     #[test]
