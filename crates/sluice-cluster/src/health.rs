@@ -1,7 +1,8 @@
 //! What each kind of shared state does while Redis cannot answer, and whether it is so now.
 //! The decision is stated here, once: budgets fail closed (or keep a local share, as
 //! configured), pacing keeps a local share of each limit, the directory keeps what it holds,
-//! the answer cache is skipped, and the moment Redis answers again every kind is whole. Entering and leaving is logged;
+//! the caches are skipped, hints (affinity, breakers, routers' observations) stay each
+//! instance's own, and the moment Redis answers again every kind is whole. Entering and leaving is logged;
 //! failures are counted per kind.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,13 +31,21 @@ pub enum Kind {
     Pacing,
     /// Keys and tenants made through the admin API, and peers' configurations.
     Directory,
-    /// The exact answer cache.
+    /// The exact answer cache and the semantic cache's entries.
     Caches,
+    /// Prefix affinity, breaker hints and automatic routers' observations.
+    Hints,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 4] = [Kind::Budgets, Kind::Pacing, Kind::Directory, Kind::Caches];
+    pub const ALL: [Kind; 5] = [
+        Kind::Budgets,
+        Kind::Pacing,
+        Kind::Directory,
+        Kind::Caches,
+        Kind::Hints,
+    ];
 
     /// Its name in metrics and `/readyz`.
     pub fn name(self) -> &'static str {
@@ -45,6 +54,7 @@ impl Kind {
             Kind::Pacing => "pacing",
             Kind::Directory => "directory",
             Kind::Caches => "caches",
+            Kind::Hints => "hints",
         }
     }
 }
@@ -63,7 +73,7 @@ pub struct Degraded {
 pub struct Health {
     down: AtomicBool,
     since: Mutex<Option<(SystemTime, String)>>,
-    errors: [AtomicU64; 4],
+    errors: [AtomicU64; 5],
     budgets: BudgetPolicy,
     share: f64,
     /// Peers whose configuration differs from this one's, as the last comparison found.
@@ -161,10 +171,12 @@ impl Health {
                         "keys and tenants made elsewhere are not seen until Redis is back"
                             .to_string()
                     }
-                    Kind::Caches => {
-                        "the answer cache is skipped: every request goes to the upstream"
-                            .to_string()
-                    }
+                    Kind::Caches => "the answer cache and the semantic cache are skipped: every \
+                                     request goes to the upstream"
+                        .to_string(),
+                    Kind::Hints => "prefix affinity, breaker hints and routers' beliefs are this \
+                                    instance's own: what it learns is not told to the others"
+                        .to_string(),
                 },
             })
             .collect()

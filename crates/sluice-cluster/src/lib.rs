@@ -1,27 +1,38 @@
 //! What several sluice instances keep between them, in Redis (or Valkey): tenants' credits and
-//! quotas ([`book`]), each rate-limited deployment's pacing and 429 pauses ([`pace`]), a
-//! change counter for keys and tenants made through the admin API, and each instance's
-//! configuration hash ([`peers`]). Every kind sits behind the trait the gateway already walks
+//! quotas ([`book`]), each rate-limited deployment's pacing and 429 pauses ([`pace`]), the
+//! exact answer cache ([`answers`]), a change counter for keys and tenants made through the
+//! admin API, and each instance's configuration hash ([`peers`]). State read on every request
+//! and written seldom is replicated through shared logs ([`log`]): the semantic cache's
+//! entries ([`semantic`]), prefix affinity ([`affinity`]), breakers' hints ([`hints`]) and
+//! routers' observations (whose records the gateway writes). Every kind sits behind the trait the gateway already walks
 //! through, so without a cluster nothing here runs.
 //!
 //! When Redis cannot answer, each kind does what [`health`] states, never nothing: budgets
 //! fail closed (or keep a stated local share), pacing keeps a local share of each limit, and
 //! `/readyz`, a metric and a log line say which state is degraded until Redis is back.
 
+pub mod affinity;
 pub mod answers;
 pub mod book;
 pub mod health;
+pub mod hints;
+pub mod log;
 pub mod pace;
 pub mod peers;
+pub mod semantic;
 mod store;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use affinity::SharedPrefixes;
 pub use answers::RedisAnswers;
 pub use book::SharedAccounts;
 pub use health::{BudgetPolicy, Degraded, Health, Kind};
+pub use hints::{SharedCooling, SharedHints};
+pub use log::{Apply, Start, Writer};
 pub use pace::SharedPace;
+pub use semantic::SharedEntries;
 pub use store::ClusterError;
 
 use sluice_tail::pace::{Pace, PaceSpec};
@@ -62,6 +73,8 @@ pub struct Cluster {
     instance: Arc<str>,
     /// The answer cache's generation (moved on by a purge anywhere).
     answers: Arc<std::sync::atomic::AtomicU64>,
+    logs: Arc<log::Logs>,
+    hints: Arc<SharedHints>,
 }
 
 impl Cluster {
@@ -72,6 +85,9 @@ impl Cluster {
         let health = Arc::new(Health::new(settings.budgets, settings.per_instance_share));
         let instance: Arc<str> = Arc::from(uuid::Uuid::new_v4().simple().to_string().as_str());
         let book = SharedAccounts::new(redis.clone(), health.clone(), &settings, &instance);
+        let logs = log::Logs::new(redis.clone(), health.clone(), instance.clone());
+        tokio::spawn(logs.clone().run());
+        let hints = Arc::new(SharedHints::new(&logs));
         Ok(Self {
             redis,
             health,
@@ -79,6 +95,8 @@ impl Cluster {
             settings: Arc::new(settings),
             instance,
             answers: Arc::default(),
+            logs,
+            hints,
         })
     }
 
@@ -109,6 +127,51 @@ impl Cluster {
             ttl,
             max_bytes,
         ))
+    }
+
+    /// The semantic cache's entries under `policy`, kept by every instance.
+    pub fn semantic_entries(&self, policy: sluice_cache::semantic::Policy) -> SharedEntries {
+        // This instance's entry ids count from its own base, so an id names one entry
+        // everywhere.
+        let tag = u32::from_str_radix(self.instance.get(..8).unwrap_or("1"), 16).unwrap_or(1);
+        let base = (u64::from(tag.max(1)) << 32) | 1;
+        SharedEntries::new(&self.logs, self.health.clone(), policy, base)
+    }
+
+    /// Group `group`'s prefix affinity memory by `policy`, kept by every instance.
+    pub fn prefixes(
+        &self,
+        group: &str,
+        policy: sluice_routing::affinity::AffinityPolicy,
+    ) -> SharedPrefixes {
+        SharedPrefixes::new(&self.logs, group, policy)
+    }
+
+    /// The deployments cooling after a 429 on any instance (hedges keep away from them).
+    pub fn cooling(&self) -> SharedCooling {
+        SharedCooling::new(&self.logs)
+    }
+
+    /// The breakers' hints every instance tells and hears.
+    pub fn breaker_hints(&self) -> Arc<SharedHints> {
+        self.hints.clone()
+    }
+
+    /// A log of `name` (state of `kind`) every instance appends to and follows: the newest
+    /// `keep` records are kept, others' records are given to `apply` from `start`.
+    pub fn log(&self, name: &str, kind: Kind, keep: usize, start: Start, apply: Apply) -> Writer {
+        self.logs.topic(name, kind, keep, start, apply)
+    }
+
+    /// (records applied from other instances, records dropped while Redis could not take
+    /// them, records that could not be read) so far.
+    pub fn log_counts(&self) -> (u64, u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.logs.applied.load(Relaxed),
+            self.logs.dropped.load(Relaxed),
+            self.logs.unreadable.load(Relaxed),
+        )
     }
 
     /// What Redis's absence degrades now, and what each kind does instead.

@@ -135,6 +135,15 @@ impl Redis {
         self.bounded(cmd.query_async(&mut c)).await
     }
 
+    /// Runs `pipe` (one round trip).
+    pub(crate) async fn pipeline<T: FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, ClusterError> {
+        let mut c = self.conn();
+        self.bounded(pipe.query_async(&mut c)).await
+    }
+
     /// Adds one to `key`.
     pub(crate) async fn incr(&self, key: &str) -> Result<u64, ClusterError> {
         self.query(redis::cmd("INCR").arg(key)).await

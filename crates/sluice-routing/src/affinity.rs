@@ -12,7 +12,8 @@
 use std::hash::BuildHasher;
 use std::time::Duration;
 
-use hashbrown::{DefaultHashBuilder, HashMap};
+use foldhash::fast::FixedState;
+use hashbrown::HashMap;
 use parking_lot::Mutex;
 use sluice_core::prefix::block_hashes;
 use tokio::time::Instant;
@@ -44,9 +45,10 @@ impl Default for AffinityPolicy {
 /// A request's prompt, cut into chained block hashes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Prefixes {
-    hashes: Vec<u64>,
+    /// The chained hash of each whole block's prefix, shortest first.
+    pub hashes: Vec<u64>,
     /// The prompt's length in bytes.
-    len: usize,
+    pub len: usize,
 }
 
 /// Where one prefix went.
@@ -87,11 +89,15 @@ impl<M: PrefixMemory> PrefixMemory for std::sync::Arc<M> {
     }
 }
 
+/// The seed prompts are hashed with: fixed, so that every instance of a cluster (the same
+/// build) names a prefix alike and one instance's memory of it serves the others.
+const SEED: u64 = 0x51_1c_e0_af_f1_41_17_00;
+
 /// A model group's affinity: the hasher its prompts are cut with (no lock needed) and the
 /// memory of where their prefixes went.
 #[derive(Debug)]
 pub struct Affinity {
-    hasher: DefaultHashBuilder,
+    hasher: FixedState,
     index: Box<dyn PrefixMemory>,
 }
 
@@ -104,7 +110,7 @@ impl Affinity {
     /// Affinity remembering in `memory`.
     pub fn with_memory(memory: Box<dyn PrefixMemory>) -> Self {
         Self {
-            hasher: DefaultHashBuilder::default(),
+            hasher: FixedState::with_seed(SEED),
             index: memory,
         }
     }

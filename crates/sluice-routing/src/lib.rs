@@ -19,7 +19,7 @@ use sluice_core::{ChatRequest, ErrorKind, GatewayError, RequestId};
 use sluice_economy::{ModelInfo, Price};
 use sluice_providers::Provider;
 use sluice_tail::admission::Ask;
-use sluice_tail::{Breaker, HedgePolicy, Hedging, RetryPolicy, Retrying, Verdict};
+use sluice_tail::{Breaker, BreakerState, HedgePolicy, Hedging, RetryPolicy, Retrying, Verdict};
 use tokio::time::{Duration, Instant};
 
 use crate::limiter::Limiter;
@@ -47,6 +47,21 @@ pub struct Deployment {
     pub limiter: Option<Arc<Limiter>>,
     /// Its circuit breaker, when the group breaks circuits.
     pub breaker: Option<Arc<Mutex<Breaker>>>,
+    /// What other instances saw of its breaker, when several instances share hints.
+    pub hints: Option<Arc<dyn BreakerHints>>,
+}
+
+/// Breakers' openings told between instances that front the same upstreams: a hint, never a
+/// verdict. A deployment another instance broke is passed over while its breaker there is
+/// open, for one no one broke, while there is one; each instance still opens and closes its
+/// own breaker on its own evidence, and a hinted deployment still serves when it is all
+/// that is left.
+pub trait BreakerHints: Send + Sync + std::fmt::Debug {
+    /// Whether another instance's breaker of `deployment` is open at `now`, as it told.
+    fn suspect(&self, deployment: &str, now: Instant) -> bool;
+    /// Tells the others that this instance's breaker of `deployment` opened at `now`, until
+    /// `until`.
+    fn opened(&self, deployment: &str, now: Instant, until: Instant);
 }
 
 impl Deployment {
@@ -70,11 +85,26 @@ impl Deployment {
     }
 
     /// Feeds a finished call to its breaker: a verdict on the upstream's health, or `None`
-    /// for an outcome that says nothing about it (a 429, a 4xx).
+    /// for an outcome that says nothing about it (a 429, a 4xx). A breaker this opens is
+    /// told to the other instances, when hints are shared.
     pub fn record_health(&self, now: Instant, verdict: Option<Verdict>) {
-        if let (Some(b), Some(v)) = (&self.breaker, verdict) {
-            b.lock().record(now, v);
+        let (Some(b), Some(v)) = (&self.breaker, verdict) else {
+            return;
+        };
+        let mut b = b.lock();
+        let was_open = matches!(b.state(now), BreakerState::Open { .. });
+        let after = b.record(now, v);
+        drop(b);
+        if let (BreakerState::Open { until }, false, Some(h)) = (after, was_open, &self.hints) {
+            h.opened(&self.name, now, until);
         }
+    }
+
+    /// Whether another instance told that its breaker of this deployment is open at `now`.
+    pub fn hinted(&self, now: Instant) -> bool {
+        self.hints
+            .as_ref()
+            .is_some_and(|h| h.suspect(&self.name, now))
     }
 }
 
@@ -154,8 +184,14 @@ impl ModelGroup {
     }
 
     /// The same group, routing by prefix affinity by `policy` if given.
-    pub fn with_affinity(mut self, policy: Option<AffinityPolicy>) -> Self {
-        self.affinity = policy.map(Affinity::new);
+    pub fn with_affinity(self, policy: Option<AffinityPolicy>) -> Self {
+        self.with_affinity_of(policy.map(Affinity::new))
+    }
+
+    /// The same group, routing by `affinity` if given (one whose memory several instances
+    /// share, say).
+    pub fn with_affinity_of(mut self, affinity: Option<Affinity>) -> Self {
+        self.affinity = affinity;
         self
     }
 
@@ -363,7 +399,13 @@ impl Routes {
             None => self.pick(group, id)?,
         };
         let usable = |d: &Deployment| d.healthy(now) && !d.would_wait(ask);
-        let chosen = if usable(first) {
+        let unhinted = |d: &Deployment| usable(d) && !d.hinted(now);
+        let chosen = if unhinted(first) {
+            first
+        } else if let Some(other) = self.pick_other(group, first, id, unhinted) {
+            other
+        } else if usable(first) {
+            // Every usable deployment was broken elsewhere: this instance's evidence decides.
             first
         } else if let Some(other) = self.pick_other(group, first, id, usable) {
             other

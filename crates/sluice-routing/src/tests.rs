@@ -21,6 +21,7 @@ fn dep(name: &str, weight: u32) -> Deployment {
         info: None,
         limiter: None,
         breaker: None,
+        hints: None,
     }
 }
 

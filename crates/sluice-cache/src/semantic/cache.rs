@@ -44,6 +44,13 @@ impl SemanticCache {
         }
     }
 
+    /// With its entries kept by what `keep` makes of their policy (by several instances
+    /// together, say), its routes' modes unchanged; entries held so far are dropped.
+    pub fn kept_by(mut self, keep: impl FnOnce(Policy) -> Box<dyn SemanticEntries>) -> Self {
+        self.entries = keep(self.entries.policy());
+        self
+    }
+
     /// With its entries bounded to `max_bytes` from now on (the oldest leave as others come).
     pub fn bounded(self, max_bytes: usize) -> Self {
         self.entries.set_max_bytes(max_bytes);

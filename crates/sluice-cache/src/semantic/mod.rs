@@ -140,12 +140,18 @@ pub struct Index {
 impl Index {
     /// An empty index.
     pub fn new(policy: Policy) -> Self {
+        Self::with_first_id(policy, 1)
+    }
+
+    /// An empty index whose entries' ids count from `first` (instances that share entries
+    /// count from their own bases, so that an id names one entry across all of them).
+    pub fn with_first_id(policy: Policy, first: u64) -> Self {
         Self {
             policy,
             partitions: HashMap::new(),
             order: VecDeque::new(),
             bytes: 0,
-            next_id: 1,
+            next_id: first,
         }
     }
 
@@ -259,24 +265,42 @@ impl Index {
         cost_micros: u64,
         now: Instant,
     ) -> Option<u64> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.insert_as(id, partition, vector, facts, answer, cost_micros, now)
+            .then_some(id)
+    }
+
+    /// Stores an answer under `id` (an entry another instance stored, as it named it), as
+    /// [`Index::insert`] does; whether it was kept.
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert_as(
+        &mut self,
+        id: u64,
+        partition: u64,
+        vector: Vec<f32>,
+        facts: Facts,
+        answer: Bytes,
+        cost_micros: u64,
+        stored_at: Instant,
+    ) -> bool {
         // The vector twice: its floats and its bytes.
         let weight = answer.len() + vector.len() * 5 + ENTRY_OVERHEAD;
-        if weight > self.policy.max_bytes {
-            return None;
+        if weight > self.policy.max_bytes || self.get(partition, id).is_some() {
+            return false;
         }
+        let now = stored_at;
         self.sweep(now);
         while self.bytes + weight > self.policy.max_bytes {
             if !self.evict_oldest() {
                 break;
             }
         }
-        let id = self.next_id;
-        self.next_id += 1;
         let part = self.partitions.entry(partition).or_default();
         if part.entries.is_empty() {
             part.dim = vector.len();
         } else if part.dim != vector.len() {
-            return None; // another embedder's vector: never comparable
+            return false; // another embedder's vector: never comparable
         }
         part.push(
             &vector,
@@ -292,7 +316,7 @@ impl Index {
         );
         self.order.push_back((partition, id));
         self.bytes += weight;
-        Some(id)
+        true
     }
 
     /// Learns what verification found: entry `id`'s answer was `right` (or not) for a

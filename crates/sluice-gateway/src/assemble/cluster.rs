@@ -1,5 +1,6 @@
 //! A gateway being built as one instance of several: its book of credits and quotas, its
-//! rate-limited deployments' pacers and its exact answer cache are the cluster's.
+//! rate-limited deployments' pacers, its answer and semantic caches, its groups' prefix
+//! affinity and its breakers' hints are the cluster's.
 
 use std::sync::Arc;
 
@@ -58,5 +59,58 @@ pub(super) fn limiter(
             Limiter::paced_by(spec, lanes, seed, c.pacer(name, pace))
         }
         _ => Limiter::new(spec, lanes, seed, pace),
+    }
+}
+
+/// The breakers' hints every deployment shares with the other instances, when there are any.
+pub(super) fn hints(
+    cluster: Option<&sluice_cluster::Cluster>,
+) -> Option<Arc<dyn sluice_routing::BreakerHints>> {
+    cluster.map(|c| c.breaker_hints() as Arc<dyn sluice_routing::BreakerHints>)
+}
+
+/// Group `group`'s prefix affinity by `policy`: its memory the cluster's, else this process's.
+pub(super) fn affinity(
+    cluster: Option<&sluice_cluster::Cluster>,
+    group: &str,
+    policy: Option<sluice_routing::affinity::AffinityPolicy>,
+) -> Option<sluice_routing::affinity::Affinity> {
+    let policy = policy?;
+    Some(match cluster {
+        Some(c) => {
+            sluice_routing::affinity::Affinity::with_memory(Box::new(c.prefixes(group, policy)))
+        }
+        None => sluice_routing::affinity::Affinity::new(policy),
+    })
+}
+
+/// The semantic cache `semantic` holds, its entries the cluster's when there is one.
+pub(super) fn semantic(
+    cluster: Option<&sluice_cluster::Cluster>,
+    semantic: Option<crate::caches::Semantic>,
+) -> Option<Arc<crate::caches::Semantic>> {
+    let crate::caches::Semantic {
+        cache,
+        embedder,
+        coins,
+        served,
+    } = semantic?;
+    let cache = match cluster {
+        Some(c) => cache.kept_by(|policy| Box::new(c.semantic_entries(policy))),
+        None => cache,
+    };
+    Some(Arc::new(crate::caches::Semantic {
+        cache,
+        embedder,
+        coins,
+        served,
+    }))
+}
+
+/// The cool-downs after a 429: the cluster's, else this process's.
+pub(super) fn pacing(cluster: Option<&sluice_cluster::Cluster>) -> crate::pacing::Pacing {
+    match cluster {
+        Some(c) => crate::pacing::Pacing::with(Box::new(c.cooling())),
+        None => crate::pacing::Pacing::default(),
     }
 }

@@ -88,12 +88,12 @@ impl GatewayBuilder {
         cache: sluice_cache::semantic::SemanticCache,
         embedder: Arc<sluice_embed::Embedder>,
     ) -> Self {
-        self.semantic = Some(Arc::new(crate::caches::Semantic {
+        self.semantic = Some(crate::caches::Semantic {
             cache,
             embedder,
             coins: parking_lot::Mutex::new(rand::SeedableRng::seed_from_u64(0x5e3a_c0de)),
             served: moka::sync::Cache::new(crate::caches::HITS_KEPT),
-        }));
+        });
         self
     }
 

@@ -35,7 +35,6 @@ use crate::caches::Caches;
 use crate::gateway::{Gateway, RecordSink};
 use crate::learning::Learning;
 use crate::observers::{Judged, Observers, Recent};
-use crate::pacing::Pacing;
 use crate::shaping::Shaping;
 use crate::tenants::{KeyCheck, LocalTenants, Tenants};
 use sluice_routing::affinity::AffinityPolicy;
@@ -151,7 +150,7 @@ pub struct GatewayBuilder {
     /// Model names that choose a group by rules.
     task_routes: Vec<TaskRoute>,
     routers: Vec<(String, Vec<String>, RouterPolicy)>,
-    semantic: Option<Arc<crate::caches::Semantic>>,
+    semantic: Option<crate::caches::Semantic>,
     pub(super) prefixes: Option<crate::shaping::PrefixWatch>,
     pub(super) shapes: HashMap<Arc<str>, sluice_context::Shaping>,
     pub(super) slos: Vec<sluice_telemetry::slo::Slo>,
@@ -380,6 +379,7 @@ impl GatewayBuilder {
         let seed = self.seed.unwrap_or_else(time_seed);
         let mut groups = Vec::with_capacity(self.models.len());
         let mut upstreams = sluice_trace::Upstreams::new();
+        let hints = cluster::hints(self.cluster.as_ref());
         for (group, deps, own) in &self.models {
             let p = own.or(self.defaults);
             let mut out = Vec::with_capacity(deps.len());
@@ -428,13 +428,14 @@ impl GatewayBuilder {
                     info: self.catalog.info(&d.model).copied(),
                     limiter,
                     breaker,
+                    hints: hints.clone(),
                 });
             }
             groups.push(
                 ModelGroup::new(group, out, p.hedge)
                     .with_retries(p.retry.on())
                     .with_timeout(p.timeout)
-                    .with_affinity(p.affinity)
+                    .with_affinity_of(cluster::affinity(self.cluster.as_ref(), group, p.affinity))
                     .with_fallbacks(self.fallbacks.get(group).map_or(&[], Vec::as_slice)),
             );
         }
@@ -537,7 +538,7 @@ impl GatewayBuilder {
             prefixes: self.prefixes,
         };
         let batches = jobs::resolve(self.batches, self.batch_lane.as_deref(), &self.lanes);
-        Ok(Arc::new(Gateway {
+        let gw = Arc::new(Gateway {
             routes: Routes::new(groups, seed)
                 .with_task_routes(self.task_routes)
                 .with_routers(routers),
@@ -557,9 +558,9 @@ impl GatewayBuilder {
                 exact: self
                     .cache
                     .map(|(ttl, bytes)| cluster::answer_cache(self.cluster.as_ref(), ttl, bytes)),
-                semantic: self.semantic,
+                semantic: cluster::semantic(self.cluster.as_ref(), self.semantic),
             },
-            pacing: Pacing::default(),
+            pacing: cluster::pacing(self.cluster.as_ref()),
             shaping,
             observers: Observers {
                 telemetry,
@@ -575,7 +576,9 @@ impl GatewayBuilder {
             cluster: self.cluster,
             max_body_bytes: self.max_body_bytes,
             draining: AtomicBool::new(false),
-        }))
+        });
+        crate::learning::share(&gw);
+        Ok(gw)
     }
 }
 

@@ -6,6 +6,11 @@
 //! Without feedback a router learns only from failures, and, knowing nothing good of any
 //! candidate, keeps to the one believed best (the dearest of equals).
 
+mod shared;
+
+use shared::Told;
+pub(crate) use shared::share;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,6 +81,8 @@ pub struct Learning {
     recent: Cache<Sent, (RequestId, Instant)>,
     /// Each router's version when it was last saved to the store.
     saved: parking_lot::Mutex<Vec<(Arc<str>, u64)>>,
+    /// The cluster's log of routers' learning, when the gateway is one of several.
+    shared: std::sync::OnceLock<sluice_cluster::Writer>,
 }
 
 impl Default for Learning {
@@ -84,6 +91,7 @@ impl Default for Learning {
             answers: Cache::new(ANSWERS_KEPT),
             recent: Cache::new(ANSWERS_KEPT),
             saved: parking_lot::Mutex::new(Vec::new()),
+            shared: std::sync::OnceLock::new(),
         }
     }
 }
@@ -168,14 +176,60 @@ impl Learning {
         id: &RequestId,
         now: Instant,
     ) {
-        let key = (tenant.cloned(), hash);
+        self.arrived_elsewhere(routes, telemetry, tenant.cloned(), hash, id.clone(), now);
+        self.tell(|| Told::Sent {
+            tenant: tenant.map(|t| t.to_string()),
+            hash,
+            id: id.as_str().to_string(),
+        });
+    }
+
+    /// As [`Learning::arrived`], for a request another instance saw (not told again).
+    fn arrived_elsewhere(
+        &self,
+        routes: &Routes,
+        telemetry: &Telemetry,
+        tenant: Option<Arc<str>>,
+        hash: u64,
+        id: RequestId,
+        now: Instant,
+    ) {
+        let key = (tenant, hash);
         if let Some((earlier, at)) = self.recent.get(&key)
-            && earlier != *id
+            && earlier != id
             && now.saturating_duration_since(at) <= RETRY_WINDOW
         {
             self.implicit(routes, telemetry, &earlier, Signal::Retried);
         }
-        self.recent.insert(key, (id.clone(), now));
+        self.recent.insert(key, (id, now));
+    }
+
+    /// Remembers `routed` under `id` for feedback, telling the other instances.
+    fn remember(&self, id: RequestId, routed: Routed) {
+        self.tell(|| Told::routed(&id, &routed));
+        self.answers.insert(id, routed);
+    }
+
+    /// Router `router` learns `score` for `candidate` on `task` (replacing `replaces`),
+    /// telling the other instances.
+    fn observe(
+        &self,
+        r: &mut Router,
+        task: &Arc<str>,
+        candidate: usize,
+        score: f64,
+        replaces: Option<f64>,
+    ) {
+        r.observe(task, candidate, score, replaces);
+        if let Some(c) = r.candidates.get(candidate) {
+            self.tell(|| Told::Score {
+                router: r.name.to_string(),
+                task: task.to_string(),
+                candidate: c.to_string(),
+                score,
+                replaces,
+            });
+        }
     }
 
     /// Learns what a finished call a router chose says: its answer is remembered for
@@ -199,7 +253,7 @@ impl Learning {
             if f.reason == sluice_routing::fallback::Reason::Failed.label()
                 && let Some(failed) = r.candidates.iter().position(|c| *c == f.from)
             {
-                r.observe(&auto.task, failed, 0.0, None);
+                self.observe(&mut r, &auto.task, failed, 0.0, None);
                 telemetry.router_feedback(&route.route, Signal::UpstreamError.label());
             }
         }
@@ -214,6 +268,13 @@ impl Learning {
                 u.cached_tokens as f64 / u.prompt_tokens as f64
             };
             r.observe_usage(&task, candidate, u.completion_tokens, cached);
+            self.tell(|| Told::Usage {
+                router: r.name.to_string(),
+                task: task.to_string(),
+                candidate: served.to_string(),
+                output: u.completion_tokens,
+                cached,
+            });
         }
         let signal = if record.error.is_some_and(|e| e.is_upstream()) {
             Some(Signal::UpstreamError)
@@ -228,13 +289,13 @@ impl Learning {
             scored: None,
         };
         if let Some(signal) = signal {
-            r.observe(&task, candidate, 0.0, None);
+            self.observe(&mut r, &task, candidate, 0.0, None);
             routed.scored = Some((0.0, signal));
             telemetry.router_feedback(&route.route, signal.label());
         }
         drop(r);
         if record.status == 200 || signal.is_some() {
-            self.answers.insert(record.request_id.clone(), routed);
+            self.remember(record.request_id.clone(), routed);
         }
     }
 
@@ -247,13 +308,17 @@ impl Learning {
             return;
         }
         if let Some(router) = routes.router(&routed.router) {
-            router
-                .lock()
-                .observe(&routed.task, routed.candidate, 0.0, None);
+            self.observe(
+                &mut router.lock(),
+                &routed.task,
+                routed.candidate,
+                0.0,
+                None,
+            );
             telemetry.router_feedback(&routed.router, signal.label());
         }
         routed.scored = Some((0.0, signal));
-        self.answers.insert(id.clone(), routed);
+        self.remember(id.clone(), routed);
     }
 
     /// The answer remembered under `id`.
@@ -274,10 +339,10 @@ impl Learning {
         let replaces = routed.scored.map(|(s, _)| s);
         if let Some(router) = routes.router(&routed.router) {
             let mut r: parking_lot::MutexGuard<'_, Router> = router.lock();
-            r.observe(&routed.task, routed.candidate, score, replaces);
+            self.observe(&mut r, &routed.task, routed.candidate, score, replaces);
         }
         telemetry.router_feedback(&routed.router, Signal::Explicit.label());
         routed.scored = Some((score, Signal::Explicit));
-        self.answers.insert(id.clone(), routed);
+        self.remember(id.clone(), routed);
     }
 }
