@@ -390,7 +390,8 @@ pub struct RouteTaken {
 pub struct AutoChoice {
     /// The task as learnt (`default` for none).
     pub task: Arc<str>,
-    /// Why the winner won: `cheapest_clearing_floor`, `explore` or `none_clears_floor`.
+    /// Why the winner won: `cheapest_clearing_floor`, `explore`, `revisit` or
+    /// `none_clears_floor`.
     pub why: &'static str,
     /// The quality floor.
     pub floor: f64,

@@ -520,7 +520,7 @@ impl GatewayBuilder {
             ),
             None => None,
         };
-        let routers = routers::build(self.routers, &self.router_state, &groups, seed)?;
+        let routers = routers::build(self.routers, &self.router_state, &groups)?;
         let traces = traces::start(self.traces, upstreams, &telemetry)?;
         let shaping = Shaping {
             cache_keys: self

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use sluice_routing::ModelGroup;
 use sluice_routing::auto::{Router, RouterPolicy, Stored};
-use sluice_routing::{ModelGroup, ticket_hash};
 
 use super::{BuildError, GatewayBuilder};
 
@@ -28,7 +28,6 @@ pub(super) fn build(
     specs: Vec<(String, Vec<String>, RouterPolicy)>,
     state: &[(String, Vec<Stored>)],
     groups: &[ModelGroup],
-    seed: u64,
 ) -> Result<Vec<Router>, BuildError> {
     let mut routers = Vec::with_capacity(specs.len());
     for (name, candidates, policy) in specs {
@@ -42,7 +41,7 @@ pub(super) fn build(
             });
         }
         let names = candidates.iter().map(|c| Arc::from(c.as_str())).collect();
-        let mut r = Router::new(&name, names, policy, ticket_hash(seed, 3, &name));
+        let mut r = Router::new(&name, names, policy);
         for (_, stored) in state.iter().filter(|(n, _)| *n == name) {
             let taken = r.restore(stored);
             tracing::info!(router = %name, taken, "router state restored");

@@ -120,6 +120,16 @@ pub fn body_hash(request: &ChatRequest) -> u64 {
     h
 }
 
+/// `hash` continued over the request's task (none: as sent), so that a retry is the same
+/// body under the same task.
+pub fn with_task(mut hash: u64, task: Option<&str>) -> u64 {
+    for b in task.unwrap_or("").bytes().chain([0xff]) {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
 impl From<AnswerFlaw> for Signal {
     fn from(f: AnswerFlaw) -> Self {
         match f {
@@ -344,5 +354,18 @@ impl Learning {
         telemetry.router_feedback(&routed.router, Signal::Explicit.label());
         routed.scored = Some((score, Signal::Explicit));
         self.remember(id.clone(), routed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_body_under_another_task_is_another_request() {
+        let h = 0xcbf2_9ce4_8422_2325;
+        assert_eq!(with_task(h, Some("qa")), with_task(h, Some("qa")));
+        assert_ne!(with_task(h, Some("qa")), with_task(h, Some("summary")));
+        assert_ne!(with_task(h, Some("qa")), with_task(h, None));
     }
 }

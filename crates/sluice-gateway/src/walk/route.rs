@@ -67,7 +67,9 @@ pub fn choose<'g>(
         caller.may_use(&request.model)?;
         let task = task(headers, request)?;
         let now = tokio::time::Instant::now();
-        let hash = crate::learning::body_hash(request);
+        // The same body under another task is another request (its first answer is not
+        // scored by it).
+        let hash = crate::learning::with_task(crate::learning::body_hash(request), task.as_deref());
         let id = call.record().request_id.clone();
         gw.learning.arrived(
             &gw.routes,

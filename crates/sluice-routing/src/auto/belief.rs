@@ -45,6 +45,17 @@ impl Belief {
         (self.mean() - z * var.sqrt()).clamp(0.0, 1.0)
     }
 
+    /// The upper credible bound `z` standard deviations above the mean, clamped to `[0, 1]`.
+    pub fn upper(&self, z: f64) -> f64 {
+        (self.mean() + z * self.variance().sqrt()).clamp(0.0, 1.0)
+    }
+
+    /// The posterior's variance.
+    pub fn variance(&self) -> f64 {
+        let n = self.alpha + self.beta;
+        self.alpha * self.beta / (n * n * (n + 1.0))
+    }
+
     /// Adds one answer scored `score` in `[0, 1]` (1 good, 0 bad; a fraction is that share
     /// of a good answer).
     pub fn add(&mut self, score: f64) {

@@ -6,14 +6,22 @@
 //! its observed first-byte P95, whether it can take the call, the time left).
 //!
 //! The rule: the cheapest candidate whose lower credible bound clears the quality floor and
-//! whose P95 first byte fits the deadline; when none clears it, the dearest. A
-//! bounded share of requests is explored by Thompson sampling: one draw from each
-//! posterior, and the cheapest whose draw clears the floor, so a new or recovered candidate
-//! gets tried and a settled one rarely is. Evidence fades (an observation of a candidate keeps
-//! `1 - 1/memory` of what was known of it, and a quarter as much fades from the task's other
-//! candidates), so a candidate that got worse is left, and one left long ago is tried again.
+//! whose P95 first byte fits the deadline; when none clears it, the one with the best
+//! expected quality (the dearest of equals: with nothing learnt, price is the only sign of
+//! quality). Exploration is optimistic and bounded by a share of each task's requests: a
+//! candidate cheaper than the choice whose upper credible bound still clears the floor (one
+//! not yet decided either way) is tried, the cheapest first, until it is decided; when none
+//! clears, one whose upper bound beats the choice's mean. A smaller share revisits cheaper
+//! candidates already rejected, in turn, so that one that got better is seen. Each
+//! candidate keeps a short-memory belief beside its long one; when the two disagree beyond
+//! chance, the long one is replaced (a change found in tens of observations, not hundreds).
+//! Evidence also fades (an observation of a candidate keeps `1 - 1/memory` of what was known
+//! of it, and a tenth as much fades from the task's other candidates).
 
 mod belief;
+#[cfg(test)]
+mod mixes;
+mod pick;
 #[cfg(test)]
 mod tests;
 
@@ -21,10 +29,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hashbrown::HashMap;
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 
 pub use belief::{Belief, Mean, PRIOR, normal_quantile};
+use pick::{best_expected, cheapest, cost_order, expected_cost};
 
 /// The task of requests that declare none.
 pub const NO_TASK: &str = "default";
@@ -59,6 +66,9 @@ pub struct RouterPolicy {
     pub latency_weight: f64,
     /// Distinct tasks learnt separately; the rest share [`OTHER_TASK`].
     pub max_tasks: usize,
+    /// The share of each task's requests that revisits cheaper candidates already rejected
+    /// (so an improvement is seen).
+    pub revisit: f64,
 }
 
 impl Default for RouterPolicy {
@@ -71,6 +81,7 @@ impl Default for RouterPolicy {
             memory: 200.0,
             latency_weight: 0.0,
             max_tasks: 256,
+            revisit: 0.05,
         }
     }
 }
@@ -95,7 +106,27 @@ pub struct Arm {
     pub picks: u64,
     /// Of them, chosen by exploration.
     pub explored: u64,
+    /// The posterior with a short memory ([`RECENT_MEMORY`] observations): the detector of
+    /// changes.
+    pub recent: Belief,
+    /// Changes found (the long belief replaced by the short one).
+    pub changes: u64,
 }
+
+/// Standard deviations above the mean of a candidate's optimistic bound: a candidate is
+/// undecided while the floor is within it (the prior's bound clears any floor, so a new
+/// candidate is always tried).
+const OPTIMISM_Z: f64 = 2.0;
+/// Evidence (observations, faded) that decides a candidate either way for exploration: one
+/// within the router's precision of the floor is not explored for ever (the revisits and the
+/// fading of old evidence look at it again).
+const DECIDED_AFTER: f64 = 40.0;
+/// Observations the short-memory belief of a candidate keeps.
+pub const RECENT_MEMORY: f64 = 20.0;
+/// Standard deviations between the short and the long belief's means that make a change.
+const CHANGE_Z: f64 = 3.0;
+/// Observations the short belief needs before it may replace the long one.
+const CHANGE_MIN: f64 = 8.0;
 
 /// What the walk knows of a candidate for this request.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -138,9 +169,11 @@ pub enum Why {
     Cheapest,
     /// Chosen by exploration (Thompson sampling) over the one above.
     Explore,
-    /// None clears the floor (yet, or any more): the dearest, on the view that price
-    /// follows quality; its evidence then lets exploration find a cheaper one that clears.
+    /// None clears the floor (yet, or any more): the one with the best expected quality
+    /// (the dearest of equals).
     NoneClears,
+    /// A cheaper candidate already rejected, checked again.
+    Revisit,
 }
 
 impl Why {
@@ -150,6 +183,7 @@ impl Why {
             Self::Cheapest => "cheapest_clearing_floor",
             Self::Explore => "explore",
             Self::NoneClears => "none_clears_floor",
+            Self::Revisit => "revisit",
         }
     }
 }
@@ -193,6 +227,19 @@ pub struct Stored {
     pub cached: Option<f64>,
 }
 
+/// What a task may spend on learning now.
+#[derive(Clone, Copy, Debug, Default)]
+struct Credit {
+    /// Explorations it may make.
+    explore: f64,
+    /// Revisits it may make.
+    revisit: f64,
+    /// Revisits made (whose turn is next).
+    turn: usize,
+    /// The candidate that last carried the task by clearing the floor.
+    incumbent: Option<usize>,
+}
+
 /// A router's state.
 #[derive(Debug)]
 pub struct Router {
@@ -204,16 +251,15 @@ pub struct Router {
     pub policy: RouterPolicy,
     z: f64,
     tasks: HashMap<Arc<str>, Vec<Arm>>,
-    /// Each task's exploration budget: explorations it may spend now.
-    budgets: HashMap<Arc<str>, f64>,
+    /// Each task's exploration and revisit credits.
+    budgets: HashMap<Arc<str>, Credit>,
     /// Counts what it learnt (observations, restores), so a saver knows when to save.
     version: u64,
-    rng: StdRng,
 }
 
 impl Router {
-    /// A router over `candidates` that knows nothing yet; `seed` seeds its draws.
-    pub fn new(name: &str, candidates: Vec<Arc<str>>, policy: RouterPolicy, seed: u64) -> Self {
+    /// A router over `candidates` that knows nothing yet.
+    pub fn new(name: &str, candidates: Vec<Arc<str>>, policy: RouterPolicy) -> Self {
         Self {
             name: Arc::from(name),
             z: normal_quantile(policy.confidence),
@@ -222,7 +268,6 @@ impl Router {
             candidates,
             policy,
             tasks: HashMap::new(),
-            rng: StdRng::seed_from_u64(seed),
         }
     }
 
@@ -313,38 +358,86 @@ impl Router {
             }
         };
         let floor = self.policy.floor;
-        let (exploit, mut why) = match cheapest(&pool, &estimates, |i| estimates[i].lower >= floor)
-        {
-            Some(i) => (i, Why::Cheapest),
-            None => (dearest(&pool, &estimates), Why::NoneClears),
+        // The candidate that carried the task keeps it while it is still believed to clear
+        // (its mean, not its bound: a candidate a little above the floor would otherwise
+        // flip in and out with the noise of its evidence), unless a cheaper one clears.
+        let incumbent = self
+            .budgets
+            .get(&task)
+            .and_then(|c| c.incumbent)
+            .filter(|&i| pool.contains(&i) && estimates[i].mean >= floor);
+        let clearing = cheapest(&pool, &estimates, |i| estimates[i].lower >= floor);
+        let (exploit, mut why) = match (clearing, incumbent) {
+            (Some(c), Some(i)) if cost_order(estimates[i].cost, estimates[c].cost).is_lt() => {
+                (i, Why::Cheapest)
+            }
+            (None, Some(i)) => (i, Why::Cheapest),
+            (Some(c), _) => (c, Why::Cheapest),
+            (None, None) => (best_expected(&pool, &estimates), Why::NoneClears),
         };
         let mut winner = exploit;
+        let upper: Vec<f64> = arms.iter().map(|a| a.belief.upper(OPTIMISM_Z)).collect();
+        let cheaper = |i: usize| {
+            i != exploit && cost_order(estimates[i].cost, estimates[exploit].cost).is_lt()
+        };
+        // Not decided: might clear the floor (or, when none clears, beat the choice), on
+        // less evidence than decides it.
+        let open: Vec<usize> = pool
+            .iter()
+            .copied()
+            .filter(|&i| arms[i].belief.evidence() < DECIDED_AFTER)
+            .filter(|&i| match why {
+                Why::NoneClears => i != exploit && upper[i] > estimates[exploit].mean,
+                _ => cheaper(i) && upper[i] >= floor,
+            })
+            .collect();
         let cap = if self.policy.explore > 0.0 {
             self.policy.explore_burst.max(1.0)
         } else {
             0.0
         };
         // A task new to the router starts with its whole burst: it has everything to learn.
-        let budget = self.budgets.entry(task.clone()).or_insert(cap);
-        *budget = (*budget + self.policy.explore).min(cap);
-        if *budget >= 1.0 && pool.len() > 1 {
-            let draws: Vec<f64> = arms
+        let credit = self.budgets.entry(task.clone()).or_insert(Credit {
+            explore: cap,
+            ..Credit::default()
+        });
+        credit.incumbent = (why == Why::Cheapest).then_some(exploit);
+        credit.explore = (credit.explore + self.policy.explore).min(cap);
+        credit.revisit = (credit.revisit + self.policy.revisit).min(1.0);
+        // Of the open: the cheapest, when a cheaper one might replace the choice; the most
+        // hopeful, when none clears.
+        let try_first = if why == Why::NoneClears {
+            open.iter()
+                .copied()
+                .max_by(|&a, &b| upper[a].total_cmp(&upper[b]))
+        } else {
+            cheapest(&open, &estimates, |_| true)
+        };
+        if credit.explore >= 1.0
+            && let Some(i) = try_first
+        {
+            credit.explore -= 1.0;
+            winner = i;
+            why = Why::Explore;
+        } else if credit.revisit >= 1.0 {
+            // Rejected: cheaper than the choice (any other, when none clears), not open.
+            let rejected: Vec<usize> = pool
                 .iter()
-                .map(|a| a.belief.sample(&mut self.rng))
+                .copied()
+                .filter(|&i| {
+                    i != exploit && !open.contains(&i) && (why == Why::NoneClears || cheaper(i))
+                })
                 .collect();
-            let pick = cheapest(&pool, &estimates, |i| draws[i] >= floor)
-                .unwrap_or_else(|| best(&pool, &estimates, |i| draws[i]));
-            if pick != exploit {
-                if let Some(b) = self.budgets.get_mut(&task) {
-                    *b -= 1.0;
-                }
-                winner = pick;
-                why = Why::Explore;
+            if !rejected.is_empty() {
+                credit.revisit -= 1.0;
+                winner = rejected[credit.turn % rejected.len()];
+                credit.turn += 1;
+                why = Why::Revisit;
             }
         }
         let arm = &mut self.arms(&task)[winner];
         arm.picks += 1;
-        if why == Why::Explore {
+        if matches!(why, Why::Explore | Why::Revisit) {
             arm.explored += 1;
         }
         // The rest, to fall back to: those that clear the floor by cost, then the others by
@@ -393,20 +486,41 @@ impl Router {
         let keep = self.policy.keep();
         let keep_other = 1.0 - (1.0 - keep) / OTHERS_FORGET_SLOWER;
         self.version += 1;
+        let incumbent = self.budgets.get(task).and_then(|c| c.incumbent);
+        let (z, floor) = (self.z, self.policy.floor);
         let arms = self.arms(task);
         let Some(_) = arms.get(candidate) else {
             return;
         };
+        let score = score.clamp(0.0, 1.0);
         match replaces {
-            Some(old) => arms[candidate].belief.remove(old),
+            Some(old) => {
+                arms[candidate].belief.remove(old);
+                arms[candidate].recent.remove(old);
+            }
             None => {
                 for (i, a) in arms.iter_mut().enumerate() {
                     a.belief
                         .decay(if i == candidate { keep } else { keep_other });
                 }
+                arms[candidate].recent.decay(1.0 - 1.0 / RECENT_MEMORY);
             }
         }
-        arms[candidate].belief.add(score.clamp(0.0, 1.0));
+        let arm = &mut arms[candidate];
+        arm.belief.add(score);
+        arm.recent.add(score);
+        // A change: the recent answers are unlikely under the long belief; or a candidate
+        // that does not carry the task (revisited) credibly clears the floor on its recent
+        // answers alone, whatever its old evidence says.
+        let (l, r) = (arm.belief, arm.recent);
+        let apart = (l.mean() - r.mean()).abs();
+        let risen = incumbent != Some(candidate) && r.lower(z) >= floor && l.lower(z) < floor;
+        if r.evidence() >= CHANGE_MIN
+            && (risen || apart > CHANGE_Z * (l.variance() + r.variance()).sqrt())
+        {
+            arm.belief = r;
+            arm.changes += 1;
+        }
     }
 
     /// Learns the output length and cached share of `candidate`'s answer for `task`.
@@ -456,58 +570,4 @@ impl Router {
         }
         taken
     }
-}
-
-/// Expected USD of a call: prompt tokens at the price of their expected cached share, plus
-/// the output length seen for this task and candidate (else the mean of the task's other
-/// candidates, else `max_tokens`, else [`DEFAULT_OUTPUT`]).
-fn expected_cost(p: &TokenPrice, arm: &Arm, arms: &[Arm], ask: &Ask) -> f64 {
-    let output = arm.output.get().unwrap_or_else(|| {
-        let seen: Vec<f64> = arms.iter().filter_map(|a| a.output.get()).collect();
-        if seen.is_empty() {
-            ask.max_tokens.map_or(DEFAULT_OUTPUT, |m| m as f64)
-        } else {
-            seen.iter().sum::<f64>() / seen.len() as f64
-        }
-    });
-    let cached = arm.cached.get().unwrap_or(0.0);
-    let prompt = ask.prompt_tokens as f64;
-    prompt * ((1.0 - cached) * p.input + cached * p.cached_input) + output * p.output
-}
-
-fn cost_order(a: Option<f64>, b: Option<f64>) -> std::cmp::Ordering {
-    match (a, b) {
-        (Some(x), Some(y)) => x.total_cmp(&y),
-        (Some(_), None) => std::cmp::Ordering::Less,
-        (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => std::cmp::Ordering::Equal,
-    }
-}
-
-/// The cheapest of `pool` that passes `ok` (ties: the first).
-fn cheapest(pool: &[usize], e: &[Estimate], ok: impl Fn(usize) -> bool) -> Option<usize> {
-    pool.iter()
-        .copied()
-        .filter(|&i| ok(i))
-        .min_by(|&a, &b| cost_order(e[a].cost, e[b].cost))
-}
-
-/// The dearest of `pool` (an unpriced one counts as dearer than any priced).
-fn dearest(pool: &[usize], e: &[Estimate]) -> usize {
-    pool.iter()
-        .copied()
-        .max_by(|&a, &b| cost_order(e[a].cost, e[b].cost))
-        .unwrap_or(0)
-}
-
-/// The one of `pool` with the highest `score`, ties to the dearest.
-fn best(pool: &[usize], e: &[Estimate], score: impl Fn(usize) -> f64) -> usize {
-    pool.iter()
-        .copied()
-        .max_by(|&a, &b| {
-            score(a)
-                .total_cmp(&score(b))
-                .then_with(|| cost_order(e[a].cost, e[b].cost))
-        })
-        .unwrap_or(0)
 }

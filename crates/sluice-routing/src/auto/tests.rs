@@ -30,7 +30,6 @@ fn router(candidates: &[&str], policy: RouterPolicy) -> Router {
         "auto",
         candidates.iter().map(|c| Arc::from(*c)).collect(),
         policy,
-        42,
     )
 }
 

@@ -1,0 +1,56 @@
+//! The router's arithmetic over candidates: what a call is expected to cost, and which of a
+//! pool is cheapest, or believed best.
+
+use super::{Arm, Ask, DEFAULT_OUTPUT, Estimate, TokenPrice};
+
+/// Expected USD of a call: prompt tokens at the price of their expected cached share, plus
+/// the output length seen for this task and candidate (else the mean of the task's other
+/// candidates, else `max_tokens`, else [`DEFAULT_OUTPUT`]).
+pub(super) fn expected_cost(p: &TokenPrice, arm: &Arm, arms: &[Arm], ask: &Ask) -> f64 {
+    let output = arm.output.get().unwrap_or_else(|| {
+        let seen: Vec<f64> = arms.iter().filter_map(|a| a.output.get()).collect();
+        if seen.is_empty() {
+            ask.max_tokens.map_or(DEFAULT_OUTPUT, |m| m as f64)
+        } else {
+            seen.iter().sum::<f64>() / seen.len() as f64
+        }
+    });
+    let cached = arm.cached.get().unwrap_or(0.0);
+    let prompt = ask.prompt_tokens as f64;
+    prompt * ((1.0 - cached) * p.input + cached * p.cached_input) + output * p.output
+}
+
+/// Cheaper first; an unpriced cost after every priced one.
+pub(super) fn cost_order(a: Option<f64>, b: Option<f64>) -> std::cmp::Ordering {
+    match (a, b) {
+        (Some(x), Some(y)) => x.total_cmp(&y),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    }
+}
+
+/// The cheapest of `pool` that passes `ok` (ties: the first).
+pub(super) fn cheapest(
+    pool: &[usize],
+    e: &[Estimate],
+    ok: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    pool.iter()
+        .copied()
+        .filter(|&i| ok(i))
+        .min_by(|&a, &b| cost_order(e[a].cost, e[b].cost))
+}
+
+/// The one of `pool` with the best expected quality; of equals, the dearest (with nothing
+/// learnt of any, price is the only sign of quality there is).
+pub(super) fn best_expected(pool: &[usize], e: &[Estimate]) -> usize {
+    pool.iter()
+        .copied()
+        .max_by(|&a, &b| {
+            e[a].mean
+                .total_cmp(&e[b].mean)
+                .then_with(|| cost_order(e[a].cost, e[b].cost))
+        })
+        .unwrap_or(0)
+}
