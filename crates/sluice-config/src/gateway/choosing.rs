@@ -230,7 +230,7 @@ pub(super) fn routers(
                 diags.push(doc.diag(&at("candidates"), format!("`{c}` is named twice")));
             }
         }
-        let ranges: [(&str, f64, bool, &str); 5] = [
+        let ranges: [(&str, f64, bool, &str); 6] = [
             (
                 "floor",
                 r.floor,
@@ -247,6 +247,12 @@ pub(super) fn routers(
                 "explore",
                 r.explore,
                 (0.0..=1.0).contains(&r.explore),
+                "must be from 0 to 1",
+            ),
+            (
+                "revisit",
+                r.revisit,
+                (0.0..=1.0).contains(&r.revisit),
                 "must be from 0 to 1",
             ),
             ("memory", r.memory, r.memory >= 1.0, "must be at least 1"),

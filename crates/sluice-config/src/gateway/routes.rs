@@ -33,6 +33,10 @@ pub struct RouterConfig {
     /// The share of each task's requests that may be explored, in [0, 1] (default 0.15).
     #[serde(default = "defaults::explore")]
     pub explore: f64,
+    /// The share of each task's requests that revisits cheaper candidates already rejected,
+    /// in [0, 1] (default 0.05).
+    #[serde(default = "defaults::revisit")]
+    pub revisit: f64,
     /// Observations of a task after which old evidence weighs 1/e (default 200).
     #[serde(default = "defaults::memory")]
     pub memory: f64,
@@ -53,6 +57,9 @@ mod defaults {
     }
     pub fn memory() -> f64 {
         200.0
+    }
+    pub fn revisit() -> f64 {
+        0.05
     }
 }
 

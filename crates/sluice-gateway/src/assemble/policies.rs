@@ -109,6 +109,7 @@ pub fn router(c: &RouterConfig) -> RouterPolicy {
         floor: c.floor,
         confidence: c.confidence,
         explore: c.explore,
+        revisit: c.revisit,
         memory: c.memory,
         latency_weight: c.latency_weight,
         ..RouterPolicy::default()

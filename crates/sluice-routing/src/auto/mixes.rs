@@ -162,13 +162,19 @@ fn a_drop_is_found_within_a_thousand_requests_and_an_improvement_within_three_th
             late(3, 2, 600),
             late(3, 2, 2_600),
         );
+        eprintln!(
+            "seed {seed}: task 3's share on c6 by 200 requests after the change {:?}",
+            (0..15)
+                .map(|k| (share(&picks[3][k * 200..k * 200 + 200], 2) * 100.0).round())
+                .collect::<Vec<_>>()
+        );
         // The drop is found within 1,000 requests of the task: the candidate is left.
         assert!(
             late(1, 1, 600) <= 0.1,
             "seed {seed}: the drop on task 1 was not found"
         );
         // The improvement of a candidate that does not carry the task is seen only through
-        // revisits and fading evidence: within 3,000 requests today.
+        // revisits: within 1,000 requests on three of these seeds, 1,800 on the fourth.
         assert!(
             late(3, 2, 2_600) >= 0.8,
             "seed {seed}: the improvement on task 3 was not found"

@@ -430,8 +430,19 @@ impl Router {
                 .collect();
             if !rejected.is_empty() {
                 credit.revisit -= 1.0;
-                winner = rejected[credit.turn % rejected.len()];
+                // The most hopeful on its recent answers (one that got better draws the
+                // revisits that confirm it); of equals, in turn.
+                let turn = credit.turn;
                 credit.turn += 1;
+                let hope = |i: usize| arms[i].recent.upper(OPTIMISM_Z);
+                winner = (0..rejected.len())
+                    .map(|k| rejected[(turn + k) % rejected.len()])
+                    .max_by(|&a, &b| {
+                        hope(a)
+                            .total_cmp(&hope(b))
+                            .then(std::cmp::Ordering::Greater)
+                    })
+                    .unwrap_or(exploit);
                 why = Why::Revisit;
             }
         }
