@@ -167,7 +167,8 @@ pub struct Ask {
 pub enum Why {
     /// The cheapest whose lower bound clears the floor and that fits the deadline.
     Cheapest,
-    /// Chosen by exploration (Thompson sampling) over the one above.
+    /// Chosen by exploration over the one above: a cheaper candidate not yet decided (or,
+    /// when none clears, the most hopeful).
     Explore,
     /// None clears the floor (yet, or any more): the one with the best expected quality
     /// (the dearest of equals).
