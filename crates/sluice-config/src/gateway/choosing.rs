@@ -230,7 +230,7 @@ pub(super) fn routers(
                 diags.push(doc.diag(&at("candidates"), format!("`{c}` is named twice")));
             }
         }
-        let ranges: [(&str, f64, bool, &str); 6] = [
+        let ranges: [(&str, f64, bool, &str); 7] = [
             (
                 "floor",
                 r.floor,
@@ -261,6 +261,12 @@ pub(super) fn routers(
                 r.latency_weight,
                 r.latency_weight >= 0.0,
                 "must not be negative",
+            ),
+            (
+                "good_answer_value",
+                r.good_answer_value.unwrap_or(1.0),
+                r.good_answer_value.is_none_or(|v| v > 0.0 && v.is_finite()),
+                "must be above 0 (USD a good answer is worth)",
             ),
         ];
         for (field, v, ok, rule) in ranges {

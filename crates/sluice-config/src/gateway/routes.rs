@@ -43,6 +43,11 @@ pub struct RouterConfig {
     /// USD a call that a second of observed P95 first byte is worth (default 0: cost only).
     #[serde(default)]
     pub latency_weight: f64,
+    /// The budget mode: what a good answer is worth, in USD (unset: the floor mode). Each
+    /// request goes where that worth times the expected quality, less the expected cost, is
+    /// largest.
+    #[serde(default)]
+    pub good_answer_value: Option<f64>,
 }
 
 mod defaults {

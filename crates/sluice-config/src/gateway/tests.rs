@@ -770,7 +770,7 @@ deployments = [{ provider = "sim", model = "y" }]
     assert_eq!(r.candidates, ["cheap", "strong"]);
 
     let bad = format!(
-        "{groups}[routers.cheap]\ncandidates = []\n[routers.auto]\ncandidates = [\"cheep\", \"strong\", \"strong\"]\nfloor = 1.5\nconfidence = 0.3\nexplore = -0.1\nrevisit = 2\nmemory = 0\nlatency_weight = -1\n"
+        "{groups}[routers.cheap]\ncandidates = []\n[routers.auto]\ncandidates = [\"cheep\", \"strong\", \"strong\"]\nfloor = 1.5\nconfidence = 0.3\nexplore = -0.1\nrevisit = 2\nmemory = 0\nlatency_weight = -1\ngood_answer_value = 0\n"
     );
     let c = check(&bad, &env(&[]), &["sim"], Secrets::Required);
     let shown = c.errors.to_string();
@@ -784,6 +784,7 @@ deployments = [{ provider = "sim", model = "y" }]
         ("routers.auto.revisit", "from 0 to 1"),
         ("routers.auto.memory", "at least 1"),
         ("routers.auto.latency_weight", "not be negative"),
+        ("routers.auto.good_answer_value", "above 0"),
     ] {
         assert!(
             c.errors

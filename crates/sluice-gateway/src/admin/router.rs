@@ -53,6 +53,8 @@ pub async fn show(State(gw): State<Arc<Gateway>>) -> Json<Value> {
                 "explore": r.policy.explore,
                 "memory": r.policy.memory,
                 "latency_weight": r.policy.latency_weight,
+                "good_answer_value": r.policy.good_answer_value,
+                "revisit": r.policy.revisit,
                 "tasks": tasks,
             })
         })

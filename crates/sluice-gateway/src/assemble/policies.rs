@@ -112,6 +112,7 @@ pub fn router(c: &RouterConfig) -> RouterPolicy {
         revisit: c.revisit,
         memory: c.memory,
         latency_weight: c.latency_weight,
+        good_answer_value: c.good_answer_value,
         ..RouterPolicy::default()
     }
 }

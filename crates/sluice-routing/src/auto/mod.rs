@@ -20,8 +20,11 @@
 
 mod belief;
 #[cfg(test)]
+mod budget_mix;
+#[cfg(test)]
 mod mixes;
 mod pick;
+mod store;
 #[cfg(test)]
 mod tests;
 
@@ -31,7 +34,7 @@ use std::time::Duration;
 use hashbrown::HashMap;
 
 pub use belief::{Belief, Mean, PRIOR, normal_quantile};
-use pick::{best_expected, cheapest, cost_order, expected_cost};
+use pick::{best_by, best_expected, cheapest, cost_order, expected_cost, net_value};
 
 /// The task of requests that declare none.
 pub const NO_TASK: &str = "default";
@@ -69,6 +72,10 @@ pub struct RouterPolicy {
     /// The share of each task's requests that revisits cheaper candidates already rejected
     /// (so an improvement is seen).
     pub revisit: f64,
+    /// The budget mode: what a good answer is worth, in USD (`None`: the floor mode). Each
+    /// request goes where the worth of its expected quality less its expected cost is
+    /// largest, so dearer candidates are spent on the tasks where they gain most per dollar.
+    pub good_answer_value: Option<f64>,
 }
 
 impl Default for RouterPolicy {
@@ -82,6 +89,7 @@ impl Default for RouterPolicy {
             latency_weight: 0.0,
             max_tasks: 256,
             revisit: 0.05,
+            good_answer_value: None,
         }
     }
 }
@@ -175,6 +183,9 @@ pub enum Why {
     NoneClears,
     /// A cheaper candidate already rejected, checked again.
     Revisit,
+    /// The budget mode: the best value (a good answer's worth times its expected quality,
+    /// less its expected cost).
+    BestValue,
 }
 
 impl Why {
@@ -185,6 +196,7 @@ impl Why {
             Self::Explore => "explore",
             Self::NoneClears => "none_clears_floor",
             Self::Revisit => "revisit",
+            Self::BestValue => "best_value",
         }
     }
 }
@@ -368,13 +380,22 @@ impl Router {
             .and_then(|c| c.incumbent)
             .filter(|&i| pool.contains(&i) && estimates[i].mean >= floor);
         let clearing = cheapest(&pool, &estimates, |i| estimates[i].lower >= floor);
-        let (exploit, mut why) = match (clearing, incumbent) {
-            (Some(c), Some(i)) if cost_order(estimates[i].cost, estimates[c].cost).is_lt() => {
+        // In the budget mode, a good answer is worth `v`: the best value wins.
+        let worth = self.policy.good_answer_value;
+        let value = |i: usize, q: f64| net_value(worth.unwrap_or(0.0), q, estimates[i].cost);
+        let (exploit, mut why) = match (worth, clearing, incumbent) {
+            (Some(_), _, _) => (
+                best_by(&pool, |i| value(i, estimates[i].mean)),
+                Why::BestValue,
+            ),
+            (None, Some(c), Some(i))
+                if cost_order(estimates[i].cost, estimates[c].cost).is_lt() =>
+            {
                 (i, Why::Cheapest)
             }
-            (None, Some(i)) => (i, Why::Cheapest),
-            (Some(c), _) => (c, Why::Cheapest),
-            (None, None) => (best_expected(&pool, &estimates), Why::NoneClears),
+            (None, None, Some(i)) => (i, Why::Cheapest),
+            (None, Some(c), _) => (c, Why::Cheapest),
+            (None, None, None) => (best_expected(&pool, &estimates), Why::NoneClears),
         };
         let mut winner = exploit;
         let upper: Vec<f64> = arms.iter().map(|a| a.belief.upper(OPTIMISM_Z)).collect();
@@ -389,6 +410,9 @@ impl Router {
             .filter(|&i| arms[i].belief.evidence() < DECIDED_AFTER)
             .filter(|&i| match why {
                 Why::NoneClears => i != exploit && upper[i] > estimates[exploit].mean,
+                Why::BestValue => {
+                    i != exploit && value(i, upper[i]) > value(exploit, estimates[exploit].mean)
+                }
                 _ => cheaper(i) && upper[i] >= floor,
             })
             .collect();
@@ -411,6 +435,8 @@ impl Router {
             open.iter()
                 .copied()
                 .max_by(|&a, &b| upper[a].total_cmp(&upper[b]))
+        } else if why == Why::BestValue {
+            (!open.is_empty()).then(|| best_by(&open, |i| value(i, upper[i])))
         } else {
             cheapest(&open, &estimates, |_| true)
         };
@@ -426,7 +452,9 @@ impl Router {
                 .iter()
                 .copied()
                 .filter(|&i| {
-                    i != exploit && !open.contains(&i) && (why == Why::NoneClears || cheaper(i))
+                    i != exploit
+                        && !open.contains(&i)
+                        && (matches!(why, Why::NoneClears | Why::BestValue) || cheaper(i))
                 })
                 .collect();
             if !rejected.is_empty() {
@@ -543,43 +571,5 @@ impl Router {
             arm.output.add(output as f64, keep);
             arm.cached.add(cached.clamp(0.0, 1.0), keep);
         }
-    }
-
-    /// Everything learnt, to store.
-    pub fn export(&self) -> Vec<Stored> {
-        let mut out = Vec::new();
-        for (task, arms) in self.tasks() {
-            for (group, arm) in self.candidates.iter().zip(&arms) {
-                out.push(Stored {
-                    task: task.to_string(),
-                    group: group.to_string(),
-                    belief: arm.belief,
-                    output: arm.output.get(),
-                    cached: arm.cached.get(),
-                });
-            }
-        }
-        out
-    }
-
-    /// Takes back what was stored; entries of groups no longer candidates are left out.
-    /// Returns how many were taken.
-    pub fn restore(&mut self, stored: &[Stored]) -> usize {
-        let mut taken = 0;
-        for s in stored {
-            let Some(i) = self.candidates.iter().position(|c| **c == *s.group) else {
-                continue;
-            };
-            let task = self.task_key(Some(&s.task));
-            let arm = &mut self.arms(&task)[i];
-            arm.belief = Belief {
-                alpha: s.belief.alpha.max(PRIOR),
-                beta: s.belief.beta.max(PRIOR),
-            };
-            arm.output = Mean::of(s.output);
-            arm.cached = Mean::of(s.cached);
-            taken += 1;
-        }
-        taken
     }
 }

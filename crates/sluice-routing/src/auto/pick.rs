@@ -54,3 +54,21 @@ pub(super) fn best_expected(pool: &[usize], e: &[Estimate]) -> usize {
         })
         .unwrap_or(0)
 }
+
+/// What a call is worth at expected quality `q` when a good answer is worth `worth`, less its
+/// `cost` (an unpriced one is worth nothing to the budget mode).
+pub(super) fn net_value(worth: f64, q: f64, cost: Option<f64>) -> f64 {
+    cost.map_or(f64::NEG_INFINITY, |c| worth * q - c)
+}
+
+/// The one of `pool` with the highest `score` (ties: the first).
+pub(super) fn best_by(pool: &[usize], score: impl Fn(usize) -> f64) -> usize {
+    pool.iter()
+        .copied()
+        .max_by(|&a, &b| {
+            score(a)
+                .total_cmp(&score(b))
+                .then(std::cmp::Ordering::Greater)
+        })
+        .unwrap_or(0)
+}
