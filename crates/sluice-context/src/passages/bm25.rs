@@ -17,13 +17,57 @@ const STOP: [&str; 40] = [
     "that", "the", "their", "this", "to", "under", "was", "what", "when", "which", "with", "will",
 ];
 
+/// Whether `c` is written without spaces between words (Chinese, Japanese, Korean).
+fn unspaced(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF      // Hiragana, Katakana
+        | 0x3400..=0x4DBF    // CJK Extension A
+        | 0x4E00..=0x9FFF    // CJK Unified Ideographs
+        | 0xAC00..=0xD7AF    // Hangul syllables
+        | 0xF900..=0xFAFF    // CJK Compatibility Ideographs
+        | 0x20000..=0x2FA1F) // CJK Extensions B-F and supplements
+}
+
 /// The words of `text` BM25 counts: runs of letters and digits, lower-cased, of two
-/// characters or more, stop words left out.
+/// characters or more, stop words left out. A run of Chinese, Japanese or Korean is cut into
+/// its overlapping pairs of characters (those scripts put no space between words, and a pair
+/// is the unit that finds a word of two characters without a dictionary); a single character
+/// alone counts as itself.
 pub fn terms(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().nth(1).is_some())
-        .map(str::to_lowercase)
-        .filter(|w| !STOP.contains(&w.as_str()))
+    text.split(|c: char| !c.is_alphanumeric()).flat_map(|run| {
+        let mut out: Vec<String> = Vec::new();
+        let mut spaced = String::new();
+        let mut cjk: Vec<char> = Vec::new();
+        let flush_cjk = |cjk: &mut Vec<char>, out: &mut Vec<String>| {
+            match cjk.len() {
+                0 => {}
+                1 => out.push(cjk.iter().collect()),
+                _ => out.extend(cjk.windows(2).map(|w| w.iter().collect::<String>())),
+            }
+            cjk.clear();
+        };
+        let flush_spaced = |w: &mut String, out: &mut Vec<String>| {
+            if w.chars().nth(1).is_some() {
+                let l = w.to_lowercase();
+                if !STOP.contains(&l.as_str()) {
+                    out.push(l);
+                }
+            }
+            w.clear();
+        };
+        for c in run.chars() {
+            if unspaced(c) {
+                flush_spaced(&mut spaced, &mut out);
+                cjk.push(c);
+            } else {
+                flush_cjk(&mut cjk, &mut out);
+                spaced.push(c);
+            }
+        }
+        flush_cjk(&mut cjk, &mut out);
+        flush_spaced(&mut spaced, &mut out);
+        out
+    })
 }
 
 /// The body passages of `p`, most relevant to `question` first; ties (and passages sharing

@@ -83,19 +83,30 @@ fn names_a_part(line: &str) -> bool {
         || t.starts_with(|c: char| c.is_ascii_digit())
 }
 
+/// Whether a line is in capitals (three capital letters or more, none lower-case; scripts
+/// without case, Chinese say, are never in capitals).
+fn in_capitals(line: &str) -> bool {
+    let upper = line.chars().filter(|c| c.is_uppercase()).count();
+    upper >= 3 && !line.chars().any(char::is_lowercase)
+}
+
+/// Marks that end a sentence or a clause, in Latin and CJK punctuation.
+const ENDS: [char; 11] = ['.', '?', '!', ';', ':', '。', '？', '！', '；', '：', ')'];
+
 /// Whether a line is a heading: short, not ending a sentence, and either named as one
 /// (`ARTICLE`, `Section`, `Schedule`, a Markdown `#`), numbered and capitalised (`7. Term`),
-/// or in capitals.
+/// or in capitals. (A line in capitals inside a paragraph in capitals, a disclaimer say, is
+/// text: [`split`] asks this only of a line that stands alone.)
 pub fn looks_like_heading(line: &str) -> bool {
     let t = line.trim();
-    if t.is_empty() || t.len() > 100 || t.ends_with(['.', ',', ';', ':']) {
+    if t.is_empty() || t.len() > 100 || t.ends_with(['.', ',', ';', ':', '。', '，', '；', '：'])
+    {
         return false;
     }
     if NAMED.iter().any(|n| t.starts_with(n)) {
         return true;
     }
-    let letters: Vec<char> = t.chars().filter(|c| c.is_alphabetic()).collect();
-    if letters.len() >= 3 && letters.iter().all(|c| !c.is_lowercase()) {
+    if in_capitals(t) {
         return true;
     }
     let numbered = t
@@ -193,6 +204,28 @@ pub(super) fn split(text: &str) -> Vec<Passage> {
             e.1 = i;
         }
     }
+    let blank = |i: usize| {
+        lines
+            .get(i)
+            .is_none_or(|(_, l)| l.trim().is_empty() || l.contains('\x0c'))
+    };
+    // Page furniture stands alone (a blank line or a page break on each side), and a line
+    // that repeats word for word is furniture only when it does not end a sentence: a real
+    // sentence said in three places is text.
+    let alone = |i: usize| (i == 0 || blank(i - 1)) && blank(i + 1);
+    let mut exact: HashMap<String, usize> = HashMap::new();
+    for (i, (_, l)) in lines.iter().enumerate() {
+        if keys[i].is_some() {
+            *exact.entry(masked(l, false)).or_default() += 1;
+        }
+    }
+    let furniture = |i: usize, line: &str| {
+        let sentence = line.trim_end().ends_with(ENDS);
+        let same_every_time = exact
+            .get(&masked(line, false))
+            .is_some_and(|n| *n >= BOILERPLATE_REPEATS);
+        alone(i) && !(sentence && same_every_time)
+    };
     let mut seen_boiler: HashSet<&str> = HashSet::new();
     let mut out: Vec<Passage> = Vec::new();
     let mut heading: Option<usize> = None;
@@ -213,6 +246,7 @@ pub(super) fn split(text: &str) -> Vec<Passage> {
                 .get(k)
                 .is_some_and(|(n, _, close)| *n >= BOILERPLATE_REPEATS && !close)
             && !names_a_part(line)
+            && furniture(i, line)
         {
             flush(&mut para, heading, &mut out);
             // The first occurrence is kept as text of its own (heading nothing).
@@ -224,13 +258,22 @@ pub(super) fn split(text: &str) -> Vec<Passage> {
             push(text, *start, end, kind, None, &mut out);
             continue;
         }
-        if looks_like_heading(line) {
+        // A line in capitals is a heading only where it stands alone or opens a paragraph
+        // not in capitals; inside a paragraph in capitals it is text.
+        let named = NAMED.iter().any(|n| line.trim_start().starts_with(n));
+        let prev_caps = i > 0 && para.is_some() && in_capitals(lines[i - 1].1);
+        let next_caps = lines.get(i + 1).is_some_and(|(_, n)| in_capitals(n));
+        let caps_paragraph = !named && in_capitals(line) && (prev_caps || next_caps);
+        if !caps_paragraph && looks_like_heading(line) {
             flush(&mut para, heading, &mut out);
             push(text, *start, end, Kind::Heading, None, &mut out);
             heading = Some(out.len() - 1);
             continue;
         }
-        if opens_clause(line) {
+        // A numbered line opens a clause only after a line that ended a sentence or a
+        // clause's heading: "... under Section\n2.1 of this License" is one sentence.
+        let after_end = i == 0 || lines[i - 1].1.trim_end().ends_with(ENDS) || para.is_none();
+        if opens_clause(line) && after_end {
             flush(&mut para, heading, &mut out);
         }
         para = Some(match para {

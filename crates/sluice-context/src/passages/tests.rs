@@ -170,3 +170,122 @@ fn rows_that_differ_in_their_numbers_are_kept() {
     );
     assert_eq!(p.bodies().count(), 3);
 }
+
+/// The passage of `p` whose text holds `needle`, with its kind.
+fn holding<'a>(p: &'a Passages<'_>, needle: &str) -> Vec<(&'a str, Kind)> {
+    p.list()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| p.text(*i).contains(needle))
+        .map(|(i, x)| (p.text(i), x.kind))
+        .collect()
+}
+
+#[test]
+fn a_wrapped_line_that_starts_with_a_number_stays_in_its_sentence() {
+    let text = "8. Termination.\n\nYou may not propagate or modify it except as expressly provided under Section\n2.1 of this License shall terminate your rights.\n\n9. Acceptance.\n\n9.1 You are not required to accept this License.";
+    let p = Passages::of(text);
+    let found = holding(&p, "2.1 of this License");
+    assert_eq!(found.len(), 1);
+    assert!(found[0].0.starts_with("You may not propagate"), "{found:?}");
+    // A numbered line after a sentence's end still opens a clause.
+    assert!(holding(&p, "9.1 You are")[0].0.starts_with("9.1"));
+}
+
+#[test]
+fn a_sentence_said_in_three_places_is_text_and_a_page_footer_is_not() {
+    let said = "The Licensor provides the Work on an AS IS basis.";
+    let mut text = String::new();
+    for n in 1..=3 {
+        text.push_str(&format!(
+            "Clause {n} says this and more about the work, at some length.\n\n{said}\n\nPage {n} of 3\n\n"
+        ));
+    }
+    let p = Passages::of(&text);
+    let kinds: Vec<Kind> = holding(&p, said).iter().map(|(_, k)| *k).collect();
+    assert_eq!(kinds[0], Kind::Body, "{kinds:?}");
+    assert!(!kinds.contains(&Kind::Boilerplate), "{kinds:?}");
+    let footers: Vec<Kind> = holding(&p, "Page ").iter().map(|(_, k)| *k).collect();
+    assert_eq!(
+        footers.iter().filter(|k| **k == Kind::Boilerplate).count(),
+        2
+    );
+}
+
+#[test]
+fn a_paragraph_in_capitals_is_text_and_a_line_in_capitals_alone_a_heading() {
+    let text = "LIMITATION OF LIABILITY\n\nIN NO EVENT UNLESS REQUIRED BY APPLICABLE LAW OR AGREED TO IN\nWRITING WILL ANY COPYRIGHT HOLDER BE LIABLE TO YOU FOR DAMAGES\nARISING OUT OF THE USE OR INABILITY TO USE THE PROGRAM\n\nThe rest of the terms.";
+    let p = Passages::of(text);
+    assert_eq!(holding(&p, "LIMITATION OF")[0].1, Kind::Heading);
+    let body = holding(&p, "WILL ANY COPYRIGHT HOLDER");
+    assert_eq!(body.len(), 1);
+    assert_eq!(body[0].1, Kind::Body);
+    assert!(body[0].0.starts_with("IN NO EVENT") && body[0].0.ends_with("THE PROGRAM"));
+    // It is ranked like any text.
+    let ranked = p.ranked("is a copyright holder liable for damages?");
+    assert_eq!(p.text(ranked[0]), body[0].0);
+}
+
+#[test]
+fn chinese_is_ranked_by_pairs_of_characters() {
+    let t: Vec<String> = terms("违约责任 liability 第5条").collect();
+    assert_eq!(
+        t,
+        ["违约", "约责", "责任", "liability", "第", "条"].map(String::from)
+    );
+    let text = "第一条 定义\n\n本合同所称服务是指乙方提供的技术服务。\n\n第二条 违约责任\n\n任何一方违反本合同约定的，应当向对方支付违约金。";
+    let p = Passages::of(text);
+    let ranked = p.ranked("违约金是多少？");
+    assert!(
+        p.text(ranked[0]).contains("支付违约金"),
+        "{}",
+        p.text(ranked[0])
+    );
+}
+
+/// Debian's copy of licence `name` (`/usr/share/common-licenses`, every Debian system has
+/// it); `None`, said aloud, elsewhere.
+fn licence(name: &str) -> Option<String> {
+    let path = format!("/usr/share/common-licenses/{name}");
+    match std::fs::read_to_string(&path) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!(
+                "skipped: {path} cannot be read ({e}); this test needs Debian's licence texts"
+            );
+            None
+        }
+    }
+}
+
+#[test]
+fn real_licences_keep_their_wrapped_sentences_and_their_disclaimers() {
+    if let Some(mpl) = licence("MPL-2.0") {
+        let p = Passages::of(&mpl);
+        let found = holding(&p, "2.1 of this License shall terminate");
+        assert!(
+            found.len() == 1 && found[0].0.contains("alleging that a Contributor Version"),
+            "{found:?}"
+        );
+    }
+    if let Some(gpl) = licence("GPL-3") {
+        let p = Passages::of(&gpl);
+        let found = holding(&p, "11 of the WIPO copyright treaty");
+        assert!(
+            found.len() == 1 && found[0].0.contains("No covered work shall be deemed"),
+            "{found:?}"
+        );
+        let ranked = p.ranked("Is there any warranty for the program?");
+        assert!(
+            ranked[..3]
+                .iter()
+                .any(|&i| p.text(i).contains("THERE IS NO WARRANTY FOR THE PROGRAM")),
+            "{:?}",
+            ranked[..3].iter().map(|&i| p.text(i)).collect::<Vec<_>>()
+        );
+        assert!(
+            !p.list().iter().any(|x| x.kind == Kind::Boilerplate),
+            "no page furniture in a licence without pages"
+        );
+    }
+}
