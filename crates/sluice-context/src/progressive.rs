@@ -50,6 +50,10 @@ pub struct Rounds {
     round: u32,
     /// Tokens of the whole document.
     document_tokens: u64,
+    /// Document tokens already in the conversation (each later round sends them again).
+    in_conversation: u64,
+    /// What the rounds so far cost, in document tokens at full price.
+    spent: u64,
 }
 
 fn instruction(sentinel: &str) -> String {
@@ -91,6 +95,7 @@ impl Rounds {
         let passages = Passages::of(&found.document);
         let mut left = passages.ranked(&found.question);
         let excerpt = take_excerpt(&mut left, &passages, cfg.round_tokens);
+        let first_tokens = tokens_of(excerpt.len());
         let text = format!("{}\n\n{excerpt}", instruction(&cfg.sentinel));
         let messages = document::replace(&messages, &found, &text);
         let me = Self {
@@ -101,6 +106,8 @@ impl Rounds {
             messages,
             round: 1,
             document_tokens,
+            in_conversation: first_tokens,
+            spent: first_tokens,
         };
         let first = me.request()?;
         Some((me, first))
@@ -126,21 +133,34 @@ impl Rounds {
         answer_text(answer).is_some_and(|t| t.contains(&self.cfg.sentinel))
     }
 
-    /// The next call after `answer`, when it said the excerpts did not suffice and rounds
-    /// and passages are left; `None`: the answer stands.
+    /// What the rounds so far cost, in document tokens at full price (a re-sent token
+    /// counts at full price: the bound holds whatever the provider's cache does).
+    pub fn spent(&self) -> u64 {
+        self.spent
+    }
+
+    /// The next call after `answer`, when it said the excerpts did not suffice, rounds and
+    /// passages are left, and the next round would not take the rounds' cost past the whole
+    /// document's; `None`: the answer stands.
     pub fn next(&mut self, answer: &[u8]) -> Option<ChatRequest> {
         if self.round >= self.cfg.rounds || self.left.is_empty() {
             return None;
         }
         let said = answer_text(answer).filter(|t| t.contains(&self.cfg.sentinel))?;
-        let excerpt = take_excerpt(
-            &mut self.left,
-            &Passages::of(&self.found.document),
-            self.cfg.round_tokens,
-        );
+        let passages = Passages::of(&self.found.document);
+        let mut left = self.left.clone();
+        let excerpt = take_excerpt(&mut left, &passages, self.cfg.round_tokens);
         if excerpt.is_empty() {
             return None;
         }
+        let new = tokens_of(excerpt.len());
+        let cost = self.in_conversation + new;
+        if self.spent + cost > self.document_tokens {
+            return None;
+        }
+        self.left = left;
+        self.in_conversation += new;
+        self.spent += cost;
         let mut assistant = Map::new();
         assistant.insert("role".into(), Value::from("assistant"));
         assistant.insert("content".into(), Value::from(said));
@@ -255,5 +275,24 @@ mod tests {
             ..cfg()
         };
         assert!(Rounds::start(&request("What?"), &big).is_none());
+    }
+
+    #[test]
+    fn rounds_stop_before_they_cost_more_than_the_whole_document() {
+        let many = Progressive {
+            rounds: 100,
+            ..cfg()
+        };
+        let (mut rounds, _) = Rounds::start(&request("What about word39?"), &many).unwrap();
+        let whole = rounds.document_tokens();
+        let mut calls = 1;
+        while rounds.next(&answer(DEFAULT_SENTINEL)).is_some() {
+            calls += 1;
+            assert!(rounds.spent() <= whole, "{} > {whole}", rounds.spent());
+        }
+        // Each round sends again what the ones before sent: the rounds stop well before the
+        // passages run out.
+        assert!(calls > 1 && calls < 40, "{calls} rounds");
+        assert!(rounds.spent() <= whole);
     }
 }
