@@ -83,26 +83,15 @@ fn header(h: &reqwest::header::HeaderMap, name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Requests the simulator's upstream `name` has had.
-async fn upstream_requests(sim: u16, name: &str) -> u64 {
+/// What the simulator counts of its upstream `name`: `field` (`requests`, `rate_limited`).
+async fn upstream_count(sim: u16, name: &str, field: &str) -> u64 {
     let v: Value = reqwest::get(format!("http://127.0.0.1:{sim}/stats"))
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    v["upstreams"][name]["requests"].as_u64().unwrap()
-}
-
-/// Calls the simulator's upstream `name` refused with 429.
-async fn upstream_refused(sim: u16, name: &str) -> u64 {
-    let v: Value = reqwest::get(format!("http://127.0.0.1:{sim}/stats"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v["upstreams"][name]["rate_limited"].as_u64().unwrap()
+    v["upstreams"][name][field].as_u64().unwrap()
 }
 
 /// Whether `url` keeps hedges off group `group`'s deployment after a 429.
@@ -229,13 +218,13 @@ async fn what_one_instance_learns_every_instance_uses() {
     // in a row); then the others send it nothing.
     for i in 0..40 {
         call(&client, &fleet.urls[0], "pair", &format!("warm {i}"), None).await;
-        if upstream_requests(sim.port, "down").await >= 5 {
+        if upstream_count(sim.port, "down", "requests").await >= 5 {
             break;
         }
     }
-    assert!(upstream_requests(sim.port, "down").await >= 5);
+    assert!(upstream_count(sim.port, "down", "requests").await >= 5);
     settle().await;
-    let before = upstream_requests(sim.port, "down").await;
+    let before = upstream_count(sim.port, "down", "requests").await;
     for i in 0..40 {
         let (s, _) = call(
             &client,
@@ -248,7 +237,7 @@ async fn what_one_instance_learns_every_instance_uses() {
         assert_eq!(s, 200);
     }
     assert_eq!(
-        upstream_requests(sim.port, "down").await,
+        upstream_count(sim.port, "down", "requests").await,
         before,
         "instances 1 and 2 sent calls to a deployment instance 0 found broken"
     );
@@ -269,7 +258,7 @@ async fn what_one_instance_learns_every_instance_uses() {
             .await;
     }
     assert!(
-        upstream_refused(sim.port, "tight").await >= 1,
+        upstream_count(sim.port, "tight", "rate_limited").await >= 1,
         "the provider refused a call"
     );
     settle().await;

@@ -7,7 +7,7 @@
 //! so the instances name a prefix alike.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -30,11 +30,6 @@ struct Sent {
     deployment: usize,
     /// When, in milliseconds of the wall clock.
     at_ms: u64,
-}
-
-fn wall_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// One model group's prefix memory, shared.
@@ -84,7 +79,7 @@ fn apply(index: &Mutex<PrefixIndex>, ttl: Duration, data: &[u8], now: Instant, w
             return;
         }
     };
-    let age = Duration::from_millis(wall_ms(wall).saturating_sub(sent.at_ms));
+    let age = crate::wall::age(sent.at_ms, wall);
     if age >= ttl {
         return;
     }
@@ -114,7 +109,7 @@ impl PrefixMemory for SharedPrefixes {
             hashes: p.hashes.clone(),
             len: p.len,
             deployment,
-            at_ms: wall_ms(SystemTime::now()),
+            at_ms: crate::wall::ms(SystemTime::now()),
         };
         match serde_json::to_vec(&sent) {
             Ok(v) => self.log.append(v),
@@ -147,7 +142,13 @@ mod tests {
             })
             .unwrap()
         };
-        apply(&index, policy.ttl, &sent(wall_ms(wall) - 1_000), now, wall);
+        apply(
+            &index,
+            policy.ttl,
+            &sent(crate::wall::ms(wall) - 1_000),
+            now,
+            wall,
+        );
         assert_eq!(index.lock().preferred(&p, now), Some(2));
         // Remembered for what was left of its time.
         assert_eq!(index.lock().preferred(&p, now + policy.ttl), None);
@@ -155,7 +156,7 @@ mod tests {
         apply(
             &stale,
             policy.ttl,
-            &sent(wall_ms(wall) - 301_000),
+            &sent(crate::wall::ms(wall) - 301_000),
             now,
             wall,
         );

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use sluice_cache::{Key, SharedAnswers, Stored};
@@ -37,15 +37,10 @@ impl std::fmt::Debug for RedisAnswers {
     }
 }
 
-fn wall_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// An answer as kept: its head, then its body.
 pub fn encode(a: &Stored, now: Instant, wall: SystemTime) -> Vec<u8> {
     let age = now.saturating_duration_since(a.stored_at);
-    let stored = wall_ms(wall).saturating_sub(age.as_millis() as u64);
+    let stored = crate::wall::ms(wall).saturating_sub(age.as_millis() as u64);
     let mut v = Vec::with_capacity(HEAD + a.body.len());
     v.extend_from_slice(&a.cost_micros.to_le_bytes());
     v.extend_from_slice(&stored.to_le_bytes());
@@ -57,7 +52,7 @@ pub fn encode(a: &Stored, now: Instant, wall: SystemTime) -> Vec<u8> {
 pub fn decode(v: &[u8], now: Instant, wall: SystemTime) -> Option<Stored> {
     let cost = u64::from_le_bytes(v.get(..8)?.try_into().ok()?);
     let stored = u64::from_le_bytes(v.get(8..HEAD)?.try_into().ok()?);
-    let age = Duration::from_millis(wall_ms(wall).saturating_sub(stored));
+    let age = crate::wall::age(stored, wall);
     Some(Stored {
         body: Bytes::copy_from_slice(v.get(HEAD..)?),
         cost_micros: cost,

@@ -6,7 +6,7 @@
 //! the wall clock and expires by itself.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use hashbrown::HashMap;
 use parking_lot::Mutex;
@@ -27,11 +27,6 @@ struct Opened {
     deployment: String,
     /// Until when, in milliseconds of the wall clock.
     until_ms: u64,
-}
-
-fn wall_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Deployments and until when, as this instance heard and told them on one log.
@@ -74,7 +69,7 @@ impl Until {
         let left = until.saturating_duration_since(now);
         let o = Opened {
             deployment: deployment.to_string(),
-            until_ms: wall_ms(SystemTime::now()) + left.as_millis() as u64,
+            until_ms: crate::wall::ms(SystemTime::now()) + left.as_millis() as u64,
         };
         match serde_json::to_vec(&o) {
             Ok(v) => self.log.append(v),
@@ -124,7 +119,7 @@ fn apply(heard: &Mutex<HashMap<String, Instant>>, data: &[u8], now: Instant, wal
             return;
         }
     };
-    let left = Duration::from_millis(o.until_ms.saturating_sub(wall_ms(wall)));
+    let left = Duration::from_millis(o.until_ms.saturating_sub(crate::wall::ms(wall)));
     if left.is_zero() {
         return;
     }
@@ -164,8 +159,13 @@ mod tests {
             })
             .unwrap()
         };
-        apply(&heard, &told("a", wall_ms(wall) + 30_000), now, wall);
-        apply(&heard, &told("b", wall_ms(wall) - 1), now, wall);
+        apply(
+            &heard,
+            &told("a", crate::wall::ms(wall) + 30_000),
+            now,
+            wall,
+        );
+        apply(&heard, &told("b", crate::wall::ms(wall) - 1), now, wall);
         let suspect = |d: &str, at| heard.lock().get(d).is_some_and(|u: &Instant| *u > at);
         assert!(suspect("a", now + Duration::from_secs(29)));
         assert!(

@@ -21,6 +21,7 @@ pub mod pace;
 pub mod peers;
 pub mod semantic;
 mod store;
+mod wall;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! of them, and one whose hash differs from a live peer's is named, loudly, in the log and
 //! `/readyz`. Limits and budgets enforced with different numbers would be no limits at all.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use crate::health::Health;
 use crate::store::Redis;
@@ -11,9 +11,7 @@ use crate::store::Redis;
 const LIVE_MS: u64 = 60_000;
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    crate::wall::ms(SystemTime::now())
 }
 
 /// Which live peers' hashes differ from `ours`, from `(instance, "hash ms")` pairs, at `now`.

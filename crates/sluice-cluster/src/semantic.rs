@@ -7,7 +7,7 @@
 //! While Redis cannot answer, the cache is skipped, as the exact cache is.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -48,11 +48,6 @@ enum Record {
     },
     /// Every entry forgotten.
     Purge,
-}
-
-fn wall_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The entries every instance shares.
@@ -116,7 +111,7 @@ fn apply(index: &Mutex<Index>, ttl: Duration, data: &[u8], now: Instant, wall: S
             cost_micros,
             stored_ms,
         } => {
-            let age = Duration::from_millis(wall_ms(wall).saturating_sub(stored_ms));
+            let age = crate::wall::age(stored_ms, wall);
             if age >= ttl {
                 return;
             }
@@ -200,7 +195,7 @@ impl SemanticEntries for SharedEntries {
             entities: facts.entities.iter().cloned().collect(),
             answer,
             cost_micros,
-            stored_ms: wall_ms(SystemTime::now()),
+            stored_ms: crate::wall::ms(SystemTime::now()),
         });
         let id = self
             .index
@@ -280,7 +275,7 @@ mod tests {
         apply(
             &index,
             policy().ttl,
-            &insert(5, wall_ms(wall) - 10_000),
+            &insert(5, crate::wall::ms(wall) - 10_000),
             now,
             wall,
         );
@@ -292,7 +287,7 @@ mod tests {
         apply(
             &index,
             policy().ttl,
-            &insert(5, wall_ms(wall) - 10_000),
+            &insert(5, crate::wall::ms(wall) - 10_000),
             now,
             wall,
         );
@@ -307,7 +302,7 @@ mod tests {
         apply(
             &index,
             policy().ttl,
-            &insert(6, wall_ms(wall) - 61_000),
+            &insert(6, crate::wall::ms(wall) - 61_000),
             now,
             wall,
         );

@@ -92,10 +92,14 @@ impl Deployment {
             return;
         };
         let mut b = b.lock();
+        let Some(h) = &self.hints else {
+            b.record(now, v);
+            return;
+        };
         let was_open = matches!(b.state(now), BreakerState::Open { .. });
         let after = b.record(now, v);
         drop(b);
-        if let (BreakerState::Open { until }, false, Some(h)) = (after, was_open, &self.hints) {
+        if let (BreakerState::Open { until }, false) = (after, was_open) {
             h.opened(&self.name, now, until);
         }
     }

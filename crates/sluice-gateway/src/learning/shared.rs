@@ -132,28 +132,18 @@ fn apply(gw: &Gateway, data: &[u8]) {
             candidate,
             score,
             replaces,
-        } => {
-            if let Some(r) = routes.router(&router) {
-                let mut r = r.lock();
-                if let Some(i) = r.candidates.iter().position(|c| **c == *candidate) {
-                    r.observe(&Arc::from(task.as_str()), i, score, replaces);
-                }
-            }
-        }
+        } => learn(routes, &router, &task, &candidate, |r, t, i| {
+            r.observe(t, i, score, replaces);
+        }),
         Told::Usage {
             router,
             task,
             candidate,
             output,
             cached,
-        } => {
-            if let Some(r) = routes.router(&router) {
-                let mut r = r.lock();
-                if let Some(i) = r.candidates.iter().position(|c| **c == *candidate) {
-                    r.observe_usage(&Arc::from(task.as_str()), i, output, cached);
-                }
-            }
-        }
+        } => learn(routes, &router, &task, &candidate, |r, t, i| {
+            r.observe_usage(t, i, output, cached);
+        }),
         Told::Routed {
             id,
             tenant,
@@ -188,6 +178,24 @@ fn apply(gw: &Gateway, data: &[u8]) {
                 Instant::now(),
             );
         }
+    }
+}
+
+/// Teaches router `router` by `f`, for `task` and the candidate named `candidate`, when this
+/// instance knows both.
+fn learn(
+    routes: &sluice_routing::Routes,
+    router: &str,
+    task: &str,
+    candidate: &str,
+    f: impl FnOnce(&mut sluice_routing::auto::Router, &Arc<str>, usize),
+) {
+    let Some(r) = routes.router(router) else {
+        return;
+    };
+    let mut r = r.lock();
+    if let Some(i) = r.candidates.iter().position(|c| **c == *candidate) {
+        f(&mut r, &Arc::from(task), i);
     }
 }
 
