@@ -13,7 +13,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use sluice_cache::Stored;
-use sluice_cache::semantic::{Facts, Index, Lookup, Mode, Policy, SemanticEntries};
+use sluice_cache::semantic::{Facts, Index, Lookup, Mode, Policy, SemanticEntries, Threshold};
 use tokio::time::Instant;
 
 use crate::health::{Health, Kind};
@@ -34,6 +34,9 @@ enum Record {
         numbers: Vec<String>,
         negations: u32,
         entities: Vec<String>,
+        /// Its question's content words (the wording guard's).
+        #[serde(default)]
+        words: Vec<String>,
         answer: String,
         cost_micros: u64,
         /// When it was stored, in milliseconds of the wall clock.
@@ -107,6 +110,7 @@ fn apply(index: &Mutex<Index>, ttl: Duration, data: &[u8], now: Instant, wall: S
             numbers,
             negations,
             entities,
+            words,
             answer,
             cost_micros,
             stored_ms,
@@ -119,6 +123,7 @@ fn apply(index: &Mutex<Index>, ttl: Duration, data: &[u8], now: Instant, wall: S
                 numbers,
                 negations,
                 entities: entities.into_iter().collect(),
+                words,
             };
             let stored_at = now.checked_sub(age).unwrap_or(now);
             index.lock().insert_as(
@@ -150,6 +155,7 @@ impl SemanticEntries for SharedEntries {
         self.index.lock().set_max_bytes(max_bytes);
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn lookup(
         &self,
         partition: u64,
@@ -158,6 +164,7 @@ impl SemanticEntries for SharedEntries {
         now: Instant,
         u: f64,
         mode: Mode,
+        pooled: &Threshold,
     ) -> Lookup {
         if self.health.is_down() {
             return Lookup::Miss {
@@ -165,7 +172,9 @@ impl SemanticEntries for SharedEntries {
                 best: None,
             };
         }
-        self.index.lock().lookup(partition, v, facts, now, u, mode)
+        self.index
+            .lock()
+            .lookup(partition, v, facts, now, u, mode, pooled)
     }
 
     fn answer(&self, partition: u64, id: u64) -> Option<Arc<Stored>> {
@@ -193,6 +202,7 @@ impl SemanticEntries for SharedEntries {
             numbers: facts.numbers.clone(),
             negations: facts.negations,
             entities: facts.entities.iter().cloned().collect(),
+            words: facts.words.clone(),
             answer,
             cost_micros,
             stored_ms: crate::wall::ms(SystemTime::now()),
@@ -260,6 +270,7 @@ mod tests {
             numbers: vec!["42".into()],
             negations: 0,
             entities: vec![],
+            words: vec![],
             answer: "{\"id\":\"a\"}".into(),
             cost_micros: 900,
             stored_ms,
@@ -279,9 +290,15 @@ mod tests {
             now,
             wall,
         );
-        let found = index
-            .lock()
-            .lookup(7, &[1.0, 0.0], &facts, now, 0.5, policy().mode);
+        let found = index.lock().lookup(
+            7,
+            &[1.0, 0.0],
+            &facts,
+            now,
+            0.5,
+            policy().mode,
+            &Threshold::pooled(),
+        );
         assert!(matches!(found, Lookup::Hit { id: 5, .. }), "{found:?}");
         // Taken again (a replay): still one entry.
         apply(
@@ -294,9 +311,15 @@ mod tests {
         assert_eq!(index.lock().len(), 1);
         // Its age came with it: it expires 50 s from now, not 60.
         let later = now + Duration::from_secs(51);
-        let found = index
-            .lock()
-            .lookup(7, &[1.0, 0.0], &facts, later, 0.5, policy().mode);
+        let found = index.lock().lookup(
+            7,
+            &[1.0, 0.0],
+            &facts,
+            later,
+            0.5,
+            policy().mode,
+            &Threshold::pooled(),
+        );
         assert!(matches!(found, Lookup::Miss { .. }), "{found:?}");
         // An entry already past its time is not taken; a purge empties the replica.
         apply(

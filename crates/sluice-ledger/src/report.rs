@@ -55,6 +55,8 @@ pub fn total(rows: &[UsageRow]) -> UsageRow {
         t.cache_hits += r.cache_hits;
         t.verifications += r.verifications;
         t.verification_micros += r.verification_micros;
+        t.semantic_hits += r.semantic_hits;
+        t.semantic_saved_micros += r.semantic_saved_micros;
         t.prompt_cache_saved_micros += r.prompt_cache_saved_micros;
         t.unpriced_calls += r.unpriced_calls;
     }
@@ -62,7 +64,7 @@ pub fn total(rows: &[UsageRow]) -> UsageRow {
 }
 
 /// The value columns, by header, read from a row.
-fn values(r: &UsageRow) -> [(&'static str, String); 18] {
+fn values(r: &UsageRow) -> [(&'static str, String); 21] {
     [
         ("requests", r.requests.to_string()),
         ("errors", r.errors.to_string()),
@@ -90,6 +92,9 @@ fn values(r: &UsageRow) -> [(&'static str, String); 18] {
             "verification_cost",
             units(i128::from(r.verification_micros)),
         ),
+        ("semantic_hits", r.semantic_hits.to_string()),
+        ("semantic_saved", units(i128::from(r.semantic_saved_micros))),
+        ("semantic_net", units(i128::from(r.semantic_net_micros()))),
         ("unpriced_calls", r.unpriced_calls.to_string()),
     ]
 }
@@ -126,6 +131,16 @@ fn row_json(q: &UsageQuery, r: &UsageRow) -> Value {
     m.insert(
         "verification_cost_micros".into(),
         json!(r.verification_micros),
+    );
+    m.insert(
+        "semantic".into(),
+        json!({
+            "hits": r.semantic_hits,
+            "saved_micros": r.semantic_saved_micros,
+            "verifications": r.verifications,
+            "verification_cost_micros": r.verification_micros,
+            "net_saved_micros": r.semantic_net_micros(),
+        }),
     );
     m.insert("unpriced_calls".into(), json!(r.unpriced_calls));
     Value::Object(m)

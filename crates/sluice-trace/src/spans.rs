@@ -437,6 +437,7 @@ impl<'a> Builder<'a> {
                 sluice_core::SemanticLookup::Hit { .. } => "hit",
                 sluice_core::SemanticLookup::Miss { .. } => "miss",
                 sluice_core::SemanticLookup::Verify { .. } => "verify",
+                sluice_core::SemanticLookup::Unverified { .. } => "unverified",
                 sluice_core::SemanticLookup::Ineligible(_) => "ineligible",
             };
             a.push(KeyValue::new("sluice.semantic", label));

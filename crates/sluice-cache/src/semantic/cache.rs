@@ -1,6 +1,9 @@
 //! The semantic cache as the gateway holds it: its entries (behind [`SemanticEntries`]), with the hottest
 //! sampling it serves, each route's mode (a route may have its own threshold or error bound,
-//! or none at all) and each route's running error estimate.
+//! or none at all) and what each route learns: its running error estimate, its pooled
+//! threshold curve, and its verification budget (verified mode: verifications spend at most
+//! the route's share of its would-be hits, beyond a small burst; a would-be hit the budget
+//! cannot pay for is neither served nor verified, but asked upstream as a miss).
 
 use std::sync::Arc;
 
@@ -9,8 +12,37 @@ use hashbrown::HashMap;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::{ErrorEstimate, Index, Limits, Lookup, Mode, Policy, Question, SemanticEntries};
+use sluice_tail::budget::Budget;
+
+use super::{
+    ErrorEstimate, Index, Limits, Lookup, Mode, Policy, Question, SemanticEntries, Threshold,
+};
 use crate::Stored;
+
+/// Verifications a route may make before its would-be hits have paid for any (its curve
+/// must start somewhere), and the most it saves up.
+pub const VERIFY_BURST: f64 = 20.0;
+
+/// What a route learns.
+#[derive(Debug)]
+struct RouteState {
+    estimate: ErrorEstimate,
+    pooled: Threshold,
+    budget: Option<Budget>,
+}
+
+impl RouteState {
+    fn new(mode: Mode) -> Self {
+        Self {
+            estimate: ErrorEstimate::default(),
+            pooled: Threshold::pooled(),
+            budget: match mode {
+                Mode::Verified { budget, .. } => Some(Budget::new(budget, VERIFY_BURST)),
+                Mode::Static { .. } => None,
+            },
+        }
+    }
+}
 
 /// The semantic cache.
 #[derive(Debug)]
@@ -21,7 +53,7 @@ pub struct SemanticCache {
     mode: Mode,
     /// Routes (model groups) whose mode is not the policy's; `None`: not cached by meaning.
     routes: HashMap<String, Option<Mode>>,
-    estimates: Mutex<HashMap<Arc<str>, ErrorEstimate>>,
+    learnt: Mutex<HashMap<Arc<str>, RouteState>>,
 }
 
 impl SemanticCache {
@@ -40,7 +72,7 @@ impl SemanticCache {
             limits: Limits::new(ceiling),
             mode: policy.mode,
             routes: HashMap::new(),
-            estimates: Mutex::new(HashMap::new()),
+            learnt: Mutex::new(HashMap::new()),
         }
     }
 
@@ -75,22 +107,30 @@ impl SemanticCache {
     /// and the verifications it rests on, for routes that have one.
     pub fn estimates(&self) -> Vec<(Arc<str>, f64, f64)> {
         let mut v: Vec<_> = self
-            .estimates
+            .learnt
             .lock()
             .iter()
-            .filter_map(|(r, e)| Some((r.clone(), e.value()?, e.evidence())))
+            .filter_map(|(r, l)| Some((r.clone(), l.estimate.value()?, l.estimate.evidence())))
             .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
     }
 
-    /// What verifying a would-be hit of `route` (verified with probability `p`) found.
-    pub fn verified(&self, route: &Arc<str>, right: bool, p: f64) {
-        self.estimates
-            .lock()
+    /// What verifying a would-be hit of `route` at `similarity` (verified with probability
+    /// `p`) found: counted in its error estimate and taught to its pooled curve.
+    pub fn verified(&self, route: &Arc<str>, similarity: f64, right: bool, p: f64) {
+        let mode = self.mode(route).unwrap_or(self.mode);
+        let mut learnt = self.learnt.lock();
+        let l = learnt
             .entry(route.clone())
-            .or_default()
-            .verified(right, p);
+            .or_insert_with(|| RouteState::new(mode));
+        l.estimate.verified(right, p);
+        l.pooled.observe(similarity, right);
+    }
+
+    /// `route`'s pooled curve (`None`: it has verified nothing yet).
+    pub fn pooled(&self, route: &str) -> Option<Threshold> {
+        self.learnt.lock().get(route).map(|l| l.pooled.clone())
     }
 
     /// With messages up to `max_chars` matched by meaning.
@@ -116,7 +156,8 @@ impl SemanticCache {
 
     /// Decides for `q` of `route` (under `mode`, its [`SemanticCache::mode`]) with vector
     /// `v` at `now` (`u`: the coin that samples verifications); a would-be hit counts in
-    /// the route's error estimate.
+    /// the route's error estimate and pays into its verification budget, and a verification
+    /// the budget cannot pay for becomes [`Lookup::Unverified`].
     pub fn lookup(
         &self,
         q: &Question,
@@ -126,15 +167,27 @@ impl SemanticCache {
         now: Instant,
         u: f64,
     ) -> Lookup {
-        let found = self.entries.lookup(q.partition, v, &q.facts, now, u, mode);
+        let mut learnt = self.learnt.lock();
+        let l = learnt
+            .entry_ref(route)
+            .or_insert_with(|| RouteState::new(mode));
+        let found = self
+            .entries
+            .lookup(q.partition, v, &q.facts, now, u, mode, &l.pooled);
         if matches!(found, Lookup::Hit { .. } | Lookup::Verify { .. }) {
-            self.estimates
-                .lock()
-                .entry_ref(route)
-                .or_default()
-                .would_be_hit();
+            l.estimate.would_be_hit();
+            if let Some(b) = &mut l.budget {
+                b.deposit();
+            }
         }
-        found
+        match found {
+            Lookup::Verify { id, similarity, .. }
+                if l.budget.as_mut().is_some_and(|b| !b.try_spend(now)) =>
+            {
+                Lookup::Unverified { id, similarity }
+            }
+            other => other,
+        }
     }
 
     /// Entry `id` of `partition`'s answer, as the exact cache stores one.

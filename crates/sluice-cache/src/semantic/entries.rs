@@ -10,7 +10,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::{Facts, Index, Lookup, Mode, Policy};
+use super::{Facts, Index, Lookup, Mode, Policy, Threshold};
 use crate::Stored;
 
 /// The entries of a semantic cache: questions' vectors, their answers, and what each entry
@@ -21,7 +21,9 @@ pub trait SemanticEntries: Send + Sync + std::fmt::Debug {
     /// Bounds the entries to `max_bytes` from now on.
     fn set_max_bytes(&self, max_bytes: usize);
     /// Decides for a question of `partition` with vector `v` and `facts` at `now` (`u`: the
-    /// coin that samples verifications), under `mode`.
+    /// coin that samples verifications), under `mode` (verified: with its route's `pooled`
+    /// curve).
+    #[allow(clippy::too_many_arguments)]
     fn lookup(
         &self,
         partition: u64,
@@ -30,6 +32,7 @@ pub trait SemanticEntries: Send + Sync + std::fmt::Debug {
         now: Instant,
         u: f64,
         mode: Mode,
+        pooled: &Threshold,
     ) -> Lookup;
     /// Entry `id` of `partition`'s answer, as the exact cache stores one.
     fn answer(&self, partition: u64, id: u64) -> Option<Arc<Stored>>;
@@ -61,6 +64,7 @@ impl SemanticEntries for Mutex<Index> {
         self.lock().set_max_bytes(max_bytes);
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn lookup(
         &self,
         partition: u64,
@@ -69,8 +73,10 @@ impl SemanticEntries for Mutex<Index> {
         now: Instant,
         u: f64,
         mode: Mode,
+        pooled: &Threshold,
     ) -> Lookup {
-        self.lock().lookup(partition, v, facts, now, u, mode)
+        self.lock()
+            .lookup(partition, v, facts, now, u, mode, pooled)
     }
 
     fn answer(&self, partition: u64, id: u64) -> Option<Arc<Stored>> {

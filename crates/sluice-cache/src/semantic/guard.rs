@@ -19,6 +19,9 @@ pub enum Mismatch {
     /// They name different entities (capitalised words inside a sentence, or words in
     /// another script's capitals).
     Entity,
+    /// They say nearly the same words but swap one for another, or say the same words in
+    /// another order ([`super::wording`]).
+    Wording,
 }
 
 impl Mismatch {
@@ -28,6 +31,7 @@ impl Mismatch {
             Self::Number => "number",
             Self::Negation => "negation",
             Self::Entity => "entity",
+            Self::Wording => "wording",
         }
     }
 }
@@ -52,6 +56,9 @@ pub struct Facts {
     /// Capitalised words not at the start of a sentence (and all-capital words anywhere),
     /// lowercased.
     pub entities: BTreeSet<String>,
+    /// Its content words, in order ([`super::wording`]): compared pairwise, after the
+    /// fingerprint.
+    pub words: Vec<String>,
 }
 
 impl Facts {
@@ -95,6 +102,7 @@ impl Facts {
             numbers,
             negations,
             entities,
+            words: super::wording::content_words(text),
         }
     }
 
@@ -120,6 +128,16 @@ impl Facts {
         }
         if self.entities != other.entities {
             return Err(Mismatch::Entity);
+        }
+        Ok(())
+    }
+
+    /// [`Facts::compatible`], and then whether their wording allows it (a pairwise test, not
+    /// in the fingerprint).
+    pub fn allowed(&self, other: &Facts) -> Result<(), Mismatch> {
+        self.compatible(other)?;
+        if super::wording::differ(&other.words, &self.words) {
+            return Err(Mismatch::Wording);
         }
         Ok(())
     }

@@ -8,9 +8,11 @@
 //! numbers, negations and entities) is the candidate; then the mode decides:
 //!
 //! - static: served when its similarity reaches the threshold;
-//! - verified (vCache): each entry learns its own threshold ([`verified`]), and a would-be
-//!   hit is sent upstream (verified) with the probability that keeps wrong answers served
-//!   within the route's error bound; what verification finds teaches the entry.
+//! - verified (after vCache): each entry and each route learn a threshold curve
+//!   ([`verified`]); a would-be hit is served where the curve says it is right with a
+//!   probability of at least `1 - delta`, sent upstream (verified) where the evidence cannot
+//!   tell yet, within the route's verification budget, and a miss where it never could be
+//!   served; what verification finds teaches the entry and the route.
 //!
 //! The index is an exact scan of the partition (`partition.rs`: deterministic, its result the
 //! exact one, and at 64 dimensions faster than a graph index at the sizes one partition
@@ -25,6 +27,7 @@ pub mod guard;
 mod partition;
 pub mod question;
 pub mod verified;
+pub mod wording;
 
 #[cfg(test)]
 mod tests;
@@ -43,7 +46,7 @@ pub use guard::{Facts, Mismatch};
 use partition::Partition;
 pub use partition::{Quantised, cosine, quantise};
 pub use question::{Ineligible, Limits, Pending, Question};
-pub use verified::Threshold;
+pub use verified::{Decision, Threshold};
 
 /// How a route's semantic hits are decided.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -61,6 +64,8 @@ pub enum Mode {
         delta: f64,
         /// Below this similarity a question is a miss without asking (nothing to learn).
         floor: f64,
+        /// The share of would-be hits verifications may spend (beyond a small burst).
+        budget: f64,
     },
 }
 
@@ -124,6 +129,14 @@ pub enum Lookup {
         /// The probability with which this would-be hit was verified.
         p: f64,
     },
+    /// Would be verified, but the route's verification budget is spent: neither served nor
+    /// verified, the question goes upstream as a miss.
+    Unverified {
+        /// The entry.
+        id: u64,
+        /// Its similarity to the question.
+        similarity: f64,
+    },
 }
 
 /// The entries, by partition.
@@ -185,8 +198,9 @@ impl Index {
     }
 
     /// Decides for a question in `partition` with unit vector `v` and `facts`, at `now`,
-    /// under `mode` (its route's); `u` is a uniform draw in `[0, 1)` (the coin that samples
-    /// verifications).
+    /// under `mode` (its route's; verified: with the route's `pooled` curve); `u` is a
+    /// uniform draw in `[0, 1)` (the coin that samples verifications).
+    #[allow(clippy::too_many_arguments)]
     pub fn lookup(
         &self,
         partition: u64,
@@ -195,6 +209,7 @@ impl Index {
         now: Instant,
         u: f64,
         mode: Mode,
+        pooled: &Threshold,
     ) -> Lookup {
         let Some(part) = self.partitions.get(&partition) else {
             return Lookup::Miss {
@@ -212,7 +227,7 @@ impl Index {
         let (nearest, allowed) = (found.nearest, found.allowed);
         let refused = match (nearest, allowed) {
             (Some((_, n)), Some((_, a))) if n.id == a.id => None,
-            (Some((_, n)), _) => facts.compatible(&n.facts).err(),
+            (Some((_, n)), _) => facts.allowed(&n.facts).err(),
             (None, _) => None,
         };
         let Some((s, e)) = allowed else {
@@ -233,7 +248,11 @@ impl Index {
                 return miss;
             }
             Mode::Static { audit, .. } => audit,
-            Mode::Verified { delta, .. } => e.threshold.verify_probability(s, delta),
+            Mode::Verified { delta, .. } => match e.threshold.decide_within(pooled, s, delta) {
+                Decision::Serve => verified::AUDIT,
+                Decision::Verify => 1.0,
+                Decision::Hopeless => return miss,
+            },
         };
         if u < p {
             Lookup::Verify {

@@ -179,7 +179,7 @@ impl Partition {
             if beats_nearest {
                 nearest = Some((s, e));
             }
-            if beats_allowed && facts.compatible(&e.facts).is_ok() {
+            if beats_allowed && facts.allowed(&e.facts).is_ok() {
                 allowed = Some((s, e));
             }
         }
@@ -267,7 +267,7 @@ mod tests {
                 if nearest.is_none_or(|(b, _)| s > b) {
                     nearest = Some((s, e.id));
                 }
-                if facts.compatible(&e.facts).is_ok() && allowed.is_none_or(|(b, _)| s > b) {
+                if facts.allowed(&e.facts).is_ok() && allowed.is_none_or(|(b, _)| s > b) {
                     allowed = Some((s, e.id));
                 }
             }

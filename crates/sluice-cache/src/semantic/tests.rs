@@ -30,7 +30,15 @@ const STATIC: Mode = Mode::Static {
 
 /// A lookup under the index's own mode.
 fn look(ix: &Index, partition: u64, v: &[f32], f: &Facts, now: Instant, u: f64) -> Lookup {
-    ix.lookup(partition, v, f, now, u, ix.policy().mode)
+    ix.lookup(
+        partition,
+        v,
+        f,
+        now,
+        u,
+        ix.policy().mode,
+        &Threshold::pooled(),
+    )
 }
 
 /// An entry with `id` and `facts`, stored at `now`.
@@ -172,6 +180,7 @@ fn the_verified_mode_verifies_until_an_entry_has_learnt_then_serves() {
     let mut ix = Index::new(policy(Mode::Verified {
         delta: 0.05,
         floor: 0.5,
+        budget: 1.0,
     }));
     let q = facts("How do I reset my password?");
     let id = ix
@@ -292,9 +301,40 @@ fn a_route_may_have_its_own_mode_or_none_and_would_be_hits_feed_its_estimate() {
         Lookup::Miss { .. }
     ));
     assert!(cache.estimates().is_empty(), "nothing verified yet");
-    cache.verified(&route, false, 0.5);
+    cache.verified(&route, 0.995, false, 0.5);
     let e = cache.estimates();
     assert_eq!(e.len(), 1);
     // One would-be hit; one wrong verification at p = 0.5 stands for two: capped at 1.
     assert_eq!((&*e[0].0, e[0].1), ("chat", 1.0));
+}
+
+#[test]
+fn verifications_spend_at_most_the_routes_budget_of_would_be_hits() {
+    let now = Instant::now();
+    let mode = Mode::Verified {
+        delta: 0.02,
+        floor: 0.5,
+        budget: 0.1,
+    };
+    let cache = SemanticCache::new(policy(mode), 1.0);
+    let (mut verified, mut unverified) = (0, 0);
+    for i in 0..1000 {
+        // Each question in its own partition: every entry is new, so every would-be hit
+        // asks to be verified.
+        let q = Question {
+            partition: i,
+            text: "How do I reset my password?".into(),
+            facts: facts("How do I reset my password?"),
+        };
+        cache.insert(&q, at(0.0), Bytes::from_static(b"a"), 0, now);
+        match cache.lookup(&q, "chat", mode, &at(0.1), now, 0.5) {
+            Lookup::Verify { .. } => verified += 1,
+            Lookup::Unverified { .. } => unverified += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    // The burst, then a tenth of the would-be hits.
+    let most = crate::semantic::cache::VERIFY_BURST as usize + 100;
+    assert!(verified <= most && verified >= most - 2, "{verified}");
+    assert_eq!(verified + unverified, 1000);
 }

@@ -7,10 +7,20 @@
 //! with two pseudo-observations `(0, wrong)` and `(1, right)`. The uncertainty of `t` comes
 //! from the Fisher information (delta method); when the labels are perfectly separable, and
 //! the fit would diverge, from a table by number of observations. For a request at
-//! similarity `s` the rule takes, over a grid of `eps`, `t' = t + z(1 - eps) sd(t)`,
-//! `alpha = (1 - eps) sigmoid(gamma (s - t'))` (a lower bound on being right) and
-//! `tau = 1 - delta / (1 - alpha)`; with `tau` the smallest, a draw `u <= tau` verifies
-//! (asks the upstream, and serves its answer) and `u > tau` serves the cached one.
+//! similarity `s` the rule takes, over a grid of `eps`, `t' = t + z(1 - eps) sd(t)` and
+//! `alpha = (1 - eps) sigmoid(gamma (s - t'))` (a lower bound on being right), the best of
+//! them. Where it reaches `1 - delta` the answer is served, so that each answer served is
+//! right with a probability of at least `1 - delta` (a bound on the precision of hits, not
+//! only on wrong answers per question asked); where even the curve's optimistic side stays
+//! below, the question is a miss without asking (verifying would teach nothing that could
+//! serve it); in between it is verified (asked upstream, that answer served and compared).
+//!
+//! An entry alone rarely gathers enough evidence (most questions are asked a few times), so
+//! each route also keeps a pooled curve, fitted on every verification of its entries: an
+//! entry without a fit of its own is decided by the route's, and an entry's own curve is
+//! trusted only where its own evidence reaches (at or above the similarity of its
+//! [`SUPPORT`]-th lowest right answer); below that, the stricter of the two decides, so a
+//! few duplicates never open an entry to everything below them.
 
 /// Observations (the two seeds included) below which an entry always verifies.
 pub const MIN_OBSERVATIONS: usize = 6;
@@ -18,6 +28,35 @@ pub const MIN_OBSERVATIONS: usize = 6;
 /// Real observations an entry keeps (the newest): each refit is linear in them, and an
 /// entry's answer that was right for months says little of last week.
 pub const MAX_OBSERVATIONS: usize = 256;
+
+/// Observations a route's pooled curve keeps (the newest).
+pub const POOLED_OBSERVATIONS: usize = 2048;
+
+/// Right answers an entry must have seen at or below a similarity before its own curve
+/// decides there.
+pub const SUPPORT: usize = 3;
+
+/// The share of servable would-be hits verified anyway: it keeps the curves and the route's
+/// error estimate learning while answers are served.
+pub const AUDIT: f64 = 0.05;
+
+/// Real observations a curve needs before it may give a similarity up as hopeless (a few
+/// mixed labels fit a flat curve that no similarity would clear).
+pub const HOPELESS_AFTER: usize = 40;
+
+/// How far below its estimate the optimistic side puts an entry's threshold (one-sided 95%).
+const OPTIMISM_Z: f64 = 1.645;
+
+/// What the rule decides for a would-be hit, from the most to the least permissive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Decision {
+    /// Serve the entry's answer (verifying [`AUDIT`] of these anyway).
+    Serve,
+    /// Ask the upstream and compare: the evidence cannot tell yet.
+    Verify,
+    /// A miss: even the optimistic side of the curve would not serve it.
+    Hopeless,
+}
 
 /// Points of the `eps` grid.
 const GRID: usize = 50;
@@ -46,6 +85,8 @@ pub struct Threshold {
     /// `(similarity, the cached answer was right)`, the two seeds first.
     obs: Vec<(f64, bool)>,
     fit: Option<Fit>,
+    /// Real observations kept.
+    keep: usize,
 }
 
 impl Default for Threshold {
@@ -53,6 +94,7 @@ impl Default for Threshold {
         Self {
             obs: vec![(0.0, false), (1.0, true)],
             fit: None,
+            keep: MAX_OBSERVATIONS,
         }
     }
 }
@@ -64,6 +106,45 @@ fn sigmoid(x: f64) -> f64 {
 use sluice_tail::normal::quantile as normal_quantile;
 
 impl Threshold {
+    /// A route's pooled curve: every verification of its entries, the newest
+    /// [`POOLED_OBSERVATIONS`] kept.
+    pub fn pooled() -> Self {
+        Self {
+            keep: POOLED_OBSERVATIONS,
+            ..Self::default()
+        }
+    }
+
+    /// The lowest similarity its own evidence supports: that of its [`SUPPORT`]-th lowest
+    /// right answer (`None`: fewer right answers than that).
+    pub fn supported_from(&self) -> Option<f64> {
+        let mut right: Vec<f64> = self.obs[2..]
+            .iter()
+            .filter(|(_, r)| *r)
+            .map(|(s, _)| *s)
+            .collect();
+        if right.len() < SUPPORT {
+            return None;
+        }
+        right.sort_by(f64::total_cmp);
+        right.get(SUPPORT - 1).copied()
+    }
+
+    /// The decision for a request at similarity `s` to this entry of a route whose pooled
+    /// curve is `route`: the entry's own where its evidence reaches, the route's where it
+    /// has no fit, the stricter of the two elsewhere.
+    pub fn decide_within(&self, route: &Threshold, s: f64, delta: f64) -> Decision {
+        let pooled = || route.decide(s, delta);
+        if self.fit.is_none() {
+            return pooled();
+        }
+        let own = self.decide(s, delta);
+        match self.supported_from() {
+            Some(from) if s >= from => own,
+            _ => own.max(pooled()),
+        }
+    }
+
     /// Observations so far, seeds included.
     pub fn observations(&self) -> usize {
         self.obs.len()
@@ -76,7 +157,7 @@ impl Threshold {
 
     /// Learns that the cached answer was `right` (or not) for a question at similarity `s`.
     pub fn observe(&mut self, s: f64, right: bool) {
-        if self.obs.len() >= MAX_OBSERVATIONS + 2 {
+        if self.obs.len() >= self.keep + 2 {
             self.obs.remove(2);
         }
         self.obs.push(((s * 1000.0).round() / 1000.0, right));
@@ -85,27 +166,31 @@ impl Threshold {
             .flatten();
     }
 
-    /// The probability of verifying (asking the upstream) a request at similarity `s`, for
-    /// a route whose error bound is `delta`: 1 until the entry has a fit.
-    pub fn verify_probability(&self, s: f64, delta: f64) -> f64 {
+    /// The decision for a request at similarity `s`, for a route whose error bound is
+    /// `delta`: verify until there is a fit; serve where the curve's pessimistic side (the
+    /// best of vCache's bounds over the `eps` grid) gives a right answer a probability of at
+    /// least `1 - delta`; give up where even its optimistic side does not (verifying there
+    /// could not make it servable); verify in between.
+    pub fn decide(&self, s: f64, delta: f64) -> Decision {
         let Some(f) = self.fit else {
-            return 1.0;
+            return Decision::Verify;
         };
         let sd = f.var_t.max(0.0).sqrt();
-        let mut tau = f64::INFINITY;
+        let mut lower = 0.0_f64;
         for i in 0..GRID {
             let eps = 1e-6 + (1.0 - 2e-6) * i as f64 / (GRID - 1) as f64;
             let t_upper = f.t + normal_quantile(1.0 - eps) * sd;
-            let alpha = (1.0 - eps) * sigmoid(f.gamma * (s - t_upper));
-            let wrong = (1.0 - alpha).max(1e-12);
-            tau = tau.min(1.0 - delta / wrong);
+            lower = lower.max((1.0 - eps) * sigmoid(f.gamma * (s - t_upper)));
         }
-        tau.clamp(0.0, 1.0)
-    }
-
-    /// Whether to verify, given a uniform draw `u` in `[0, 1)`.
-    pub fn verify(&self, s: f64, delta: f64, u: f64) -> bool {
-        u < self.verify_probability(s, delta)
+        if lower >= 1.0 - delta {
+            return Decision::Serve;
+        }
+        let upper = sigmoid(f.gamma * (s - (f.t - OPTIMISM_Z * sd)));
+        if upper < 1.0 - delta && self.obs.len() >= HOPELESS_AFTER + 2 {
+            Decision::Hopeless
+        } else {
+            Decision::Verify
+        }
     }
 }
 
@@ -202,18 +287,18 @@ mod tests {
     #[test]
     fn an_entry_verifies_everything_until_it_has_a_fit() {
         let mut t = Threshold::default();
-        assert_eq!(t.verify_probability(0.99, 0.02), 1.0);
+        assert_eq!(t.decide(0.99, 0.02), Decision::Verify);
         for s in [0.9, 0.92, 0.95] {
             t.observe(s, true);
         }
         assert_eq!(t.observations(), 5);
-        assert_eq!(t.verify_probability(0.99, 0.02), 1.0);
+        assert_eq!(t.decide(0.99, 0.02), Decision::Verify);
         t.observe(0.7, false);
         assert!(t.fit().is_some());
     }
 
     #[test]
-    fn separable_labels_put_the_threshold_between_them() {
+    fn separable_labels_put_the_threshold_between_them_and_a_few_never_serve() {
         let mut t = Threshold::default();
         for (s, r) in [(0.95, true), (0.93, true), (0.8, false), (0.75, false)] {
             t.observe(s, r);
@@ -221,67 +306,114 @@ mod tests {
         let f = t.fit().unwrap_or_else(|| panic!("a fit"));
         assert!((f.t - 0.865).abs() < 1e-9, "{f:?}");
         assert!((f.var_t - 0.035_445).abs() < 1e-9);
-        // Far above the threshold it serves more often than near it; below it, it serves
-        // only as often as the bound allows when every such answer is wrong.
-        assert!(t.verify_probability(0.99, 0.05) < t.verify_probability(0.88, 0.05));
-        assert!(t.verify_probability(0.7, 0.05) > 0.9);
+        // Four observations cannot show that an answer is right 95% of the time.
+        assert_eq!(t.decide(0.99, 0.05), Decision::Verify);
+        assert_eq!(t.decide(0.7, 0.05), Decision::Verify, "too few to give up");
     }
 
-    #[test]
-    fn more_evidence_of_a_clean_threshold_serves_more_and_a_tighter_bound_serves_less() {
-        let mut few = Threshold::default();
-        let mut many = Threshold::default();
-        for (i, t) in [&mut few, &mut many].into_iter().enumerate() {
-            let rounds = if i == 0 { 2 } else { 20 };
-            for k in 0..rounds {
-                let jitter = f64::from(k % 5) * 0.002;
-                t.observe(0.95 + jitter, true);
-                t.observe(0.72 - jitter, false);
-            }
-            // A little overlap: the labels are not perfectly separable.
-            t.observe(0.86, false);
-            t.observe(0.84, true);
-        }
-        let (pf, pm) = (
-            few.verify_probability(0.97, 0.02),
-            many.verify_probability(0.97, 0.02),
-        );
-        assert!(pm < pf, "{pm} {pf}");
-        assert!(many.verify_probability(0.97, 0.005) >= pm);
-        let f = many.fit().unwrap_or_else(|| panic!("a fit"));
-        assert!(f.t > 0.75 && f.t < 0.95, "{f:?}");
-        assert!(f.var_t > 0.0);
-    }
-
-    #[test]
-    fn the_rule_keeps_wrong_serves_within_the_bound_on_a_simulated_entry() {
-        // An entry whose answer is right with probability sigmoid(40 (s - 0.85)) for a
-        // question at similarity s; questions arrive spread over [0.7, 1). Wrong answers
-        // served, over all questions, stay within each bound; a looser bound serves more.
+    /// A curve taught `n` rounds of questions whose answer is right with probability
+    /// `sigmoid(40 (s - 0.85))`, spread over [0.6, 1).
+    fn taught(n: usize, seed: u64) -> Threshold {
         use rand::{RngExt, SeedableRng};
-        let mut served_at = Vec::new();
-        for delta in [0.01, 0.02, 0.05] {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut t = Threshold::pooled();
+        for _ in 0..n {
+            let s: f64 = 0.6 + 0.4 * rng.random::<f64>();
+            t.observe(s, rng.random::<f64>() < sigmoid(40.0 * (s - 0.85)));
+        }
+        t
+    }
+
+    #[test]
+    fn with_evidence_it_serves_high_gives_up_low_and_verifies_between() {
+        let t = taught(2000, 5);
+        // Right 98% of the time from about s = 0.95: served above, with a margin.
+        assert_eq!(t.decide(0.999, 0.02), Decision::Serve, "{:?}", t.fit());
+        assert_eq!(t.decide(0.65, 0.02), Decision::Hopeless);
+        assert_eq!(
+            t.decide(0.9, 0.02),
+            Decision::Hopeless,
+            "right 88% of the time there, and the curve knows it"
+        );
+        let unsure = taught(60, 5);
+        assert!(
+            (900..1000).any(|k| unsure.decide(f64::from(k) / 1000.0, 0.02) == Decision::Verify),
+            "with less evidence, a band it must still verify: {:?}",
+            unsure.fit()
+        );
+        // A looser bound serves lower.
+        let lowest = |delta: f64| {
+            (600..1000)
+                .map(|k| f64::from(k) / 1000.0)
+                .find(|s| t.decide(*s, delta) == Decision::Serve)
+                .unwrap_or(1.0)
+        };
+        assert!(
+            lowest(0.1) < lowest(0.02),
+            "{} {}",
+            lowest(0.1),
+            lowest(0.02)
+        );
+        assert!(
+            lowest(0.02) > 0.94,
+            "never below where it is right 98%: {}",
+            lowest(0.02)
+        );
+    }
+
+    #[test]
+    fn served_answers_are_right_at_least_one_minus_the_bound_of_the_time() {
+        use rand::{RngExt, SeedableRng};
+        for delta in [0.02, 0.05] {
             let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-            let mut t = Threshold::default();
-            let (mut served_wrong, mut served, n) = (0, 0, 5_000);
-            for _ in 0..n {
-                let s: f64 = 0.7 + 0.3 * rng.random::<f64>();
+            let mut t = Threshold::pooled();
+            let (mut served, mut wrong) = (0usize, 0usize);
+            for _ in 0..20_000 {
+                let s: f64 = 0.6 + 0.4 * rng.random::<f64>();
                 let right = rng.random::<f64>() < sigmoid(40.0 * (s - 0.85));
-                if t.verify(s, delta, rng.random()) {
-                    t.observe(s, right);
-                } else {
-                    served += 1;
-                    served_wrong += usize::from(!right);
+                match t.decide(s, delta) {
+                    Decision::Serve if rng.random::<f64>() >= AUDIT => {
+                        served += 1;
+                        wrong += usize::from(!right);
+                    }
+                    Decision::Hopeless => {}
+                    _ => t.observe(s, right),
                 }
             }
-            let error = served_wrong as f64 / n as f64;
-            assert!(error <= delta, "delta {delta}: error {error}");
-            served_at.push(served);
+            let precision = 1.0 - wrong as f64 / served.max(1) as f64;
+            assert!(served > 100, "delta {delta}: served {served}");
+            assert!(
+                precision >= 1.0 - delta,
+                "delta {delta}: precision {precision}"
+            );
         }
-        assert!(
-            served_at[0] <= served_at[1] && served_at[1] <= served_at[2],
-            "{served_at:?}"
+    }
+
+    #[test]
+    fn an_entry_is_trusted_only_where_its_own_evidence_reaches() {
+        // The route's curve: right 98% of the time only from about 0.95.
+        let route = taught(2000, 9);
+        // An entry whose duplicates came at 0.70-0.72, and never a wrong one: its own fit
+        // would serve far below what the route has seen to be safe.
+        let mut e = Threshold::default();
+        for k in 0..12 {
+            e.observe(0.70 + 0.002 * f64::from(k), true);
+        }
+        assert_eq!(e.supported_from(), Some(0.704));
+        assert_eq!(
+            e.decide_within(&route, 0.669, 0.02),
+            Decision::Hopeless,
+            "below its own evidence the route's curve decides"
         );
-        assert!(served_at[2] > 5_000 / 5, "{served_at:?}");
+        let one = {
+            let mut e = Threshold::default();
+            e.observe(0.7, true);
+            e
+        };
+        assert_eq!(one.supported_from(), None, "one duplicate supports nothing");
+        assert_eq!(
+            one.decide_within(&route, 0.75, 0.02),
+            route.decide(0.75, 0.02)
+        );
     }
 }

@@ -71,6 +71,15 @@ pub(super) fn cache(doc: &Document<'_>, c: &CacheConfig, diags: &mut Vec<Diagnos
         diags.push(doc.diag(&at("verify_share"), "must be from 0 to 1"));
     }
     max_error(s.max_error, &at("max_error"), diags);
+    let budget = |b: f64, at: &[Seg], diags: &mut Vec<Diagnostic>| {
+        if !(b > 0.0 && b <= 1.0) {
+            diags.push(doc.diag(
+                at,
+                format!("must be above 0 (nothing could be learnt) and at most 1 (is {b})"),
+            ));
+        }
+    };
+    budget(s.verify_budget, &at("verify_budget"), diags);
     for (name, g) in &s.groups {
         let at = |field: &str| key(&["cache", "semantic", "groups", name, field]);
         if let Some(t) = g.threshold {
@@ -78,6 +87,9 @@ pub(super) fn cache(doc: &Document<'_>, c: &CacheConfig, diags: &mut Vec<Diagnos
         }
         if let Some(e) = g.max_error {
             max_error(e, &at("max_error"), diags);
+        }
+        if let Some(b) = g.verify_budget {
+            budget(b, &at("verify_budget"), diags);
         }
     }
     if let Some(e) = &s.embeddings {

@@ -209,6 +209,9 @@ pub struct SemanticCacheConfig {
     pub max_error: f64,
     /// Below this similarity a question is a miss without asking (verified mode).
     pub min_similarity: f64,
+    /// The share of a group's would-be hits that verifications may spend, beyond a burst of
+    /// 20 (verified mode; a would-be hit the budget cannot pay for goes upstream as a miss).
+    pub verify_budget: f64,
     /// Requests with a hotter `temperature` are not served from it (unset counts as 1).
     pub temperature_ceiling: f64,
     /// A newest user message longer than this many characters is not matched (a document
@@ -268,6 +271,9 @@ pub struct SemanticGroupConfig {
     /// Its maximum error rate (verified mode).
     #[serde(default)]
     pub max_error: Option<f64>,
+    /// Its verification budget (verified mode).
+    #[serde(default)]
+    pub verify_budget: Option<f64>,
 }
 
 impl Default for SemanticCacheConfig {
@@ -279,6 +285,7 @@ impl Default for SemanticCacheConfig {
             verify_share: 0.0,
             max_error: 0.02,
             min_similarity: 0.6,
+            verify_budget: DEFAULT_VERIFY_BUDGET,
             temperature_ceiling: 1.0,
             max_question_chars: 2000,
             ttl: Duration::from_secs(3600),
@@ -289,6 +296,9 @@ impl Default for SemanticCacheConfig {
         }
     }
 }
+
+/// The verified mode's default verification budget: a quarter of would-be hits.
+pub const DEFAULT_VERIFY_BUDGET: f64 = 0.25;
 
 /// Default size of the answer cache: 64 MiB.
 pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;

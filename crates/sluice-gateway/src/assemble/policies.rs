@@ -99,6 +99,9 @@ pub fn semantic_mode(
         SemanticMode::Verified => Mode::Verified {
             delta: group.and_then(|g| g.max_error).unwrap_or(c.max_error),
             floor: c.min_similarity,
+            budget: group
+                .and_then(|g| g.verify_budget)
+                .unwrap_or(c.verify_budget),
         },
     }
 }

@@ -119,6 +119,11 @@ pub async fn consult(
             refused: refused.map(|m| m.label()),
             best,
         },
+        // The route's verification budget is spent: a miss, counted as such.
+        Lookup::Unverified { id, similarity } => SemanticLookup::Unverified {
+            entry: id,
+            similarity,
+        },
         Lookup::Verify { id, similarity, p } => {
             // Asked upstream too; its answer is served and compared with the entry's.
             call.store_by_meaning(by_meaning(question, vector, Some((id, similarity, p))));
@@ -202,7 +207,7 @@ pub fn settle(
                     };
                     sem.cache
                         .observe(q.question.partition, id, similarity, right);
-                    sem.cache.verified(&group, right, p);
+                    sem.cache.verified(&group, similarity, right, p);
                     telemetry.semantic_verified(&group, right);
                     if !right {
                         sem.cache.insert(&q.question, q.vector, fresh, cost, now);
@@ -213,7 +218,7 @@ pub fn settle(
         };
         sem.cache
             .observe(q.question.partition, id, similarity, right);
-        sem.cache.verified(&group, right, p);
+        sem.cache.verified(&group, similarity, right, p);
         gw.observers.telemetry.semantic_verified(&group, right);
         if !right {
             sem.cache

@@ -72,6 +72,10 @@ where
         "CASE WHEN cache IN ('exact', 'semantic') THEN 0 ELSE saved_micros END",
     ));
     select.push(sum("CASE WHEN cost_micros IS NULL THEN 1 ELSE 0 END"));
+    select.push(sum("CASE WHEN cache = 'semantic' THEN 1 ELSE 0 END"));
+    select.push(sum(
+        "CASE WHEN cache = 'semantic' THEN saved_micros ELSE 0 END",
+    ));
     let mut b = QueryBuilder::<DB>::new(format!("SELECT {} FROM {TABLE}", select.join(", ")));
     push_filter(&mut b, q);
     if !keys.is_empty() {
@@ -106,6 +110,8 @@ where
                 verification_micros: u(14)?,
                 prompt_cache_saved_micros: row.try_get::<i64, usize>(n + 15)?,
                 unpriced_calls: u(16)?,
+                semantic_hits: u(17)?,
+                semantic_saved_micros: row.try_get::<i64, usize>(n + 18)?,
             })
         })
         .collect::<Result<_, sqlx::Error>>()

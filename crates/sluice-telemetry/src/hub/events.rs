@@ -17,6 +17,7 @@ impl Telemetry {
             } => ("refused", *why),
             L::Miss { .. } => ("miss", ""),
             L::Verify { .. } => ("verify", ""),
+            L::Unverified { .. } => ("unverified", "verify_budget"),
             L::Ineligible(why) => ("ineligible", *why),
         };
         self.metrics

@@ -55,7 +55,8 @@ pub struct SemanticLabels {
     /// The model group.
     pub group: Arc<str>,
     /// `hit`, `miss`, `refused` (the nearest entry differed in a number, negation or
-    /// entity) or `ineligible` (not matched by meaning).
+    /// entity), `verify`, `unverified` (the route's verification budget was spent) or
+    /// `ineligible` (not matched by meaning).
     pub result: &'static str,
     /// For `refused`: `number`, `negation`, `entity`; for `ineligible`: why; else empty.
     pub why: &'static str,

@@ -1,0 +1,429 @@
+//! The quality side of `sluice bench semantic`: what an embedder and the cache's rules make
+//! of labelled question pairs, under two protocols.
+//!
+//! - Pairs: each pair's first question stored, its second asked once, each pair in its own
+//!   partition (so only its own entry can answer), in a random order; one route, so that the
+//!   verified mode's pooled curve and budget span the pairs.
+//! - Stream: one partition; a pair is picked by popularity (Zipf, exponent 1) for each ask;
+//!   its first question is asked when it has not been, and then either again (an exact
+//!   repeat: the exact cache's, counted apart) or its second question (a paraphrase or not).
+//!   Every miss stores its answer, so any entry may answer any later question: a hit is
+//!   right only when the entry's question shares the ask's answer by the labels.
+//!
+//! Verification is decided by the labels (the fresh answer agrees exactly when the entry's
+//! question shares the ask's answer). The net saving counts each verification as a call the
+//! cache failed to save: calls saved by hits minus calls spent verifying.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
+use sluice_cache::semantic::{Facts, Lookup, Mode, Question, SemanticCache, cosine};
+use sluice_embed::Embedder;
+use tokio::time::Instant;
+
+use super::{Pair, SemanticArgs, local, policy};
+
+/// The static mode's default threshold.
+const DEFAULT_THRESHOLD: f64 = 0.9;
+
+/// The verified mode's similarity floor (`min_similarity`'s default).
+const FLOOR: f64 = 0.6;
+
+/// A pair's questions, embedded and read.
+struct Embedded {
+    va: Vec<f32>,
+    vb: Vec<f32>,
+    fa: Facts,
+    fb: Facts,
+}
+
+/// What one run of a protocol found.
+#[derive(Default, Clone, Copy)]
+struct Run {
+    /// Questions the semantic cache decided (exact repeats apart).
+    asked: usize,
+    /// Exact repeats (the exact cache's).
+    exact: usize,
+    /// Asks whose answer an entry held (by the labels).
+    answerable: usize,
+    served: usize,
+    served_wrong: usize,
+    verified: usize,
+    unverified: usize,
+}
+
+impl Run {
+    fn precision(&self) -> f64 {
+        ratio(self.served - self.served_wrong, self.served)
+    }
+    fn recall(&self) -> f64 {
+        ratio(self.served - self.served_wrong, self.answerable)
+    }
+    fn wrong_share(&self) -> f64 {
+        ratio(self.served_wrong, self.asked)
+    }
+    fn verified_share(&self) -> f64 {
+        ratio(self.verified, self.asked)
+    }
+    fn net(&self) -> i64 {
+        self.served as i64 - self.verified as i64
+    }
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+/// Mean, least and most of `f` over `runs`.
+fn spread(runs: &[Run], f: impl Fn(&Run) -> f64) -> (f64, f64, f64) {
+    let v: Vec<f64> = runs.iter().map(f).collect();
+    let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (mean, lo, hi)
+}
+
+fn report(label: &str, runs: &[Run]) {
+    let pct = |(m, lo, hi): (f64, f64, f64)| {
+        if runs.len() > 1 {
+            format!("{:.1}% ({:.1}-{:.1})", 100.0 * m, 100.0 * lo, 100.0 * hi)
+        } else {
+            format!("{:.1}%", 100.0 * m)
+        }
+    };
+    let total = |f: fn(&Run) -> usize| runs.iter().map(f).sum::<usize>();
+    let net: i64 = runs.iter().map(Run::net).sum();
+    println!(
+        "  {label:36} precision {}  answerable served {}  wrong served {} of asks",
+        pct(spread(runs, Run::precision)),
+        pct(spread(runs, Run::recall)),
+        pct(spread(runs, Run::wrong_share)),
+    );
+    println!(
+        "  {:36} {} asks ({} exact repeats apart): {} served, {} verified ({}), {} over budget; net saving {net} calls",
+        "",
+        total(|r| r.asked),
+        total(|r| r.exact),
+        total(|r| r.served),
+        total(|r| r.verified),
+        pct(spread(runs, Run::verified_share)),
+        total(|r| r.unverified),
+    );
+}
+
+/// Measures `e` on `pairs` under both protocols.
+pub fn measure(a: &SemanticArgs, e: &Embedder, pairs: &[Pair]) -> anyhow::Result<()> {
+    let mut took = hdrhistogram::Histogram::<u64>::new(3)?;
+    let mut embedded = Vec::with_capacity(pairs.len());
+    for p in pairs {
+        let t = Instant::now();
+        let va = local(e, &p.a)?;
+        took.record(t.elapsed().as_nanos() as u64)?;
+        let t = Instant::now();
+        let vb = local(e, &p.b)?;
+        took.record(t.elapsed().as_nanos() as u64)?;
+        embedded.push(Embedded {
+            va,
+            vb,
+            fa: Facts::of(&p.a),
+            fb: Facts::of(&p.b),
+        });
+    }
+    let us = |q: f64| took.value_at_quantile(q) as f64 / 1000.0;
+    println!(
+        "  embedding a question: P50 {:.0} us, P99 {:.0} us (in process, one core)",
+        us(0.5),
+        us(0.99)
+    );
+    println!("\n  pairs, each alone:");
+    for &t in &a.thresholds {
+        let mut bare = Run::default();
+        let mut guarded = Run::default();
+        for (p, x) in pairs.iter().zip(&embedded) {
+            let s = cosine(&x.va, &x.vb);
+            for (run, allowed) in [
+                (&mut bare, true),
+                (&mut guarded, x.fa.allowed(&x.fb).is_ok()),
+            ] {
+                run.asked += 1;
+                run.answerable += usize::from(p.same);
+                if s >= t && allowed {
+                    run.served += 1;
+                    run.served_wrong += usize::from(!p.same);
+                }
+            }
+        }
+        report(&format!("static {t:.2}, cosine alone"), &[bare]);
+        report(&format!("static {t:.2}, with the guards"), &[guarded]);
+    }
+    guards_by_category(pairs, &embedded);
+    best_fixed(pairs, &embedded, 1.0 - a.max_error);
+    if a.show_confused > 0 {
+        let mut confused: Vec<(f64, &Pair)> = pairs
+            .iter()
+            .zip(&embedded)
+            .filter(|(p, x)| !p.same && x.fa.allowed(&x.fb).is_ok())
+            .map(|(p, x)| (cosine(&x.va, &x.vb), p))
+            .collect();
+        confused.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for (s, p) in confused.iter().take(a.show_confused) {
+            println!("    {s:.3} [{}] {} | {}", p.category, p.a, p.b);
+        }
+    }
+    let verified = Mode::Verified {
+        delta: a.max_error,
+        floor: FLOOR,
+        budget: a.verify_budget,
+    };
+    let runs: Vec<Run> = (0..a.runs)
+        .map(|seed| pairs_run(pairs, &embedded, verified, seed))
+        .collect();
+    report(
+        &format!("verified {:.3}, budget {:.2}", a.max_error, a.verify_budget),
+        &runs,
+    );
+    println!(
+        "\n  stream, {} asks a run, popular questions met by paraphrases and non-paraphrases:",
+        a.stream_asks
+    );
+    let fixed = Mode::Static {
+        threshold: DEFAULT_THRESHOLD,
+        audit: 0.0,
+    };
+    let runs: Vec<Run> = (0..a.runs)
+        .map(|seed| stream_run(pairs, &embedded, fixed, a.stream_asks, seed))
+        .collect();
+    report(
+        &format!("static {DEFAULT_THRESHOLD:.2} (the default)"),
+        &runs,
+    );
+    let runs: Vec<Run> = (0..a.runs)
+        .map(|seed| stream_run(pairs, &embedded, verified, a.stream_asks, seed))
+        .collect();
+    report(
+        &format!("verified {:.3}, budget {:.2}", a.max_error, a.verify_budget),
+        &runs,
+    );
+    Ok(())
+}
+
+/// The bound on what any rule that serves by similarity (with the guards) could do here: the
+/// lowest threshold whose hits are right at least `precision` of the time, chosen in
+/// hindsight with every label known, and the share of answerable pairs it serves.
+fn best_fixed(pairs: &[Pair], embedded: &[Embedded], precision: f64) {
+    let mut scored: Vec<(f64, bool)> = pairs
+        .iter()
+        .zip(embedded)
+        .filter(|(_, x)| x.fa.allowed(&x.fb).is_ok())
+        .map(|(p, x)| (cosine(&x.va, &x.vb), p.same))
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let answerable = pairs.iter().filter(|p| p.same).count();
+    let (mut right, mut best) = (0usize, None);
+    for (n, (s, same)) in scored.iter().enumerate() {
+        right += usize::from(*same);
+        if right as f64 >= precision * (n + 1) as f64 {
+            best = Some((*s, right, n + 1));
+        }
+    }
+    match best {
+        Some((t, right, served)) => println!(
+            "  in hindsight (every label known): from similarity {t:.3} hits are right {:.1}% of the time, serving {right} of {answerable} answerable ({:.1}%)",
+            100.0 * right as f64 / served as f64,
+            100.0 * right as f64 / answerable.max(1) as f64
+        ),
+        None => println!(
+            "  in hindsight (every label known): no similarity serves hits right {:.0}% of the time",
+            100.0 * precision
+        ),
+    }
+}
+
+/// Of the pairs that must not share an answer and that the default threshold would serve,
+/// how many the guards refuse, by category.
+fn guards_by_category(pairs: &[Pair], embedded: &[Embedded]) {
+    let mut by: HashMap<&str, (usize, usize)> = HashMap::new();
+    for (p, x) in pairs.iter().zip(embedded) {
+        if p.same || cosine(&x.va, &x.vb) < DEFAULT_THRESHOLD {
+            continue;
+        }
+        let c = by.entry(p.category.as_str()).or_default();
+        c.0 += 1;
+        c.1 += usize::from(x.fa.allowed(&x.fb).is_err());
+    }
+    let mut v: Vec<_> = by.into_iter().collect();
+    v.sort();
+    let list: Vec<String> = v
+        .iter()
+        .map(|(c, (n, caught))| format!("{c} {caught}/{n}"))
+        .collect();
+    println!(
+        "  non-paraphrases at {DEFAULT_THRESHOLD} or above that the guards refuse: {}",
+        list.join(", ")
+    );
+}
+
+fn question(partition: u64, text: &str, facts: &Facts) -> Question {
+    Question {
+        partition,
+        text: text.to_string(),
+        facts: facts.clone(),
+    }
+}
+
+/// What a lookup's outcome teaches the run and the cache; whether the ask's answer is now
+/// to be stored (a miss, a verification that found the entry wrong, or an ask the budget
+/// could not verify).
+fn settle(
+    cache: &SemanticCache,
+    run: &mut Run,
+    found: Lookup,
+    q: &Question,
+    right_of: impl Fn(u64) -> bool,
+) -> bool {
+    match found {
+        Lookup::Hit { id, .. } => {
+            run.served += 1;
+            run.served_wrong += usize::from(!right_of(id));
+            false
+        }
+        Lookup::Verify { id, similarity, p } => {
+            run.verified += 1;
+            let right = right_of(id);
+            cache.observe(q.partition, id, similarity, right);
+            cache.verified(&std::sync::Arc::from("bench"), similarity, right, p);
+            !right
+        }
+        Lookup::Unverified { .. } => {
+            run.unverified += 1;
+            true
+        }
+        Lookup::Miss { .. } => true,
+    }
+}
+
+/// One run of the pairs protocol: each pair its own partition, in an order drawn by `seed`.
+fn pairs_run(pairs: &[Pair], embedded: &[Embedded], mode: Mode, seed: u64) -> Run {
+    let cache = SemanticCache::new(policy(mode), 1.0);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut order: Vec<usize> = (0..pairs.len()).collect();
+    order.shuffle(&mut rng);
+    let now = Instant::now();
+    let mut run = Run::default();
+    for i in order {
+        let (p, x) = (&pairs[i], &embedded[i]);
+        let part = i as u64;
+        let qa = question(part, &p.a, &x.fa);
+        let Some(stored) = cache.insert(&qa, x.va.clone(), Bytes::new(), 1, now) else {
+            continue;
+        };
+        let qb = question(part, &p.b, &x.fb);
+        run.asked += 1;
+        run.answerable += usize::from(p.same);
+        let found = cache.lookup(&qb, "bench", mode, &x.vb, now, rng.random());
+        settle(&cache, &mut run, found, &qb, |id| id == stored && p.same);
+    }
+    run
+}
+
+/// Which questions share an answer: the same text, or a pair labelled so (joined
+/// transitively).
+struct Classes {
+    parent: Vec<usize>,
+}
+
+impl Classes {
+    fn of(pairs: &[Pair]) -> Self {
+        let n = pairs.len();
+        let mut c = Self {
+            parent: (0..2 * n).collect(),
+        };
+        let mut by_text: HashMap<&str, usize> = HashMap::new();
+        for (i, p) in pairs.iter().enumerate() {
+            for (k, text) in [(i, &p.a), (n + i, &p.b)] {
+                match by_text.get(text.as_str()) {
+                    Some(&j) => c.join(k, j),
+                    None => {
+                        by_text.insert(text, k);
+                    }
+                }
+            }
+            if p.same {
+                c.join(i, n + i);
+            }
+        }
+        c
+    }
+    fn root(&self, mut k: usize) -> usize {
+        while self.parent[k] != k {
+            k = self.parent[k];
+        }
+        k
+    }
+    fn join(&mut self, a: usize, b: usize) {
+        let (ra, rb) = (self.root(a), self.root(b));
+        self.parent[ra] = rb;
+    }
+    fn of_question(&self, i: usize, second: bool) -> usize {
+        self.root(if second { self.parent.len() / 2 + i } else { i })
+    }
+}
+
+/// One run of the stream protocol, `asks` long, drawn by `seed`.
+fn stream_run(pairs: &[Pair], embedded: &[Embedded], mode: Mode, asks: usize, seed: u64) -> Run {
+    let cache = SemanticCache::new(policy(mode), 1.0);
+    let mut rng = StdRng::seed_from_u64(1000 + seed);
+    // Popularity: a random rank for each pair, weight 1/rank.
+    let mut rank: Vec<usize> = (1..=pairs.len()).collect();
+    rank.shuffle(&mut rng);
+    let mut cumulative = Vec::with_capacity(pairs.len());
+    let mut sum = 0.0;
+    for r in &rank {
+        sum += 1.0 / *r as f64;
+        cumulative.push(sum);
+    }
+    // An answer's class: questions with the same text share one (a text may stand in
+    // several pairs), and so do a pair's two questions when the label says they share an
+    // answer.
+    let n = pairs.len();
+    let classes = Classes::of(pairs);
+    let class = |i: usize, second: bool| classes.of_question(i, second);
+    let mut asked_text: std::collections::HashSet<&str> = Default::default();
+    let mut asked_before: Vec<[bool; 2]> = vec![[false; 2]; n];
+    let mut entry_class: HashMap<u64, usize> = HashMap::new();
+    let mut answered: Vec<bool> = vec![false; 2 * n];
+    let now = Instant::now();
+    let mut run = Run::default();
+    for _ in 0..asks {
+        let draw = rng.random::<f64>() * sum;
+        let i = cumulative.partition_point(|c| *c < draw).min(n - 1);
+        let second = asked_before[i][0] && rng.random::<bool>();
+        let (p, x) = (&pairs[i], &embedded[i]);
+        let (text, v, facts) = if second {
+            (&p.b, &x.vb, &x.fb)
+        } else {
+            (&p.a, &x.va, &x.fa)
+        };
+        asked_before[i][usize::from(second)] = true;
+        if !asked_text.insert(text.as_str()) {
+            run.exact += 1;
+            continue;
+        }
+        let c = class(i, second);
+        let q = question(0, text, facts);
+        run.asked += 1;
+        run.answerable += usize::from(answered[c]);
+        let found = cache.lookup(&q, "bench", mode, v, now, rng.random());
+        let store = settle(&cache, &mut run, found, &q, |id| {
+            entry_class.get(&id) == Some(&c)
+        });
+        if store && let Some(id) = cache.insert(&q, v.clone(), Bytes::new(), 1, now) {
+            entry_class.insert(id, c);
+        }
+        answered[c] = true;
+    }
+    run
+}
