@@ -281,4 +281,10 @@ async fn audited_hits_are_verified_billed_and_give_the_route_an_error_estimate()
     assert_eq!(row["verification_cost_micros"], 2 * cost);
     assert_eq!(row["cost_micros"], 3 * cost);
     assert_eq!(row["cache_hits"], 0);
+    // Nothing served by meaning yet: the cache is two verifications in the red.
+    let sem = &row["semantic"];
+    assert_eq!(sem["hits"], 0, "{v}");
+    assert_eq!(sem["saved_micros"], 0);
+    assert_eq!(sem["verifications"], 2);
+    assert_eq!(sem["net_saved_micros"], -2 * i64::try_from(cost).unwrap());
 }
