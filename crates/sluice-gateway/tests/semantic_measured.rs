@@ -115,6 +115,14 @@ async fn an_embeddings_upstream_serves_by_meaning_and_its_failure_only_skips_the
         lookup(&r, "e-1")
     );
     assert_eq!(r.a.calls(), 1, "served by meaning");
+    // The hit's saving is counted at what its answer cost (nothing here: no price is set).
+    let metrics = scrape(&r.router).await;
+    assert!(
+        metrics.contains(
+            r#"sluice_semantic_cache_micros_total{group="chat",result="saved",why=""} 0"#
+        ),
+        "{metrics}"
+    );
     let page = get_json(&r.router, "/admin/cache").await;
     assert_eq!(page["semantic"]["embedder"], "openai:tei/static-64");
 
@@ -287,4 +295,12 @@ async fn audited_hits_are_verified_billed_and_give_the_route_an_error_estimate()
     assert_eq!(sem["saved_micros"], 0);
     assert_eq!(sem["verifications"], 2);
     assert_eq!(sem["net_saved_micros"], -2 * i64::try_from(cost).unwrap());
+    let metrics = scrape(&r.router).await;
+    assert!(
+        metrics.contains(&format!(
+            r#"sluice_semantic_cache_micros_total{{group="chat",result="verification",why=""}} {}"#,
+            2 * cost
+        )),
+        "{metrics}"
+    );
 }

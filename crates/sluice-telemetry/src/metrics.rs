@@ -90,6 +90,9 @@ pub struct Metrics {
     pub semantic: Family<SemanticLabels, Counter>,
     /// Semantic entries' answers verified against the upstream's, by group and result.
     pub semantic_verifications: Family<SemanticLabels, Counter>,
+    /// What the semantic cache saved (`result="saved"`: its hits' answers at what they cost
+    /// when bought) and spent verifying (`result="verification"`), in micro-units, by group.
+    pub semantic_micros: Family<SemanticLabels, Counter>,
     /// Each group's current estimate of the share of wrong answers among its semantic
     /// would-be hits.
     pub semantic_error_estimate: Family<GroupLabels, Gauge<f64, AtomicU64>>,
@@ -147,6 +150,7 @@ impl Metrics {
             router_save_failures: Counter::default(),
             semantic: Family::default(),
             semantic_verifications: Family::default(),
+            semantic_micros: Family::default(),
             semantic_error_estimate: Family::default(),
             prompt_cache_tokens: Family::default(),
             prompt_cache_micros: Family::default(),
@@ -312,6 +316,11 @@ impl Metrics {
             "semantic_cache_verifications",
             "Semantic entries' answers verified against the upstream's (the verified mode), by group and result: agreed or differed (a measured error)",
             m.semantic_verifications.clone(),
+        );
+        r.register(
+            "semantic_cache_micros",
+            "What the semantic cache saved (result=saved: its hits' answers at what they cost when bought) and spent verifying (result=verification), in micro-units, by group: the net saving is saved less verification",
+            m.semantic_micros.clone(),
         );
         r.register(
             "prompt_cache_tokens",

@@ -97,6 +97,9 @@ pub async fn consult(
                             similarity,
                         },
                     );
+                    gw.observers
+                        .telemetry
+                        .semantic_micros(group, "saved", stored.cost_micros);
                     let served = Served {
                         stored,
                         body,
@@ -189,6 +192,11 @@ pub fn settle(
     now: Instant,
 ) -> Option<bool> {
     let group = record.model_group.clone().unwrap_or_else(|| Arc::from(""));
+    if q.verifies.is_some() {
+        gw.observers
+            .telemetry
+            .semantic_micros(&group, "verification", cost);
+    }
     if let Some((id, similarity, p)) = q.verifies
         && let Some(cached) = sem.cache.answer(q.question.partition, id)
     {

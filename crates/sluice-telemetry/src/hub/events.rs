@@ -42,6 +42,19 @@ impl Telemetry {
             .inc();
     }
 
+    /// Counts money the semantic cache saved (`saved`: a hit's answer at what it cost when
+    /// bought) or spent verifying (`verification`) in `group`, in micro-units.
+    pub fn semantic_micros(&self, group: &str, result: &'static str, micros: u64) {
+        self.metrics
+            .semantic_micros
+            .get_or_create(&crate::metrics::SemanticLabels {
+                group: Arc::from(group),
+                result,
+                why: "",
+            })
+            .inc_by(micros);
+    }
+
     /// Counts feedback on a semantic hit: the client found it right, or wrong (a measured
     /// error).
     pub fn semantic_reported(&self, group: &Arc<str>, right: bool) {
