@@ -58,9 +58,10 @@ pub enum Mode {
         /// The share of would-be hits verified anyway, to measure the error.
         audit: f64,
     },
-    /// Each entry learns its threshold; wrong answers served stay within `delta`.
+    /// Entries and routes learn threshold curves; a hit is served only where it is right with
+    /// a probability of at least `1 - delta`.
     Verified {
-        /// The route's maximum error rate.
+        /// The largest share of the route's served answers that may be wrong.
         delta: f64,
         /// Below this similarity a question is a miss without asking (nothing to learn).
         floor: f64,

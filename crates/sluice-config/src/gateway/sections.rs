@@ -197,15 +197,16 @@ pub enum SemanticMode {
 pub struct SemanticCacheConfig {
     /// Whether answers are cached by meaning.
     pub enabled: bool,
-    /// `static` (served from `threshold`) or `verified` (each entry learns its own threshold
-    /// so that wrong answers served stay within `max_error`).
+    /// `static` (served from `threshold`) or `verified` (each entry and each group learn a
+    /// threshold curve, and a hit is served only where it is right with a probability of at
+    /// least `1 - max_error`).
     pub mode: SemanticMode,
     /// The cosine similarity from which a stored answer is served (static mode).
     pub threshold: f64,
     /// The share of would-be hits also asked upstream, to measure the error (static mode;
     /// the verified mode samples by its own rule).
     pub verify_share: f64,
-    /// The largest share of wrong answers served (verified mode).
+    /// The largest share of served answers that may be wrong (verified mode).
     pub max_error: f64,
     /// Below this similarity a question is a miss without asking (verified mode).
     pub min_similarity: f64,
