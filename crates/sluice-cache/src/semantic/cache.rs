@@ -128,11 +128,6 @@ impl SemanticCache {
         l.pooled.observe(similarity, right);
     }
 
-    /// `route`'s pooled curve (`None`: it has verified nothing yet).
-    pub fn pooled(&self, route: &str) -> Option<Threshold> {
-        self.learnt.lock().get(route).map(|l| l.pooled.clone())
-    }
-
     /// With messages up to `max_chars` matched by meaning.
     pub fn with_max_chars(mut self, max_chars: usize) -> Self {
         self.limits.max_chars = max_chars;
