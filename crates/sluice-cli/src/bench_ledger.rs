@@ -82,6 +82,8 @@ fn entry(prefix: &str, i: u64) -> Entry {
         hedges: 0,
         retries: 0,
         batch_item: None,
+        currency: None,
+        native_micros: None,
     }
 }
 

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use sluice_config::gateway::{self, ProcessEnv, Secrets};
-use sluice_gateway::assemble::policies;
 
 /// Checks `file`; prints every error and warning, then a one-line summary. Unset secret
 /// variables are warnings unless `strict`.
@@ -27,6 +26,20 @@ pub fn check(file: &Path, strict: bool) -> anyhow::Result<ExitCode> {
     {
         checked.errors.0.push(problem);
         checked.config = None;
+    }
+    // What `serve` would leave unpriced: a deployment's model priced in a currency with no rate.
+    if let Some(cfg) = &checked.config
+        && let Ok(catalog) = sluice_gateway::assemble::catalog::from_config(cfg)
+    {
+        for (group, model, c) in sluice_gateway::assemble::catalog::unconverted(cfg, &catalog) {
+            println!(
+                "{}: warning: models.{group}: `{model}` is priced in {c}, and [billing] has no rate \
+                 from {c} to {billing}: it is left unpriced (tenants with credits are refused on it); \
+                 set [billing] rates = {{ {c} = N }}",
+                file.display(),
+                billing = catalog.billing()
+            );
+        }
     }
     match checked.config {
         Some(cfg) => {
@@ -79,38 +92,44 @@ pub fn warnings(w: &sluice_config::Diagnostics) -> String {
     out
 }
 
-/// `sluice models`: the catalog, with `config`'s `[catalog]` and `[prices]` applied.
+/// `sluice models`: the catalog, with `config`'s `[billing]`, `[catalog]` and `[prices]`
+/// applied.
 pub fn models(config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let mut catalog = sluice_economy::Catalog::with_defaults();
-    if let Some(file) = config {
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-        let checked = gateway::check(&text, &ProcessEnv, &[], Secrets::Warn);
-        let cfg = checked
-            .config
-            .ok_or_else(|| anyhow::anyhow!("{}: {}", file.display(), checked.errors))?;
-        for (model, p) in &cfg.prices {
-            catalog.set(model, policies::price(p));
+    let catalog = match config {
+        None => sluice_economy::Catalog::with_defaults(),
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let checked = gateway::check(&text, &ProcessEnv, &[], Secrets::Warn);
+            let cfg = checked
+                .config
+                .ok_or_else(|| anyhow::anyhow!("{}: {}", file.display(), checked.errors))?;
+            sluice_gateway::assemble::catalog::from_config(&cfg)
+                .with_context(|| file.display().to_string())?
         }
-        for (model, c) in &cfg.catalog {
-            anyhow::ensure!(
-                catalog.set_info(model, &policies::info_override(c)),
-                "{}: catalog.{model}: a model sluice does not ship needs `context_window` and `max_output`",
-                file.display()
-            );
-        }
-    }
+    };
     print!("{}", models_table(&catalog));
     Ok(ExitCode::SUCCESS)
 }
 
-/// The catalog as a table: one row a model, prices per million tokens.
+/// The catalog as a table: one row a model, prices per million tokens as published (in
+/// their currency) and as billed (in the billing currency).
 fn models_table(catalog: &sluice_economy::Catalog) -> String {
     use std::fmt::Write as _;
     let units = |m: sluice_economy::Micros| format!("{:.3}", m.0 as f64 / 1e6);
+    let billing = catalog.billing();
     let mut out = format!(
-        "{:<24} {:>9} {:>8}  {:<22} {:>8} {:>8} {:>8}\n",
-        "model", "context", "output", "can", "input", "cached", "output"
+        "{:<24} {:>9} {:>8}  {:<27} {:>3} {:>8} {:>8} {:>8} {:>10} {:>10}\n",
+        "model",
+        "context",
+        "output",
+        "can",
+        "cur",
+        "input",
+        "cached",
+        "output",
+        "billed in",
+        "billed out"
     );
     for (name, price, info) in catalog.models() {
         let (window, output, can) = match info {
@@ -133,16 +152,30 @@ fn models_table(catalog: &sluice_economy::Catalog) -> String {
             }
             None => ("-".into(), "-".into(), "-".into()),
         };
-        let (input, cached, out_price) = match price {
-            Some(p) => (units(p.input), units(p.cached_input), units(p.output)),
-            None => ("-".into(), "-".into(), "-".into()),
+        let (cur, input, cached, out_price) = match catalog.published(name) {
+            Some((c, p)) => (
+                c.to_string(),
+                units(p.input),
+                units(p.cached_input),
+                units(p.output),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
+        };
+        let (billed_in, billed_out) = match price {
+            Some(p) => (units(p.input), units(p.output)),
+            None if cur != "-" => ("no rate".into(), "no rate".into()),
+            None => ("-".into(), "-".into()),
         };
         let _ = writeln!(
             out,
-            "{name:<24} {window:>9} {output:>8}  {can:<22} {input:>8} {cached:>8} {out_price:>8}"
+            "{name:<24} {window:>9} {output:>8}  {can:<27} {cur:>3} {input:>8} {cached:>8} {out_price:>8} {billed_in:>10} {billed_out:>10}"
         );
     }
-    out.push_str("\nprices per million tokens, in the catalog's currency (US dollars as shipped); - : not known\n");
+    let _ = write!(
+        out,
+        "\nprices per million tokens: input, cached input and output in the currency each provider \
+         bills in; billed in {billing}, converted at [billing] rates (no rate: left unpriced); - : not known\n"
+    );
     out
 }
 

@@ -164,6 +164,7 @@ async fn start(v: Variant, s: &Scenario) -> anyhow::Result<Running> {
             cached_input: Micros(20_000),
             cache_write: Micros(110_000),
             output: Micros(280_000),
+            published: None,
         },
     );
     let gateway = s.configure(b).build()?;

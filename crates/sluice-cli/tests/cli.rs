@@ -121,6 +121,30 @@ fn what_serve_would_refuse_is_refused_at_check_and_each_error_is_said_once() {
 }
 
 #[test]
+fn a_deployment_priced_in_a_currency_with_no_rate_is_warned_of_at_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gw.toml");
+    let base = "[ledger]\nstore = \"off\"\n[providers.p]\nkind = \"openai\"\n\
+                base_url = \"http://127.0.0.1:9/v1\"\n\
+                [models.m]\ndeployments = [{ provider = \"p\", model = \"glm-5.3\" }]\n";
+    std::fs::write(&file, base).unwrap();
+    let path = file.to_str().unwrap();
+    let (ok, text) = sluice(&["config", "check", path]);
+    assert!(ok, "a warning, not an error: {text}");
+    assert!(
+        text.contains("`glm-5.3` is priced in CNY") && text.contains("rates = { CNY = N }"),
+        "{text}"
+    );
+    std::fs::write(
+        &file,
+        format!("{base}[billing]\nrates = {{ CNY = 0.14 }}\n"),
+    )
+    .unwrap();
+    let (ok, text) = sluice(&["config", "check", path]);
+    assert!(ok && !text.contains("priced in CNY"), "{text}");
+}
+
+#[test]
 fn scenarios_run_in_virtual_time_from_the_command_line() {
     let (ok, text) = sluice(&["scenario", "run", "outage", "--seed", "5"]);
     assert!(ok, "{text}");
@@ -492,6 +516,15 @@ fn models_prints_the_catalog_with_a_configs_overrides() {
         ds.contains("128000") && ds.contains("tools,json") && ds.contains("0.270"),
         "{ds}"
     );
+    // GLM on bigmodel.cn bills in yuan: shown as published, and not billed without a rate.
+    let glm = row(&text, "glm-5.3");
+    assert!(
+        glm.contains(" CNY ") && glm.contains("8.000") && glm.contains("no rate"),
+        "{glm}"
+    );
+    for model in ["kimi-k3", "MiniMax-M3", "hy4"] {
+        assert!(row(&text, model).contains(" USD "), "{model}");
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("sluice.toml");
@@ -505,11 +538,23 @@ fn models_prints_the_catalog_with_a_configs_overrides() {
     let (ok, text) = sluice(&["models", "--config", cfg.to_str().unwrap()]);
     assert!(ok, "{text}");
     assert!(row(&text, "deepseek-chat").contains("64000"), "{text}");
+    assert!(row(&text, "glm-5.3").contains("no rate"), "{text}");
     let own = row(&text, "in-house");
     assert!(
         own.contains("32768") && own.contains("reasoning") && own.contains("0.100"),
         "{own}"
     );
+
+    // With a rate, yuan prices are billed in dollars: 8 yuan at 0.14 is 1.12.
+    std::fs::write(
+        &cfg,
+        "[ledger]\nstore = \"off\"\n[billing]\nrates = { CNY = 0.14 }\n",
+    )
+    .unwrap();
+    let (ok, text) = sluice(&["models", "--config", cfg.to_str().unwrap()]);
+    assert!(ok, "{text}");
+    let glm = row(&text, "glm-5.3");
+    assert!(glm.contains("1.120") && glm.contains("3.920"), "{glm}");
 
     std::fs::write(&cfg, "[catalog.unknown-model]\ntools = true\n").unwrap();
     let (ok, text) = sluice(&["models", "--config", cfg.to_str().unwrap()]);

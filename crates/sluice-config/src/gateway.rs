@@ -31,6 +31,7 @@ const SECTIONS: &[&str] = &[
 ];
 
 mod batches;
+mod billing;
 mod checks;
 mod choosing;
 mod cluster;
@@ -203,6 +204,9 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     checks::tenants(&doc, &tenants, &lanes, &mut diags);
     let keys: Vec<(String, KeyConfig)> = doc.map_section("keys", &mut diags);
     let prices: Vec<(String, PriceConfig)> = doc.map_section("prices", &mut diags);
+    if let Some(b) = &billing {
+        billing::check(&doc, b, &prices, &mut diags);
+    }
     let providers: Vec<(String, ProviderConfig)> = doc.map_section("providers", &mut diags);
     let models: Vec<(String, ModelGroupConfig)> = doc.map_section("models", &mut diags);
     let catalog: Vec<(String, CatalogConfig)> = doc.map_section("catalog", &mut diags);

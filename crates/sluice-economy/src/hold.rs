@@ -45,6 +45,7 @@ mod tests {
         cached_input: Micros(500_000),
         cache_write: Micros(2_000_000),
         output: Micros(8_000_000),
+        published: None,
     };
 
     #[test]

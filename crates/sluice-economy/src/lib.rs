@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod book;
+pub mod currency;
 pub mod estimate;
 pub mod hold;
 pub mod keys;
@@ -13,7 +14,8 @@ pub mod prices;
 
 pub use accounts::{Accounts, Balance, Limits, Refusal, Reservation};
 pub use book::{AccountBook, Books, SharedBook};
+pub use currency::{BadCurrency, Currency, Rate};
 pub use keys::{ApiKey, KeyDirectory, KeyError, KeyRing, KeySpec};
 pub use models::{InfoOverride, ModelInfo};
 pub use money::Micros;
-pub use prices::{Catalog, Price, Unpriced};
+pub use prices::{Catalog, Price, Published, Unpriced};

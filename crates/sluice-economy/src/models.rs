@@ -67,6 +67,11 @@ pub(crate) const DEFAULTS: &[Entry] = &[
     ("glm-4.5", 128_000, 98_304, true, false, true, true),
     ("glm-4.5-air", 128_000, 98_304, true, false, true, true),
     ("glm-4.6", 200_000, 131_072, true, false, true, true),
+    // The newer three, as the price table of the `litellm` 1.110.2 package on PyPI gives
+    // them (its source: docs.bigmodel.cn/cn/guide/start/pricing).
+    ("glm-5.3", 1_000_000, 128_000, true, false, true, true),
+    ("glm-5.3-flashx", 1_000_000, 128_000, true, true, true, true),
+    ("glm-5.3-flash", 1_000_000, 128_000, true, true, true, true),
     // Moonshot Kimi
     (
         "kimi-k2-0905-preview",
@@ -86,7 +91,12 @@ pub(crate) const DEFAULTS: &[Entry] = &[
         true,
         false,
     ),
+    ("moonshot-v1-32k", 32_768, 16_384, true, false, true, false),
+    // The newer two, from the same package (platform.kimi.ai/docs/pricing).
+    ("kimi-k3", 1_048_576, 1_048_576, true, true, true, true),
+    ("kimi-k2.6", 262_144, 262_144, true, true, true, true),
     // MiniMax
+    ("MiniMax-M3", 1_000_000, 128_000, true, true, false, true),
     ("MiniMax-M2", 204_800, 131_072, true, false, false, true),
     (
         "MiniMax-Text-01",
@@ -97,7 +107,8 @@ pub(crate) const DEFAULTS: &[Entry] = &[
         false,
         false,
     ),
-    // Tencent Hunyuan
+    // Tencent Hunyuan; hy4 from the same package (tencentcloud.com/document/product/1300/78937).
+    ("hy4", 960_000, 64_000, true, true, true, true),
     (
         "hunyuan-turbos-latest",
         32_000,

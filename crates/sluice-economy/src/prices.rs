@@ -1,16 +1,18 @@
 //! The price catalog: per model, what a million tokens cost, input at full price, input read
-//! from the provider's prompt cache, input written to it, and output. A call's cost is its
-//! usage priced here, in integer micro-units.
+//! from the provider's prompt cache, input written to it, and output, in the currency its
+//! provider bills; and each converted into the currency the gateway bills in. A call's cost
+//! is its usage priced here, in integer micro-units.
 
 use hashbrown::HashMap;
 
 use serde::Serialize;
 use sluice_core::Usage;
 
+use crate::currency::{Currency, Rate};
 use crate::models::{InfoOverride, ModelInfo};
 use crate::money::Micros;
 
-/// What a million tokens of each kind cost.
+/// What a million tokens of each kind cost, in the currency the gateway bills in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Price {
     /// Input tokens at full price.
@@ -21,6 +23,39 @@ pub struct Price {
     pub cache_write: Micros,
     /// Output tokens.
     pub output: Micros,
+    /// The price as its provider bills it, when that is in another currency (the fields
+    /// above are it converted at the configured rate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub published: Option<Published>,
+}
+
+/// A price in the currency its provider bills in, per million tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Published {
+    /// The provider's currency.
+    pub currency: Currency,
+    /// Input tokens at full price.
+    pub input: Micros,
+    /// Input tokens read from the provider's prompt cache.
+    pub cached_input: Micros,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_write: Micros,
+    /// Output tokens.
+    pub output: Micros,
+}
+
+impl Published {
+    /// What `usage` costs in the provider's currency.
+    pub fn cost(&self, usage: &Usage) -> Micros {
+        Price {
+            input: self.input,
+            cached_input: self.cached_input,
+            cache_write: self.cache_write,
+            output: self.output,
+            published: None,
+        }
+        .cost(usage)
+    }
 }
 
 /// How many times the input price a write kept an hour costs (Anthropic's 1-hour time to
@@ -28,6 +63,24 @@ pub struct Price {
 pub const LONG_WRITE_FACTOR: u64 = 2;
 
 impl Price {
+    /// The four prices, each converted at `rate`, with `currency` and the unconverted
+    /// prices kept as what was published.
+    pub fn converted(&self, currency: Currency, rate: Rate) -> Self {
+        Self {
+            input: rate.convert(self.input),
+            cached_input: rate.convert(self.cached_input),
+            cache_write: rate.convert(self.cache_write),
+            output: rate.convert(self.output),
+            published: Some(Published {
+                currency,
+                input: self.input,
+                cached_input: self.cached_input,
+                cache_write: self.cache_write,
+                output: self.output,
+            }),
+        }
+    }
+
     /// What a million tokens written to be kept an hour cost.
     pub fn long_write(&self) -> Micros {
         Micros(self.input.0.saturating_mul(LONG_WRITE_FACTOR))
@@ -91,17 +144,21 @@ pub enum Unpriced {
     Free,
 }
 
-/// US dollars per million tokens, as the providers published them; override in
-/// `[prices.MODEL]`. Models priced in other currencies (GLM, Kimi, MiniMax, Hunyuan) ship no
-/// default: they are priced in `[prices.MODEL]`, or follow `[billing] unpriced`.
-const DEFAULTS: &[(&str, u64, u64, u64, u64)] = &[
-    // model, input, cached input, cache write, output: micro-units per million tokens
-    ("gpt-4.1", 2_000_000, 500_000, 2_000_000, 8_000_000),
-    ("gpt-4.1-mini", 400_000, 100_000, 400_000, 1_600_000),
-    ("gpt-4o", 2_500_000, 1_250_000, 2_500_000, 10_000_000),
-    ("gpt-4o-mini", 150_000, 75_000, 150_000, 600_000),
+/// What a million tokens cost, as each provider publishes it, in the currency it bills in;
+/// override in `[prices.MODEL]`. A price in another currency than `[billing] currency` is
+/// converted at `[billing] rates`; without a rate its model is left unpriced (and follows
+/// `[billing] unpriced`), never converted 1:1.
+const DEFAULTS: &[(&str, Currency, u64, u64, u64, u64)] = &[
+    // model, currency, input, cached input, cache write, output: micro-units per million
+    // tokens. A provider that publishes no cached-input or cache-write price bills them as
+    // input.
+    ("gpt-4.1", USD, 2_000_000, 500_000, 2_000_000, 8_000_000),
+    ("gpt-4.1-mini", USD, 400_000, 100_000, 400_000, 1_600_000),
+    ("gpt-4o", USD, 2_500_000, 1_250_000, 2_500_000, 10_000_000),
+    ("gpt-4o-mini", USD, 150_000, 75_000, 150_000, 600_000),
     (
         "claude-opus-4-1",
+        USD,
         15_000_000,
         1_500_000,
         18_750_000,
@@ -109,23 +166,96 @@ const DEFAULTS: &[(&str, u64, u64, u64, u64)] = &[
     ),
     (
         "claude-sonnet-4-5",
+        USD,
         3_000_000,
         300_000,
         3_750_000,
         15_000_000,
     ),
-    ("claude-haiku-4-5", 1_000_000, 100_000, 1_250_000, 5_000_000),
-    ("deepseek-chat", 270_000, 70_000, 270_000, 1_100_000),
-    ("deepseek-reasoner", 550_000, 140_000, 550_000, 2_190_000),
+    (
+        "claude-haiku-4-5",
+        USD,
+        1_000_000,
+        100_000,
+        1_250_000,
+        5_000_000,
+    ),
+    ("deepseek-chat", USD, 270_000, 70_000, 270_000, 1_100_000),
+    (
+        "deepseek-reasoner",
+        USD,
+        550_000,
+        140_000,
+        550_000,
+        2_190_000,
+    ),
+    // The prices below are those of the price table in the `litellm` 1.110.2 package on PyPI
+    // (model_prices_and_context_window_backup.json, read 2026-12-03), each from the source
+    // page that table names.
+    //
+    // Zhipu GLM on open.bigmodel.cn, billed in yuan (docs.bigmodel.cn/cn/guide/start/pricing).
+    // The table holds them in dollars at 7 yuan to the dollar (glm-5.3's input is 8/7); the
+    // yuan here are those times 7, whole fen every one.
+    ("glm-5.3", CNY, 8_000_000, 2_000_000, 8_000_000, 28_000_000),
+    (
+        "glm-5.3-flashx",
+        CNY,
+        2_000_000,
+        570_000,
+        2_000_000,
+        7_000_000,
+    ),
+    ("glm-5.3-flash", CNY, 800_000, 230_000, 800_000, 2_800_000),
+    // Zhipu GLM on Z.ai, billed in dollars (docs.z.ai/guides/overview/pricing).
+    ("glm-4.6", USD, 600_000, 110_000, 600_000, 2_200_000),
+    ("glm-4.5", USD, 600_000, 600_000, 600_000, 2_200_000),
+    ("glm-4.5-air", USD, 200_000, 200_000, 200_000, 1_100_000),
+    // Moonshot Kimi on platform.kimi.ai, billed in dollars (platform.kimi.ai/docs/pricing/
+    // chat-k3 and chat-k26; platform.moonshot.ai/docs/pricing for moonshot-v1).
+    ("kimi-k3", USD, 3_000_000, 300_000, 3_000_000, 15_000_000),
+    ("kimi-k2.6", USD, 950_000, 160_000, 950_000, 4_000_000),
+    (
+        "moonshot-v1-32k",
+        USD,
+        1_000_000,
+        1_000_000,
+        1_000_000,
+        3_000_000,
+    ),
+    (
+        "moonshot-v1-128k",
+        USD,
+        2_000_000,
+        2_000_000,
+        2_000_000,
+        5_000_000,
+    ),
+    // MiniMax on platform.minimax.io, billed in dollars (its pay-as-you-go pricing guide).
+    ("MiniMax-M3", USD, 300_000, 60_000, 300_000, 1_200_000),
+    ("MiniMax-M2", USD, 300_000, 30_000, 375_000, 1_200_000),
+    // Tencent Hunyuan on Tencent Cloud's international site, billed in dollars
+    // (tencentcloud.com/document/product/1300/78937).
+    ("hy4", USD, 834_000, 42_000, 834_000, 2_501_000),
 ];
 
-/// Prices, context windows and capabilities by model name.
+const USD: Currency = Currency::USD;
+const CNY: Currency = Currency::CNY;
+
+/// Prices, context windows and capabilities by model name, and the currency the gateway
+/// bills in with the rates that convert prices into it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Catalog {
     /// Looked up twice a request: foldhash, not SipHash; the keys are configured names.
+    /// In the billing currency.
     prices: HashMap<String, Price>,
+    /// Every price as it was set, in its own currency (what `sluice models` shows).
+    published: HashMap<String, (Currency, Price)>,
     /// What each model can take and do.
     info: HashMap<String, ModelInfo>,
+    /// The currency tenants are billed in.
+    billing: Currency,
+    /// What a unit of each other currency is worth in the billing one.
+    rates: HashMap<Currency, Rate>,
 }
 
 /// The entry of `model` in `map`: its own, else that of the longest catalogued name it
@@ -145,19 +275,29 @@ fn lookup<'m, T>(map: &'m HashMap<String, T>, model: &str) -> Option<&'m T> {
 }
 
 impl Catalog {
-    /// The shipped defaults.
+    /// The shipped defaults, billed in dollars with no other rate (prices in yuan are left
+    /// unpriced).
     pub fn with_defaults() -> Self {
-        let mut c = Self::default();
-        for (model, input, cached, write, output) in DEFAULTS {
-            c.set(
-                model,
-                Price {
-                    input: Micros(*input),
-                    cached_input: Micros(*cached),
-                    cache_write: Micros(*write),
-                    output: Micros(*output),
-                },
-            );
+        Self::billed_in(Currency::USD, &[])
+    }
+
+    /// The shipped defaults, billed in `billing`, prices in other currencies converted at
+    /// `rates` (what one unit of each is worth in `billing`).
+    pub fn billed_in(billing: Currency, rates: &[(Currency, Rate)]) -> Self {
+        let mut c = Self {
+            billing,
+            rates: rates.iter().copied().collect(),
+            ..Self::default()
+        };
+        for &(model, currency, input, cached, write, output) in DEFAULTS {
+            let price = Price {
+                input: Micros(input),
+                cached_input: Micros(cached),
+                cache_write: Micros(write),
+                output: Micros(output),
+                published: None,
+            };
+            c.set_in(model, currency, price);
         }
         for (model, info) in crate::models::shipped() {
             c.info.insert(model.to_string(), info);
@@ -165,9 +305,64 @@ impl Catalog {
         c
     }
 
-    /// Sets (or overrides) the price of `model`.
+    /// The currency tenants are billed in.
+    pub fn billing(&self) -> Currency {
+        self.billing
+    }
+
+    /// What a unit of `currency` is worth in the billing currency; `None` when no rate is
+    /// configured for it.
+    pub fn rate(&self, currency: Currency) -> Option<Rate> {
+        if currency == self.billing {
+            return Some(Rate::ONE);
+        }
+        self.rates.get(&currency).copied()
+    }
+
+    /// Sets (or overrides) the price of `model`, given in the billing currency.
     pub fn set(&mut self, model: &str, price: Price) {
-        self.prices.insert(model.to_string(), price);
+        let billing = self.billing;
+        self.set_in(model, billing, price);
+    }
+
+    /// Sets (or overrides) the price of `model`, given in `currency`: converted into the
+    /// billing currency at its rate; with no rate for it, the model is left unpriced and
+    /// false is returned.
+    pub fn set_in(&mut self, model: &str, currency: Currency, price: Price) -> bool {
+        let price = Price {
+            published: None,
+            ..price
+        };
+        self.published.insert(model.to_string(), (currency, price));
+        match self.rate(currency) {
+            Some(_) if currency == self.billing => {
+                self.prices.insert(model.to_string(), price);
+                true
+            }
+            Some(rate) => {
+                self.prices
+                    .insert(model.to_string(), price.converted(currency, rate));
+                true
+            }
+            None => {
+                self.prices.remove(model);
+                false
+            }
+        }
+    }
+
+    /// The currency of `model`'s price when it has one that cannot be converted (no rate
+    /// for its currency), found as [`Catalog::price`] finds prices.
+    pub fn unconverted(&self, model: &str) -> Option<Currency> {
+        if self.price(model).is_some() {
+            return None;
+        }
+        lookup(&self.published, model).map(|(c, _)| *c)
+    }
+
+    /// The price of `model` as it was set, in its own currency.
+    pub fn published(&self, model: &str) -> Option<(Currency, &Price)> {
+        lookup(&self.published, model).map(|(c, p)| (*c, p))
     }
 
     /// The price of `model`: its own, else that of the longest catalogued name it extends
@@ -196,7 +391,7 @@ impl Catalog {
     /// Every model the catalog knows (priced, described, or both), by name.
     pub fn models(&self) -> Vec<(&str, Option<&Price>, Option<&ModelInfo>)> {
         let mut names: Vec<&str> = self
-            .prices
+            .published
             .keys()
             .chain(self.info.keys())
             .map(String::as_str)
@@ -274,12 +469,74 @@ mod tests {
         assert_eq!(c.price("gpt-4o-2024-08-06"), c.price("gpt-4o"));
         assert_eq!(c.price("gpt-4o-mini-2024-07-18"), c.price("gpt-4o-mini"));
         assert_eq!(c.price("gpt-4"), None);
-        assert_eq!(c.price("glm-4.5-air"), None);
+        assert_eq!(c.price("glm-4-plus"), None);
         let mine = Price {
             input: Micros(1),
             ..Price::default()
         };
         c.set("glm-4.5-air", mine);
         assert_eq!(c.price("glm-4.5-air"), Some(&mine));
+    }
+
+    #[test]
+    fn a_price_in_another_currency_is_converted_at_its_rate_and_never_one_for_one() {
+        // Billed in dollars with no rate: the yuan prices are left unpriced, and say why.
+        let usd = Catalog::with_defaults();
+        assert_eq!(usd.price("glm-5.3"), None);
+        assert_eq!(usd.unconverted("glm-5.3"), Some(Currency::CNY));
+        assert_eq!(usd.unconverted("glm-5.3-0801"), Some(Currency::CNY));
+        assert_eq!(usd.unconverted("gpt-4o"), None);
+        assert_eq!(usd.published("glm-5.3").unwrap().1.input, Micros(8_000_000));
+        // At 0.14 dollars a yuan: 8 yuan a million input tokens is 1.12 dollars.
+        let rates = [(Currency::CNY, Rate::from_units(0.14).unwrap())];
+        let c = Catalog::billed_in(Currency::USD, &rates);
+        let glm = c.price("glm-5.3").unwrap();
+        assert_eq!(glm.input, Micros(1_120_000));
+        assert_eq!(glm.cached_input, Micros(280_000));
+        assert_eq!(glm.output, Micros(3_920_000));
+        let published = glm.published.unwrap();
+        assert_eq!(published.currency, Currency::CNY);
+        let u = usage(1_000_000, 0, 0, 100_000);
+        // 8 + 2.8 yuan, billed as 1.12 + 0.392 dollars.
+        assert_eq!(published.cost(&u), Micros(10_800_000));
+        assert_eq!(glm.cost(&u), Micros(1_512_000));
+        // A dollar price stays as it is, with nothing published apart.
+        assert_eq!(c.price("gpt-4o").unwrap().published, None);
+        // Billed in yuan: the dollar prices need a rate too.
+        let cny = Catalog::billed_in(Currency::CNY, &[]);
+        assert_eq!(cny.price("glm-5.3").unwrap().input, Micros(8_000_000));
+        assert_eq!(cny.price("gpt-4o"), None);
+        assert_eq!(cny.unconverted("gpt-4o"), Some(Currency::USD));
+        let cny = Catalog::billed_in(
+            Currency::CNY,
+            &[(Currency::USD, Rate::from_units(7.1).unwrap())],
+        );
+        assert_eq!(cny.price("gpt-4o-mini").unwrap().input, Micros(1_065_000));
+        // An override in another currency, set after the defaults.
+        let mut c = Catalog::billed_in(Currency::USD, &rates);
+        let ten = Price {
+            input: Micros(10_000_000),
+            output: Micros(10_000_000),
+            ..Price::default()
+        };
+        assert!(c.set_in("hunyuan-turbos-latest", Currency::CNY, ten));
+        assert_eq!(
+            c.price("hunyuan-turbos-latest").unwrap().input,
+            Micros(1_400_000)
+        );
+        assert!(!c.set_in("hunyuan-t1-latest", Currency::parse("JPY").unwrap(), ten));
+        assert_eq!(c.price("hunyuan-t1-latest"), None);
+    }
+
+    #[test]
+    fn the_four_providers_of_the_second_platform_are_priced() {
+        let rates = [(Currency::CNY, Rate::from_units(0.14).unwrap())];
+        let c = Catalog::billed_in(Currency::USD, &rates);
+        for model in ["glm-5.3", "glm-4.6", "kimi-k3", "MiniMax-M3", "hy4"] {
+            let p = c.price(model).unwrap_or_else(|| panic!("{model}"));
+            assert!(p.input.0 > 0 && p.output.0 > p.input.0, "{model}");
+            assert!(p.cached_input <= p.input, "{model}");
+            assert!(c.info(model).is_some(), "{model} is described too");
+        }
     }
 }

@@ -61,6 +61,7 @@ async fn credits_cover_the_worst_case_of_calls_in_flight_and_come_back_when_they
         cached_input: Micros(1_000_000),
         cache_write: Micros(1_000_000),
         output: Micros(1_000_000),
+        published: None,
     };
     let limits = Limits {
         credits: Some(Micros(600)),

@@ -156,12 +156,14 @@ async fn a_tenant_short_of_credits_for_one_group_is_served_by_a_cheaper_fallback
         cached_input: Micros(100_000_000),
         cache_write: Micros(100_000_000),
         output: Micros(100_000_000),
+        published: None,
     };
     let cheap = Price {
         input: Micros(1_000_000),
         cached_input: Micros(1_000_000),
         cache_write: Micros(1_000_000),
         output: Micros(1_000_000),
+        published: None,
     };
     let limits = Limits {
         credits: Some(Micros(5_000)),

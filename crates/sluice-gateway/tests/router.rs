@@ -21,6 +21,7 @@ const CHEAP: Price = Price {
     cached_input: Micros(50_000),
     cache_write: Micros(200_000),
     output: Micros(800_000),
+    published: None,
 };
 
 /// `auto` over `chat` (model `small` on `a`, a tenth of the price, a 1,000-token window) and

@@ -123,6 +123,11 @@ pub struct Entry {
     /// The batch item the call ran (`BATCH_ID/LINE`), for a call of a batch job: the ledger
     /// keeps at most one row per item, so an item sent again after a crash is billed once.
     pub batch_item: Option<Arc<str>>,
+    /// The currency the answering model's price is published in, when it is not the one
+    /// the gateway bills in (`cost_micros` is in that one, converted at its rate).
+    pub currency: Option<Arc<str>>,
+    /// The answer's cost in `currency`: what the provider bills for it.
+    pub native_micros: Option<u64>,
 }
 
 /// The UTC calendar day (`YYYY-MM-DD`) of a Unix time in milliseconds.

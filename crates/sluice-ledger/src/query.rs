@@ -211,6 +211,9 @@ pub struct UsageRow {
     /// Calls whose cost is not known (an unpriced model worked on them): not in
     /// `cost_micros`, counted here so that a total is never silently short.
     pub unpriced_calls: u64,
+    /// Answers priced in another currency than the billing one: what their providers bill,
+    /// by currency, in that currency's micro-units (their `cost_micros` part is converted).
+    pub native: Vec<(String, u64)>,
 }
 
 impl UsageRow {

@@ -59,12 +59,32 @@ pub fn total(rows: &[UsageRow]) -> UsageRow {
         t.semantic_saved_micros += r.semantic_saved_micros;
         t.prompt_cache_saved_micros += r.prompt_cache_saved_micros;
         t.unpriced_calls += r.unpriced_calls;
+        for (currency, micros) in &r.native {
+            match t.native.iter_mut().find(|(c, _)| c == currency) {
+                Some((_, sum)) => *sum += micros,
+                None => t.native.push((currency.clone(), *micros)),
+            }
+        }
     }
+    t.native.sort();
     t
 }
 
+/// What answers priced in other currencies cost in each (`CNY 10.800000`), or `-`.
+fn native_text(r: &UsageRow) -> String {
+    if r.native.is_empty() {
+        return "-".into();
+    }
+    let parts: Vec<String> = r
+        .native
+        .iter()
+        .map(|(c, m)| format!("{c} {}", units(i128::from(*m))))
+        .collect();
+    parts.join("; ")
+}
+
 /// The value columns, by header, read from a row.
-fn values(r: &UsageRow) -> [(&'static str, String); 21] {
+fn values(r: &UsageRow) -> [(&'static str, String); 22] {
     [
         ("requests", r.requests.to_string()),
         ("errors", r.errors.to_string()),
@@ -78,6 +98,7 @@ fn values(r: &UsageRow) -> [(&'static str, String); 21] {
         ("completion_tokens", r.completion_tokens.to_string()),
         ("reasoning_tokens", r.reasoning_tokens.to_string()),
         ("cost", units(i128::from(r.cost_micros))),
+        ("native_cost", native_text(r)),
         ("cache_saved", units(i128::from(r.saved_micros))),
         (
             "prompt_cache_saved",
@@ -117,6 +138,12 @@ fn row_json(q: &UsageQuery, r: &UsageRow) -> Value {
         }),
     );
     m.insert("cost_micros".into(), json!(r.cost_micros));
+    let native: Map<String, Value> = r
+        .native
+        .iter()
+        .map(|(c, micros)| (c.clone(), json!(micros)))
+        .collect();
+    m.insert("native_cost_micros".into(), Value::Object(native));
     m.insert("cache_saved_micros".into(), json!(r.saved_micros));
     m.insert("cached_share".into(), json!(r.cached_share()));
     m.insert(
@@ -288,7 +315,7 @@ mod tests {
         let lines: Vec<&str> = text.split("\r\n").collect();
         assert!(lines[0].starts_with("tenant,requests,errors,prompt_tokens"));
         assert!(lines[1].starts_with("\"acme, inc\",3,0,"), "{}", lines[1]);
-        assert!(lines[1].contains(",1.500000,-0.000040,0.000000,"));
+        assert!(lines[1].contains(",1.500000,-,-0.000040,0.000000,"));
         assert!(lines[2].starts_with("-,1,"));
     }
 

@@ -24,7 +24,7 @@ pub(crate) const BELIEFS: &str = "sluice_router_beliefs";
 
 /// The columns an entry fills, in binding order, with their SQL types (the same words in
 /// SQLite and PostgreSQL).
-const COLUMNS: [(&str, &str); 26] = [
+const COLUMNS: [(&str, &str); 28] = [
     ("request_id", "TEXT NOT NULL"),
     ("at_ms", "BIGINT NOT NULL"),
     ("day", "TEXT NOT NULL"),
@@ -52,6 +52,8 @@ const COLUMNS: [(&str, &str); 26] = [
     ("retries", "BIGINT NOT NULL"),
     // Last, so that a ledger of an earlier sluice gains it by `ADD COLUMN` in this order.
     ("batch_item", "TEXT"),
+    ("currency", "TEXT"),
+    ("native_micros", "BIGINT"),
 ];
 
 /// The column names, comma-separated, in binding order.
@@ -97,7 +99,7 @@ where
 
 /// The ledger columns added since the first sluice, newest last: a table that lacks one
 /// gains it at start.
-pub(crate) const ADDED_COLUMNS: [&str; 1] = ["batch_item"];
+pub(crate) const ADDED_COLUMNS: [&str; 3] = ["batch_item", "currency", "native_micros"];
 
 /// What makes a ledger table of an earlier sluice, whose `cost_micros` was `NOT NULL`, take
 /// a call of unknown cost. PostgreSQL drops the constraint in place; SQLite cannot, so its

@@ -45,6 +45,8 @@ fn entry(i: u64, tenant: &str, model: &str, at_ms: i64) -> Entry {
         hedges: 0,
         retries: 0,
         batch_item: None,
+        currency: None,
+        native_micros: None,
     }
 }
 
@@ -115,7 +117,46 @@ conformance!(
     tenants_are_saved_replaced_and_removed,
     router_beliefs_are_replaced_whole_per_router,
     a_batch_item_is_kept_once,
+    answers_in_another_currency_are_totalled_in_it_too,
 );
+
+/// A call priced in yuan is billed converted (its `cost_micros`) and keeps what the provider
+/// bills in yuan; usage totals both, by currency, per row and in all.
+async fn answers_in_another_currency_are_totalled_in_it_too<S: Store>(s: S) {
+    let yuan = |i: u64, tenant: &str, native: u64| Entry {
+        currency: Some("CNY".into()),
+        native_micros: Some(native),
+        ..entry(i, tenant, "glm-5.3", NOV30)
+    };
+    s.append(&[
+        yuan(0, "acme", 8_000_000),
+        yuan(1, "acme", 2_000_000),
+        yuan(2, "beta", 1_000_000),
+        entry(3, "acme", "gpt-4o", NOV30),
+    ])
+    .await
+    .unwrap();
+    let back = s.entries(&UsageQuery::default(), 10).await.unwrap();
+    assert_eq!(back[0].currency.as_deref(), Some("CNY"));
+    assert_eq!(back[0].native_micros, Some(8_000_000));
+    assert_eq!(
+        (back[3].currency.clone(), back[3].native_micros),
+        (None, None)
+    );
+    let q = UsageQuery {
+        group_by: vec![GroupBy::Tenant],
+        ..UsageQuery::default()
+    };
+    let rows = s.usage(&q).await.unwrap();
+    assert_eq!(rows[0].native, vec![("CNY".to_string(), 10_000_000)]);
+    assert_eq!(rows[1].native, vec![("CNY".to_string(), 1_000_000)]);
+    let all = s.usage(&UsageQuery::default()).await.unwrap();
+    assert_eq!(all[0].native, vec![("CNY".to_string(), 11_000_000)]);
+    assert_eq!(all[0].requests, 4);
+    let total = sluice_ledger::report::json(&q, &rows);
+    assert_eq!(total["total"]["native_cost_micros"]["CNY"], 11_000_000);
+    assert!(sluice_ledger::report::table(&q, &rows).contains("CNY 10.000000"));
+}
 
 /// An item sent again (after a crash) is billed once: its second row is dropped, in the same
 /// commit as other rows or a later one; calls of no item are never dropped.

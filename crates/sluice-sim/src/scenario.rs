@@ -285,6 +285,7 @@ impl Scenario {
             cached_input: micros(p.cached_input.unwrap_or(p.input / 10.0))?,
             cache_write: micros(p.input)?,
             output: micros(p.output)?,
+            published: None,
         })
     }
 

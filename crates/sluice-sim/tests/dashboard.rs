@@ -168,6 +168,7 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
         cached_input: Micros(200_000),
         cache_write: Micros(2_000_000),
         output: Micros(8_000_000),
+        published: None,
     };
     // A ledger, and batch jobs in it: one job runs slowly (an item at a time) while the page
     // is loaded, so it shows with its bar.

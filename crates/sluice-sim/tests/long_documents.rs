@@ -38,6 +38,7 @@ const PRICE: Price = Price {
     cached_input: Micros(100_000),
     cache_write: Micros(1_000_000),
     output: Micros(2_000_000),
+    published: None,
 };
 
 fn spec() -> UpstreamSpec {

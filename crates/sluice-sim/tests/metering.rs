@@ -17,6 +17,7 @@ fn each_answer_is_priced_from_its_reported_usage_and_unpriced_models_cost_nothin
         cached_input: Micros(500_000),
         cache_write: Micros(2_000_000),
         output: Micros(8_000_000),
+        published: None,
     };
     let builder = GatewayBuilder::new().price("alpha-chat", price);
     let (_, records) = run_recorded(&s, builder).unwrap();
@@ -87,6 +88,7 @@ stream = false
         cached_input: Micros(500_000),
         cache_write: Micros(2_000_000),
         output: Micros(8_000_000),
+        published: None,
     };
     let credits = Micros(100_000);
     let limits = sluice_economy::Limits {
@@ -124,6 +126,7 @@ fn hedges_that_lose_are_billed_to_the_request_that_sent_them() {
         cached_input: Micros(500_000),
         cache_write: Micros(2_000_000),
         output: Micros(8_000_000),
+        published: None,
     };
     let mut builder = sluice_sim::variants::builder("+hedging").unwrap();
     for model in ["alpha-chat", "beta-chat"] {

@@ -384,6 +384,47 @@ pub enum UnpricedPolicy {
 pub struct BillingConfig {
     /// What a call to a model with no price gets.
     pub unpriced: UnpricedPolicy,
+    /// The currency tenants are billed in: their credits, spend quotas, costs in the
+    /// ledger and reports (default USD).
+    pub currency: CurrencyCode,
+    /// What one unit of each other currency is worth in `currency` (`{ CNY = 0.14 }`): a
+    /// price in a currency without a rate is never converted one for one.
+    pub rates: std::collections::BTreeMap<CurrencyCode, f64>,
+}
+
+/// An ISO 4217 currency code: three letters, kept in capitals.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CurrencyCode(pub String);
+
+impl Default for CurrencyCode {
+    fn default() -> Self {
+        Self("USD".into())
+    }
+}
+
+impl std::fmt::Display for CurrencyCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl CurrencyCode {
+    /// `s` in capitals when it is three ASCII letters.
+    pub fn parse(s: &str) -> Option<Self> {
+        (s.len() == 3 && s.bytes().all(|b| b.is_ascii_alphabetic()))
+            .then(|| Self(s.to_ascii_uppercase()))
+    }
+}
+
+impl<'de> Deserialize<'de> for CurrencyCode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{s:?} is not a currency code; write three letters, such as USD or CNY"
+            ))
+        })
+    }
 }
 
 /// `[prices.MODEL]`: what a million tokens of the upstream model `MODEL` cost, in whole
@@ -402,6 +443,9 @@ pub struct PriceConfig {
     pub cache_write: Option<Money>,
     /// Output tokens.
     pub output: Money,
+    /// The currency the amounts are in (default: `[billing] currency`).
+    #[serde(default)]
+    pub currency: Option<CurrencyCode>,
 }
 
 /// `[catalog.MODEL]`: what an upstream model can take and do, overriding (field by field)

@@ -309,5 +309,7 @@ pub async fn list(State(gw): State<Arc<Gateway>>) -> Response {
     for t in names.keys() {
         tenants.push(describe(&gw, t).await);
     }
-    Json(json!({ "tenants": tenants })).into_response()
+    // Credits, quotas and spend are in the billing currency.
+    let currency = gw.tenants.pricing.catalog.billing();
+    Json(json!({ "currency": currency.as_str(), "tenants": tenants })).into_response()
 }

@@ -90,7 +90,12 @@ pub async fn usage(
                 report::csv(&q, &rows),
             )
                 .into_response(),
-            _ => Json(report::json(&q, &rows)).into_response(),
+            _ => {
+                // Costs are in the billing currency; `native_cost_micros` in the providers'.
+                let mut v = report::json(&q, &rows);
+                v["currency"] = gw.tenants.pricing.catalog.billing().as_str().into();
+                Json(v).into_response()
+            }
         },
         Err(e) => {
             tracing::error!(error = %e, "usage query failed");

@@ -194,9 +194,7 @@ impl GatewayBuilder {
         for (name, k) in &cfg.keys {
             b = b.key(key_spec(name, k), &k.sha256);
         }
-        for (model, p) in &cfg.prices {
-            b = b.price(model, policies::price(p));
-        }
+        b = b.catalog(super::catalog::from_config(cfg)?);
         b = b.unpriced(match cfg.billing.unpriced {
             UnpricedPolicy::Refuse => Unpriced::Refuse,
             UnpricedPolicy::Free => Unpriced::Free,
@@ -209,9 +207,6 @@ impl GatewayBuilder {
             if limits.any() {
                 b = b.tenant_limits(tenant, limits);
             }
-        }
-        for (model, c) in &cfg.catalog {
-            b = b.model_info(model, &policies::info_override(c))?;
         }
         for (group, m) in &cfg.models {
             if let Some(n) = m.normalise {

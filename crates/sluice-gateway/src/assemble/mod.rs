@@ -2,6 +2,7 @@
 //! policies (hedging, concurrency limits, pacing, retries, breakers), lanes and tenants'
 //! default lanes, telemetry.
 
+pub mod catalog;
 mod cluster;
 pub(crate) mod from_config;
 mod group_policies;
@@ -103,6 +104,9 @@ pub enum BuildError {
         /// The model.
         model: String,
     },
+    /// `[billing]` or a price's currency cannot be used.
+    #[error("billing: {0}")]
+    Billing(String),
     /// The access log's writer could not be started.
     #[error("starting the access log: {0}")]
     AccessLog(std::io::Error),
@@ -549,7 +553,10 @@ impl GatewayBuilder {
                 admin_token: self.admin_token,
                 accounts,
                 tokenizer,
-                unpriced: self.unpriced,
+                pricing: crate::tenants::Pricing {
+                    unpriced: self.unpriced,
+                    catalog: self.catalog,
+                },
                 directory: Box::new(LocalTenants::new(tenant_lanes, api_tenants)),
                 configured: configured_tenants,
                 admin_writes: tokio::sync::Mutex::new(()),

@@ -37,6 +37,7 @@ pub fn price(p: &sluice_config::gateway::PriceConfig) -> sluice_economy::Price {
         cached_input: Micros(p.cached_input.unwrap_or(p.input).0),
         cache_write: Micros(p.cache_write.unwrap_or(p.input).0),
         output: Micros(p.output.0),
+        published: None,
     }
 }
 

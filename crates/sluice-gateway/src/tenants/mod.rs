@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use sluice_economy::estimate::Tokenizer;
-use sluice_economy::{Books, KeyDirectory, Limits, Micros, Unpriced};
+use sluice_economy::{Books, Catalog, KeyDirectory, Limits, Micros, Unpriced};
 use sluice_ledger::StoredTenant;
 
 /// Everything about callers and their money.
@@ -28,8 +28,8 @@ pub struct Tenants {
     pub(crate) accounts: Books,
     /// Counts the prompts of tenants with credits or quotas; loaded before the gateway is.
     pub(crate) tokenizer: Tokenizer,
-    /// What a call to a model with no price gets.
-    pub(crate) unpriced: Unpriced,
+    /// What a call to a model with no price gets, and the currency calls are billed in.
+    pub(crate) pricing: Pricing,
     /// Each tenant's default lane, and the tenants set through the admin API.
     pub(crate) directory: Box<dyn TenantDirectory>,
     /// Tenants the configuration sets (the admin API may not change them).
@@ -38,6 +38,17 @@ pub struct Tenants {
     /// memory, so that two changes cannot land in one order in the store and the other in
     /// memory.
     pub(crate) admin_writes: tokio::sync::Mutex<()>,
+}
+
+/// How calls are charged: what a model with no price gets, and the catalog that says
+/// which currency bills are in and why a model has no price (one in a currency with no
+/// rate).
+#[derive(Debug)]
+pub struct Pricing {
+    /// What a call to a model with no price gets.
+    pub unpriced: Unpriced,
+    /// The prices, in the billing currency, and as published.
+    pub catalog: Catalog,
 }
 
 /// A stored tenant's limits.

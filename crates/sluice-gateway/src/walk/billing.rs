@@ -170,6 +170,13 @@ pub(crate) fn entry(record: &CallRecord, answered: Option<&Priced>) -> Entry {
             i64::try_from(p.cache_saving(u)).ok()
         })
     };
+    // What the provider bills for the answer, in its own currency, when that is not the
+    // billing one.
+    let native = answered
+        .filter(|_| !hit)
+        .and_then(|p| p.price.as_ref()?.published)
+        .zip(record.usage.as_ref())
+        .map(|(published, u)| (published.currency, published.cost(u).0));
     let t = &record.timings;
     let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     let count = |kind| {
@@ -225,6 +232,8 @@ pub(crate) fn entry(record: &CallRecord, answered: Option<&Priced>) -> Entry {
         retries: count(sluice_core::AttemptKind::Retry),
         // Set by the batch runner for an item's call.
         batch_item: None,
+        currency: native.map(|(c, _)| Arc::from(c.as_str())),
+        native_micros: native.map(|(_, m)| m),
     }
 }
 

@@ -34,8 +34,9 @@ pub async fn reserve(
     let prompt = tenants.tokenizer.prompt_tokens(request);
     let output = request.max_tokens().unwrap_or(DEFAULT_OUTPUT_ESTIMATE);
     let worst = hold::worst_case(prompt, output);
-    let Some(cost) = hold::held_at(d.price.as_ref(), tenants.unpriced, &limits, &worst) else {
-        return Err(unpriced(tenant, d));
+    let Some(cost) = hold::held_at(d.price.as_ref(), tenants.pricing.unpriced, &limits, &worst)
+    else {
+        return Err(unpriced(tenant, d, &tenants.pricing.catalog));
     };
     tenants
         .accounts
@@ -124,14 +125,24 @@ async fn restore(
 }
 
 /// The refusal of a call that would spend a tenant's money on a model with no price.
-fn unpriced(tenant: &str, d: &Deployment) -> GatewayError {
+fn unpriced(tenant: &str, d: &Deployment, catalog: &sluice_economy::Catalog) -> GatewayError {
     tracing::warn!(tenant, deployment = %d.name, model = %d.model, "refused: the model has no price");
+    let why = match catalog.unconverted(&d.model) {
+        Some(c) => format!(
+            "is priced in {c} and [billing] has no rate from {c} to {billing}; \
+             set [billing] rates = {{ {c} = N }} (what one {c} is worth in {billing})",
+            billing = catalog.billing()
+        ),
+        None => format!(
+            "has no price; price it in [prices.\"{}\"] (or set [billing] unpriced = \"free\")",
+            d.model
+        ),
+    };
     GatewayError::new(
         ErrorKind::PermissionDenied,
         format!(
-            "model `{}` of deployment `{}` has no price, and tenant `{tenant}` pays by credits or a spend quota; \
-             price it in [prices.\"{}\"] (or set [billing] unpriced = \"free\")",
-            d.model, d.name, d.model
+            "model `{}` of deployment `{}` {why}, and tenant `{tenant}` pays by credits or a spend quota",
+            d.model, d.name
         ),
     )
 }

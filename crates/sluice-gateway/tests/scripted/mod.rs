@@ -41,6 +41,7 @@ pub const PRICE: Price = Price {
     cached_input: Micros(500_000),
     cache_write: Micros(2_000_000),
     output: Micros(8_000_000),
+    published: None,
 };
 
 /// How a scripted call ends.

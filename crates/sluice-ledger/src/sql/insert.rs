@@ -100,6 +100,8 @@ where
     args.add(i64::from(e.hedges))?;
     args.add(i64::from(e.retries))?;
     args.add(e.batch_item.clone())?;
+    args.add(e.currency.clone())?;
+    args.add(e.native_micros.map(int))?;
     Ok(())
 }
 

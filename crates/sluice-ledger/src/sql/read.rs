@@ -84,7 +84,8 @@ where
     }
     let rows = b.build().fetch_all(pool).await?;
     let n = keys.len();
-    rows.iter()
+    let mut out = rows
+        .iter()
         .map(|row| {
             let u = |i: usize| -> Result<u64, sqlx::Error> {
                 narrow(row.try_get::<i64, usize>(n + i)?, n + i)
@@ -112,10 +113,53 @@ where
                 unpriced_calls: u(16)?,
                 semantic_hits: u(17)?,
                 semantic_saved_micros: row.try_get::<i64, usize>(n + 18)?,
+                native: Vec::new(),
             })
         })
-        .collect::<Result<_, sqlx::Error>>()
-        .map_err(LedgerError::from)
+        .collect::<Result<Vec<UsageRow>, sqlx::Error>>()?;
+    native(pool, q, &keys, &mut out).await?;
+    Ok(out)
+}
+
+/// Adds to each of `rows` (grouped by `keys`) what its answers priced in another currency
+/// cost in that currency, by currency.
+async fn native<DB>(
+    pool: &Pool<DB>,
+    q: &UsageQuery,
+    keys: &[&str],
+    rows: &mut [UsageRow],
+) -> Result<(), LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB> + for<'r> Decode<'r, DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<String>: for<'r> Decode<'r, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let mut by: Vec<&str> = keys.to_vec();
+    by.push("currency");
+    let list = by.join(", ");
+    let mut b = QueryBuilder::<DB>::new(format!(
+        "SELECT {list}, CAST(COALESCE(SUM(native_micros), 0) AS BIGINT) FROM {TABLE}"
+    ));
+    push_filter(&mut b, q);
+    b.push(format!(
+        " AND currency IS NOT NULL GROUP BY {list} ORDER BY {list}"
+    ));
+    let n = keys.len();
+    for row in b.build().fetch_all(pool).await? {
+        let at: Vec<Option<String>> = (0..n)
+            .map(|i| row.try_get::<Option<String>, usize>(i))
+            .collect::<Result<_, _>>()?;
+        let currency = row.try_get::<Option<String>, usize>(n)?.unwrap_or_default();
+        let micros: u64 = narrow(row.try_get::<i64, usize>(n + 1)?, n + 1)?;
+        if let Some(r) = rows.iter_mut().find(|r| r.keys == at) {
+            r.native.push((currency, micros));
+        }
+    }
+    Ok(())
 }
 
 /// Up to `limit` entries matching `q`'s tenant and range, oldest first.
@@ -180,6 +224,11 @@ where
                 hedges: narrow(i(23)?, 23)?,
                 retries: narrow(i(24)?, 24)?,
                 batch_item: s(25)?,
+                currency: s(26)?,
+                native_micros: r
+                    .try_get::<Option<i64>, usize>(27)?
+                    .map(|v| narrow(v, 27))
+                    .transpose()?,
             })
         })
         .collect::<Result<_, sqlx::Error>>()

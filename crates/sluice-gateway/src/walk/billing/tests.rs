@@ -11,6 +11,7 @@ const PRICE: Price = Price {
     cached_input: Micros(500_000),
     cache_write: Micros(2_000_000),
     output: Micros(8_000_000),
+    published: None,
 };
 
 fn priced(price: Option<Price>) -> Priced {
