@@ -7,8 +7,9 @@
 use serde_json::Value;
 use sluice_core::ChatRequest;
 
+use crate::count::Count;
 use crate::document;
-use crate::passages::{Passages, tokens_of};
+use crate::passages::Passages;
 
 /// Room left for the JSON around the compressed document, in tokens.
 const MARGIN: u64 = 16;
@@ -26,9 +27,9 @@ pub struct Compress {
 pub struct Compressed {
     /// The request as it is sent.
     pub request: ChatRequest,
-    /// Prompt tokens before (estimated).
+    /// Prompt tokens before (counted).
     pub before: u64,
-    /// Prompt tokens after (estimated).
+    /// Prompt tokens after (counted).
     pub after: u64,
 }
 
@@ -65,9 +66,10 @@ pub enum Outcome {
     Skipped(Skip),
 }
 
-/// `request` compressed to `budget` prompt tokens when it is over it.
-pub fn compress(request: &ChatRequest, budget: u64) -> Outcome {
-    let before = request.prompt_estimate();
+/// `request` compressed to `budget` prompt tokens, as `count` counts them, when it is over
+/// it.
+pub fn compress(request: &ChatRequest, budget: u64, count: &dyn Count) -> Outcome {
+    let before = count.prompt(request);
     if before <= budget {
         return Outcome::Under;
     }
@@ -77,11 +79,11 @@ pub fn compress(request: &ChatRequest, budget: u64) -> Outcome {
     let Some(found) = document::find(&messages) else {
         return Outcome::Skipped(Skip::NoDocument);
     };
-    let rest = before.saturating_sub(tokens_of(found.document.len()));
+    let rest = before.saturating_sub(count.tokens(&found.document));
     let Some(room) = budget.checked_sub(rest + MARGIN).filter(|r| *r > 0) else {
         return Outcome::Skipped(Skip::PrefixOverBudget);
     };
-    let passages = Passages::of(&found.document);
+    let passages = Passages::of(&found.document, count);
     let ranked = passages.ranked(&found.question);
     let chosen = passages.fill(&ranked, room);
     let text = passages.write(&chosen);
@@ -91,7 +93,7 @@ pub fn compress(request: &ChatRequest, budget: u64) -> Outcome {
     };
     match request.with_fields(&[("messages", &raw)]) {
         Ok(request) => {
-            let after = request.prompt_estimate();
+            let after = count.prompt(&request);
             Outcome::Compressed(Compressed {
                 request,
                 before,
@@ -109,6 +111,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::count::FourBytes;
 
     fn request(doc: &str, question: &str) -> ChatRequest {
         let body = json!({"model": "m", "temperature": 0.2, "messages": [
@@ -138,15 +141,15 @@ mod tests {
     #[test]
     fn under_its_budget_a_request_is_untouched() {
         let r = request("short doc\n\nmore", "What?");
-        assert!(matches!(compress(&r, 10_000), Outcome::Under));
+        assert!(matches!(compress(&r, 10_000, &FourBytes), Outcome::Under));
     }
 
     #[test]
     fn over_its_budget_the_document_shrinks_and_keeps_the_answer() {
         let q = "What is the notice period for termination for convenience?";
         let r = request(&doc(), q);
-        let before = r.prompt_estimate();
-        let Outcome::Compressed(c) = compress(&r, 300) else {
+        let before = FourBytes.prompt(&r);
+        let Outcome::Compressed(c) = compress(&r, 300, &FourBytes) else {
             panic!("not compressed")
         };
         assert_eq!(c.before, before);
@@ -168,7 +171,7 @@ mod tests {
         let q = "What is the notice period for termination for convenience?";
         let r = request(&doc(), q);
         let (Outcome::Compressed(a), Outcome::Compressed(b)) =
-            (compress(&r, 400), compress(&r, 400))
+            (compress(&r, 400, &FourBytes), compress(&r, 400, &FourBytes))
         else {
             panic!("not compressed")
         };
@@ -179,14 +182,14 @@ mod tests {
     fn a_prefix_over_the_budget_or_no_document_is_skipped() {
         let r = request(&doc(), "What?");
         assert!(matches!(
-            compress(&r, 10),
+            compress(&r, 10, &FourBytes),
             Outcome::Skipped(Skip::PrefixOverBudget)
         ));
         let body =
             json!({"model": "m", "messages": [{"role": "user", "content": "x".repeat(4000)}]});
         let r = ChatRequest::parse(body.to_string().as_bytes()).unwrap();
         assert!(matches!(
-            compress(&r, 10),
+            compress(&r, 10, &FourBytes),
             Outcome::Skipped(Skip::NoDocument)
         ));
     }

@@ -3,10 +3,11 @@
 //! date, an id, reordered tools or keys, whitespace), from a sample of their stable prefix,
 //! never keeping or reporting the text; [`normalise`] rewrites what churns; [`passages`]
 //! cuts a long document into ranked passages, which [`compress`] and [`progressive`] send
-//! fewer of.
+//! fewer of, counting tokens with a [`count::Count`].
 
 pub mod churn;
 pub mod compress;
+pub mod count;
 pub mod document;
 pub mod normalise;
 pub mod passages;

@@ -3,14 +3,18 @@
 //! sentinel when they do not suffice; when the answer is that sentinel, the next call carries
 //! the conversation so far, the model's answer, and the next passages by relevance, up to a
 //! number of rounds. Each round's prompt starts with the previous round's, so the provider's
-//! prompt cache serves what was already sent. State and decisions only: the caller makes the
-//! calls.
+//! prompt cache serves what was already sent, at its cached price; the rounds stop before
+//! they would cost more than the whole document sent once. State and decisions only: the
+//! caller makes the calls.
+
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use sluice_core::ChatRequest;
 
+use crate::count::Count;
 use crate::document::{self, Found};
-use crate::passages::{Passages, tokens_of};
+use crate::passages::Passages;
 
 /// The sentinel a model answers with when the excerpts do not hold the answer.
 pub const DEFAULT_SENTINEL: &str = "INSUFFICIENT_CONTEXT";
@@ -37,13 +41,20 @@ impl Default for Progressive {
 }
 
 /// One document's rounds: what was sent, and what is left.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Rounds {
     cfg: Progressive,
+    /// Counts the document's tokens.
+    count: Arc<dyn Count>,
+    /// What a token sent again (a prefix the provider's cache holds) costs, as a share of
+    /// a token sent the first time: the cached input price over the input price.
+    resend: f64,
     original: ChatRequest,
     found: Found,
     /// Body passages by relevance, not yet sent.
     left: Vec<usize>,
+    /// Every passage's tokens, counted once.
+    passage_tokens: Vec<u64>,
     /// The messages of the last call.
     messages: Vec<Value>,
     /// Calls made so far.
@@ -52,8 +63,21 @@ pub struct Rounds {
     document_tokens: u64,
     /// Document tokens already in the conversation (each later round sends them again).
     in_conversation: u64,
-    /// What the rounds so far cost, in document tokens at full price.
+    /// What the rounds so far cost, in document tokens at full price (a token sent again
+    /// counts at `resend`).
     spent: u64,
+    /// Document tokens the rounds so far sent, again or not.
+    sent: u64,
+}
+
+impl std::fmt::Debug for Rounds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rounds")
+            .field("round", &self.round)
+            .field("document_tokens", &self.document_tokens)
+            .field("spent", &self.spent)
+            .finish()
+    }
 }
 
 fn instruction(sentinel: &str) -> String {
@@ -82,24 +106,39 @@ fn take_excerpt(left: &mut Vec<usize>, passages: &Passages<'_>, tokens: u64) -> 
 
 impl Rounds {
     /// The rounds of `request` and its first call, when its newest user message holds a
-    /// document longer than a round (otherwise it goes whole: `None`).
-    pub fn start(request: &ChatRequest, cfg: &Progressive) -> Option<(Self, ChatRequest)> {
+    /// document longer than a round (otherwise it goes whole: `None`). `count` counts
+    /// tokens; `resend` is what a token sent again costs as a share of a new one (the
+    /// cached input price over the input price; 1 where nothing is known of a cache).
+    pub fn start(
+        request: &ChatRequest,
+        cfg: &Progressive,
+        count: Arc<dyn Count>,
+        resend: f64,
+    ) -> Option<(Self, ChatRequest)> {
         let Some(Value::Array(messages)) = request.value("messages") else {
             return None;
         };
         let found = document::find(&messages)?;
-        let document_tokens = tokens_of(found.document.len());
+        let document_tokens = count.tokens(&found.document);
         if document_tokens <= cfg.round_tokens {
             return None;
         }
-        let passages = Passages::of(&found.document);
+        let passages = Passages::of(&found.document, &*count);
         let mut left = passages.ranked(&found.question);
         let excerpt = take_excerpt(&mut left, &passages, cfg.round_tokens);
-        let first_tokens = tokens_of(excerpt.len());
+        let first_tokens = count.tokens(&excerpt);
         let text = format!("{}\n\n{excerpt}", instruction(&cfg.sentinel));
         let messages = document::replace(&messages, &found, &text);
+        let resend = if resend.is_finite() {
+            resend.clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
         let me = Self {
             cfg: cfg.clone(),
+            count: Arc::clone(&count),
+            resend,
+            passage_tokens: passages.token_counts(),
             original: request.clone(),
             found,
             left,
@@ -108,6 +147,7 @@ impl Rounds {
             document_tokens,
             in_conversation: first_tokens,
             spent: first_tokens,
+            sent: first_tokens,
         };
         let first = me.request()?;
         Some((me, first))
@@ -133,10 +173,15 @@ impl Rounds {
         answer_text(answer).is_some_and(|t| t.contains(&self.cfg.sentinel))
     }
 
-    /// What the rounds so far cost, in document tokens at full price (a re-sent token
-    /// counts at full price: the bound holds whatever the provider's cache does).
+    /// What the rounds so far cost, in document tokens at full price: each new token at
+    /// full price, each token sent again at the cached share (`resend`).
     pub fn spent(&self) -> u64 {
         self.spent
+    }
+
+    /// Document tokens the rounds so far sent, again or not.
+    pub fn sent(&self) -> u64 {
+        self.sent
     }
 
     /// The next call after `answer`, when it said the excerpts did not suffice, rounds and
@@ -147,18 +192,20 @@ impl Rounds {
             return None;
         }
         let said = answer_text(answer).filter(|t| t.contains(&self.cfg.sentinel))?;
-        let passages = Passages::of(&self.found.document);
+        let passages = Passages::recut(&self.found.document, &*self.count, &self.passage_tokens);
         let mut left = self.left.clone();
         let excerpt = take_excerpt(&mut left, &passages, self.cfg.round_tokens);
         if excerpt.is_empty() {
             return None;
         }
-        let new = tokens_of(excerpt.len());
-        let cost = self.in_conversation + new;
+        let new = self.count.tokens(&excerpt);
+        let again = (self.in_conversation as f64 * self.resend).ceil() as u64;
+        let cost = again + new;
         if self.spent + cost > self.document_tokens {
             return None;
         }
         self.left = left;
+        self.sent += self.in_conversation + new;
         self.in_conversation += new;
         self.spent += cost;
         let mut assistant = Map::new();
@@ -192,6 +239,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::count::FourBytes;
+
+    fn four() -> Arc<dyn Count> {
+        Arc::new(FourBytes)
+    }
 
     fn doc() -> String {
         let mut s = String::new();
@@ -234,7 +286,8 @@ mod tests {
 
     #[test]
     fn the_first_round_sends_the_most_relevant_passages_and_the_instruction() {
-        let (rounds, first) = Rounds::start(&request("What about word7?"), &cfg()).unwrap();
+        let (rounds, first) =
+            Rounds::start(&request("What about word7?"), &cfg(), four(), 1.0).unwrap();
         let u = user_text(&first, 1);
         assert!(u.contains("7.1 Topic word7"), "{u}");
         assert!(u.contains(DEFAULT_SENTINEL));
@@ -245,7 +298,8 @@ mod tests {
 
     #[test]
     fn an_insufficient_answer_brings_the_next_passages_after_the_conversation_so_far() {
-        let (mut rounds, first) = Rounds::start(&request("What about word7?"), &cfg()).unwrap();
+        let (mut rounds, first) =
+            Rounds::start(&request("What about word7?"), &cfg(), four(), 1.0).unwrap();
         assert!(rounds.insufficient(&answer(DEFAULT_SENTINEL)));
         let second = rounds.next(&answer(DEFAULT_SENTINEL)).unwrap();
         let m1 = first.value("messages").unwrap();
@@ -267,14 +321,15 @@ mod tests {
 
     #[test]
     fn a_real_answer_stands_and_a_short_document_goes_whole() {
-        let (mut rounds, _) = Rounds::start(&request("What about word7?"), &cfg()).unwrap();
+        let (mut rounds, _) =
+            Rounds::start(&request("What about word7?"), &cfg(), four(), 1.0).unwrap();
         assert!(!rounds.insufficient(&answer("It is word7.")));
         assert!(rounds.next(&answer("It is word7.")).is_none());
         let big = Progressive {
             round_tokens: 1_000_000,
             ..cfg()
         };
-        assert!(Rounds::start(&request("What?"), &big).is_none());
+        assert!(Rounds::start(&request("What?"), &big, four(), 1.0).is_none());
     }
 
     #[test]
@@ -283,7 +338,8 @@ mod tests {
             rounds: 100,
             ..cfg()
         };
-        let (mut rounds, _) = Rounds::start(&request("What about word39?"), &many).unwrap();
+        let (mut rounds, _) =
+            Rounds::start(&request("What about word39?"), &many, four(), 1.0).unwrap();
         let whole = rounds.document_tokens();
         let mut calls = 1;
         while rounds.next(&answer(DEFAULT_SENTINEL)).is_some() {
@@ -294,5 +350,21 @@ mod tests {
         // passages run out.
         assert!(calls > 1 && calls < 40, "{calls} rounds");
         assert!(rounds.spent() <= whole);
+        assert_eq!(
+            rounds.sent(),
+            rounds.spent(),
+            "at full price, spent is sent"
+        );
+        // Where the provider's cache bills a token sent again at a tenth, more rounds fit
+        // in the same bound, and what they sent passes what they cost.
+        let (mut cheap, _) =
+            Rounds::start(&request("What about word39?"), &many, four(), 0.1).unwrap();
+        let mut cheap_calls = 1;
+        while cheap.next(&answer(DEFAULT_SENTINEL)).is_some() {
+            cheap_calls += 1;
+            assert!(cheap.spent() <= whole);
+        }
+        assert!(cheap_calls > calls, "{cheap_calls} rounds against {calls}");
+        assert!(cheap.sent() > cheap.spent());
     }
 }

@@ -43,6 +43,11 @@ impl Tokenizer {
         Ok(Self { bpe })
     }
 
+    /// The cl100k tokens of `text`.
+    pub fn tokens(&self, text: &str) -> u64 {
+        self.bpe.encode_ordinary(text).len() as u64
+    }
+
     /// The prompt's tokens: its text's cl100k tokens plus a few per message.
     pub fn prompt_tokens(&self, request: &ChatRequest) -> u64 {
         let text = request.prompt_text();

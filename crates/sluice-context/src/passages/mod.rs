@@ -11,11 +11,11 @@ mod split;
 pub use bm25::{rank, terms};
 pub use split::{MAX_PASSAGE_BYTES, looks_like_heading};
 
-/// Approximate tokens of `bytes` of text: a token per four bytes (the rule the gateway's
-/// prompt estimate uses).
-pub fn tokens_of(bytes: usize) -> u64 {
-    (bytes as u64).div_ceil(4)
-}
+use crate::count::Count;
+
+/// Tokens the separators around a passage add when it is written (a blank line, perhaps a
+/// `[...]` line).
+const SEPARATOR_TOKENS: u64 = 3;
 
 /// What a passage is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,29 +42,64 @@ pub struct Passage {
     pub kind: Kind,
     /// The heading it sits under (an index into the passages), if any.
     pub heading: Option<usize>,
+    /// Its tokens, counted once when the text is cut.
+    pub tokens: u64,
 }
 
 impl Passage {
-    /// Its approximate tokens.
+    /// Its tokens.
     pub fn tokens(&self) -> u64 {
-        tokens_of(self.end - self.start)
+        self.tokens
     }
 }
 
 /// A text and its passages.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Passages<'a> {
     text: &'a str,
     list: Vec<Passage>,
+    count: &'a dyn Count,
+}
+
+impl std::fmt::Debug for Passages<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Passages")
+            .field("list", &self.list)
+            .finish()
+    }
 }
 
 impl<'a> Passages<'a> {
-    /// `text` cut into passages.
-    pub fn of(text: &'a str) -> Self {
-        Self {
-            text,
-            list: split::split(text),
+    /// `text` cut into passages, each counted with `count`.
+    pub fn of(text: &'a str, count: &'a dyn Count) -> Self {
+        let mut list = split::split(text);
+        for p in &mut list {
+            p.tokens = count.tokens(text.get(p.start..p.end).unwrap_or(""));
         }
+        Self { text, list, count }
+    }
+
+    /// `text` cut again, its passages' tokens taken from `tokens` (what an earlier cut of
+    /// the same text counted, [`Passages::token_counts`]) rather than counted anew.
+    pub fn recut(text: &'a str, count: &'a dyn Count, tokens: &[u64]) -> Self {
+        let mut list = split::split(text);
+        if list.len() != tokens.len() {
+            return Self::of(text, count);
+        }
+        for (p, t) in list.iter_mut().zip(tokens) {
+            p.tokens = *t;
+        }
+        Self { text, list, count }
+    }
+
+    /// Every passage's tokens, in document order.
+    pub fn token_counts(&self) -> Vec<u64> {
+        self.list.iter().map(|p| p.tokens).collect()
+    }
+
+    /// The tokens of `text`, counted as the passages are.
+    pub fn count(&self, text: &str) -> u64 {
+        self.count.tokens(text)
     }
 
     /// Every passage, in document order.
@@ -96,7 +131,7 @@ impl<'a> Passages<'a> {
 
     /// The tokens of passages `chosen` written out with [`Passages::write`].
     pub fn written_tokens(&self, chosen: &[usize]) -> u64 {
-        tokens_of(self.write(chosen).len())
+        self.count.tokens(&self.write(chosen))
     }
 
     /// Passages `chosen` (body indexes, any order) written in document order, each under
@@ -147,8 +182,8 @@ impl<'a> Passages<'a> {
                 .heading
                 .filter(|h| !headed[*h])
                 .and_then(|h| self.list.get(h))
-                .map_or(0, |h| tokens_of(h.end - h.start + 9));
-            let cost = tokens_of(p.end - p.start + 9) + head;
+                .map_or(0, |h| h.tokens + SEPARATOR_TOKENS);
+            let cost = p.tokens + SEPARATOR_TOKENS + head;
             if used + cost > budget {
                 continue;
             }

@@ -174,6 +174,8 @@ fn push(
         end: start + trimmed.len(),
         kind,
         heading,
+        // Counted by `Passages::of`.
+        tokens: 0,
     });
 }
 

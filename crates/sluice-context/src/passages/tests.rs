@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::*;
+use crate::count::FourBytes;
 
 fn page(n: usize, of: usize, body: &str) -> String {
     format!("ACME SERVICES AGREEMENT - CONFIDENTIAL\n\n{body}\n\nPage {n} of {of}\n\n")
@@ -29,7 +30,7 @@ fn contract() -> String {
 #[test]
 fn headers_and_footers_are_boilerplate_after_their_first_occurrence() {
     let text = contract();
-    let p = Passages::of(&text);
+    let p = Passages::of(&text, &FourBytes);
     let headers: Vec<Kind> = p
         .list()
         .iter()
@@ -51,7 +52,7 @@ fn headers_and_footers_are_boilerplate_after_their_first_occurrence() {
 #[test]
 fn clauses_are_passages_under_their_article_and_repeats_are_duplicates() {
     let text = contract();
-    let p = Passages::of(&text);
+    let p = Passages::of(&text, &FourBytes);
     let i = (0..p.list().len())
         .find(|i| p.text(*i).starts_with("2.2 "))
         .unwrap();
@@ -72,7 +73,7 @@ fn clauses_are_passages_under_their_article_and_repeats_are_duplicates() {
 #[test]
 fn the_clause_that_answers_ranks_first_and_is_written_under_its_heading() {
     let text = contract();
-    let p = Passages::of(&text);
+    let p = Passages::of(&text, &FourBytes);
     let ranked = p.ranked("What is the notice period for termination for convenience?");
     assert!(
         p.text(ranked[0]).starts_with("2.2 "),
@@ -91,12 +92,12 @@ fn the_clause_that_answers_ranks_first_and_is_written_under_its_heading() {
 #[test]
 fn fill_respects_the_budget_and_written_text_keeps_document_order() {
     let text = contract();
-    let p = Passages::of(&text);
+    let p = Passages::of(&text, &FourBytes);
     let ranked = p.ranked("termination liability");
     for budget in [10, 30, 60, 200] {
         let chosen = p.fill(&ranked, budget);
         let written = p.write(&chosen);
-        assert!(tokens_of(written.len()) <= budget, "{budget}: {written}");
+        assert!(FourBytes.tokens(&written) <= budget, "{budget}: {written}");
         // Document order: every chosen passage's text appears in the order of the text.
         let mut at = 0;
         let mut sorted = chosen.clone();
@@ -113,7 +114,7 @@ fn fill_respects_the_budget_and_written_text_keeps_document_order() {
 fn a_long_paragraph_is_cut_at_sentence_ends() {
     let sentence = "The supplier shall keep records of every service it provides. ";
     let text = sentence.repeat(80);
-    let p = Passages::of(&text);
+    let p = Passages::of(&text, &FourBytes);
     assert!(p.list().len() >= 3);
     for (i, x) in p.list().iter().enumerate() {
         assert!(x.end - x.start <= MAX_PASSAGE_BYTES);
@@ -126,7 +127,7 @@ fn a_long_paragraph_is_cut_at_sentence_ends() {
 #[test]
 fn a_sentence_longer_than_a_passage_is_cut_at_a_space_and_multibyte_text_is_safe() {
     let text = "é".repeat(500) + " " + &"ü".repeat(1200);
-    let p = Passages::of(&text);
+    let p = Passages::of(&text, &FourBytes);
     let joined: String = (0..p.list().len()).map(|i| p.text(i)).collect();
     assert_eq!(joined.chars().filter(|c| *c == 'ü').count(), 1200);
 }
@@ -153,8 +154,8 @@ fn terms_drop_stop_words_and_case() {
 #[test]
 fn ranking_is_the_same_every_time() {
     let text = contract();
-    let a = Passages::of(&text).ranked("convenience termination notice");
-    let b = Passages::of(&text).ranked("convenience termination notice");
+    let a = Passages::of(&text, &FourBytes).ranked("convenience termination notice");
+    let b = Passages::of(&text, &FourBytes).ranked("convenience termination notice");
     assert_eq!(a, b);
 }
 
@@ -162,7 +163,7 @@ fn ranking_is_the_same_every_time() {
 fn rows_that_differ_in_their_numbers_are_kept() {
     let text = "Fee for year 1: EUR 100\nFee for year 2: EUR 120\nFee for year 3: EUR 140\n\n\
                 The fee for year 1 is due in March.\n\nThe fee for year 2 is due in March.";
-    let p = Passages::of(text);
+    let p = Passages::of(text, &FourBytes);
     assert!(
         p.list().iter().all(|x| x.kind == Kind::Body),
         "{:?}",
@@ -184,7 +185,7 @@ fn holding<'a>(p: &'a Passages<'_>, needle: &str) -> Vec<(&'a str, Kind)> {
 #[test]
 fn a_wrapped_line_that_starts_with_a_number_stays_in_its_sentence() {
     let text = "8. Termination.\n\nYou may not propagate or modify it except as expressly provided under Section\n2.1 of this License shall terminate your rights.\n\n9. Acceptance.\n\n9.1 You are not required to accept this License.";
-    let p = Passages::of(text);
+    let p = Passages::of(text, &FourBytes);
     let found = holding(&p, "2.1 of this License");
     assert_eq!(found.len(), 1);
     assert!(found[0].0.starts_with("You may not propagate"), "{found:?}");
@@ -201,7 +202,7 @@ fn a_sentence_said_in_three_places_is_text_and_a_page_footer_is_not() {
             "Clause {n} says this and more about the work, at some length.\n\n{said}\n\nPage {n} of 3\n\n"
         ));
     }
-    let p = Passages::of(&text);
+    let p = Passages::of(&text, &FourBytes);
     let kinds: Vec<Kind> = holding(&p, said).iter().map(|(_, k)| *k).collect();
     assert_eq!(kinds[0], Kind::Body, "{kinds:?}");
     assert!(!kinds.contains(&Kind::Boilerplate), "{kinds:?}");
@@ -215,7 +216,7 @@ fn a_sentence_said_in_three_places_is_text_and_a_page_footer_is_not() {
 #[test]
 fn a_paragraph_in_capitals_is_text_and_a_line_in_capitals_alone_a_heading() {
     let text = "LIMITATION OF LIABILITY\n\nIN NO EVENT UNLESS REQUIRED BY APPLICABLE LAW OR AGREED TO IN\nWRITING WILL ANY COPYRIGHT HOLDER BE LIABLE TO YOU FOR DAMAGES\nARISING OUT OF THE USE OR INABILITY TO USE THE PROGRAM\n\nThe rest of the terms.";
-    let p = Passages::of(text);
+    let p = Passages::of(text, &FourBytes);
     assert_eq!(holding(&p, "LIMITATION OF")[0].1, Kind::Heading);
     let body = holding(&p, "WILL ANY COPYRIGHT HOLDER");
     assert_eq!(body.len(), 1);
@@ -234,7 +235,7 @@ fn chinese_is_ranked_by_pairs_of_characters() {
         ["违约", "约责", "责任", "liability", "第", "条"].map(String::from)
     );
     let text = "第一条 定义\n\n本合同所称服务是指乙方提供的技术服务。\n\n第二条 违约责任\n\n任何一方违反本合同约定的，应当向对方支付违约金。";
-    let p = Passages::of(text);
+    let p = Passages::of(text, &FourBytes);
     let ranked = p.ranked("违约金是多少？");
     assert!(
         p.text(ranked[0]).contains("支付违约金"),
@@ -261,7 +262,7 @@ fn licence(name: &str) -> Option<String> {
 #[test]
 fn real_licences_keep_their_wrapped_sentences_and_their_disclaimers() {
     if let Some(mpl) = licence("MPL-2.0") {
-        let p = Passages::of(&mpl);
+        let p = Passages::of(&mpl, &FourBytes);
         let found = holding(&p, "2.1 of this License shall terminate");
         assert!(
             found.len() == 1 && found[0].0.contains("alleging that a Contributor Version"),
@@ -269,7 +270,7 @@ fn real_licences_keep_their_wrapped_sentences_and_their_disclaimers() {
         );
     }
     if let Some(gpl) = licence("GPL-3") {
-        let p = Passages::of(&gpl);
+        let p = Passages::of(&gpl, &FourBytes);
         let found = holding(&p, "11 of the WIPO copyright treaty");
         assert!(
             found.len() == 1 && found[0].0.contains("No covered work shall be deemed"),

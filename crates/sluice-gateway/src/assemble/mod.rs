@@ -527,6 +527,7 @@ impl GatewayBuilder {
         let routers = routers::build(self.routers, &self.router_state, &groups)?;
         let traces = traces::start(self.traces, upstreams, &telemetry)?;
         let shaping = Shaping {
+            counter: crate::shaping::Counter(tokenizer.clone()),
             cache_keys: self
                 .shapes
                 .iter()

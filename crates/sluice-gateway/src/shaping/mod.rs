@@ -9,9 +9,26 @@ use std::sync::atomic::AtomicU64;
 use parking_lot::Mutex;
 use sluice_context::churn::Watch;
 
+/// The gateway's tokenizer, as compression and progressive loading count with it: budgets
+/// in the tokens a provider bills, in every script.
+#[derive(Clone, Debug)]
+pub struct Counter(pub sluice_economy::estimate::Tokenizer);
+
+impl sluice_context::count::Count for Counter {
+    fn tokens(&self, text: &str) -> u64 {
+        self.0.tokens(text)
+    }
+
+    fn prompt(&self, request: &sluice_core::ChatRequest) -> u64 {
+        self.0.prompt_tokens(request)
+    }
+}
+
 /// Shaping's settings and state.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Shaping {
+    /// Counts tokens for compression and progressive loading.
+    pub(crate) counter: Counter,
     /// Groups whose prompts are shaped, and how.
     pub(crate) shapes: HashMap<Arc<str>, sluice_context::Shaping>,
     /// Per group deriving prompt-cache keys: the keys handed out lately.

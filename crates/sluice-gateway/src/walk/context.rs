@@ -116,7 +116,12 @@ fn shape_parts(
             gw.observers
                 .telemetry
                 .context_shaped(&group.name, "progressive", "stream", None);
-        } else if let Some((rounds, first)) = Rounds::start(request, p) {
+        } else if let Some((rounds, first)) = Rounds::start(
+            request,
+            p,
+            Arc::new(gw.shaping.counter.clone()),
+            resend_share(group),
+        ) {
             return (Arc::new(first), Some(rounds));
         }
     }
@@ -133,7 +138,7 @@ fn shape_parts(
             .context_shaped(&group.name, "compress", "no_budget", None);
         return (Arc::clone(request), None);
     };
-    match compress::compress(request, budget) {
+    match compress::compress(request, budget, &gw.shaping.counter) {
         Outcome::Under => (Arc::clone(request), None),
         Outcome::Compressed(done) => {
             notes.compressed = Some((done.before, done.after));
@@ -153,6 +158,21 @@ fn shape_parts(
             (Arc::clone(request), None)
         }
     }
+}
+
+/// What a prompt token sent again costs as a share of one sent the first time: the dearest
+/// such share among `group`'s deployments (a deployment's cached input price over its input
+/// price); 1 when any is unpriced: nothing is assumed of a cache not known.
+fn resend_share(group: &ModelGroup) -> f64 {
+    group
+        .deployments
+        .iter()
+        .map(|d| match d.price.as_ref() {
+            Some(p) if p.input.0 > 0 => p.cached_input.0 as f64 / p.input.0 as f64,
+            _ => 1.0,
+        })
+        .reduce(f64::max)
+        .unwrap_or(1.0)
 }
 
 /// Progressive loading's follow-up calls after `answer`, the first round's: while the answer
