@@ -79,11 +79,13 @@ pub fn compress(request: &ChatRequest, budget: u64, count: &dyn Count) -> Outcom
     let Some(found) = document::find(&messages) else {
         return Outcome::Skipped(Skip::NoDocument);
     };
-    let rest = before.saturating_sub(count.tokens(&found.document));
+    // Counted once, passage by passage; the blank lines between passages left out make
+    // the rest of the prompt, and so the room, err on the small side.
+    let passages = Passages::of(&found.document, count);
+    let rest = before.saturating_sub(passages.tokens());
     let Some(room) = budget.checked_sub(rest + MARGIN).filter(|r| *r > 0) else {
         return Outcome::Skipped(Skip::PrefixOverBudget);
     };
-    let passages = Passages::of(&found.document, count);
     let ranked = passages.ranked(&found.question);
     let chosen = passages.fill(&ranked, room);
     let text = passages.write(&chosen);

@@ -119,11 +119,13 @@ impl Rounds {
             return None;
         };
         let found = document::find(&messages)?;
-        let document_tokens = count.tokens(&found.document);
+        // Counted once, passage by passage (the blank lines between them left out: the
+        // bound errs on the strict side).
+        let passages = Passages::of(&found.document, &*count);
+        let document_tokens = passages.tokens();
         if document_tokens <= cfg.round_tokens {
             return None;
         }
-        let passages = Passages::of(&found.document, &*count);
         let mut left = passages.ranked(&found.question);
         let excerpt = take_excerpt(&mut left, &passages, cfg.round_tokens);
         let first_tokens = count.tokens(&excerpt);

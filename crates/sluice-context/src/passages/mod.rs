@@ -92,6 +92,12 @@ impl<'a> Passages<'a> {
         Self { text, list, count }
     }
 
+    /// The tokens of every passage together: the document's, less the blank lines between
+    /// passages (the document is counted once, passage by passage).
+    pub fn tokens(&self) -> u64 {
+        self.list.iter().map(|p| p.tokens).sum()
+    }
+
     /// Every passage's tokens, in document order.
     pub fn token_counts(&self) -> Vec<u64> {
         self.list.iter().map(|p| p.tokens).collect()
