@@ -18,7 +18,8 @@ pub use ids::RequestId;
 pub use ratelimit::{Quota, RateLimits};
 pub use record::{
     AnswerFlaw, Attempt, AttemptKind, AttemptOutcome, AutoChoice, CacheLookup, CallRecord,
-    CandidateEstimate, FallbackTaken, Phase, Round, RouteTaken, SemanticLookup, Stage, Timings,
+    CandidateEstimate, FallbackTaken, Phase, ResponseMeta, Round, RouteTaken, SemanticLookup,
+    Stage, Timings,
 };
 pub use trace::{Marks, TraceIds};
 pub use usage::Usage;

@@ -245,6 +245,9 @@ pub struct CallRecord {
     pub lane: Option<Arc<str>>,
     /// Who the request is for (fairness in queues, later quotas and billing).
     pub tenant: Option<Arc<str>>,
+    /// Its tenant's class (`[tenants.NAME] class`), a label of few values for latency by
+    /// kind of customer.
+    pub class: Option<Arc<str>>,
     /// The name of the API key it came with.
     pub api_key: Option<Arc<str>>,
     /// What the call cost in micro-units, when its upstream model has a price: the answer
@@ -328,6 +331,19 @@ pub struct CallRecord {
     pub semantic_verified: Option<bool>,
     /// Its trace, when sluice traces calls.
     pub trace: Option<Arc<crate::TraceIds>>,
+    /// What the answering upstream said of its answer, when it said it.
+    pub response: Option<ResponseMeta>,
+}
+
+/// What an upstream said of its answer besides the answer: for traces.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResponseMeta {
+    /// The answer's id (`chatcmpl-...`, `msg_...`).
+    pub id: Option<Arc<str>>,
+    /// The model that wrote it, as the upstream names it.
+    pub model: Option<Arc<str>>,
+    /// Why each choice stopped (`stop`, `length`, `tool_calls`...).
+    pub finish_reasons: Vec<Arc<str>>,
 }
 
 /// What the semantic cache did with a request.
@@ -460,6 +476,7 @@ impl CallRecord {
             model_group: None,
             lane: None,
             tenant: None,
+            class: None,
             api_key: None,
             cost_micros: None,
             extra_cost_micros: 0,
@@ -495,6 +512,7 @@ impl CallRecord {
             semantic: None,
             semantic_verified: None,
             trace: None,
+            response: None,
         }
     }
 

@@ -86,9 +86,9 @@ pub async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
     }
 }
 
-/// `GET /metrics`: OpenMetrics text, admission and breaker gauges read at the moment
-/// of the scrape.
-pub async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
+/// `GET /metrics`: OpenMetrics or the text format 0.0.4, as `Accept` asks; admission and
+/// breaker gauges read at the moment of the scrape.
+pub async fn metrics(State(gw): State<Arc<Gateway>>, headers: http::HeaderMap) -> Response {
     if let Some(ledger) = gw.ledger() {
         let s = ledger.stats();
         gw.telemetry()
@@ -124,13 +124,27 @@ pub async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
             }
         }
     }
-    let mut resp = gw.telemetry().render(Instant::now()).into_response();
-    // The page is OpenMetrics text (counters named `_total`, a closing `# EOF`): say so, so
-    // that Prometheus parses it as what it is.
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
-    );
+    // Negotiated by `Accept`: OpenMetrics (counters' families without `_total`, a closing
+    // `# EOF`) when the scraper asks for it, as Prometheus does; else the text format 0.0.4.
+    let open_metrics = headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    let now = Instant::now();
+    let (page, kind) = if open_metrics {
+        (
+            gw.telemetry().render(now),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )
+    } else {
+        (
+            gw.telemetry().render_text(now),
+            "text/plain; version=0.0.4; charset=utf-8",
+        )
+    };
+    let mut resp = page.into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
     resp
 }
 

@@ -264,7 +264,18 @@ async fn spans_reach_a_real_otlp_receiver_over_http_and_grpc() {
     // The attempt is a GenAI client span, and its id went upstream as the parent.
     let attempt = sampled.iter().find(|s| s["name"] == "chat ok").unwrap();
     assert_eq!(attr(attempt, "gen_ai.operation.name"), Some(json!("chat")));
-    assert_eq!(attr(attempt, "gen_ai.provider.name"), Some(json!("fake")));
+    // The well-known name of what the provider speaks; the configuration's name apart.
+    assert_eq!(attr(attempt, "gen_ai.provider.name"), Some(json!("openai")));
+    assert_eq!(attr(attempt, "sluice.provider"), Some(json!("fake")));
+    assert_eq!(attr(attempt, "gen_ai.response.id"), Some(json!("cmpl-1")));
+    assert_eq!(attr(attempt, "gen_ai.response.model"), Some(json!("ok")));
+    let reasons = attr(attempt, "gen_ai.response.finish_reasons").unwrap();
+    assert!(reasons.to_string().contains("\"stop\""), "{reasons}");
+    // A complete answer's first chunk is its first byte: timed on every attempt.
+    assert!(
+        attr(attempt, "gen_ai.response.time_to_first_chunk").is_some(),
+        "{attempt}"
+    );
     assert_eq!(attr(attempt, "gen_ai.request.model"), Some(json!("ok")));
     assert_eq!(
         attr(attempt, "gen_ai.usage.input_tokens"),

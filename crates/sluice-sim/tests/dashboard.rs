@@ -1,8 +1,11 @@
 //! The live dashboard in a real browser (Debian's `chromium`, headless, which `scripts/test`
 //! installs): sluice on a loopback port in front of simulated upstreams, a few hundred
 //! requests through it, then the page loaded. It loads with no script error, polls, and its
-//! numbers are those of `/admin/latency`, `/admin/slo` and `/metrics`, and a batch job that
-//! runs meanwhile has its bar; a screenshot is saved.
+//! numbers are those of `/admin/latency` (what clients waited, and apart from it what the
+//! upstreams' attempts took), `/admin/slo` and `/metrics`, its trend starts from the history
+//! the server holds, its heatmap has labelled axes, a feature that is off says so, a batch job
+//! that runs meanwhile has its bar; at 1,280 px and on a wide screen no panel overflows, and a
+//! screenshot is taken at each width.
 //! On the wall clock (a browser cannot run in virtual time): every wait is bounded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -121,6 +124,33 @@ fn cells(dom: &str) -> Vec<(String, String)> {
     out
 }
 
+/// Checks each percentile cell of `windows` (key prefix, `/admin/latency` entry) against the
+/// page's, within 5% (the window rotates between the two reads); how many it compared.
+fn same_cells(cells: &[(String, String)], windows: &[(String, Value)]) -> usize {
+    let mut compared = 0;
+    for (prefix, w) in windows {
+        for phase in ["ttfb", "total"] {
+            for p in ["p50", "p95", "p99", "p999"] {
+                let k = format!("{prefix}|{phase}|{p}");
+                let shown: f64 = cells
+                    .iter()
+                    .find(|(key, _)| *key == k)
+                    .unwrap_or_else(|| panic!("no cell {k}"))
+                    .1
+                    .parse()
+                    .unwrap();
+                let want = w[phase][p].as_f64().unwrap();
+                assert!(
+                    (shown - want).abs() <= 1.0 + want * 0.05,
+                    "{k}: page {shown}, /admin/latency {want}"
+                );
+                compared += 1;
+            }
+        }
+    }
+    compared
+}
+
 /// The text of the row whose first cell is `first`: its cells after the first.
 fn row(dom: &str, first: &str) -> Vec<String> {
     let at = dom
@@ -149,7 +179,8 @@ fn metric(text: &str, name: &str, with: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
     let now = Instant::now();
-    let mut b = GatewayBuilder::new().seed(4);
+    // No breakers (a plain proxy with an admission limit): the page says they are off.
+    let mut b = GatewayBuilder::bare().seed(4);
     // `slowpoke` answers in minutes: the batch job's one item in flight never ends while
     // the page is compared with the gateway's figures.
     for (name, ms) in [("east", 30), ("west", 60), ("slowpoke", 300_000)] {
@@ -241,7 +272,8 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
     }
 
     let url = format!("http://{addr}/dashboard");
-    let (dom, log) = chromium(&url, 6_000, &["--dump-dom"]).await;
+    let (dom, log) = chromium(&url, 6_000, &["--dump-dom", "--window-size=1280,1000"]).await;
+    let (wide, wide_log) = chromium(&url, 6_000, &["--dump-dom", "--window-size=2560,1400"]).await;
     let get = |path: &str| {
         let c = client.clone();
         let u = format!("http://{addr}{path}");
@@ -278,59 +310,103 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
             }
         }
     });
-    let shot = std::env::temp_dir().join(format!("sluice-dashboard-{}.png", std::process::id()));
-    let arg = format!("--screenshot={}", shot.display());
-    let (_, shot_log) = chromium(
-        &url,
-        30_000,
-        &[&arg, "--window-size=1400,1200", "--hide-scrollbars"],
-    )
-    .await;
+    let shot = |w: u32| {
+        std::env::temp_dir().join(format!("sluice-dashboard-{}-{w}.png", std::process::id()))
+    };
+    let mut shot_log = String::new();
+    for (w, h) in [(1280, 1600), (2560, 1400)] {
+        let arg = format!("--screenshot={}", shot(w).display());
+        let size = format!("--window-size={w},{h}");
+        let (_, log) = chromium(&url, 30_000, &[&arg, &size, "--hide-scrollbars"]).await;
+        shot_log.push_str(&log);
+    }
     loading.store(false, std::sync::atomic::Ordering::Relaxed);
     load.await.unwrap();
     serving.stop().await;
 
-    // Loaded, polled, and no script error (the page counts them; Chromium logs them).
-    assert!(dom.contains("data-errors=\"0\""), "script errors: {log}");
-    assert!(
-        !dom.contains("data-updates=\"0\""),
-        "the page never polled: {log}"
-    );
-    for line in log.lines().chain(shot_log.lines()) {
+    // Loaded, polled, and no script error (the page counts them; Chromium logs them), at
+    // both widths, with no panel wider than it shows.
+    for (page, log) in [(&dom, &log), (&wide, &wide_log)] {
+        assert!(page.contains("data-errors=\"0\""), "script errors: {log}");
+        assert!(
+            !page.contains("data-updates=\"0\""),
+            "the page never polled: {log}"
+        );
+        assert!(
+            page.contains("data-overflow=\"0\""),
+            "a panel overflows: {}",
+            &page[page.find("data-overflowing").unwrap_or(0)..][..200]
+        );
+    }
+    for line in log.lines().chain(wide_log.lines()).chain(shot_log.lines()) {
         assert!(
             !(line.contains("CONSOLE") && (line.contains("Uncaught") || line.contains("rror"))),
             "console error: {line}"
         );
     }
-    // Its latency table is /admin/latency's, within a few percent (the window rotates).
+    // Its latency tables are /admin/latency's, within a few percent (the window rotates):
+    // first what clients waited, from arrival; then the upstreams' attempts.
     let cells = cells(&dom);
-    let mut compared = 0;
-    for u in latency["upstreams"].as_array().unwrap() {
-        for phase in ["ttfb", "total"] {
-            for p in ["p50", "p95", "p99", "p999"] {
-                let k = format!(
-                    "{}|{}|{}|{phase}|{p}",
-                    u["group"].as_str().unwrap(),
-                    u["upstream"].as_str().unwrap(),
-                    u["mode"].as_str().unwrap()
-                );
-                let shown: f64 = cells
-                    .iter()
-                    .find(|(key, _)| *key == k)
-                    .unwrap_or_else(|| panic!("no cell {k}"))
-                    .1
-                    .parse()
-                    .unwrap();
-                let want = u[phase][p].as_f64().unwrap();
-                assert!(
-                    (shown - want).abs() <= 1.0 + want * 0.05,
-                    "{k}: page {shown}, /admin/latency {want}"
-                );
-                compared += 1;
-            }
-        }
-    }
-    assert_eq!(compared, 16, "two upstreams, two phases, four percentiles");
+    let keyed = |list: &str, key: &dyn Fn(&Value) -> String| -> Vec<(String, Value)> {
+        latency[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| (key(w), w.clone()))
+            .collect()
+    };
+    let s = |v: &Value, k: &str| v[k].as_str().unwrap().to_string();
+    let upstreams = keyed("upstreams", &|u| {
+        format!("{}|{}|{}", s(u, "group"), s(u, "upstream"), s(u, "mode"))
+    });
+    let clients = keyed("clients", &|c| {
+        format!(
+            "client|{}|{}|{}",
+            s(c, "lane"),
+            s(c, "group"),
+            s(c, "class")
+        )
+    });
+    assert_eq!(
+        same_cells(&cells, &upstreams),
+        16,
+        "two upstreams, two phases, four percentiles"
+    );
+    let clients = same_cells(&cells, &clients);
+    assert!(clients >= 8, "{clients} client cells");
+    let first_table = dom.find("id=\"clients\"").unwrap();
+    assert!(
+        first_table < dom.find("id=\"latency\"").unwrap(),
+        "clients come first"
+    );
+    // The trend starts from what the server held when the page opened: its lines have a
+    // point per step of the traffic before (about 3 s of it, in steps of 10 s: one or more).
+    assert!(
+        dom.contains("interactive lane, clients"),
+        "trend legend: {}",
+        &dom[dom.find("trend-legend").unwrap()..][..300]
+    );
+    let trend = &dom[dom.find("id=\"trend\"").unwrap()..];
+    assert!(
+        trend[..trend.find("</svg>").unwrap()]
+            .matches("<polyline")
+            .count()
+            >= 5
+    );
+    assert!(trend.contains(">now<"), "the trend's time axis");
+    // The heatmap's axes name latencies.
+    let axis = &dom[dom.find("data-y-axis=\"").expect("the heatmap's axis") + 13..];
+    let axis = &axis[..axis.find('"').unwrap()];
+    assert!(
+        axis.contains("ms") && axis.contains(" s"),
+        "heatmap axis {axis}"
+    );
+    // A feature that is off says so.
+    assert!(
+        dom.contains("off: no group has a breaker"),
+        "breakers: {}",
+        &dom[dom.find("id=\"breakers\"").unwrap()..][..300]
+    );
     // Its SLO row is /admin/slo's.
     let s = &slos["slos"][0];
     let slo_row = row(&dom, "chat_ttfb");
@@ -360,15 +436,17 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
     assert_eq!(job_row[1], "in_progress", "{job_row:?}");
     assert!(dom.contains("<progress value=\""), "no bar");
     runner.abort();
-    // A screenshot was taken.
-    let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
-    assert!(
-        size > 20_000,
-        "screenshot {} is {size} bytes: {shot_log}",
-        shot.display()
-    );
-    if let Ok(keep) = std::env::var("SLUICE_DASHBOARD_SCREENSHOT") {
-        std::fs::copy(&shot, Path::new(&keep)).unwrap();
+    // A screenshot was taken at each width.
+    for w in [1280, 2560] {
+        let size = std::fs::metadata(shot(w)).map(|m| m.len()).unwrap_or(0);
+        assert!(
+            size > 20_000,
+            "screenshot {} is {size} bytes: {shot_log}",
+            shot(w).display()
+        );
+        if let Ok(keep) = std::env::var("SLUICE_DASHBOARD_SCREENSHOT") {
+            std::fs::copy(shot(w), Path::new(&keep).with_extension(format!("{w}.png"))).unwrap();
+        }
+        std::fs::remove_file(shot(w)).unwrap();
     }
-    std::fs::remove_file(&shot).unwrap();
 }

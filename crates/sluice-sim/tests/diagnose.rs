@@ -1,8 +1,10 @@
 //! The incident explainer through the gateway, in virtual time: ten quiet minutes against a
 //! simulated provider, then five more that are quiet again, or where the upstream browns out
 //! (its latency 3 times up), or where a batch flood meets the provider's rate limit (the
-//! seed's incident). `GET /admin/diagnose?window=300&baseline=600` says nothing is wrong,
-//! names the upstream, or names the rate-limit contention and not a slower LLM.
+//! seed's incident), paced by sluice's defaults or, apart, met as 429s that a plain proxy
+//! with retries waits out between attempts. `GET /admin/diagnose?window=300&baseline=600`
+//! says nothing is wrong, names the upstream, or names the rate-limit contention and not a
+//! slower LLM, and then never says the upstream's own first byte grew.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -34,6 +36,9 @@ enum Incident {
     None,
     Brownout,
     BatchFlood,
+    /// The flood, in front of a plain proxy that retries: the 429s' waits fall between
+    /// attempts, after dispatch.
+    BatchFloodRetried,
 }
 
 /// Sends one request of `lane` every `every` from `from` to `until` (virtual time), with
@@ -97,11 +102,15 @@ async fn diagnose(incident: Incident) -> Value {
         ..UpstreamSpec::default()
     };
     let up = Arc::new(SimUpstream::new("east", spec, 5, start));
-    let gw = GatewayBuilder::new()
+    let builder = if incident == Incident::BatchFloodRetried {
+        GatewayBuilder::bare().retries(sluice_tail::RetryPolicy::default())
+    } else {
+        GatewayBuilder::new().limits(LimitSpec::Fixed(32))
+    };
+    let gw = builder
         .seed(5)
         .provider("east", Arc::new(SimProvider(up)))
         .model("chat", vec![deployment("east", "m")])
-        .limits(LimitSpec::Fixed(32))
         .build()
         .unwrap();
     let router = sluice_gateway::server::router(gw);
@@ -117,7 +126,7 @@ async fn diagnose(incident: Incident) -> Value {
         ),
         traffic(&router, "b", "batch", Duration::from_secs(2), start, end),
     ];
-    if incident == Incident::BatchFlood {
+    if matches!(incident, Incident::BatchFlood | Incident::BatchFloodRetried) {
         runs.push(traffic(
             &router,
             "flood",
@@ -161,6 +170,7 @@ async fn a_brownout_names_the_upstream() {
     println!("brownout: {}", d["summary"]);
     assert_eq!(d["verdict"], "upstream_slower", "{d}");
     assert!(d["summary"].as_str().unwrap().contains("(east)"), "{d}");
+    never_contradicted(d);
 }
 
 #[tokio::test(start_paused = true)]
@@ -176,6 +186,47 @@ async fn a_batch_flood_on_the_rate_limit_is_contention_not_a_slower_llm() {
         s.starts_with("rate-limit contention, not a slower LLM"),
         "{s}"
     );
+    never_contradicted(d);
+}
+
+/// The figures the verdict rests on, read from the diagnosis: the answering attempts' own first
+/// byte did not grow when the verdict says the LLM is not slower.
+fn never_contradicted(d: &Value) {
+    let s = d["summary"].as_str().unwrap();
+    let (before, after) = (
+        d["baseline"]["attempt_ttfb_p99"].as_f64().unwrap(),
+        d["recent"]["attempt_ttfb_p99"].as_f64().unwrap(),
+    );
+    if s.contains("not a slower LLM") {
+        assert!(after <= before * 1.25 + 0.05, "{before} -> {after}: {s}");
+        assert!(
+            s.contains(&format!(
+                "the upstream's attempts answered their first byte at P99 {before:.2} s -> {after:.2} s"
+            )),
+            "{s}"
+        );
+    }
+    assert!(
+        d["next"].as_str().unwrap().contains("/admin/diagnose"),
+        "{d}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_flood_met_as_429s_between_retries_is_contention_with_the_upstream_unchanged() {
+    let v = diagnose(Incident::BatchFloodRetried).await;
+    let d = &v["diagnosis"];
+    println!("batch flood, retried: {}", d["summary"]);
+    assert_eq!(d["verdict"], "rate_limit_contention", "{d}");
+    let s = d["summary"].as_str().unwrap();
+    assert!(
+        s.starts_with("rate-limit contention, not a slower LLM"),
+        "{s}"
+    );
+    // The time went to retries and pauses, after dispatch.
+    let waits = |w: &str| d[w]["slow_waits"].as_f64().unwrap();
+    assert!(waits("recent") > waits("baseline") + 1.0, "{d}");
+    never_contradicted(d);
 }
 
 #[tokio::test(start_paused = true)]

@@ -125,6 +125,128 @@ async fn ready(client: &reqwest::Client, p: &Prometheus) -> bool {
     v.pointer("/data/result/0/value/1").and_then(Value::as_str) == Some("1")
 }
 
+/// An SLO the incidents never breach: no bad event, its budget whole.
+fn available() -> Slo {
+    Slo {
+        name: "interactive_available".into(),
+        objective: Objective::Availability { target: 0.99 },
+        lanes: vec!["interactive".into()],
+        groups: Vec::new(),
+    }
+}
+
+/// The shipped Grafana dashboard's "SLO error budget left" query.
+fn budget_query() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/grafana/sluice.json"
+    );
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let panel = d["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| {
+            p["title"]
+                .as_str()
+                .unwrap()
+                .starts_with("SLO error budget left")
+        })
+        .unwrap();
+    panel["targets"][0]["expr"].as_str().unwrap().to_string()
+}
+
+/// What `req` answers, as JSON.
+async fn json(req: reqwest::RequestBuilder) -> Value {
+    req.send().await.unwrap().json().await.unwrap()
+}
+
+/// `text` with every byte but letters and digits percent-encoded.
+fn form_encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The budget panel's query through Prometheus, against `/admin/slo`: each SLO measured
+/// against its own objective, and one with no bad event whole.
+async fn budget_panel_agrees(client: &reqwest::Client, p: &Prometheus, gateway: SocketAddr) {
+    // Every query at one instant, so that all three read the same samples.
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        - 2.0;
+    let query = |q: String| async move {
+        let v = json(
+            client
+                .post(format!("{}/api/v1/query", p.url))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("query={}&time={at:.3}", form_encoded(&q))),
+        )
+        .await;
+        v["data"]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let value: f64 = r["value"][1].as_str().unwrap().parse().unwrap();
+                (r["metric"]["slo"].as_str().unwrap().to_string(), value)
+            })
+            .collect::<Vec<(String, f64)>>()
+    };
+    let panel = query(budget_query()).await;
+    let bad =
+        query("sum by (slo) (increase(sluice_slo_events_total{outcome=\"bad\"}[30d]))".into())
+            .await;
+    let all = query("sum by (slo) (increase(sluice_slo_events_total[30d]))".into()).await;
+    let admin = json(client.get(format!("http://{gateway}/admin/slo"))).await;
+    let left = |name: &str| {
+        admin["slos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .and_then(|s| s["budget_left"].as_f64())
+            .unwrap()
+    };
+    let of = |v: &[(String, f64)], name: &str| v.iter().find(|(n, _)| n == name).map(|(_, x)| *x);
+    println!(
+        "budget panel: {panel:?}; /admin/slo interactive_ttfb {}",
+        left("interactive_ttfb")
+    );
+    // No bad event: the budget is whole, not missing.
+    assert_eq!(of(&panel, "interactive_available"), Some(1.0), "{panel:?}");
+    assert_eq!(left("interactive_available"), 1.0);
+    // The spent one, against its own objective (0.999): what the same counters give.
+    let (b, a) = (
+        of(&bad, "interactive_ttfb").unwrap(),
+        of(&all, "interactive_ttfb").unwrap(),
+    );
+    let expected = 1.0 - (b / a) / (1.0 - 0.999);
+    let shown = of(&panel, "interactive_ttfb").unwrap();
+    assert!(
+        (shown - expected).abs() <= 1e-6 * expected.abs().max(1.0),
+        "{shown} != {expected}"
+    );
+    // And about what /admin/slo says (Prometheus counts from its first scrape).
+    let truth = left("interactive_ttfb");
+    assert!(
+        truth < -10.0 && shown < -10.0,
+        "the incident spent the budget: {truth}, {shown}"
+    );
+    assert!(
+        (shown / truth - 1.0).abs() < 0.5,
+        "the panel shows {shown}, /admin/slo {truth}"
+    );
+}
+
 fn slo() -> Slo {
     Slo {
         name: "interactive_ttfb".into(),
@@ -182,11 +304,12 @@ async fn rehearse(
         .provider("east", Arc::new(SimProvider(up)))
         .model("chat", vec![deployment("east", "m")])
         .slo(slo())
+        .slo(available())
         .build()
         .unwrap();
     let serving = Serving::start(gw).await;
     let addr = serving.addr;
-    let rules = sluice_telemetry::slo::rules::rules_at(&[slo()], SPEED);
+    let rules = sluice_telemetry::slo::rules::rules_at(&[slo(), available()], SPEED);
     let prom = start_prometheus(name, addr, &rules);
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let end = start + CALM + WITHIN + Duration::from_secs(5);
@@ -221,6 +344,9 @@ async fn rehearse(
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if !flood {
+        budget_panel_agrees(&client, &prom, addr).await;
     }
     drop(prom);
     serving.stop().await;

@@ -3,10 +3,12 @@
 //! traces kept and exported, and of batch jobs' items.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 /// Labels of the shaping counters.
@@ -22,7 +24,14 @@ pub struct ShapingLabels {
     pub kind: &'static str,
 }
 
-/// Labels of the SLO event counter.
+/// Labels of the SLO objective gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SloNameLabels {
+    /// The SLO.
+    pub slo: Arc<str>,
+}
+
+/// Labels of SLO events.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SloLabels {
     /// The SLO.
@@ -61,6 +70,8 @@ pub struct ContextMetrics {
     pub rounds: Family<ShapingLabels, Counter>,
     /// SLO events by verdict and culprit.
     pub slo_events: Family<SloLabels, Counter>,
+    /// Each SLO's objective: the share of good events it promises.
+    pub slo_objective: Family<SloNameLabels, Gauge<f64, AtomicU64>>,
     /// Traces kept, by why.
     pub traces_kept: Family<TraceLabels, Counter>,
     /// Kept traces by what became of them.
@@ -88,6 +99,11 @@ impl ContextMetrics {
             self.slo_events.clone(),
         );
         r.register(
+            "slo_objective",
+            "Each SLO's objective, the share of good events it promises (0.99): its error budget is 1 minus it",
+            self.slo_objective.clone(),
+        );
+        r.register(
             "traces_kept",
             "Calls whose trace was kept, by why: head (sampled when it arrived), error (it failed), over_slo (an SLO judged it bad)",
             self.traces_kept.clone(),
@@ -111,6 +127,15 @@ impl ContextMetrics {
 }
 
 impl crate::Telemetry {
+    /// Exports SLO `slo`'s objective (`target`, the share of good events it promises).
+    pub fn slo_objective(&self, slo: &Arc<str>, target: f64) {
+        self.metrics()
+            .context
+            .slo_objective
+            .get_or_create(&SloNameLabels { slo: slo.clone() })
+            .set(target);
+    }
+
     /// Counts a call whose trace was kept, and why.
     pub fn trace_kept(&self, why: &'static str) {
         self.metrics()

@@ -8,12 +8,13 @@ use sluice_core::{AttemptKind, AttemptOutcome, CallRecord, ErrorKind, Phase};
 use sluice_tail::{WindowConfig, WindowError};
 use tokio::time::Instant;
 
+use crate::clients::{ClientKey, Clients};
 use crate::metrics::{
-    AffinityLabels, AttemptLabels, CacheLabels, CostLabels, DeadlineLabels, FallbackLabels,
-    GroupLabels, HedgeLabels, Metrics, PairLabels, QuantileLabels, RequestLabels, RetryLabels,
-    RouteLabels, TokenLabels, UpstreamLabels,
+    AffinityLabels, AttemptLabels, CacheLabels, ClientLabels, CostLabels, DeadlineLabels,
+    FallbackLabels, GroupLabels, HedgeLabels, Metrics, PairLabels, RequestLabels, RetryLabels,
+    RouteLabels, TokenLabels, UpstreamLabels, WINDOW_PERCENTILES, WindowLabels,
 };
-use crate::series::{Series, SeriesCache};
+use crate::series::{Series, SeriesCache, SeriesKey};
 use crate::windows::{LatencyReport, WindowKey, Windows};
 
 /// Label used where a record has no group or upstream.
@@ -25,7 +26,9 @@ pub struct Telemetry {
     registry: Registry,
     metrics: Metrics,
     windows: Windows,
-    /// Handles on the series every request writes, by (group, upstream, mode).
+    /// What callers waited, per (lane, group, tenant class).
+    clients: Clients,
+    /// Handles on the series every request writes, by (group, upstream, lane, class, mode).
     series: SeriesCache,
     /// [`NONE`], shared by every series that uses it.
     none: Arc<str>,
@@ -50,6 +53,7 @@ impl Telemetry {
             registry,
             metrics,
             windows: Windows::new(window)?,
+            clients: Clients::new(window),
             series: SeriesCache::default(),
             none: Arc::from(NONE),
         })
@@ -73,14 +77,24 @@ impl Telemetry {
 
     /// Folds one finished call into metrics and windows.
     pub fn observe(&self, rec: &CallRecord) {
-        // This runs once a request: the series it writes are held by (group, upstream,
-        // mode), found with one lookup; label values are shared, not copied.
+        // This runs once a request: the series it writes are held by (group, upstream, lane,
+        // class, mode), found with one lookup; label values are shared, not copied.
         let group = rec.model_group.as_ref().unwrap_or(&self.none);
         let upstream = rec.upstream.as_ref().unwrap_or(&self.none);
+        let lane = rec.lane.as_ref().unwrap_or(&self.none);
+        let class = rec.class.as_ref().unwrap_or(&self.none);
         let m = &self.metrics;
-        let s = self.series.get(group, upstream, rec.stream);
+        let key = SeriesKey {
+            group,
+            upstream,
+            lane,
+            class,
+            stream: rec.stream,
+        };
+        let s = self.series.get(key);
         let code = rec.error.map_or("ok", ErrorKind::code);
         let request_labels = || RequestLabels {
+            lane: lane.clone(),
             group: group.clone(),
             upstream: upstream.clone(),
             status: rec.status,
@@ -120,21 +134,15 @@ impl Telemetry {
         let g = || GroupLabels {
             group: group.clone(),
         };
-        if let Some(total) = rec.timings.total() {
-            s.request_seconds
-                .get_or_init(|| m.request_seconds.get_or_create(&g()).clone())
-                .observe(total.as_secs_f64());
-        }
-        if let Some(queue) = rec.timings.queue() {
-            s.queue_seconds
-                .get_or_init(|| m.queue_seconds.get_or_create(&g()).clone())
-                .observe(queue.as_secs_f64());
-        }
+        self.observe_client(rec, key, &s);
         for a in &rec.attempts {
             if *a.upstream == **upstream {
                 self.observe_attempt(group, rec.stream, a, &s);
             } else {
-                let other = self.series.get(group, &a.upstream, rec.stream);
+                let other = self.series.get(SeriesKey {
+                    upstream: &a.upstream,
+                    ..key
+                });
                 self.observe_attempt(group, rec.stream, a, &other);
             }
         }
@@ -216,6 +224,47 @@ impl Telemetry {
                     .get_or_init(|| m.cost_micros.get_or_create(&labels()).clone())
                     .inc_by(cost);
             }
+        }
+    }
+
+    /// What the caller waited: from arrival to the first byte (the whole call when none came:
+    /// an error's answer is its first byte) and to the last, in the histograms and the client
+    /// windows of its (lane, group, class); and its time in sluice's queue.
+    fn observe_client(&self, rec: &CallRecord, key: SeriesKey<'_>, s: &Series) {
+        let m = &self.metrics;
+        let labels = || ClientLabels {
+            lane: key.lane.clone(),
+            group: key.group.clone(),
+            class: key.class.clone(),
+        };
+        let t = &rec.timings;
+        if let Some(queue) = t.queue() {
+            s.queue_seconds
+                .get_or_init(|| m.queue_seconds.get_or_create(&labels()).clone())
+                .observe(queue.as_secs_f64());
+        }
+        let (Some(done), Some(total)) = (t.done, t.total()) else {
+            return;
+        };
+        let ttfb = t.first_byte.map_or(total, |f| {
+            f.saturating_duration_since(t.received).min(total)
+        });
+        s.request_seconds
+            .get_or_init(|| m.request_seconds.get_or_create(&labels()).clone())
+            .observe(total.as_secs_f64());
+        s.request_ttfb_seconds
+            .get_or_init(|| m.request_ttfb_seconds.get_or_create(&labels()).clone())
+            .observe(ttfb.as_secs_f64());
+        let windows = s.client.get_or_init(|| {
+            let k = ClientKey {
+                lane: key.lane.clone(),
+                group: key.group.clone(),
+                class: key.class.clone(),
+            };
+            self.clients.get(&k, done)
+        });
+        if let Some(w) = windows {
+            w.lock().record(done, ttfb, total);
         }
     }
 
@@ -348,27 +397,33 @@ impl Telemetry {
         &self.windows
     }
 
-    /// The latency report at `now`.
+    /// The latency report at `now`: what callers waited, and what upstreams' attempts took.
     pub fn latency_report(&self, now: Instant) -> LatencyReport {
-        self.windows.report(now)
+        let mut report = self.windows.report(now);
+        report.clients = self.clients.report(now);
+        report
     }
 
-    /// The Prometheus text page, with window percentiles refreshed to `now`.
+    /// The page in the Prometheus text format 0.0.4 (for a scraper that does not ask for
+    /// OpenMetrics).
+    pub fn render_text(&self, now: Instant) -> String {
+        crate::text004::from_openmetrics(&self.render(now))
+    }
+
+    /// The OpenMetrics page, with window percentiles refreshed to `now`.
     pub fn render(&self, now: Instant) -> String {
         for u in self.windows.report(now).upstreams {
             for (phase, p) in [(Phase::Ttfb, u.ttfb), (Phase::Total, u.total)] {
-                for (_, q, v) in p.labelled() {
-                    let labels = QuantileLabels {
-                        group: u.group.clone(),
-                        upstream: u.upstream.clone(),
-                        mode: u.mode,
-                        phase: phase.label(),
-                        quantile: q.to_string(),
-                    };
-                    self.metrics
-                        .window_quantiles
-                        .get_or_create(&labels)
-                        .set(v.as_secs_f64());
+                let labels = WindowLabels {
+                    group: u.group.clone(),
+                    upstream: u.upstream.clone(),
+                    mode: u.mode,
+                    phase: phase.label(),
+                };
+                for (family, (_, q, v)) in self.metrics.window_percentiles.iter().zip(p.labelled())
+                {
+                    debug_assert!(WINDOW_PERCENTILES.iter().any(|(_, wq)| *wq == q));
+                    family.get_or_create(&labels).set(v.as_secs_f64());
                 }
             }
         }

@@ -6,12 +6,15 @@
 
 pub mod access;
 pub mod buckets;
+pub mod clients;
 pub mod context;
 pub mod diagnose;
+pub mod history;
 pub mod hub;
 pub mod metrics;
 mod series;
 pub mod slo;
+pub mod text004;
 pub mod windows;
 
 pub use access::{AccessFormat, AccessLog};

@@ -13,6 +13,17 @@ mod labels;
 
 pub use labels::*;
 
+/// The window percentiles exported, each its own gauge family (`p50` ... `max`), with the
+/// quantile it reads.
+pub const WINDOW_PERCENTILES: [(&str, f64); 6] = [
+    ("p50", 0.5),
+    ("p90", 0.9),
+    ("p95", 0.95),
+    ("p99", 0.99),
+    ("p999", 0.999),
+    ("max", 1.0),
+];
+
 /// Builds histograms with fixed bounds.
 #[derive(Clone, Debug)]
 pub struct Buckets(Vec<f64>);
@@ -28,10 +39,12 @@ impl MetricConstructor<Histogram> for Buckets {
 pub struct Metrics {
     /// Requests by outcome.
     pub requests: Family<RequestLabels, Counter>,
-    /// Client-seen total time per group.
-    pub request_seconds: Family<GroupLabels, Histogram, Buckets>,
-    /// Time inside sluice before dispatch, per group.
-    pub queue_seconds: Family<GroupLabels, Histogram, Buckets>,
+    /// What the caller waited for the last byte, per lane, group and tenant class.
+    pub request_seconds: Family<ClientLabels, Histogram, Buckets>,
+    /// What the caller waited for the first byte, per lane, group and tenant class.
+    pub request_ttfb_seconds: Family<ClientLabels, Histogram, Buckets>,
+    /// Time inside sluice before dispatch, per lane, group and tenant class.
+    pub queue_seconds: Family<ClientLabels, Histogram, Buckets>,
     /// Upstream time to first byte.
     pub upstream_ttfb_seconds: Family<PairLabels, Histogram, Buckets>,
     /// Tokens by kind.
@@ -64,8 +77,9 @@ pub struct Metrics {
     pub usage_estimated: Family<UpstreamLabels, Counter>,
     /// Calls answered by a model with no price (served free by `unpriced = "free"`).
     pub unpriced: Family<UpstreamLabels, Counter>,
-    /// Percentiles of the rotating windows, refreshed at each scrape.
-    pub window_quantiles: Family<QuantileLabels, Gauge<f64, AtomicU64>>,
+    /// Percentiles of the rotating windows, refreshed at each scrape: one family per
+    /// percentile, in the order of [`WINDOW_PERCENTILES`].
+    pub window_percentiles: [Family<WindowLabels, Gauge<f64, AtomicU64>>; 6],
     /// Requests being served now.
     pub inflight: Gauge,
     /// Usage-ledger rows committed.
@@ -120,6 +134,7 @@ impl Metrics {
         let m = Self {
             requests: Family::default(),
             request_seconds: Family::new_with_constructor(llm.clone()),
+            request_ttfb_seconds: Family::new_with_constructor(llm.clone()),
             queue_seconds: Family::new_with_constructor(internal),
             upstream_ttfb_seconds: Family::new_with_constructor(llm),
             tokens: Family::default(),
@@ -137,7 +152,7 @@ impl Metrics {
             cache_saved_micros: Family::default(),
             usage_estimated: Family::default(),
             unpriced: Family::default(),
-            window_quantiles: Family::default(),
+            window_percentiles: Default::default(),
             inflight: Gauge::default(),
             ledger_committed: Counter::default(),
             ledger_pending: Gauge::default(),
@@ -168,12 +183,17 @@ impl Metrics {
         );
         r.register(
             "request_duration_seconds",
-            "Time from arrival to the last byte, as the client saw it",
+            "What the client waited: from arrival to the last byte, by lane, group and tenant class",
             m.request_seconds.clone(),
         );
         r.register(
+            "request_ttfb_seconds",
+            "What the client waited: from arrival to the first byte, by lane, group and tenant class",
+            m.request_ttfb_seconds.clone(),
+        );
+        r.register(
             "queue_duration_seconds",
-            "Time inside sluice before the first upstream attempt",
+            "Time inside sluice before the first upstream attempt, by lane, group and tenant class",
             m.queue_seconds.clone(),
         );
         r.register(
@@ -252,11 +272,15 @@ impl Metrics {
             "Hedged requests by result: won, lost, failed, cancelled, denied by the budget",
             m.hedges.clone(),
         );
-        r.register(
-            "upstream_latency_window_seconds",
-            "Percentiles of the rotating latency window (HDR histogram), per phase",
-            m.window_quantiles.clone(),
-        );
+        for ((name, _), family) in WINDOW_PERCENTILES.iter().zip(&m.window_percentiles) {
+            r.register(
+                format!("upstream_latency_window_{name}_seconds"),
+                format!(
+                    "The {name} of each upstream's attempts over the rotating latency window (an HDR histogram), per phase: from each attempt's own start"
+                ),
+                family.clone(),
+            );
+        }
         r.register(
             "inflight_requests",
             "Requests being served now",

@@ -1,5 +1,5 @@
-//! Handles on the metric series and latency windows one (group, upstream, mode) writes on
-//! every request, found with one fast-hash lookup rather than a SipHash lookup and a lock
+//! Handles on the metric series and latency windows one (group, upstream, lane, tenant
+//! class, mode) writes on every request, found with one fast-hash lookup rather than a SipHash lookup and a lock
 //! per label set. Each handle is made on first use, from its family, so a series appears on
 //! `/metrics` exactly when it would without the cache; handles share their family's counts.
 
@@ -11,16 +11,21 @@ use parking_lot::{Mutex, RwLock};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 
+use crate::clients::ClientWindows;
 use crate::windows::PairWindows;
 
-/// The series of one (group, upstream, mode), each made on first use.
+/// The series of one (group, upstream, lane, class, mode), each made on first use.
 #[derive(Debug, Default)]
 pub(crate) struct Series {
     /// Requests answered 200 with no error.
     pub ok: OnceLock<Counter>,
-    /// The group's request and queue durations.
+    /// What the caller waited for the last byte and the first, and the queue, per lane, group
+    /// and class.
     pub request_seconds: OnceLock<Histogram>,
+    pub request_ttfb_seconds: OnceLock<Histogram>,
     pub queue_seconds: OnceLock<Histogram>,
+    /// The (lane, group, class)'s client windows.
+    pub client: OnceLock<Option<Arc<Mutex<ClientWindows>>>>,
     /// The upstream's successful attempts.
     pub attempt_ok: OnceLock<Counter>,
     /// The pair's time to first byte and total time.
@@ -34,56 +39,71 @@ pub(crate) struct Series {
     pub prompt_cache: Mutex<HashMap<Option<Arc<str>>, [Counter; 5]>>,
 }
 
-/// Owned key: group, upstream, streamed.
+/// What a request's series are kept by: its group, upstream, lane and tenant class (each
+/// from the configuration, or `-`), and whether it streamed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SeriesKey<'a> {
+    pub group: &'a Arc<str>,
+    pub upstream: &'a Arc<str>,
+    pub lane: &'a Arc<str>,
+    pub class: &'a Arc<str>,
+    pub stream: bool,
+}
+
+/// Owned key: group, upstream, lane, class, streamed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Key(Arc<str>, Arc<str>, bool);
+struct Key(Arc<str>, Arc<str>, Arc<str>, Arc<str>, bool);
 
 /// Borrowed key, hashed the same way as [`Key`].
-struct KeyRef<'a>(&'a str, &'a str, bool);
+struct KeyRef<'a>(&'a str, &'a str, &'a str, &'a str, bool);
 
-fn hash_parts<H: Hasher>(group: &str, upstream: &str, stream: bool, h: &mut H) {
-    group.hash(h);
-    upstream.hash(h);
+fn hash_parts<H: Hasher>(parts: [&str; 4], stream: bool, h: &mut H) {
+    for p in parts {
+        p.hash(h);
+    }
     stream.hash(h);
 }
 
 impl Hash for Key {
     fn hash<H: Hasher>(&self, h: &mut H) {
-        hash_parts(&self.0, &self.1, self.2, h);
+        hash_parts([&self.0, &self.1, &self.2, &self.3], self.4, h);
     }
 }
 
 impl Hash for KeyRef<'_> {
     fn hash<H: Hasher>(&self, h: &mut H) {
-        hash_parts(self.0, self.1, self.2, h);
+        hash_parts([self.0, self.1, self.2, self.3], self.4, h);
     }
 }
 
 impl Equivalent<Key> for KeyRef<'_> {
     fn equivalent(&self, k: &Key) -> bool {
-        *k.0 == *self.0 && *k.1 == *self.1 && k.2 == self.2
+        *k.0 == *self.0 && *k.1 == *self.1 && *k.2 == *self.2 && *k.3 == *self.3 && k.4 == self.4
     }
 }
 
-/// Every (group, upstream, mode) seen. Groups and upstreams come from the configuration, so
-/// the map is as small as the configuration.
+/// Every key seen. Groups, upstreams, lanes and classes come from the configuration, so the
+/// map is as small as the configuration.
 #[derive(Debug, Default)]
 pub(crate) struct SeriesCache {
     map: RwLock<HashMap<Key, Arc<Series>>>,
 }
 
 impl SeriesCache {
-    /// The series of (`group`, `upstream`, `stream`), made empty if new.
-    pub fn get(&self, group: &Arc<str>, upstream: &Arc<str>, stream: bool) -> Arc<Series> {
-        let probe = KeyRef(group, upstream, stream);
+    /// The series of `k`, made empty if new.
+    pub fn get(&self, k: SeriesKey<'_>) -> Arc<Series> {
+        let probe = KeyRef(k.group, k.upstream, k.lane, k.class, k.stream);
         if let Some(s) = self.map.read().get(&probe) {
             return s.clone();
         }
-        self.map
-            .write()
-            .entry(Key(group.clone(), upstream.clone(), stream))
-            .or_default()
-            .clone()
+        let key = Key(
+            k.group.clone(),
+            k.upstream.clone(),
+            k.lane.clone(),
+            k.class.clone(),
+            k.stream,
+        );
+        self.map.write().entry(key).or_default().clone()
     }
 }
 
@@ -92,20 +112,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_series_per_group_upstream_and_mode() {
+    fn one_series_per_group_upstream_lane_class_and_mode() {
         let cache = SeriesCache::default();
         let (g, u, v) = (Arc::from("g"), Arc::from("u"), Arc::from("v"));
-        let a = cache.get(&g, &u, false);
+        let (lane, batch, class) = (Arc::from("interactive"), Arc::from("batch"), Arc::from("-"));
+        let key = |group, upstream, lane, stream| SeriesKey {
+            group,
+            upstream,
+            lane,
+            class: &class,
+            stream,
+        };
+        let a = cache.get(key(&g, &u, &lane, false));
         a.ok.get_or_init(Counter::default).inc();
         // The same names in other allocations find the same series.
-        let again = cache.get(&Arc::from("g"), &Arc::from("u"), false);
+        let (g2, u2, l2) = (Arc::from("g"), Arc::from("u"), Arc::from("interactive"));
+        let again = cache.get(key(&g2, &u2, &l2, false));
         assert!(Arc::ptr_eq(&a, &again));
         assert_eq!(again.ok.get().map(Counter::get), Some(1));
-        assert!(!Arc::ptr_eq(&a, &cache.get(&g, &u, true)));
-        assert!(!Arc::ptr_eq(&a, &cache.get(&g, &v, false)));
+        assert!(!Arc::ptr_eq(&a, &cache.get(key(&g, &u, &lane, true))));
+        assert!(!Arc::ptr_eq(&a, &cache.get(key(&g, &v, &lane, false))));
+        assert!(!Arc::ptr_eq(&a, &cache.get(key(&g, &u, &batch, false))));
         // "gu" + "" is not "g" + "u".
-        let gu = cache.get(&Arc::from("gu"), &Arc::from(""), false);
-        assert!(!Arc::ptr_eq(&a, &gu));
-        assert_eq!(cache.map.read().len(), 4);
+        let (gu, empty) = (Arc::from("gu"), Arc::from(""));
+        assert!(!Arc::ptr_eq(&a, &cache.get(key(&gu, &empty, &lane, false))));
+        assert_eq!(cache.map.read().len(), 5);
     }
 }

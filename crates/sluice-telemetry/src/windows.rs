@@ -68,14 +68,20 @@ pub struct UpstreamLatency {
     pub total: Percentiles,
 }
 
-/// The `/admin/latency` document.
+/// The `/admin/latency` document: what callers waited (from their request's arrival), and
+/// apart from it what each upstream's attempts took (from each attempt's own start). The
+/// two differ by queueing, pauses after 429s and retries, and are never the same figure.
 #[derive(Clone, Debug, Serialize)]
 pub struct LatencyReport {
     /// The span the percentiles describe.
     pub window_seconds: f64,
     /// Latency values are in milliseconds.
     pub unit: &'static str,
-    /// One entry per (group, upstream) seen.
+    /// What callers waited, one entry per (lane, group, tenant class) seen: from arrival to
+    /// the first byte (`ttfb`) and to the last (`total`).
+    pub clients: Vec<crate::clients::ClientLatency>,
+    /// What upstreams' attempts took, one entry per (group, upstream, mode) seen: from each
+    /// attempt's start to its first byte (`ttfb`) and to its end (`total`).
     pub upstreams: Vec<UpstreamLatency>,
 }
 
@@ -179,6 +185,7 @@ impl Windows {
         LatencyReport {
             window_seconds: self.config.length.as_secs_f64(),
             unit: "ms",
+            clients: Vec::new(),
             upstreams,
         }
     }

@@ -179,7 +179,14 @@ fn build(cfg: &ExportConfig) -> Result<opentelemetry_otlp::SpanExporter, StartEr
             .build(),
     };
     let mut exporter = built.map_err(|e| StartError::Otlp(e.to_string()))?;
-    let resource = Resource::builder_empty()
+    exporter.set_resource(&resource(cfg));
+    Ok(exporter)
+}
+
+/// The resource every span is sent with: `service.name`, `service.version` and the
+/// configuration's further attributes.
+fn resource(cfg: &ExportConfig) -> Resource {
+    Resource::builder_empty()
         .with_service_name(cfg.service.clone())
         .with_attributes(
             std::iter::once(KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))).chain(
@@ -188,9 +195,7 @@ fn build(cfg: &ExportConfig) -> Result<opentelemetry_otlp::SpanExporter, StartEr
                     .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
             ),
         )
-        .build();
-    exporter.set_resource(&resource);
-    Ok(exporter)
+        .build()
 }
 
 /// No extra gRPC metadata: the exporter reads `OTEL_EXPORTER_OTLP_HEADERS` itself.
@@ -284,5 +289,38 @@ impl Batch {
                 tally.traces("failed", traces);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_carry_the_service_its_version_and_the_configured_attributes() {
+        let cfg = ExportConfig {
+            endpoint: "http://127.0.0.1:4318/v1/traces".into(),
+            protocol: Protocol::HttpProtobuf,
+            batch: 10,
+            flush: Duration::from_millis(100),
+            queue: 10,
+            timeout: Duration::from_secs(1),
+            service: "sluice-eu".into(),
+            resource: vec![("deployment.environment.name".into(), "prod".into())],
+        };
+        let r = resource(&cfg);
+        let get = |k: &'static str| r.get(&opentelemetry::Key::from_static_str(k));
+        assert_eq!(
+            get("service.name"),
+            Some(opentelemetry::Value::from("sluice-eu"))
+        );
+        assert_eq!(
+            get("service.version"),
+            Some(opentelemetry::Value::from(env!("CARGO_PKG_VERSION")))
+        );
+        assert_eq!(
+            get("deployment.environment.name"),
+            Some(opentelemetry::Value::from("prod"))
+        );
     }
 }

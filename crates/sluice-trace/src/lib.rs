@@ -7,6 +7,7 @@
 //! and a call that is not kept costs nothing but its ids.
 
 pub mod export;
+pub mod genai;
 pub mod sample;
 pub mod spans;
 pub mod w3c;

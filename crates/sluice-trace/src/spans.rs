@@ -23,9 +23,10 @@ use crate::sample::Kept;
 /// What the spans say of an upstream (a deployment), looked up by its name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Upstream {
-    /// `gen_ai.provider.name`: the provider's name in the configuration (`deepseek`,
-    /// `openai`, `anthropic`...).
+    /// `sluice.provider`: the provider's name in the configuration.
     pub provider: Arc<str>,
+    /// `gen_ai.provider.name`: the well-known name ([`crate::genai::provider_name`]).
+    pub system: &'static str,
     /// `gen_ai.request.model`: the model name sent upstream.
     pub model: Arc<str>,
     /// `server.address` and `server.port`, for a provider reached over HTTP.
@@ -364,10 +365,8 @@ impl<'a> Builder<'a> {
             KeyValue::new("sluice.attempt.outcome", at.outcome.label()),
         ];
         if let Some(u) = up {
-            a.push(KeyValue::new(
-                "gen_ai.provider.name",
-                u.provider.to_string(),
-            ));
+            a.push(KeyValue::new("gen_ai.provider.name", u.system));
+            a.push(KeyValue::new("sluice.provider", u.provider.to_string()));
             if let Some((host, port)) = &u.server {
                 a.push(KeyValue::new("server.address", host.to_string()));
                 a.push(KeyValue::new("server.port", i64::from(*port)));
@@ -380,22 +379,19 @@ impl<'a> Builder<'a> {
             ));
             a.push(KeyValue::new("sluice.attempt.fallback_reason", f.reason));
         }
-        if let (true, Some(fb)) = (r.stream, at.first_byte) {
-            let ttfc = fb.saturating_duration_since(at.started);
-            a.push(KeyValue::new(
-                "gen_ai.response.time_to_first_chunk",
-                secs(ttfc),
-            ));
-        }
+        // Every attempt that got a first byte, streamed or not (a complete answer's first
+        // chunk is its first byte).
         if let Some(fb) = at.first_byte {
-            a.push(KeyValue::new(
-                "sluice.attempt.ttfb_s",
-                secs(fb.saturating_duration_since(at.started)),
-            ));
+            let ttfc = secs(fb.saturating_duration_since(at.started));
+            a.push(KeyValue::new("gen_ai.response.time_to_first_chunk", ttfc));
+            a.push(KeyValue::new("sluice.attempt.ttfb_s", ttfc));
         }
         let answered = at.outcome == AttemptOutcome::Ok && at.first_byte.is_some();
         if let (true, Some(u)) = (answered, &r.usage) {
             usage_attrs(&mut a, u);
+        }
+        if let (true, Some(resp)) = (answered, &r.response) {
+            response_attrs(&mut a, resp);
         }
         let status = match at.outcome {
             AttemptOutcome::Failed(e) => {
@@ -468,6 +464,23 @@ fn usage_attrs(a: &mut Vec<KeyValue>, u: &Usage) {
         a.push(KeyValue::new(
             "gen_ai.usage.reasoning.output_tokens",
             int(u.reasoning_tokens),
+        ));
+    }
+}
+
+/// `gen_ai.response.*`: the answer's id, the model that wrote it and why it stopped.
+fn response_attrs(a: &mut Vec<KeyValue>, resp: &sluice_core::ResponseMeta) {
+    text(a, "gen_ai.response.id", resp.id.as_ref());
+    text(a, "gen_ai.response.model", resp.model.as_ref());
+    if !resp.finish_reasons.is_empty() {
+        let reasons: Vec<opentelemetry::StringValue> = resp
+            .finish_reasons
+            .iter()
+            .map(|r| opentelemetry::StringValue::from(r.to_string()))
+            .collect();
+        a.push(KeyValue::new(
+            "gen_ai.response.finish_reasons",
+            opentelemetry::Value::Array(reasons.into()),
         ));
     }
 }

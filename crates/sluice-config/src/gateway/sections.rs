@@ -339,6 +339,9 @@ pub struct LaneConfig {
 pub struct TenantConfig {
     /// The lane of the tenant's requests that name none (a `[lanes]` name).
     pub lane: Option<String>,
+    /// Its class (`enterprise`, `free`, ...): client latency is reported per lane, group
+    /// and class, so a kind of customer's tail can be watched without a series per tenant.
+    pub class: Option<String>,
     /// Money it may spend, written in whole currency units (the catalog's); none: no limit.
     pub credits: Option<Money>,
     /// Requests per minute; none: no limit.

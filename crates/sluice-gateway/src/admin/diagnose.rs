@@ -1,6 +1,6 @@
 //! `GET /admin/diagnose?window=300&baseline=1800`: the incident explainer over the calls kept
-//! in memory: the last `window` seconds against the `baseline` seconds before them. Also the
-//! ring those calls are kept in, fed when each call settles.
+//! in memory: the last `window` seconds against the `baseline` seconds before them. And
+//! `GET /admin/latency/history?step=10`: the latency trend those calls hold, per lane.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -73,4 +73,38 @@ pub async fn show(
         "diagnosis": d,
     }))
     .into_response()
+}
+
+/// `GET /admin/latency/history?step=10`: per lane and step, what clients waited and what the
+/// answering attempts took, from the calls the explainer keeps (404 when it keeps none).
+pub async fn history(
+    State(gw): State<Arc<Gateway>>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    if let Some(unknown) = params.keys().find(|k| k.as_str() != "step") {
+        return super::refuse(
+            &GatewayError::new(
+                ErrorKind::InvalidRequest,
+                format!("unknown parameter `{unknown}`; use step (seconds)"),
+            )
+            .with_param(unknown.clone()),
+        );
+    }
+    let step = match seconds(&params, "step", 10) {
+        Ok(s) => s,
+        Err(e) => return super::refuse(&e),
+    };
+    let Some(recent) = &gw.observers.recent else {
+        return super::refuse(&GatewayError::new(
+            ErrorKind::NotFound,
+            "no latency history: the gateway keeps no recent calls ([diagnose] keep = 0)",
+        ));
+    };
+    let now = Instant::now();
+    let calls: Vec<(Duration, sluice_telemetry::diagnose::Summary)> = recent
+        .all()
+        .into_iter()
+        .map(|(at, s)| (now.saturating_duration_since(at), s))
+        .collect();
+    Json(sluice_telemetry::history::history(&calls, step)).into_response()
 }

@@ -78,3 +78,30 @@ pub(crate) fn managing(gw: &Gateway) -> Result<(), GatewayError> {
 pub async fn latency(State(gw): State<Arc<Gateway>>) -> Json<sluice_telemetry::LatencyReport> {
     Json(gw.telemetry().latency_report(Instant::now()))
 }
+
+/// `GET /admin/features`: which of the gateway's features are on, so that a screen can say
+/// "off" of one rather than "none yet".
+pub async fn features(State(gw): State<Arc<Gateway>>) -> Json<serde_json::Value> {
+    let groups: Vec<_> = gw
+        .routes()
+        .names()
+        .iter()
+        .filter_map(|n| gw.routes().group(n).ok())
+        .collect();
+    let any = |f: &dyn Fn(&sluice_routing::Deployment) -> bool| {
+        groups.iter().any(|g| g.deployments.iter().any(f))
+    };
+    Json(serde_json::json!({
+        "answer_cache": gw.caches.exact.is_some(),
+        "semantic_cache": gw.caches.semantic.is_some(),
+        "admission": any(&|d| d.limiter.is_some()),
+        "breakers": any(&|d| d.breaker.is_some()),
+        "hedging": groups.iter().any(|g| g.hedging.is_some()),
+        "retries": groups.iter().any(|g| g.retrying.is_some()),
+        "slos": !gw.observers.slos.is_empty(),
+        "ledger": gw.ledger.is_some(),
+        "batches": gw.batches.is_some(),
+        "traces": gw.observers.traces.is_some(),
+        "history": gw.observers.recent.is_some(),
+    }))
+}

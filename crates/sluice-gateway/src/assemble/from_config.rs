@@ -178,7 +178,7 @@ impl GatewayBuilder {
                 })?;
             b = b
                 .provider(name, provider)
-                .provider_server(name, &p.base_url);
+                .provider_server(name, protocol(p.kind), &p.base_url);
         }
         if let Some(setup) = super::TraceSetup::from_config(&cfg.traces) {
             b = b.traces(setup);
@@ -202,6 +202,9 @@ impl GatewayBuilder {
         for (tenant, t) in &cfg.tenants {
             if let Some(lane) = &t.lane {
                 b = b.tenant_lane(tenant, lane);
+            }
+            if let Some(class) = &t.class {
+                b = b.tenant_class(tenant, class);
             }
             let limits = tenant_limits(t);
             if limits.any() {
@@ -280,5 +283,13 @@ pub(crate) fn tenant_limits(t: &sluice_config::gateway::TenantConfig) -> Limits 
         tpm: t.tpm,
         tokens_per_day: t.tokens_per_day,
         spend_per_month: t.spend_per_month.map(|m| Micros(m.0)),
+    }
+}
+
+/// The protocol a provider speaks, by name.
+fn protocol(kind: sluice_config::gateway::ProviderKind) -> &'static str {
+    match kind {
+        sluice_config::gateway::ProviderKind::Openai => "openai",
+        sluice_config::gateway::ProviderKind::Anthropic => "anthropic",
     }
 }

@@ -127,7 +127,7 @@ pub struct GatewayBuilder {
     models: Vec<(String, Vec<DeploymentConfig>, GroupPolicies)>,
     defaults: GroupPolicies,
     lanes: Vec<LaneSpec>,
-    tenant_lanes: Vec<(String, String)>,
+    tenant_defaults: tenancy::TenantDefaults,
     keys: Vec<(KeySpec, String)>,
     /// Keys made at run time, kept in the ledger's store.
     stored: Vec<(KeySpec, String)>,
@@ -162,7 +162,7 @@ pub struct GatewayBuilder {
     router_state: Vec<(String, Vec<Stored>)>,
     pub(super) traces: Option<traces::TraceSetup>,
     /// Each provider's host and port, for the spans of its calls.
-    pub(super) servers: HashMap<String, (Arc<str>, u16)>,
+    pub(super) servers: HashMap<String, traces::Site>,
     /// Batch jobs, when served (their lane resolved at build).
     pub(super) batches: Option<(sluice_batch::Jobs, crate::batches::BatchSettings)>,
     pub(super) batch_lane: Option<String>,
@@ -177,7 +177,7 @@ impl Default for GatewayBuilder {
             models: Vec::new(),
             defaults: GroupPolicies::protective(),
             lanes: policies::lane_specs(&sluice_config::gateway::default_lanes()),
-            tenant_lanes: Vec::new(),
+            tenant_defaults: tenancy::TenantDefaults::default(),
             keys: Vec::new(),
             stored: Vec::new(),
             stored_tenants: Vec::new(),
@@ -471,13 +471,7 @@ impl GatewayBuilder {
         for (tenant, limits) in &self.limits {
             accounts.set_limits(tenant, *limits, tokio::time::Instant::now());
         }
-        let configured_tenants: HashSet<Arc<str>> = self
-            .tenant_lanes
-            .iter()
-            .map(|(t, _)| t)
-            .chain(self.limits.iter().map(|(t, _)| t))
-            .map(|t| Arc::from(t.as_str()))
-            .collect();
+        let configured_tenants = self.tenant_defaults.configured(&self.limits);
         let mut api_tenants = BTreeMap::new();
         let mut api_lanes = Vec::new();
         for t in self.stored_tenants {
@@ -504,7 +498,7 @@ impl GatewayBuilder {
             api_tenants.insert(Arc::from(t.name.as_str()), t);
         }
         let mut tenant_lanes = HashMap::new();
-        for (tenant, lane) in &self.tenant_lanes {
+        for (tenant, lane) in &self.tenant_defaults.lanes {
             let i = self
                 .lanes
                 .iter()
@@ -517,6 +511,7 @@ impl GatewayBuilder {
         }
         tenant_lanes.extend(api_lanes);
         let telemetry = Arc::new(Telemetry::new(self.window)?);
+        crate::observers::export_objectives(&telemetry, &self.slos);
         let access_log = match self.access_log {
             Some((format, out)) => Some(
                 AccessLog::start(format, out, telemetry.metrics().access_log_dropped.clone())
@@ -559,6 +554,7 @@ impl GatewayBuilder {
                     catalog: self.catalog,
                 },
                 directory: Box::new(LocalTenants::new(tenant_lanes, api_tenants)),
+                classes: self.tenant_defaults.classes,
                 configured: configured_tenants,
                 admin_writes: tokio::sync::Mutex::new(()),
             },

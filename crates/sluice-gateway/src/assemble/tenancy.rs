@@ -2,6 +2,7 @@
 //! made at run time, revoked), tenants' lanes and limits, whether keys are required, the
 //! admin token.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use sluice_economy::{KeySpec, Limits};
@@ -9,11 +10,41 @@ use sluice_ledger::{RevokedKey, StoredKey, StoredTenant};
 
 use super::GatewayBuilder;
 
+/// What the configuration says of tenants besides their limits: their lanes and classes.
+#[derive(Debug, Default)]
+pub(super) struct TenantDefaults {
+    /// (tenant, lane name).
+    pub lanes: Vec<(String, String)>,
+    /// Each tenant's class, for client latency by kind of customer.
+    pub classes: HashMap<Arc<str>, Arc<str>>,
+}
+
+impl TenantDefaults {
+    /// The tenants the configuration sets: with a lane, a class or `limits`.
+    pub(super) fn configured(&self, limits: &[(String, Limits)]) -> HashSet<Arc<str>> {
+        self.lanes
+            .iter()
+            .map(|(t, _)| Arc::from(t.as_str()))
+            .chain(self.classes.keys().cloned())
+            .chain(limits.iter().map(|(t, _)| Arc::from(t.as_str())))
+            .collect()
+    }
+}
+
 impl GatewayBuilder {
     /// Sends `tenant`'s requests that name no lane to `lane` (a lane's name).
     pub fn tenant_lane(mut self, tenant: &str, lane: &str) -> Self {
-        self.tenant_lanes
+        self.tenant_defaults
+            .lanes
             .push((tenant.to_string(), lane.to_string()));
+        self
+    }
+
+    /// Puts `tenant` in `class`: its calls' client latency is reported under that class.
+    pub fn tenant_class(mut self, tenant: &str, class: &str) -> Self {
+        self.tenant_defaults
+            .classes
+            .insert(Arc::from(tenant), Arc::from(class));
         self
     }
 

@@ -58,31 +58,43 @@ impl GatewayBuilder {
     }
 
     /// Notes where provider `name` is reached (`server.address` and `server.port` of its
-    /// calls' spans), from its base URL.
-    pub fn provider_server(mut self, name: &str, base_url: &str) -> Self {
-        if let Ok(uri) = base_url.parse::<http::Uri>()
-            && let Some(host) = uri.host()
-        {
+    /// calls' spans), from its base URL, and its well-known name (`gen_ai.provider.name`)
+    /// from the protocol it speaks (`openai`, `anthropic`) and that URL's host.
+    pub fn provider_server(mut self, name: &str, protocol: &str, base_url: &str) -> Self {
+        let uri = base_url.parse::<http::Uri>().ok();
+        let server = uri.as_ref().and_then(|uri| {
+            let host = uri.host()?;
             let port = uri.port_u16().unwrap_or(match uri.scheme_str() {
                 Some("https") => 443,
                 _ => 80,
             });
-            self.servers
-                .insert(name.to_string(), (Arc::from(host), port));
-        }
+            Some((Arc::from(host), port))
+        });
+        let system =
+            sluice_trace::genai::provider_name(protocol, uri.as_ref().and_then(http::Uri::host));
+        self.servers
+            .insert(name.to_string(), Site { server, system });
         self
     }
 }
 
+/// Where a provider is reached, and its well-known name.
+#[derive(Clone, Debug)]
+pub struct Site {
+    /// Host and port, when its base URL has them.
+    pub server: Option<(Arc<str>, u16)>,
+    /// `gen_ai.provider.name`.
+    pub system: &'static str,
+}
+
 /// What the spans of deployment `d` say of it.
-pub(super) fn upstream(
-    d: &DeploymentConfig,
-    servers: &HashMap<String, (Arc<str>, u16)>,
-) -> Upstream {
+pub(super) fn upstream(d: &DeploymentConfig, servers: &HashMap<String, Site>) -> Upstream {
+    let site = servers.get(&d.provider);
     Upstream {
         provider: Arc::from(d.provider.as_str()),
+        system: site.map_or("openai", |s| s.system),
         model: Arc::from(d.model.as_str()),
-        server: servers.get(&d.provider).cloned(),
+        server: site.and_then(|s| s.server.clone()),
     }
 }
 

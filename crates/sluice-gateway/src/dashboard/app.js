@@ -1,12 +1,15 @@
-// The live dashboard: polls /admin/latency, /admin/slo, /admin/usage, /admin/batches and
-// /metrics every two seconds and draws what they say. No library, no CDN: everything is in this file.
+// The live dashboard: polls /admin/latency, /admin/latency/history, /admin/features,
+// /admin/slo, /admin/usage, /admin/batches and /metrics every two seconds and draws what they
+// say. What clients waited (from arrival) comes first and is never shown as the upstreams'
+// attempt time (from each attempt's start). No library, no CDN: everything is in this file.
 "use strict";
 
 const POLL_MS = 2000;
 const HISTORY = 90;
 const token = new URLSearchParams(location.hash.slice(1)).get("token");
 const headers = token ? { Authorization: "Bearer " + token } : {};
-const state = { previous: null, previousAt: 0, trend: [], heat: [], edges: [] };
+const state = { previous: null, previousAt: 0, heat: [], edges: [], features: {} };
+const SVG = "http://www.w3.org/2000/svg";
 
 window.addEventListener("error", () => count("errors"));
 const consoleError = console.error.bind(console);
@@ -23,7 +26,8 @@ function el(tag, text, attrs) {
   return e;
 }
 
-function table(id, head, rows) {
+// A table of `rows`; with none, "none yet", or `off` (why the feature is off) when given.
+function table(id, head, rows, off) {
   const t = document.getElementById(id);
   t.replaceChildren();
   const tr = el("tr");
@@ -31,7 +35,7 @@ function table(id, head, rows) {
   t.appendChild(tr);
   if (rows.length === 0) {
     const r = el("tr");
-    r.appendChild(el("td", "none yet", { colspan: String(head.length) }));
+    r.appendChild(el("td", off ? "off: " + off : "none yet", { colspan: String(head.length), class: off ? "off" : "" }));
     t.appendChild(r);
   }
   for (const row of rows) {
@@ -89,46 +93,90 @@ function rates(samples, name, by, now) {
 const ms = x => String(Math.round(x));
 const pct = x => (100 * x).toFixed(1) + "%";
 
+const seconds = ms => ms >= 10000 ? (ms / 1000).toFixed(0) + " s" : ms >= 1000 ? (ms / 1000).toFixed(1) + " s" : Math.round(ms) + " ms";
+
+function percentileCells(row, keyParts, windows) {
+  for (const phase of ["ttfb", "total"]) {
+    for (const p of ["p50", "p95", "p99", "p999"]) {
+      row.push({ text: ms(windows[phase][p]), attrs: { "data-key": [...keyParts, phase, p].join("|") } });
+    }
+  }
+}
+
+// What clients waited, from arrival: per lane, group and tenant class.
+function drawClients(report) {
+  const rows = [];
+  const keys = [...(report.clients || [])].sort((a, b) => (a.lane + a.group + a.class).localeCompare(b.lane + b.group + b.class));
+  for (const c of keys) {
+    const row = [c.lane, c.group, c.class, String(c.total.count)];
+    percentileCells(row, ["client", c.lane, c.group, c.class], c);
+    rows.push(row);
+  }
+  table("clients", ["lane", "group", "class", "calls", "first byte P50", "P95", "P99", "P999", "last byte P50", "P95", "P99", "P999"], rows);
+}
+
+// What upstreams' attempts took, each from its own start.
 function drawLatency(report) {
   const rows = [];
   const pairs = [...report.upstreams].sort((a, b) => (a.group + a.upstream + a.mode).localeCompare(b.group + b.upstream + b.mode));
   for (const u of pairs) {
     const row = [u.group, u.upstream, u.mode, String(u.total.count)];
-    for (const phase of ["ttfb", "total"]) {
-      for (const p of ["p50", "p95", "p99", "p999"]) {
-        row.push({ text: ms(u[phase][p]), attrs: { "data-key": [u.group, u.upstream, u.mode, phase, p].join("|") } });
-      }
-    }
+    percentileCells(row, [u.group, u.upstream, u.mode], u);
     rows.push(row);
   }
-  table("latency", ["group", "upstream", "mode", "calls", "ttfb P50", "P95", "P99", "P999", "total P50", "P95", "P99", "P999"], rows);
-  // The trend: the slowest pair's total percentiles, poll by poll.
-  const worst = pairs.reduce((w, u) => (!w || u.total.p99 > w.total.p99 ? u : w), null);
-  if (worst) {
-    state.trend.push({ p50: worst.total.p50, p95: worst.total.p95, p99: worst.total.p99, p999: worst.total.p999 });
-    if (state.trend.length > HISTORY) state.trend.shift();
-    drawTrend(worst.group + " / " + worst.upstream);
-  }
+  table("latency", ["group", "upstream", "mode", "attempts", "ttfb P50", "P95", "P99", "P999", "total P50", "P95", "P99", "P999"], rows);
 }
 
-function drawTrend(label) {
-  const svg = document.getElementById("trend");
-  svg.replaceChildren();
-  const top = Math.max(1, ...state.trend.map(t => t.p999));
-  const colors = { p50: "#4e79a7", p95: "#59a14f", p99: "#f28e2b", p999: "#e15759" };
-  for (const [p, color] of Object.entries(colors)) {
-    const pts = state.trend.map((t, i) => `${(i / Math.max(1, HISTORY - 1)) * 400},${160 - (t[p] / top) * 150}`).join(" ");
-    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
-    line.setAttribute("points", pts);
-    line.setAttribute("fill", "none");
-    line.setAttribute("stroke", color);
-    line.setAttribute("stroke-width", "2");
-    svg.appendChild(line);
-  }
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+// The trend the server holds: one lane's client percentiles (interactive when there is one),
+// with the answering attempts' own first byte P99 dashed beside them, on labelled axes.
+function drawTrend(history) {
+  const box = document.getElementById("trend");
+  box.replaceChildren();
   const legend = document.getElementById("trend-legend");
-  legend.replaceChildren(el("span", label + " (max " + ms(top) + " ms):"));
-  for (const [p, color] of Object.entries(colors)) {
-    const s = el("span", p.toUpperCase());
+  if (history === null) {
+    legend.replaceChildren(el("span", "off: the gateway keeps no recent calls ([diagnose] keep = 0)", { class: "off" }));
+    return;
+  }
+  const lanes = Object.keys(history.lanes || {});
+  const lane = lanes.includes("interactive") ? "interactive" : lanes[0];
+  if (!lane) {
+    legend.replaceChildren(el("span", "none yet"));
+    return;
+  }
+  const steps = history.lanes[lane];
+  const [W, H, L, B] = [600, 220, 48, 22];
+  const span = Math.max(history.step_seconds, ...steps.map(s => s.ago_seconds)) + history.step_seconds;
+  const top = Math.max(0.001, ...steps.map(s => s.total[3]), ...steps.map(s => s.attempt_ttfb_p99));
+  const x = ago => L + (1 - ago / span) * (W - L - 8);
+  const y = v => (H - B) - (v / top) * (H - B - 8);
+  box.appendChild(svg("line", { x1: L, y1: H - B, x2: W - 8, y2: H - B, stroke: "#99a" }));
+  box.appendChild(svg("line", { x1: L, y1: 8, x2: L, y2: H - B, stroke: "#99a" }));
+  for (const f of [0, 0.5, 1]) {
+    box.appendChild(svg("text", { x: L - 4, y: y(top * f) + 4, "text-anchor": "end", "font-size": 11, fill: "#556" }, seconds(top * f * 1000)));
+  }
+  for (const f of [1, 0.5, 0]) {
+    const ago = Math.round(span * f);
+    box.appendChild(svg("text", { x: x(ago), y: H - 6, "text-anchor": f === 1 ? "start" : f === 0 ? "end" : "middle", "font-size": 11, fill: "#556" }, ago === 0 ? "now" : "-" + seconds(ago * 1000)));
+  }
+  const lines = [
+    ["P50", "#4e79a7", s => s.total[0], ""], ["P95", "#59a14f", s => s.total[1], ""],
+    ["P99", "#f28e2b", s => s.total[2], ""], ["P999", "#e15759", s => s.total[3], ""],
+    ["upstream attempts' first byte P99", "#76b7b2", s => s.attempt_ttfb_p99, "5 4"],
+  ];
+  for (const [, color, f, dash] of lines) {
+    const pts = steps.map(s => `${x(s.ago_seconds).toFixed(1)},${y(f(s)).toFixed(1)}`).join(" ");
+    box.appendChild(svg("polyline", { points: pts, fill: "none", stroke: color, "stroke-width": 2, "stroke-dasharray": dash }));
+  }
+  legend.replaceChildren(el("span", lane + " lane, clients (max " + seconds(top * 1000) + "):"));
+  for (const [name, color] of lines) {
+    const s = el("span", name);
     s.style.color = color;
     legend.appendChild(s);
   }
@@ -151,15 +199,40 @@ function drawHeatmap(samples) {
   const canvas = document.getElementById("heatmap");
   const g = canvas.getContext("2d");
   g.clearRect(0, 0, canvas.width, canvas.height);
+  // Axes: latency buckets up the left (their upper edges), polls along the bottom.
+  const [L, B] = [52, 22];
+  const plotW = canvas.width - L - 8, plotH = canvas.height - B - 8;
+  g.strokeStyle = "#99a";
+  g.beginPath(); g.moveTo(L, 8); g.lineTo(L, 8 + plotH); g.lineTo(L + plotW, 8 + plotH); g.stroke();
+  g.fillStyle = "#556";
+  g.font = "11px system-ui, sans-serif";
+  g.textAlign = "right";
+  const h = plotH / column.length;
+  const every = Math.max(1, Math.ceil(column.length / 6));
+  const yLabels = [];
+  edges.forEach((edge, i) => {
+    if (i % every !== 0 && i !== edges.length - 1) return;
+    const label = Number.isFinite(edge) ? seconds(edge * 1000) : "+Inf";
+    yLabels.push(label);
+    g.fillText(label, L - 4, 8 + plotH - i * h - h / 2 + 4);
+  });
+  canvas.dataset.yAxis = yLabels.join(",");
+  g.textAlign = "left";
+  g.fillText("-" + Math.round((HISTORY * POLL_MS) / 1000) + " s", L, canvas.height - 6);
+  g.textAlign = "right";
+  g.fillText("now", L + plotW, canvas.height - 6);
   const top = Math.max(1, ...state.heat.flat());
-  const w = canvas.width / HISTORY;
-  const h = canvas.height / column.length;
+  const w = plotW / HISTORY;
+  const offset = HISTORY - state.heat.length;
   state.heat.forEach((col, x) => col.forEach((n, y) => {
     if (n <= 0) return;
     const a = Math.log1p(n) / Math.log1p(top);
     g.fillStyle = `rgba(225, 87, 89, ${a.toFixed(3)})`;
-    g.fillRect(x * w, canvas.height - (y + 1) * h, w, h);
+    g.fillRect(L + (offset + x) * w, 8 + plotH - (y + 1) * h, w, h);
   }));
+  g.fillStyle = "#556";
+  g.textAlign = "center";
+  g.fillText("darker: more requests (most: " + top + " in a poll)", L + plotW / 2, canvas.height - 6);
 }
 
 function drawGauges(samples, now) {
@@ -177,14 +250,16 @@ function drawGauges(samples, now) {
   for (const r of seen.values()) {
     rows.push([r.group, r.upstream, r.lane, String(r.inflight), String(r.queued), String(limits.get(r.group + " " + r.upstream) ?? "-")]);
   }
-  table("lanes", ["group", "upstream", "lane", "in flight", "queued", "limit"], rows);
+  table("lanes", ["group", "upstream", "lane", "in flight", "queued", "limit"], rows,
+    state.features.admission === false ? "no group has an admission limit" : undefined);
   const breakers = [];
   for (const s of samples) {
     if (s.name === "sluice_upstream_breaker_state" && s.value === 1) {
       breakers.push([s.labels.group, s.labels.upstream, { text: s.labels.state, attrs: s.labels.state === "closed" ? {} : { class: "bad" } }]);
     }
   }
-  table("breakers", ["group", "upstream", "state"], breakers);
+  table("breakers", ["group", "upstream", "state"], breakers,
+    state.features.breakers === false ? "no group has a breaker" : undefined);
   const attempts = [];
   for (const [k, v] of rates(samples, "sluice_upstream_attempts_total", ["upstream", "outcome"], now)) attempts.push(["attempt " + k, v.toFixed(2)]);
   for (const [k, v] of rates(samples, "sluice_hedges_total", ["group", "result"], now)) attempts.push(["hedge " + k, v.toFixed(2)]);
@@ -208,7 +283,9 @@ function drawGauges(samples, now) {
     const prompt = tokens.get(g + " prompt") || 0;
     caches.push(["provider prompt cache " + g, prompt > 0 ? pct((tokens.get(g + " cached") || 0) / prompt) : "-"]);
   }
-  table("caches", ["cache", "hit rate"], caches);
+  const f = state.features;
+  const noCache = f.answer_cache === false && f.semantic_cache === false && tokens.size === 0;
+  table("caches", ["cache", "hit rate"], caches, noCache ? "no answer or semantic cache, and no prompt-cache usage reported" : undefined);
 }
 
 function drawSpend(samples, usage) {
@@ -227,7 +304,8 @@ function drawSlos(slos) {
     s.name, s.objective === null ? "-" : String(s.objective), String(s.good), String(s.bad),
     { text: s.budget_left === null ? "-" : pct(s.budget_left), attrs: s.budget_left !== null && s.budget_left < 0 ? { class: "bad" } : {} },
   ]);
-  table("slos", ["SLO", "objective", "good", "bad", "budget left"], rows);
+  table("slos", ["SLO", "objective", "good", "bad", "budget left"], rows,
+    state.features.slos === false ? "no [slo] is configured" : undefined);
 }
 
 // Jobs that have not ended, each with a bar of its items ended and its line ("queued 47/200").
@@ -264,16 +342,21 @@ async function fetchJson(path) {
 
 async function poll() {
   try {
-    const [latency, metricsText, slos, usage, jobs] = await Promise.all([
+    const [latency, metricsText, slos, usage, jobs, features, history] = await Promise.all([
       fetchJson("/admin/latency"),
       fetch("/metrics").then(r => r.text()),
       fetchJson("/admin/slo"),
       fetchJson("/admin/usage?group_by=tenant"),
       fetchJson("/admin/batches"),
+      fetchJson("/admin/features"),
+      fetchJson("/admin/latency/history?step=10"),
     ]);
+    state.features = features || {};
     const now = Date.now();
     const samples = parseMetrics(metricsText);
+    drawClients(latency);
     drawLatency(latency);
+    drawTrend(history);
     drawHeatmap(samples);
     drawGauges(samples, now);
     drawSpend(samples, usage);
@@ -282,6 +365,10 @@ async function poll() {
     state.previous = new Map(samples.map(s => [key(s), s.value]));
     state.previousAt = now;
     count("updates");
+    // Panels whose content is wider than they are (read by the browser test at each width).
+    const over = [...document.querySelectorAll("section")].filter(s => s.scrollWidth > s.clientWidth + 1);
+    document.body.dataset.overflow = String(over.length);
+    document.body.dataset.overflowing = over.map(s => s.querySelector("h2").textContent).join(" | ");
     document.getElementById("status").textContent =
       "updated " + new Date(now).toLocaleTimeString() + " - window " + latency.window_seconds + " s";
   } catch (e) {

@@ -12,7 +12,7 @@ use sluice_telemetry::Telemetry;
 use tokio::time::Instant;
 
 pub use recent::Recent;
-pub use slo::Judged;
+pub use slo::{Judged, export_objectives};
 
 /// A function told about every finished call (the demo and tests collect records with it).
 pub type RecordSink = Arc<dyn Fn(&CallRecord) + Send + Sync>;

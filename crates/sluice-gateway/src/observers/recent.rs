@@ -45,6 +45,7 @@ impl Recent {
             status: r.status,
             queue: t.queue().unwrap_or(total),
             upstream_ttfb: t.upstream_ttfb().unwrap_or_default(),
+            attempt_ttfb: answering_ttfb(r),
             ttfb: t
                 .first_byte
                 .map_or(total, |f| f.saturating_duration_since(t.received)),
@@ -61,6 +62,11 @@ impl Recent {
         calls.push_back((now, s));
     }
 
+    /// Every kept call, with when it ended, oldest first: for the latency history.
+    pub(crate) fn all(&self) -> Vec<(Instant, Summary)> {
+        self.calls.lock().iter().cloned().collect()
+    }
+
     /// The calls that finished in `(now - from, now - to]`.
     pub(crate) fn between(&self, now: Instant, from: Duration, to: Duration) -> Vec<Summary> {
         self.calls
@@ -73,4 +79,18 @@ impl Recent {
             .map(|(_, s)| s.clone())
             .collect()
     }
+}
+
+/// The answering attempt's own time to first byte, from its own start: the attempt of the
+/// upstream that answered whose first byte came first (zero when none answered).
+fn answering_ttfb(r: &CallRecord) -> Duration {
+    let Some(upstream) = &r.upstream else {
+        return Duration::ZERO;
+    };
+    r.attempts
+        .iter()
+        .filter(|a| a.upstream == *upstream && a.outcome == sluice_core::AttemptOutcome::Ok)
+        .filter_map(|a| Some(a.first_byte?.saturating_duration_since(a.started)))
+        .min()
+        .unwrap_or_default()
 }

@@ -14,6 +14,15 @@ pub struct Judged {
     bad: AtomicU64,
 }
 
+/// Exports each SLO's objective (`sluice_slo_objective`), for budgets computed from it.
+pub fn export_objectives(telemetry: &sluice_telemetry::Telemetry, slos: &[Slo]) {
+    for slo in slos {
+        if let Some(target) = slo.target() {
+            telemetry.slo_objective(&slo.name, target);
+        }
+    }
+}
+
 impl Judged {
     /// `slo`, nothing counted yet.
     pub fn new(slo: Slo) -> Self {

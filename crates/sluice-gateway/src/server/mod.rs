@@ -23,6 +23,8 @@ use crate::{Gateway, batches, feedback, public, walk};
 pub fn router(gw: Arc<Gateway>) -> Router {
     let admin_routes = Router::new()
         .route("/admin/latency", get(admin::latency))
+        .route("/admin/latency/history", get(admin::diagnose::history))
+        .route("/admin/features", get(admin::features))
         .route("/admin/upstreams", get(upstreams::upstreams))
         .route("/admin/keys", get(keys_api::list).post(keys_api::create))
         .route("/admin/keys/{name}", delete(keys_api::revoke))

@@ -32,6 +32,8 @@ pub struct Tenants {
     pub(crate) pricing: Pricing,
     /// Each tenant's default lane, and the tenants set through the admin API.
     pub(crate) directory: Box<dyn TenantDirectory>,
+    /// Each configured tenant's class (`[tenants.NAME] class`).
+    pub(crate) classes: std::collections::HashMap<Arc<str>, Arc<str>>,
     /// Tenants the configuration sets (the admin API may not change them).
     pub(crate) configured: HashSet<Arc<str>>,
     /// Held by each admin change (keys, tenants) across its write to the store and to
@@ -66,6 +68,11 @@ impl Tenants {
     /// The lane of `tenant`'s requests that name none: its configured lane, else the first.
     pub fn lane_of(&self, tenant: &str) -> usize {
         self.directory.lane(tenant).unwrap_or(0)
+    }
+
+    /// `tenant`'s class, when the configuration gives it one.
+    pub fn class_of(&self, tenant: &str) -> Option<Arc<str>> {
+        self.classes.get(tenant).cloned()
     }
 }
 

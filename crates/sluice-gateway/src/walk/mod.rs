@@ -202,6 +202,7 @@ async fn walk(
             return Err(e);
         }
     };
+    who.class = tenant.as_deref().and_then(|t| gw.tenants.class_of(t));
     who.tenant = tenant.clone();
     who.prompt_estimate = request.prompt_estimate();
     let ask = Ask {

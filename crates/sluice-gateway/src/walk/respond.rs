@@ -428,6 +428,9 @@ impl Stream for ClientStream {
                     if let Some(a) = this.assembly.as_mut() {
                         a.frame(&b);
                     }
+                    if let Some(call) = this.call.as_mut() {
+                        call.chunk_described(&b);
+                    }
                     if !this.native
                         && let Some(call) = this.call.as_mut()
                     {

@@ -54,6 +54,10 @@ async fn metrics_and_latency_report_read_the_call_records() {
     let page = gw
         .client
         .get(format!("{}/metrics", gw.url))
+        .header(
+            "accept",
+            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+        )
         .send()
         .await
         .unwrap();
@@ -66,17 +70,17 @@ async fn metrics_and_latency_report_read_the_call_records() {
     let page = page.text().await.unwrap();
     assert!(
         page.contains(
-            r#"sluice_requests_total{group="ok",upstream="fake-ok",status="200",code="ok"} 5"#
+            r#"sluice_requests_total{lane="interactive",group="ok",upstream="fake-ok",status="200",code="ok"} 5"#
         ),
         "{page}"
     );
     assert!(
         page.contains(
-            r#"sluice_requests_total{group="-",upstream="-",status="404",code="model_not_found"} 1"#
+            r#"sluice_requests_total{lane="interactive",group="-",upstream="-",status="404",code="model_not_found"} 1"#
         ),
         "{page}"
     );
-    assert!(page.contains(r#"sluice_upstream_latency_window_seconds{group="ok",upstream="fake-ok",mode="complete",phase="ttfb",quantile="0.999"}"#));
+    assert!(page.contains(r#"sluice_upstream_latency_window_p999_seconds{group="ok",upstream="fake-ok",mode="complete",phase="ttfb"}"#));
     assert!(
         page.contains(
             r#"sluice_upstream_ttfb_seconds_bucket{le="1.19",group="ok",upstream="fake-ok",mode="complete"}"#
@@ -84,6 +88,34 @@ async fn metrics_and_latency_report_read_the_call_records() {
         "fine buckets:\n{page}"
     );
     assert!(page.trim_end().ends_with("# EOF"), "an OpenMetrics page");
+    assert!(page.contains("# TYPE sluice_requests counter"), "{page}");
+    // A scraper that asks for the text format (or for nothing) gets 0.0.4.
+    for accept in [Some("text/plain;version=0.0.4"), None] {
+        let mut req = gw.client.get(format!("{}/metrics", gw.url));
+        if let Some(a) = accept {
+            req = req.header("accept", a);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(
+            resp.headers()["content-type"],
+            "text/plain; version=0.0.4; charset=utf-8"
+        );
+        let text = resp.text().await.unwrap();
+        assert!(
+            text.contains("# TYPE sluice_requests_total counter"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("# EOF") && !text.contains("# UNIT"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"sluice_request_ttfb_seconds_count{lane="interactive",group="ok",class="-"} 5"#
+            ),
+            "{text}"
+        );
+    }
     let report: Value = gw
         .client
         .get(format!("{}/admin/latency", gw.url))
@@ -94,6 +126,23 @@ async fn metrics_and_latency_report_read_the_call_records() {
         .await
         .unwrap();
     assert_eq!(report["window_seconds"], 60.0);
+    // What callers waited, apart from what the upstream's attempts took.
+    let client = report["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["group"] == "ok")
+        .unwrap();
+    assert_eq!(
+        (&client["lane"], &client["group"], &client["class"]),
+        (
+            &Value::from("interactive"),
+            &Value::from("ok"),
+            &Value::from("-")
+        )
+    );
+    assert_eq!(client["total"]["count"], 5);
+    assert!(client["total"]["p99"].as_f64().unwrap() > 0.0, "{client}");
     let up = &report["upstreams"][0];
     assert_eq!(up["group"], "ok");
     assert_eq!(up["ttfb"]["count"], 5);

@@ -1,6 +1,7 @@
 //! The incident explainer: what changed between a baseline window of calls and a recent one,
 //! said in plain words. Percentiles per lane, where a slow call's time went (queueing in
-//! sluice, the upstream's first byte, the stream), the batch share, the rate-limited share
+//! sluice, retries and pauses after 429s, the answering attempt's own first byte, the
+//! stream), the batch share, the rate-limited share
 //! (429s, and waits for the provider's pace), the error, hedge, retry and cache-hit rates,
 //! each upstream's first byte; then one verdict that names the contention ("P99 rose with
 //! the batch share and the rate-limited share: rate-limit contention") instead of "the
@@ -26,8 +27,12 @@ pub struct Summary {
     pub status: u16,
     /// Arrival to dispatch (parse, route, queue).
     pub queue: Duration,
-    /// Dispatch to the upstream's first byte.
+    /// Dispatch to the upstream's first byte: the answering attempt's own time, and before it
+    /// every failed attempt, pause after a 429 and wait for a slot again.
     pub upstream_ttfb: Duration,
+    /// The answering attempt's own time to first byte, from its own start (zero when no
+    /// attempt answered): what the upstream itself took.
+    pub attempt_ttfb: Duration,
     /// Arrival to the first byte sent (the whole call when none was).
     pub ttfb: Duration,
     /// Arrival to the end.
@@ -154,7 +159,11 @@ pub fn explain(baseline: &[Summary], recent: &[Summary]) -> Diagnosis {
         }
     }
     let queue_grew = rose(b.slow_queue, r.slow_queue);
-    let upstream_grew = rose(b.slow_upstream, r.slow_upstream);
+    let waits_grew = rose(b.slow_waits, r.slow_waits);
+    // The upstream is slower only when its own attempts are: a first byte measured from
+    // dispatch also holds retries and pauses after 429s, which are the rate limit's.
+    let upstream_grew =
+        rose(b.slow_attempt, r.slow_attempt) || rose(b.attempt_ttfb_p99, r.attempt_ttfb_p99);
     if queue_grew {
         push(
             "queue of the slowest 5%".into(),
@@ -163,11 +172,19 @@ pub fn explain(baseline: &[Summary], recent: &[Summary]) -> Diagnosis {
             "s",
         );
     }
+    if waits_grew {
+        push(
+            "retries and pauses after 429s of the slowest 5%".into(),
+            b.slow_waits,
+            r.slow_waits,
+            "s",
+        );
+    }
     if upstream_grew {
         push(
-            "upstream first byte of the slowest 5%".into(),
-            b.slow_upstream,
-            r.slow_upstream,
+            "the answering attempt's own first byte of the slowest 5%".into(),
+            b.slow_attempt,
+            r.slow_attempt,
             "s",
         );
     }
@@ -217,10 +234,15 @@ pub fn explain(baseline: &[Summary], recent: &[Summary]) -> Diagnosis {
             && rose(before, *after)
         {
             slower_upstreams.push(up.clone());
-            push(format!("upstream {up} first byte P99"), before, *after, "s");
+            push(
+                format!("upstream {up} attempts' own first byte P99"),
+                before,
+                *after,
+                "s",
+            );
         }
     }
-    let verdict = if limited && (tail_grew || queue_grew || !upstream_grew) {
+    let verdict = if limited && (tail_grew || queue_grew || waits_grew || !upstream_grew) {
         Verdict::RateLimitContention
     } else if upstream_grew && !queue_grew {
         Verdict::UpstreamSlower
@@ -234,23 +256,37 @@ pub fn explain(baseline: &[Summary], recent: &[Summary]) -> Diagnosis {
         Verdict::Quiet
     };
     let words: Vec<String> = changes.iter().map(Change::words).collect();
-    let ttfb = |s: &Stats| s.upstream_ttfb_p99;
+    // The upstream's own figure, said the same way under every verdict: its attempts' first
+    // byte, each from its own start, never the time from dispatch.
+    let own = format!(
+        "the upstream's attempts answered their first byte at P99 {:.2} s -> {:.2} s (each from its own start)",
+        b.attempt_ttfb_p99, r.attempt_ttfb_p99
+    );
+    // Where the slowest calls waited, unless the changes above already say it.
+    let waits = if queue_grew || waits_grew {
+        String::new()
+    } else {
+        format!(
+            "; the slowest 5% spent {:.2} s -> {:.2} s in sluice's queue and {:.2} s -> {:.2} s in retries and pauses after 429s",
+            b.slow_queue, r.slow_queue, b.slow_waits, r.slow_waits
+        )
+    };
     let summary = match verdict {
         Verdict::Quiet => format!(
             "nothing is wrong: {} calls against {} in the baseline, the tail and the rates within noise (P99 {:.2} s -> {:.2} s)",
             r.calls, b.calls, b.p99_total, r.p99_total
         ),
+        Verdict::RateLimitContention if upstream_grew => format!(
+            "rate-limit contention, and the upstream is slower too: {}; {own}{waits}",
+            words.join(", ")
+        ),
         Verdict::RateLimitContention => format!(
-            "rate-limit contention, not a slower LLM: {}; the upstream's own first byte P99 {:.2} s -> {:.2} s",
-            words.join(", "),
-            ttfb(&b),
-            ttfb(&r)
+            "rate-limit contention, not a slower LLM: {}; {own}{waits}",
+            words.join(", ")
         ),
         Verdict::Queueing => format!(
-            "sluice is queueing: {}; no rate limit met (no 429, no wait for the provider's pace), the upstream's first byte P99 {:.2} s -> {:.2} s",
-            words.join(", "),
-            ttfb(&b),
-            ttfb(&r)
+            "sluice is queueing: {}; no rate limit met (no 429, no wait for the provider's pace), {own}",
+            words.join(", ")
         ),
         Verdict::UpstreamSlower => format!(
             "the upstream got slower{}: {}; sluice's queue unchanged",
@@ -303,7 +339,8 @@ fn no_baseline(b: Stats, r: Stats) -> Diagnosis {
     }
 }
 
-/// What to do about `verdict`, with the settings and metrics to look at.
+/// What to do about `verdict`, with the settings, pages and metrics (with labels they have)
+/// to look at.
 fn next_steps(verdict: Verdict) -> &'static str {
     match verdict {
         Verdict::Quiet => "nothing",
@@ -316,29 +353,35 @@ fn next_steps(verdict: Verdict) -> &'static str {
              lane's `share` in [lanes.batch]; batch clients sending x-sluice-lane: batch), pace \
              under the limit (the deployments' `rpm`/`tpm`; the group's `limit`, on by default, \
              reads the provider's rate-limit headers and pauses after a 429), or spread the \
-             load over more deployments; watch sluice_admission_requests{lane=\"batch\"}, \
-             sluice_queue_duration_seconds and /admin/upstreams (pacing and pauses)"
+             load over more deployments; look at /admin/diagnose, /admin/latency (clients per \
+             lane against upstreams), /admin/upstreams (pacing and pauses), \
+             sluice_upstream_attempts_total{outcome=\"upstream_rejected\"} by upstream, \
+             sluice_requests_total by lane, sluice_request_ttfb_seconds by lane and \
+             sluice_admission_requests{lane=\"batch\"}"
         }
         Verdict::Queueing => {
             "raise the deployments' concurrency (`limit` = { max = ... } of the group) or the \
              interactive lane's `share`, and check that the deployments' `rpm`/`tpm` are not \
-             set below the provider's limits; watch sluice_upstream_concurrency_limit, \
-             sluice_admission_requests and sluice_queue_duration_seconds"
+             set below the provider's limits; look at /admin/diagnose, \
+             sluice_upstream_concurrency_limit, sluice_admission_requests{state=\"queued\"} \
+             by lane and sluice_queue_duration_seconds by lane"
         }
         Verdict::UpstreamSlower => {
             "nothing in sluice will make the provider faster: hedge slow calls to another \
              deployment (`hedge` on the group), route around it (a breaker's `slow_call`, or \
-             `fallbacks`), or shorten prompts; watch sluice_upstream_ttfb_seconds by upstream \
-             and /admin/latency"
+             `fallbacks`), or shorten prompts; look at /admin/diagnose, /admin/latency \
+             (upstreams) and sluice_upstream_ttfb_seconds by upstream"
         }
         Verdict::Errors => {
             "find which upstream fails in sluice_upstream_attempts_total by outcome and in \
              /admin/upstreams (breaker states); retries elsewhere and `fallbacks` carry requests \
-             past a failing deployment, a breaker takes it out of rotation"
+             past a failing deployment, a breaker takes it out of rotation; look at \
+             /admin/diagnose and sluice_requests_total by code"
         }
         Verdict::Unexplained => {
             "read the changes above against the traces of the slowest calls (`[traces]`, kept \
-             when over an SLO), sluice_queue_duration_seconds and sluice_upstream_ttfb_seconds"
+             when over an SLO), /admin/diagnose, sluice_queue_duration_seconds and \
+             sluice_upstream_ttfb_seconds"
         }
     }
 }

@@ -39,8 +39,11 @@ pub struct Stats {
     pub lanes: Vec<(String, LaneStats)>,
     /// The slowest 5% of calls, on average: time before dispatch.
     pub slow_queue: f64,
-    /// ... dispatch to the upstream's first byte.
-    pub slow_upstream: f64,
+    /// ... dispatch to the upstream's first byte, outside the answering attempt: failed
+    /// attempts, pauses after 429s and waits for a slot before a retry.
+    pub slow_waits: f64,
+    /// ... the answering attempt's own first byte, from its own start.
+    pub slow_attempt: f64,
     /// ... first byte to the end (the stream).
     pub slow_stream: f64,
     /// Share of calls in the `batch` lane.
@@ -55,8 +58,9 @@ pub struct Stats {
     pub retried: f64,
     /// Share served from a cache.
     pub cache_hits: f64,
-    /// The upstream's first byte, P99, over calls that reached one.
-    pub upstream_ttfb_p99: f64,
+    /// The answering attempts' own first byte (from each attempt's start), P99, over calls
+    /// an upstream answered.
+    pub attempt_ttfb_p99: f64,
     /// The same per upstream.
     pub upstream_p99: Vec<(String, f64)>,
 }
@@ -114,22 +118,23 @@ impl Stats {
             slowest.iter().map(|c| f(c)).sum::<f64>() / slowest.len() as f64
         };
         let slow_queue = mean(&|c| c.queue.as_secs_f64());
-        let slow_upstream = mean(&|c| c.upstream_ttfb.as_secs_f64());
+        let slow_waits = mean(&|c| c.upstream_ttfb.saturating_sub(c.attempt_ttfb).as_secs_f64());
+        let slow_attempt = mean(&|c| c.attempt_ttfb.as_secs_f64());
         let slow_stream = mean(&|c| c.total.saturating_sub(c.ttfb).as_secs_f64());
         let reached: Vec<&Summary> = calls
             .iter()
-            .filter(|c| !c.cache_hit && !c.upstream_ttfb.is_zero())
+            .filter(|c| !c.cache_hit && !c.attempt_ttfb.is_zero())
             .collect();
         let mut all: Vec<f64> = reached
             .iter()
-            .map(|c| c.upstream_ttfb.as_secs_f64())
+            .map(|c| c.attempt_ttfb.as_secs_f64())
             .collect();
         let mut by_upstream: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
         for c in &reached {
             by_upstream
                 .entry(&c.upstream)
                 .or_default()
-                .push(c.upstream_ttfb.as_secs_f64());
+                .push(c.attempt_ttfb.as_secs_f64());
         }
         Self {
             calls: n as u64,
@@ -138,7 +143,8 @@ impl Stats {
             p999_total,
             lanes,
             slow_queue,
-            slow_upstream,
+            slow_waits,
+            slow_attempt,
             slow_stream,
             batch_share: share(&|c| &*c.lane == "batch"),
             rate_limited: share(&|c| c.rate_limited),
@@ -146,7 +152,7 @@ impl Stats {
             hedged: share(&|c| c.hedged),
             retried: share(&|c| c.retried),
             cache_hits: share(&|c| c.cache_hit),
-            upstream_ttfb_p99: quantile(&mut all, 0.99),
+            attempt_ttfb_p99: quantile(&mut all, 0.99),
             upstream_p99: by_upstream
                 .into_iter()
                 .map(|(u, mut v)| (u.to_string(), quantile(&mut v, 0.99)))

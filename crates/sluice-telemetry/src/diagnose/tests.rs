@@ -44,14 +44,22 @@ fn calls(s: &Shape) -> Vec<Summary> {
                     0.0
                 };
             let up = s.ttfb * (0.5 + 2.0 * u(i, s.salt ^ 4).powi(3));
+            // Half the rate-limited calls met their 429 after dispatch: a failed attempt and
+            // a pause before the retry that answered.
+            let retry_wait = if limited && u(i, s.salt ^ 5) < 0.5 {
+                s.wait * (0.5 + u(i, s.salt ^ 6))
+            } else {
+                0.0
+            };
             Summary {
                 lane: lane.into(),
                 upstream: s.upstream.into(),
                 status: 200,
                 queue: secs(queue),
-                upstream_ttfb: secs(up),
-                ttfb: secs(queue + up),
-                total: secs(queue + up + 1.0),
+                upstream_ttfb: secs(retry_wait + up),
+                attempt_ttfb: secs(up),
+                ttfb: secs(queue + retry_wait + up),
+                total: secs(queue + retry_wait + up + 1.0),
                 rate_limited: limited,
                 hedged: false,
                 retried: false,
@@ -83,13 +91,7 @@ fn the_seeds_incident_is_rate_limit_contention_not_a_slower_llm() {
         ..calm(2)
     });
     let d = explain(&baseline, &incident);
-    assert_eq!(d.verdict, Verdict::RateLimitContention, "{}", d.summary);
-    assert!(
-        d.summary
-            .starts_with("rate-limit contention, not a slower LLM"),
-        "{}",
-        d.summary
-    );
+    contention_not_slower(&d);
     let batch = d.changes.iter().find(|c| c.what == "batch share").unwrap();
     assert!((0.10..0.14).contains(&batch.before), "{batch:?}");
     assert!((0.28..0.34).contains(&batch.after), "{batch:?}");
@@ -146,6 +148,7 @@ fn queueing_without_a_rate_limit_is_sluices() {
         if u(i, 99) < 0.1 {
             c.queue = secs(8.0);
             c.ttfb = c.queue + c.upstream_ttfb;
+            assert_eq!(c.upstream_ttfb, c.attempt_ttfb);
             c.total = c.ttfb + secs(1.0);
         }
     }
@@ -225,5 +228,132 @@ fn every_verdict_says_what_to_do() {
         quiet.summary.ends_with("What to do: nothing"),
         "{}",
         quiet.summary
+    );
+}
+
+/// The flood the seed describes, as a gateway saw it: batch items take the provider's limit,
+/// interactive calls meet 429s after dispatch and wait 20-30 s in pauses and retries, while
+/// every attempt that answered did so in 1.0-1.2 s. The verdict is rate-limit contention,
+/// and no figure in it says the upstream's first byte grew: the time from dispatch (which
+/// holds the pauses) is never called the upstream's.
+#[test]
+fn a_flood_is_never_said_to_slow_the_upstream_in_the_same_breath() {
+    let shape = |n: usize, salt: u64, flood: bool| -> Vec<Summary> {
+        (0..n)
+            .map(|i| {
+                let own = 1.0 + 0.2 * u(i, salt);
+                let limited = flood && u(i, salt ^ 1) < 0.3;
+                let pause = if limited {
+                    20.0 + 10.0 * u(i, salt ^ 2)
+                } else {
+                    0.0
+                };
+                let lane = if flood && u(i, salt ^ 3) < 0.6 {
+                    "batch"
+                } else {
+                    "interactive"
+                };
+                Summary {
+                    lane: lane.into(),
+                    upstream: "east".into(),
+                    status: 200,
+                    queue: secs(0.01),
+                    upstream_ttfb: secs(pause + own),
+                    attempt_ttfb: secs(own),
+                    ttfb: secs(0.01 + pause + own),
+                    total: secs(0.01 + pause + own + 0.5),
+                    rate_limited: limited,
+                    hedged: false,
+                    retried: limited,
+                    cache_hit: false,
+                }
+            })
+            .collect()
+    };
+    let d = explain(&shape(2_000, 21, false), &shape(2_000, 22, true));
+    contention_not_slower(&d);
+    assert!(d.recent.attempt_ttfb_p99 < 1.25, "{:?}", d.recent);
+    assert!(
+        d.summary.contains(&format!(
+            "the upstream's attempts answered their first byte at P99 {:.2} s -> {:.2} s",
+            d.baseline.attempt_ttfb_p99, d.recent.attempt_ttfb_p99
+        )),
+        "{}",
+        d.summary
+    );
+    assert!(d.recent.slow_waits > 20.0, "{:?}", d.recent);
+    assert!(
+        d.summary
+            .contains("retries and pauses after 429s of the slowest 5% 0.00 s -> 2"),
+        "{}",
+        d.summary
+    );
+    // No change said of the upstream's own time: it did not grow.
+    assert!(
+        !d.changes.iter().any(|c| c.what.contains("own first byte")),
+        "{:?}",
+        d.changes
+    );
+    assert!(d.next.contains("/admin/diagnose"), "{}", d.next);
+}
+
+/// Whatever the incident, a verdict that says the LLM is not slower never comes with a
+/// grown upstream figure, and one that says sluice's queue is unchanged never with a grown
+/// queue.
+#[test]
+fn no_verdict_contradicts_its_own_figures() {
+    let baseline = calls(&calm(31));
+    let incidents = [
+        Shape {
+            batch: 0.5,
+            limited: 0.2,
+            wait: 20.0,
+            ..calm(32)
+        },
+        Shape {
+            ttfb: 4.0,
+            ..calm(33)
+        },
+        Shape {
+            ttfb: 4.0,
+            batch: 0.5,
+            limited: 0.2,
+            wait: 20.0,
+            ..calm(34)
+        },
+        calm(35),
+    ];
+    for shape in incidents {
+        let d = explain(&baseline, &calls(&shape));
+        let attempt_rose = d.recent.attempt_ttfb_p99 > d.baseline.attempt_ttfb_p99 * 1.25;
+        if d.summary.contains("not a slower LLM") {
+            assert!(!attempt_rose, "{}", d.summary);
+        }
+        if d.summary.contains("sluice's queue unchanged") {
+            assert!(
+                d.recent.slow_queue <= d.baseline.slow_queue * 1.25 + 0.05,
+                "{}",
+                d.summary
+            );
+        }
+        if d.verdict != Verdict::Quiet {
+            assert!(
+                d.next.contains("/admin/diagnose"),
+                "{:?}: {}",
+                d.verdict,
+                d.next
+            );
+        }
+    }
+}
+
+/// The verdict is rate-limit contention, said to be no slower LLM.
+fn contention_not_slower(d: &Diagnosis) {
+    assert_eq!(d.verdict, Verdict::RateLimitContention, "{}", d.summary);
+    assert!(
+        d.summary
+            .starts_with("rate-limit contention, not a slower LLM"),
+        "{}",
+        d.summary
     );
 }

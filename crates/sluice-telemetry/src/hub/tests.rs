@@ -47,13 +47,17 @@ fn records_feed_windows_and_metrics() {
     let p99 = u.ttfb.p99.as_millis();
     assert!((980..=1000).contains(&p99), "{p99}");
     let page = t.render(now + Duration::from_secs(2));
-    assert!(page.contains("sluice_requests_total{group=\"chat\",upstream=\"sim-a\",status=\"200\",code=\"ok\"} 100"), "{page}");
+    assert!(page.contains("sluice_requests_total{lane=\"-\",group=\"chat\",upstream=\"sim-a\",status=\"200\",code=\"ok\"} 100"), "{page}");
     assert!(
         page.contains(
             "sluice_tokens_total{group=\"chat\",upstream=\"sim-a\",kind=\"cached\"} 6400"
         )
     );
-    assert!(page.contains("sluice_upstream_latency_window_seconds{group=\"chat\",upstream=\"sim-a\",mode=\"complete\",phase=\"ttfb\",quantile=\"0.999\"}"));
+    assert!(page.contains("sluice_upstream_latency_window_p999_seconds{group=\"chat\",upstream=\"sim-a\",mode=\"complete\",phase=\"ttfb\"}"));
+    assert!(
+        !page.contains("quantile=\""),
+        "no gauge carries a summary's label"
+    );
     assert!(page.contains("sluice_upstream_ttfb_seconds_bucket"));
 }
 
@@ -137,6 +141,39 @@ fn a_scrape_stays_small_enough_to_read() {
     }
     let page = t.render(now + Duration::from_secs(2));
     // 155 KB with six buckets a doubling everywhere and a total-time histogram per attempt;
-    // the prompt cache's five series per tenant, group and upstream add about 3 KB here.
-    assert!(page.len() < 68_000, "{} bytes", page.len());
+    // the prompt cache's five series per tenant, group and upstream add about 3 KB here, and
+    // the client's time to first byte per lane, group and class (one histogram a group here)
+    // about 16 KB.
+    assert!(page.len() < 86_000, "{} bytes", page.len());
+}
+
+#[test]
+fn what_clients_waited_is_kept_apart_from_the_attempts() {
+    // A batch call of a gold tenant that spent 20 s in retries and pauses before an attempt
+    // that answered in 1 s: the client waited 21 s, the upstream's attempt took 1 s.
+    let t = Arc::new(Telemetry::new(WindowConfig::default()).unwrap());
+    let now = Instant::now();
+    let mut r = record(now, 1_000, 1_500);
+    r.lane = Some(Arc::from("batch"));
+    r.class = Some(Arc::from("gold"));
+    let late = now + Duration::from_secs(20);
+    r.attempts[0].started = late;
+    r.attempts[0].first_byte = Some(late + Duration::from_secs(1));
+    r.attempts[0].ended = Some(late + Duration::from_millis(1_500));
+    r.timings.first_byte = r.attempts[0].first_byte;
+    r.timings.done = r.attempts[0].ended;
+    t.observe(&r);
+    let report = t.latency_report(now + Duration::from_secs(22));
+    let c = &report.clients[0];
+    assert_eq!((&*c.lane, &*c.group, &*c.class), ("batch", "chat", "gold"));
+    assert!(c.ttfb.p99 >= Duration::from_secs(21), "{:?}", c.ttfb);
+    let u = &report.upstreams[0];
+    assert!(u.ttfb.p99 <= Duration::from_millis(1_010), "{:?}", u.ttfb);
+    let page = t.render(now + Duration::from_secs(22));
+    assert!(page.contains(
+        "sluice_request_ttfb_seconds_count{lane=\"batch\",group=\"chat\",class=\"gold\"} 1"
+    ));
+    assert!(page.contains(
+        "sluice_requests_total{lane=\"batch\",group=\"chat\",upstream=\"sim-a\",status=\"200\",code=\"ok\"} 1"
+    ));
 }

@@ -7,6 +7,8 @@ use prometheus_client::encoding::EncodeLabelSet;
 /// Labels of per-request counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
+    /// The lane it waited in (`-` before one was chosen).
+    pub lane: Arc<str>,
     /// Model group (`-` before routing).
     pub group: Arc<str>,
     /// Upstream that answered (`-` when none did).
@@ -241,9 +243,10 @@ pub struct UpstreamLabels {
     pub upstream: Arc<str>,
 }
 
-/// Labels of the window-quantile gauges.
+/// Labels of the window-percentile gauges (one family per percentile, so that no gauge
+/// carries the `quantile` label Prometheus keeps for summaries).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QuantileLabels {
+pub struct WindowLabels {
     /// Model group.
     pub group: String,
     /// Upstream.
@@ -252,6 +255,16 @@ pub struct QuantileLabels {
     pub mode: &'static str,
     /// `ttfb` or `total`.
     pub phase: &'static str,
-    /// `0.5` … `0.999`, `1` for the maximum.
-    pub quantile: String,
+}
+
+/// Labels of what callers waited for: per lane, model group and tenant class, each from the
+/// configuration, so the series are as few as it is long.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClientLabels {
+    /// The lane (`-` before one was chosen).
+    pub lane: Arc<str>,
+    /// Model group (`-` before routing).
+    pub group: Arc<str>,
+    /// The tenant's class (`-` for none).
+    pub class: Arc<str>,
 }

@@ -202,6 +202,17 @@ fn slow_culprit(f: &Facts<'_>, value: Duration) -> Culprit {
 }
 
 impl Slo {
+    /// The share of good events it promises, for an SLO judged event by event (none for a
+    /// prompt-cache floor).
+    pub fn target(&self) -> Option<f64> {
+        match self.objective {
+            Objective::Latency { target, .. }
+            | Objective::Availability { target }
+            | Objective::BatchWindow { target } => Some(target),
+            Objective::CacheShare { .. } => None,
+        }
+    }
+
     /// Whether a call of `lane` and `group` is one of this SLO's.
     pub fn covers(&self, lane: Option<&str>, group: Option<&str>) -> bool {
         let has = |list: &[Arc<str>], v: Option<&str>| {

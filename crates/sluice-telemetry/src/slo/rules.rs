@@ -35,39 +35,41 @@ pub fn alert_name(c: Culprit) -> &'static str {
     }
 }
 
-/// What an alert on `c` tells the engineer.
+/// What an alert on `c` tells the engineer, and where to look: `/admin/diagnose` first (the
+/// fastest read of what changed), then metrics and labels sluice exports (a test checks each
+/// against a live `/metrics`).
 fn advice(c: Culprit) -> (&'static str, &'static str) {
     match c {
         Culprit::UpstreamSlow => (
             "the LLM is slow: upstream time to first byte is spending the error budget, not sluice",
-            "sluice_upstream_ttfb_seconds by upstream, /admin/latency, the provider's status page; hedging and fallbacks",
+            "GET /admin/diagnose; sluice_upstream_ttfb_seconds by upstream (each attempt from its own start) against sluice_request_ttfb_seconds by lane (what clients waited); /admin/latency; the provider's status page; hedging and fallbacks",
         ),
         Culprit::UpstreamRateLimited => (
             "the provider's rate limit: 429s and the pauses after them are spending the error budget",
-            "sluice_upstream_attempts_total by upstream and outcome, the batch lane's share of sluice_requests_total, /admin/upstreams cooling_after_429, the provider's quota",
+            "GET /admin/diagnose; sluice_upstream_attempts_total{outcome=\"upstream_rejected\"} by upstream; sluice_requests_total{lane=\"batch\"} against all lanes; sluice_request_ttfb_seconds by lane; /admin/upstreams (cooling_after_429); the provider's quota",
         ),
         Culprit::UpstreamErrors => (
             "the upstream is failing: its 5xx, timeouts and dropped connections are spending the error budget",
-            "sluice_requests_total by upstream and code, sluice_upstream_breaker_state, /admin/upstreams",
+            "GET /admin/diagnose; sluice_requests_total by upstream and code; sluice_upstream_attempts_total by upstream and outcome; sluice_upstream_breaker_state; /admin/upstreams",
         ),
         Culprit::SluiceQueueing => (
             "we are slow: requests wait in sluice's queue for a slot, the upstream answers in time",
-            "sluice_queue_duration_seconds and sluice_admission_requests{state=\"queued\"} per lane, sluice_upstream_concurrency_limit, the batch lane's share of traffic",
+            "GET /admin/diagnose; sluice_queue_duration_seconds by lane; sluice_admission_requests{state=\"queued\"} by lane; sluice_upstream_concurrency_limit; sluice_requests_total{lane=\"batch\"} against all lanes",
         ),
         Culprit::SluiceOverhead => (
             "we are slow: time inside sluice other than queueing, or sluice's own errors",
-            "sluice_requests_total{code=\"internal\"}, the gateway's CPU and logs, Server-Timing of slow requests",
+            "GET /admin/diagnose; sluice_requests_total by code (internal_error is sluice's own); sluice_queue_duration_seconds by lane; the gateway's CPU and logs; Server-Timing of slow requests",
         ),
     }
 }
 
+/// Where an alert on `c` says to look (its `look_at`).
+pub fn look_at(c: Culprit) -> String {
+    advice(c).1.to_string()
+}
+
 fn budget(slo: &Slo) -> Option<f64> {
-    match slo.objective {
-        Objective::Latency { target, .. }
-        | Objective::Availability { target }
-        | Objective::BatchWindow { target } => Some(1.0 - target),
-        Objective::CacheShare { .. } => None,
-    }
+    slo.target().map(|target| 1.0 - target)
 }
 
 /// Seconds in a window's name (`5m`, `1h`, `3d`).

@@ -19,11 +19,12 @@ fn ids() -> Arc<TraceIds> {
 
 fn upstreams() -> Upstreams {
     let mut u = Upstreams::new();
-    for (name, provider) in [("east", "deepseek"), ("west", "openai")] {
+    for (name, provider, system) in [("east", "ds", "deepseek"), ("west", "oai", "openai")] {
         u.insert(
             Arc::from(name),
             Upstream {
                 provider: Arc::from(provider),
+                system,
                 model: Arc::from(format!("{name}-model").as_str()),
                 server: Some((Arc::from("127.0.0.1"), 8080)),
             },
@@ -72,6 +73,11 @@ fn retried_stream() -> (CallRecord, Instant) {
         completion_tokens: 30,
         cached_tokens: 100,
         ..Usage::default()
+    });
+    r.response = Some(sluice_core::ResponseMeta {
+        id: Some(Arc::from("chatcmpl-9")),
+        model: Some(Arc::from("west-model-0601")),
+        finish_reasons: vec![Arc::from("length")],
     });
     r.cost_micros = Some(1500);
     (r, at(1501))
@@ -169,6 +175,12 @@ fn attempts_are_genai_client_spans_with_their_kind_outcome_and_usage() {
         attr(failed, "gen_ai.provider.name"),
         Some(&Value::from("deepseek"))
     );
+    assert_eq!(attr(failed, "sluice.provider"), Some(&Value::from("ds")));
+    assert_eq!(
+        attr(failed, "gen_ai.response.id"),
+        None,
+        "it did not answer"
+    );
     assert_eq!(
         attr(failed, "gen_ai.request.model"),
         Some(&Value::from("east-model"))
@@ -211,6 +223,20 @@ fn attempts_are_genai_client_spans_with_their_kind_outcome_and_usage() {
     assert_eq!(
         attr(won, "gen_ai.response.time_to_first_chunk"),
         Some(&Value::F64(0.35))
+    );
+    assert_eq!(
+        attr(won, "gen_ai.response.id"),
+        Some(&Value::from("chatcmpl-9"))
+    );
+    assert_eq!(
+        attr(won, "gen_ai.response.model"),
+        Some(&Value::from("west-model-0601"))
+    );
+    assert_eq!(
+        attr(won, "gen_ai.response.finish_reasons"),
+        Some(&Value::Array(
+            vec![opentelemetry::StringValue::from("length")].into()
+        ))
     );
     assert_eq!(attr(won, "server.address"), Some(&Value::from("127.0.0.1")));
     assert_eq!(attr(won, "server.port"), Some(&Value::I64(8080)));
@@ -291,4 +317,21 @@ fn an_untraced_call_makes_no_spans() {
     let (mut r, settled) = retried_stream();
     r.trace = None;
     assert!(of(&r, &upstreams(), Kept::Head, settled).is_empty());
+}
+
+/// A complete answer's attempt is timed to its first chunk too (its first byte).
+#[test]
+fn complete_attempts_have_a_time_to_first_chunk() {
+    let (mut r, settled) = retried_stream();
+    r.stream = false;
+    let spans = of(&r, &upstreams(), Kept::Error, settled);
+    let won = named(&spans, "chat west-model");
+    assert_eq!(
+        attr(won, "gen_ai.response.time_to_first_chunk"),
+        Some(&Value::F64(0.35))
+    );
+    assert_eq!(
+        attr(won, "gen_ai.request.stream"),
+        Some(&Value::Bool(false))
+    );
 }

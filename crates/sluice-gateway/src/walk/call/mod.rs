@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use super::billing::{self, Priced};
 use crate::Gateway;
 
+mod described;
 mod notes;
 
 pub use notes::{Chosen, Identified, Refused, Routed, Shaping};

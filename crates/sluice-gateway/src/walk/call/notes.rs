@@ -22,6 +22,8 @@ pub struct Identified {
     pub lane: Option<Arc<str>>,
     /// The tenant it is billed to.
     pub tenant: Option<Arc<str>>,
+    /// The tenant's class, when it has one.
+    pub class: Option<Arc<str>>,
     /// Its prompt's tokens, estimated.
     pub prompt_estimate: u64,
 }
@@ -80,6 +82,7 @@ impl Call {
         r.api_key = who.api_key;
         r.lane = who.lane;
         r.tenant = who.tenant;
+        r.class = who.class;
         r.prompt_estimate = who.prompt_estimate;
     }
 

@@ -248,15 +248,28 @@ fn fail(gw: &Gateway, call: &mut Call, i: usize, d: &Deployment, e: &GatewayErro
 fn win(call: &mut Call, answer: Answer) -> Answer {
     match &answer {
         Answer::Complete {
-            attempt, usage, at, ..
+            attempt,
+            usage,
+            at,
+            body,
+            ..
         } => {
             call.first_byte(*attempt, *at);
             call.set_usage(*usage);
+            call.described(body);
         }
         Answer::Stream {
-            attempt, usage, at, ..
+            attempt,
+            usage,
+            at,
+            first,
+            native,
+            ..
         } => {
             call.first_byte(*attempt, *at);
+            if !native {
+                call.chunk_described(first);
+            }
             if let Some(u) = usage {
                 call.used(*u);
             }
