@@ -178,7 +178,7 @@ impl Metrics {
         let r = registry.sub_registry_with_prefix("sluice");
         r.register(
             "requests",
-            "Requests by model group, upstream, status and error code",
+            "Requests by lane, model group, upstream, status and error code",
             m.requests.clone(),
         );
         r.register(
