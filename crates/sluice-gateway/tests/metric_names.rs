@@ -246,17 +246,15 @@ fn asks(text: &str) -> Vec<(String, String, Option<String>)> {
             if part.starts_with('(') {
                 continue;
             }
-            let words: Vec<&str> = part
-                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .collect();
-            let mut i = 0;
-            while i < words.len() && !words[i].is_empty() {
-                by.push(words[i].to_string());
-                if words.get(i + 1) == Some(&"and")
-                    || words.get(i + 1) == Some(&"") && words.get(i + 2) == Some(&"and")
-                {
-                    i += if words[i + 1] == "and" { 2 } else { 3 };
-                } else {
+            // "by a and b": the words up to the first mark, joined by "and".
+            let head = part
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ' '))
+                .next()
+                .unwrap_or("");
+            let mut words = head.split_whitespace();
+            while let Some(label) = words.next() {
+                by.push(label.to_string());
+                if words.next() != Some("and") {
                     break;
                 }
             }
