@@ -6,10 +6,12 @@
 //! decided from what was found: a match, its clause kind, its `unless` terms absent, its
 //! `near` terms close enough. Clauses are ruled across threads.
 
+pub mod shipped;
 mod spec;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex_automata::meta::{self, Regex};
+use regex_automata::nfa::thompson::WhichCaptures;
 use regex_automata::util::syntax;
 use regex_automata::{Input, PatternSet};
 
@@ -105,7 +107,7 @@ impl Engine {
                 match Regex::builder().syntax(insensitive).build(p) {
                     Ok(re) => {
                         each.push(re);
-                        patterns.push(p.as_str());
+                        patterns.push(loosened(p));
                         regex_rule.push(i);
                     }
                     Err(e) => errors.push(RuleError {
@@ -128,7 +130,14 @@ impl Engine {
         } else {
             let all = Regex::builder()
                 .syntax(insensitive)
-                .configure(meta::Config::new().match_kind(regex_automata::MatchKind::All))
+                .configure(
+                    meta::Config::new()
+                        .match_kind(regex_automata::MatchKind::All)
+                        // Which patterns match, never where their groups are: without
+                        // capture slots, a search keeps no slot per state and group.
+                        .which_captures(WhichCaptures::None)
+                        .nfa_size_limit(Some(NFA_LIMIT)),
+                )
                 .build_many(&patterns)
                 .map_err(|e| LoadError::Toml(format!("the rules' regexes do not compile: {e}")))?;
             Some((all, each))
@@ -217,6 +226,39 @@ impl Engine {
         })
     }
 }
+
+/// `pattern` with its long bounded gaps (`{0,120}`) made unbounded (`*`): a pattern that
+/// matches wherever the exact one does, whose automaton does not grow with the gap. The
+/// combined engine runs these to say which rules may match; each candidate's own exact
+/// expression then decides (exact gaps make the combined automaton three times larger).
+fn loosened(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut rest = pattern;
+    while let Some(at) = rest.find("{0,") {
+        let close = rest[at..].find('}').map(|c| at + c);
+        let bound = close.and_then(|c| rest[at + 3..c].parse::<usize>().ok());
+        out.push_str(&rest[..at]);
+        match (close, bound) {
+            (Some(c), Some(n)) if n >= LOOSE_FROM && !rest[..at].ends_with('\\') => {
+                out.push('*');
+                rest = &rest[c + 1..];
+            }
+            _ => {
+                out.push_str("{0,");
+                rest = &rest[at + 3..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The most memory the combined engine's automaton may take (the engine's default, 10 MiB,
+/// holds a few hundred rules' expressions; thousands need more).
+const NFA_LIMIT: usize = 128 << 20;
+
+/// The shortest gap [`loosened`] makes unbounded.
+const LOOSE_FROM: usize = 8;
 
 /// What the scan found of `rule` so far, made empty on first use (a clause trips few rules:
 /// a short list beats a map).

@@ -166,3 +166,83 @@ fn clauses_ruled_across_threads_are_ruled_as_one_by_one() {
     assert_eq!(e.rule_all(&clauses, 4), one);
     assert_eq!(one.iter().filter(|h| !h.is_empty()).count(), 334);
 }
+
+/// The ids of the shipped rules `text` trips, as a clause.
+fn shipped_hits(engine: &Engine, text: &str) -> Vec<String> {
+    engine
+        .rule(Clause {
+            kind: "clause",
+            text,
+        })
+        .into_iter()
+        .map(|h| engine.rules()[h.rule].id.clone())
+        .collect()
+}
+
+#[test]
+fn the_shipped_rules_load_and_trip_on_real_clauses() {
+    let rules = shipped::contract_risks().unwrap();
+    let zh = rules.iter().filter(|r| r.id.starts_with("zh-")).count();
+    assert!(
+        rules.len() >= 200 && zh >= 90 && rules.len() - zh >= 100,
+        "{} rules, {zh} Chinese",
+        rules.len()
+    );
+    let engine = Engine::compile(rules).unwrap();
+    let apache = std::fs::read_to_string("/usr/share/common-licenses/Apache-2.0").unwrap();
+    let para = |start: &str| {
+        let at = apache.find(start).unwrap();
+        let end = apache[at..].find("\n\n").map_or(apache.len(), |e| at + e);
+        apache[at..end]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let warranty = shipped_hits(&engine, &para("7. Disclaimer of Warranty."));
+    assert!(
+        warranty.contains(&"warranty-disclaimer".to_string()),
+        "{warranty:?}"
+    );
+    let liability = shipped_hits(&engine, &para("8. Limitation of Liability."));
+    for id in ["liab-excl-indirect", "liab-excl-lost-profits"] {
+        assert!(liability.contains(&id.to_string()), "{id}: {liability:?}");
+    }
+    let patent = shipped_hits(&engine, &para("3. Grant of Patent License."));
+    assert!(patent.contains(&"indem-patent".to_string()), "{patent:?}");
+    let zh = |t: &str| shipped_hits(&engine, t);
+    assert!(
+        zh("第二条 合同期满前三十日内任何一方未书面提出异议的，本合同自动续期一年。")
+            .contains(&"zh-renew-auto".to_string())
+    );
+    assert!(
+        zh("第六条 未经甲方书面同意不得向第三方提供或者向境外传输。")
+            .contains(&"zh-data-crossborder".to_string())
+    );
+    assert!(zh("第十一条 提交甲方所在地人民法院诉讼解决。").contains(&"zh-law-court".to_string()));
+    assert!(
+        zh("第九条 任何一方可提前九十日书面通知对方解除本合同，无需说明理由。")
+            .contains(&"zh-term-convenience".to_string())
+    );
+    assert!(zh("The parties met for lunch.").is_empty());
+}
+
+#[test]
+fn the_generator_grows_the_shipped_set_to_distinct_rules_that_compile() {
+    let rules = shipped::generated(2_000).unwrap();
+    assert_eq!(rules.len(), 2_000);
+    let ids: std::collections::HashSet<_> = rules.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids.len(), 2_000);
+    let literals: std::collections::HashSet<_> = rules
+        .iter()
+        .flat_map(|r| r.phrases.iter().chain(&r.keywords))
+        .collect();
+    assert!(
+        literals.len() > 1_500,
+        "{} distinct literals",
+        literals.len()
+    );
+    let engine = Engine::compile(rules).unwrap();
+    // A variant trips where its qualified phrase is written, and its base does too.
+    let hits = shipped_hits(&engine, "The software is provided as is hereunder.");
+    assert!(hits.iter().any(|h| h == "warranty-disclaimer"), "{hits:?}");
+}
