@@ -6,7 +6,9 @@ use std::collections::HashSet;
 use serde::Deserialize;
 
 /// How much a finding matters.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, Deserialize, serde::Serialize, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Worth a look.

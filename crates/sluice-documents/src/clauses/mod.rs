@@ -248,6 +248,7 @@ fn number(name: &str, paras: Vec<Para>) -> Vec<Clause> {
                     || (para.opening.is_some()
                         && words <= 8
                         && para.text.len() <= 70
+                        && titled(&para.text)
                         && !para.text.contains(['。', '，', '；']))
                     || (words <= 10
                         && !ends_sentence(&para.text)
@@ -283,6 +284,18 @@ fn number(name: &str, paras: Vec<Para>) -> Vec<Clause> {
     }
     out.retain(|c| !c.text.is_empty());
     out
+}
+
+/// Whether a numbered line reads as a title: its words after the number capitalised
+/// (`9. Acceptance Not Required for Having Copies.`), or three at most; a sentence
+/// (`1. This Agreement shall renew each year.`) is not.
+fn titled(text: &str) -> bool {
+    let words: Vec<&str> = text.split_whitespace().skip(1).collect();
+    let capital = words
+        .iter()
+        .filter(|w| w.chars().next().is_some_and(|c| !c.is_lowercase()))
+        .count();
+    words.len() <= 3 || capital * 10 >= words.len() * 6
 }
 
 /// Whether a paragraph defines a term.
