@@ -1,6 +1,7 @@
 //! `sluice`: the LLM gateway's command line: serve, check a config, simulate upstreams,
 //! generate load, rehearse scenarios, and the demo.
 
+mod analyze_cmd;
 mod batch_cmd;
 mod bench_batch;
 mod bench_cmd;
@@ -99,6 +100,9 @@ enum Command {
         #[command(subcommand)]
         command: batch_cmd::BatchCommand,
     },
+    /// Analyse documents (text, Markdown, DOCX, PDF): clauses ruled, what the rules flag
+    /// reviewed by a model, a report per document and a summary.
+    Analyze(Box<analyze_cmd::AnalyzeArgs>),
     /// Service-level objectives.
     Slo {
         #[command(subcommand)]
@@ -241,6 +245,7 @@ fn main() -> ExitCode {
         } => config_cmd::check(&file, strict),
         Command::Diagnose(a) => diagnose_cmd::run(&a),
         Command::Batch { gateway, command } => batch_cmd::run(&gateway, &command),
+        Command::Analyze(a) => analyze_cmd::run(&a),
         Command::Slo {
             command: SloCommand::Rules { config, out, speed },
         } => slo_cmd::rules(&config, out.as_deref(), speed),

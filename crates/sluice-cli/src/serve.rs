@@ -147,11 +147,9 @@ pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Resul
     }
     let runtime = runtime(cfg.server.worker_threads)?;
     runtime.block_on(async {
-        let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?.semantic_from_config(
-            &cfg,
-            &ProcessEnv,
-            &ledger_cmd::config_dir(config),
-        )?;
+        let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?
+            .semantic_from_config(&cfg, &ProcessEnv, &ledger_cmd::config_dir(config))?
+            .analysis_from_config(&cfg, &ledger_cmd::config_dir(config))?;
         let ledger = match ledger_cmd::open(&cfg.ledger, &ledger_cmd::config_dir(config)).await? {
             Some(store) => {
                 // Keys and tenants set through the admin API live in the store.

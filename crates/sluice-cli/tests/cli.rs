@@ -564,3 +564,46 @@ fn models_prints_the_catalog_with_a_configs_overrides() {
         "{text}"
     );
 }
+
+#[test]
+fn analyze_reports_each_document_and_names_the_one_it_cannot_read() {
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-documents/fixtures");
+    let out_dir = tempfile::tempdir().unwrap();
+    let dir = out_dir.path().join("reports");
+    let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["analyze", "--out"])
+        .arg(&dir)
+        .arg(format!("{fixtures}/contract-zh.docx"))
+        .arg(format!("{fixtures}/apache-2.0.pdf"))
+        .arg(format!("{fixtures}/encrypted.pdf"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "a refused file fails the run: {err}"
+    );
+    assert!(err.contains("encrypted.pdf: the PDF is encrypted"), "{err}");
+    assert!(err.contains("2 documents analysed, 1 refused"), "{err}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("contract-zh.docx.json")).unwrap()).unwrap();
+    let findings = report["findings"].as_array().unwrap();
+    assert!(findings.len() >= 10, "{report}");
+    assert!(findings.iter().all(|f| f["review"]["status"] == "reviewed"));
+    let md = std::fs::read_to_string(dir.join("apache-2.0.pdf.md")).unwrap();
+    assert!(md.contains("warranty-disclaimer"), "{md}");
+    assert!(dir.join("summary.json").exists());
+
+    let (ok, text) = sluice(&[
+        "analyze",
+        "--no-review",
+        &format!("{fixtures}/contract-zh.txt"),
+    ]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("zh-renew-auto") && text.contains("| - | matched"),
+        "{text}"
+    );
+    assert!(text.contains("Reviews: 0 sent"), "{text}");
+}

@@ -28,8 +28,10 @@ const SECTIONS: &[&str] = &[
     "traces",
     "batches",
     "cluster",
+    "analysis",
 ];
 
+mod analysis;
 mod batches;
 mod billing;
 mod checks;
@@ -42,6 +44,7 @@ mod sections;
 mod slos;
 mod traces;
 
+pub use analysis::AnalysisConfig;
 pub use batches::BatchesConfig;
 pub use cluster::{BudgetFallback, ClusterConfig};
 pub use groups::*;
@@ -95,6 +98,8 @@ pub struct GatewayConfig {
     pub batches: BatchesConfig,
     /// `[cluster]`.
     pub cluster: ClusterConfig,
+    /// `[analysis]`.
+    pub analysis: AnalysisConfig,
 }
 
 /// Where secrets are looked up; tests pass a map, the binary passes the process environment.
@@ -242,6 +247,13 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     if let Some(t) = &traces {
         traces::check(&doc, t, &mut diags);
     }
+    let analysis: Option<AnalysisConfig> = doc.section("analysis", &mut diags);
+    if let Some(a) = &analysis {
+        let names: Vec<String> = lanes.iter().map(|(n, _)| n.clone()).collect();
+        let mut choosable: Vec<&str> = models.iter().map(|(n, _)| n.as_str()).collect();
+        choosable.extend(route_names.iter().copied());
+        analysis::check(&doc, a, &names, &choosable, &mut diags);
+    }
     let cluster: Option<ClusterConfig> = doc.section("cluster", &mut diags);
     if let Some(c) = &cluster {
         cluster::check(
@@ -313,6 +325,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
                 traces: traces.unwrap_or_default(),
                 batches: batches.unwrap_or_default(),
                 cluster: cluster.unwrap_or_default(),
+                analysis: analysis.unwrap_or_default(),
             }
         }
         _ => {

@@ -11,6 +11,7 @@
 //!   [`server`]: the router, serving, draining.
 
 pub mod admin;
+pub mod analyses;
 pub mod assemble;
 pub mod batches;
 pub mod caches;

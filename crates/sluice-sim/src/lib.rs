@@ -15,6 +15,7 @@ pub mod limits;
 pub mod load;
 pub mod provider;
 pub mod reader;
+pub mod reviewer;
 pub mod scenario;
 pub mod script;
 pub mod server;

@@ -50,6 +50,9 @@ pub fn shape_of(body: &Map<String, Value>) -> Shape {
     };
     match format.get("type").and_then(Value::as_str) {
         Some("json_schema") => {
+            if let Some(v) = crate::reviewer::verdict(body) {
+                return Shape::Json(v);
+            }
             let schema = format
                 .get("json_schema")
                 .and_then(|j| j.get("schema"))

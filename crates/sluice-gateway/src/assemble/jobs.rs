@@ -1,36 +1,67 @@
-//! Batch jobs on a gateway being built: where they are kept and how they run, their lane
-//! resolved once the lanes are known.
+//! Work the gateway runs itself on a gateway being built (batch jobs, document analyses),
+//! their lanes resolved once the lanes are known.
 
 use std::sync::Arc;
 
+use sluice_analysis::Analyzer;
 use sluice_batch::Jobs;
 use sluice_tail::admission::LaneSpec;
 
 use super::GatewayBuilder;
+use crate::analyses::{Analyses, AnalysisSettings};
 use crate::batches::{BatchSettings, Batches};
+
+/// What the builder was given, lanes still by name.
+#[derive(Default)]
+pub(crate) struct Pending {
+    batches: Option<(Jobs, BatchSettings, Option<String>)>,
+    analyses: Option<(Analyzer, AnalysisSettings, Option<String>)>,
+}
 
 impl GatewayBuilder {
     /// Serves batch jobs kept in `jobs` (the ledger's database), run as `settings` says;
     /// `lane` names their lane (`None`: `batch`, else the last lane).
     pub fn batches(mut self, jobs: Jobs, settings: BatchSettings, lane: Option<&str>) -> Self {
-        self.batch_lane = lane.map(str::to_string);
-        self.batches = Some((jobs, settings));
+        self.jobs.batches = Some((jobs, settings, lane.map(str::to_string)));
+        self
+    }
+
+    /// Serves `/v1/analyses` with `analyzer`; a batch of documents' reviews wait in lane
+    /// `lane` (`None`: `batch`, else the last lane).
+    pub fn analyses(
+        mut self,
+        analyzer: Analyzer,
+        settings: AnalysisSettings,
+        lane: Option<&str>,
+    ) -> Self {
+        self.jobs.analyses = Some((analyzer, settings, lane.map(str::to_string)));
         self
     }
 }
 
-/// The batch jobs of a gateway whose lanes are `lanes`, their lane resolved: the one named,
-/// else `batch`, else the last.
-pub(super) fn resolve(
-    batches: Option<(Jobs, BatchSettings)>,
-    named: Option<&str>,
-    lanes: &[LaneSpec],
-) -> Option<Arc<Batches>> {
-    let (jobs, mut settings) = batches?;
-    let by_name = |name: &str| lanes.iter().position(|l| &*l.name == name);
-    settings.lane = named
-        .and_then(by_name)
-        .or_else(|| by_name("batch"))
-        .unwrap_or(lanes.len().saturating_sub(1));
-    Some(Batches::new(jobs, settings))
+impl Pending {
+    /// Batch jobs and analyses with their lanes resolved among `lanes`: the one named, else
+    /// `batch`, else the last.
+    pub(super) fn resolve(
+        self,
+        lanes: &[LaneSpec],
+    ) -> (Option<Arc<Batches>>, Option<Arc<Analyses>>) {
+        let lane = |named: Option<String>| {
+            let by_name = |name: &str| lanes.iter().position(|l| &*l.name == name);
+            named
+                .as_deref()
+                .and_then(by_name)
+                .or_else(|| by_name("batch"))
+                .unwrap_or(lanes.len().saturating_sub(1))
+        };
+        let batches = self.batches.map(|(jobs, mut settings, named)| {
+            settings.lane = lane(named);
+            Batches::new(jobs, settings)
+        });
+        let analyses = self.analyses.map(|(analyzer, mut settings, named)| {
+            settings.batch_lane = lane(named);
+            Arc::new(Analyses::new(analyzer, settings))
+        });
+        (batches, analyses)
+    }
 }

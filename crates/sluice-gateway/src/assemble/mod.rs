@@ -76,6 +76,9 @@ pub enum BuildError {
         /// The missing lane.
         lane: String,
     },
+    /// `[analysis]`'s rule file could not be read or is wrong (every error named).
+    #[error("[analysis] rules: {0}")]
+    Rules(String),
     /// The semantic cache's embeddings upstream could not be set up.
     #[error("[cache.semantic.embeddings]: {0}")]
     Embeddings(String),
@@ -163,9 +166,8 @@ pub struct GatewayBuilder {
     pub(super) traces: Option<traces::TraceSetup>,
     /// Each provider's host and port, for the spans of its calls.
     pub(super) servers: HashMap<String, traces::Site>,
-    /// Batch jobs, when served (their lane resolved at build).
-    pub(super) batches: Option<(sluice_batch::Jobs, crate::batches::BatchSettings)>,
-    pub(super) batch_lane: Option<String>,
+    /// Batch jobs and analyses, when served (their lanes resolved at build).
+    pub(super) jobs: jobs::Pending,
     /// The instances this one shares limits, budgets and pacing with, when any.
     pub(super) cluster: Option<sluice_cluster::Cluster>,
 }
@@ -206,8 +208,7 @@ impl Default for GatewayBuilder {
             router_state: Vec::new(),
             traces: None,
             servers: HashMap::new(),
-            batches: None,
-            batch_lane: None,
+            jobs: jobs::Pending::default(),
             cluster: None,
         }
     }
@@ -537,7 +538,7 @@ impl GatewayBuilder {
             shapes: self.shapes,
             prefixes: self.prefixes,
         };
-        let batches = jobs::resolve(self.batches, self.batch_lane.as_deref(), &self.lanes);
+        let (batches, analyses) = self.jobs.resolve(&self.lanes);
         let gw = Arc::new(Gateway {
             routes: Routes::new(groups, seed)
                 .with_task_routes(self.task_routes)
@@ -576,6 +577,7 @@ impl GatewayBuilder {
             },
             learning: Learning::default(),
             batches,
+            analyses,
             ledger: self.ledger,
             cluster: self.cluster,
             max_body_bytes: self.max_body_bytes,

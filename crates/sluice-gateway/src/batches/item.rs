@@ -78,6 +78,7 @@ pub(crate) async fn run(
         caller,
         lane: batches.settings.lane,
         settles_to: tx,
+        headers: http::HeaderMap::new(),
     };
     // Each try of the item its own id: `BATCH-LINE-TRY`.
     let id = RequestId::named(&format!("{}-{}-{}", b.id, c.line, c.tries))

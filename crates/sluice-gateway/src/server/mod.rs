@@ -17,7 +17,7 @@ use crate::admin::{
     self, cache as cache_api, keys as keys_api, tenants as tenants_api, upstreams,
     usage as usage_api,
 };
-use crate::{Gateway, batches, feedback, public, walk};
+use crate::{Gateway, analyses, batches, feedback, public, walk};
 
 /// The routes of a gateway.
 pub fn router(gw: Arc<Gateway>) -> Router {
@@ -71,6 +71,11 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/v1/batches/{id}", get(batches::api::retrieve))
         .route("/v1/batches/{id}/cancel", post(batches::api::cancel))
         .route("/v1/batches/{id}/events", get(batches::api::events))
+        .route(
+            "/v1/analyses",
+            post(analyses::api::create).layer(axum::extract::DefaultBodyLimit::disable()),
+        )
+        .route("/v1/analyses/{id}", get(analyses::api::retrieve))
         .route("/healthz", get(public::healthz))
         .route("/readyz", get(public::readyz))
         .route("/metrics", get(public::metrics))

@@ -81,6 +81,8 @@ pub struct Known {
     pub lane: usize,
     /// Where the call's ledger row goes when it settles.
     pub settles_to: tokio::sync::oneshot::Sender<sluice_ledger::Entry>,
+    /// Headers as a client would send them (`x-sluice-timeout-ms`, `x-sluice-task`).
+    pub headers: HeaderMap,
 }
 
 /// Walks a request for a known caller (see [`Known`]).
@@ -89,9 +91,9 @@ pub async fn serve_known(
     body: bytes::Bytes,
     dialect: Dialect,
     id: sluice_core::RequestId,
-    known: Known,
+    mut known: Known,
 ) -> Response {
-    let headers = HeaderMap::new();
+    let headers = std::mem::take(&mut known.headers);
     answer(
         gw,
         &headers,

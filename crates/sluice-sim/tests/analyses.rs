@@ -1,0 +1,289 @@
+//! Document analysis through a gateway served on loopback, its reviews answered by the
+//! simulated reviewer: one document analysed while the caller waits (JSON and Markdown),
+//! a document that cannot be read refused with its own reason in the API's error shape, and
+//! a batch of documents run as a job in the batch lane, followed to its end, every review a
+//! call through the walk.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use sluice_gateway::GatewayBuilder;
+use sluice_sim::server::{SimServer, serve_on};
+use sluice_sim::spec::UpstreamSpec;
+
+const BOUNDARY: &str = "sluice-analysis-boundary";
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-documents/fixtures");
+
+async fn gateway() -> String {
+    let fast = UpstreamSpec {
+        ttft_median: Duration::from_millis(5),
+        per_token: Duration::from_micros(200),
+        ..UpstreamSpec::default()
+    };
+    let sim = SimServer::new(&[("openai".to_string(), fast)], 1);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sim_addr = listener.local_addr().unwrap();
+    tokio::spawn(serve_on(sim, listener, std::future::pending()));
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[ledger]
+store = "off"
+[providers.sim]
+kind = "openai"
+base_url = "http://{sim_addr}/openai/v1"
+[models.reviewer]
+deployments = [{{ provider = "sim", model = "gpt-4o-mini" }}]
+[analysis]
+deadline = "20s"
+concurrency = 2
+"#
+    );
+    let env = BTreeMap::new();
+    let cfg = sluice_config::gateway::load(&text, &env, &[]).unwrap();
+    let gw = GatewayBuilder::from_config(&cfg, &env)
+        .unwrap()
+        .analysis_from_config(&cfg, std::path::Path::new("."))
+        .unwrap()
+        .build()
+        .unwrap();
+    let server = sluice_gateway::server::Server::bind(
+        gw,
+        "127.0.0.1:0".parse().unwrap(),
+        Duration::from_secs(1),
+    )
+    .await
+    .unwrap();
+    let url = format!("http://{}", server.local_addr().unwrap());
+    tokio::spawn(server.run(std::future::pending()));
+    url
+}
+
+fn fixture(name: &str) -> (String, Vec<u8>) {
+    (
+        name.to_string(),
+        std::fs::read(format!("{FIXTURES}/{name}")).unwrap(),
+    )
+}
+
+fn licence(name: &str) -> (String, Vec<u8>) {
+    (
+        format!("{name}.txt"),
+        std::fs::read(format!("/usr/share/common-licenses/{name}")).unwrap(),
+    )
+}
+
+async fn upload(url: &str, query: &str, docs: &[(String, Vec<u8>)]) -> reqwest::Response {
+    let mut body = Vec::new();
+    for (name, bytes) in docs {
+        body.extend_from_slice(
+            format!(
+                "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
+    reqwest::Client::new()
+        .post(format!("{url}/v1/analyses{query}"))
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={BOUNDARY}"),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The sum of `sluice_requests_total` samples whose labels include `label`.
+async fn requests(url: &str, label: &str) -> f64 {
+    let text = reqwest::get(format!("{url}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("sluice_requests_total{") && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn one_document_is_analysed_while_the_caller_waits() {
+    let url = gateway().await;
+    let resp = upload(&url, "", &[fixture("contract-zh.docx")]).await;
+    assert_eq!(resp.status(), 200);
+    let r: Value = resp.json().await.unwrap();
+    assert_eq!(r["object"], "analysis.report");
+    assert_eq!(r["format"], "docx");
+    let findings = r["findings"].as_array().unwrap();
+    let rules: Vec<&str> = findings
+        .iter()
+        .flat_map(|f| {
+            f["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["id"].as_str().unwrap())
+        })
+        .collect();
+    for id in [
+        "zh-renew-auto",
+        "zh-data-crossborder",
+        "zh-term-convenience",
+        "zh-liab-cap",
+    ] {
+        assert!(rules.contains(&id), "{id}: {rules:?}");
+    }
+    // Every review answered by the simulated reviewer, its verdict read and quoting the clause.
+    for f in findings {
+        assert_eq!(f["review"]["status"], "reviewed", "{f}");
+        let risk = f["review"]["verdict"]["risk"].as_str().unwrap();
+        assert!(["high", "medium", "low", "none"].contains(&risk));
+        assert!(!f["review"]["verdict"]["quote"].as_str().unwrap().is_empty());
+    }
+    let sent = r["calls"]["sent"].as_u64().unwrap();
+    assert!(sent > 0 && sent as usize <= findings.len());
+    assert_eq!(
+        r["calls"]["answered"].as_u64().unwrap() as usize,
+        findings.len()
+    );
+    assert!(r["on_time"].as_bool().unwrap());
+    assert!(
+        r["timings"]["total_ms"].as_f64().unwrap() >= r["timings"]["waiting_ms"].as_f64().unwrap()
+    );
+    assert_eq!(
+        requests(&url, "").await,
+        sent as f64,
+        "every review was a call through the walk"
+    );
+
+    let md = upload(&url, "?format=markdown", &[licence("Apache-2.0")]).await;
+    assert_eq!(md.headers()["content-type"], "text/markdown; charset=utf-8");
+    let text = md.text().await.unwrap();
+    assert!(text.starts_with("# Apache-2.0.txt\n"), "{text}");
+    assert!(
+        text.contains("| Apache-2.0.txt#7@"),
+        "the warranty disclaimer's clause: {text}"
+    );
+}
+
+#[tokio::test]
+async fn a_document_that_cannot_be_read_is_refused_with_its_reason() {
+    let url = gateway().await;
+    for (name, says) in [
+        (
+            "encrypted.pdf",
+            "encrypted.pdf: the PDF is encrypted; decrypt it first",
+        ),
+        ("image-only.pdf", "image-only.pdf: there is no text in it"),
+        (
+            "not-a-zip.docx",
+            "not-a-zip.docx: not a readable DOCX file: not a zip archive",
+        ),
+    ] {
+        let resp = upload(&url, "", &[fixture(name)]).await;
+        assert_eq!(resp.status(), 400, "{name}");
+        let e: Value = resp.json().await.unwrap();
+        assert_eq!(e["error"]["param"], "file");
+        assert_eq!(e["error"]["type"], "invalid_request_error");
+        assert!(
+            e["error"]["message"].as_str().unwrap().starts_with(says),
+            "{e}"
+        );
+    }
+    let none = upload(&url, "", &[]).await;
+    assert_eq!(none.status(), 400);
+    let bad = upload(&url, "?format=pdf", &[licence("MPL-2.0")]).await;
+    assert_eq!(bad.status(), 400);
+    assert_eq!(
+        bad.json::<Value>().await.unwrap()["error"]["param"],
+        "format"
+    );
+}
+
+#[tokio::test]
+async fn a_batch_of_documents_is_a_job_in_the_batch_lane() {
+    let url = gateway().await;
+    let mut docs: Vec<(String, Vec<u8>)> = ["Apache-2.0", "MPL-2.0", "GPL-3", "LGPL-2.1"]
+        .iter()
+        .map(|n| licence(n))
+        .collect();
+    docs.push(fixture("contract-zh.pdf"));
+    docs.push(fixture("truncated.docx"));
+    docs.push(licence("Apache-2.0"));
+    let resp = upload(&url, "", &docs).await;
+    assert_eq!(resp.status(), 202);
+    let job: Value = resp.json().await.unwrap();
+    assert_eq!(job["object"], "analysis");
+    assert_eq!(job["counts"]["total"], 7);
+    let id = job["id"].as_str().unwrap().to_string();
+    let mut seen_queued = job["progress"].as_str().unwrap().starts_with("queued ");
+    let mut done = Value::Null;
+    for _ in 0..600 {
+        let j: Value = reqwest::get(format!("{url}/v1/analyses/{id}"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        seen_queued |= j["counts"]["queued"].as_u64().unwrap() > 0;
+        if j["status"] == "completed" {
+            done = j;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen_queued, "documents waited their turn (concurrency 2)");
+    assert_eq!(done["progress"], "queued 0/7, running 0, done 7/7");
+    let summary = &done["summary"];
+    assert_eq!(summary["documents"], 6);
+    assert_eq!(summary["refused"][0]["document"], "truncated.docx");
+    assert!(
+        summary["refused"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a readable DOCX file")
+    );
+    let sent = summary["calls"]["sent"].as_u64().unwrap();
+    let merged = summary["calls"]["merged"].as_u64().unwrap();
+    let second = done["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["document"] == "Apache-2.0.txt")
+        .nth(1)
+        .unwrap();
+    assert_eq!(
+        second["calls"]["sent"], 0,
+        "the second copy's reviews all merged into the first's"
+    );
+    assert!(merged >= second["findings"].as_array().unwrap().len() as u64);
+    assert_eq!(
+        requests(&url, "lane=\"batch\"").await,
+        sent as f64,
+        "reviews ran in the batch lane"
+    );
+    let md = reqwest::get(format!("{url}/v1/analyses/{id}?format=markdown"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        md.contains("# Batch summary") && md.contains("# MPL-2.0.txt"),
+        "{md}"
+    );
+    let other = reqwest::get(format!("{url}/v1/analyses/anl_nope"))
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 404);
+}
