@@ -19,6 +19,7 @@
 pub mod merge;
 pub mod report;
 pub mod review;
+pub mod synth;
 #[cfg(test)]
 mod tests;
 

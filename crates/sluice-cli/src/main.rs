@@ -3,6 +3,7 @@
 
 mod analyze_cmd;
 mod batch_cmd;
+mod bench_analysis;
 mod bench_batch;
 mod bench_cmd;
 mod bench_forward;
@@ -160,6 +161,9 @@ enum BenchCommand {
     Ledger(bench_ledger::LedgerArgs),
     /// The semantic cache: precision and hit rate on labelled question pairs, lookup cost.
     Semantic(bench_semantic::SemanticArgs),
+    /// Document analysis: the rule engine at 200 and 2,000 rules, hedging local work, the
+    /// per-document tail end to end in virtual time, a batch beside interactive documents.
+    Analysis(bench_analysis::AnalysisArgs),
     /// A bare HTTP forwarder, the floor `bench overhead --floor` measures sluice against.
     #[command(hide = true)]
     Forward(bench_forward::ForwardArgs),
@@ -228,6 +232,10 @@ fn main() -> ExitCode {
             which: Some(BenchCommand::Batch(a)),
             ..
         } => bench_batch::run(&a),
+        Command::Bench {
+            which: Some(BenchCommand::Analysis(a)),
+            ..
+        } => bench_analysis::run(&a),
         Command::Bench { which: None, load } => bench_cmd::load(&load),
         Command::Scenario {
             command: ScenarioCommand::List,

@@ -1,19 +1,28 @@
 //! The rule engine of document analysis: which rules a contract's clauses trip. Rules are
-//! written in TOML (`spec.rs`) and compiled once: every literal of every rule (keywords,
-//! phrases, `near` terms, `unless` terms) into one Aho-Corasick automaton, every regular
-//! expression into one multi-pattern engine that says which of them match (linear time, so
-//! no rule text can make it backtrack). A clause is then scanned once by each, and each rule
-//! decided from what was found: a match, its clause kind, its `unless` terms absent, its
-//! `near` terms close enough. Clauses are ruled across threads.
+//! written in TOML (`spec.rs`) and compiled once into one Aho-Corasick automaton holding every
+//! literal of every rule (keywords, phrases, `near` terms, `unless` terms) and every regular
+//! expression's needed words: for each part of it that is a literal or a choice of literals,
+//! those (`liabilit` and one of `shall not exceed`, `limited to`, `capped at` for
+//! `liabilit\w*.{0,120}(shall not exceed|limited to|capped at)`). A clause is scanned once; a
+//! regular expression runs only on a clause that holds a word of each of its needed parts
+//! (those that need none run on every clause), each a linear-time engine, so that no rule
+//! text can make it backtrack and a thousand expressions cost what the few that can match
+//! cost. Each rule is then decided from what was found: a
+//! match, its clause kind, its `unless` terms absent, its `near` terms close enough. Clauses
+//! are ruled across threads.
 
 pub mod shipped;
 mod spec;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
-use regex_automata::meta::{self, Regex};
-use regex_automata::nfa::thompson::WhichCaptures;
+use rayon::prelude::*;
+use regex_automata::meta::Regex;
 use regex_automata::util::syntax;
-use regex_automata::{Input, PatternSet};
+use regex_syntax::hir::literal::Extractor;
+use regex_syntax::hir::{Hir, HirKind};
 
 pub use spec::{LoadError, Near, RuleError, RuleSpec, Severity, parse};
 
@@ -46,6 +55,13 @@ enum Role {
     Near(usize),
     /// An `unless` term: the rule does not apply.
     Unless,
+    /// One of the words regular expression `re` needs in place `part` of its parts.
+    Need {
+        /// The expression.
+        re: usize,
+        /// Which of its needed parts.
+        part: u32,
+    },
 }
 
 /// Rules compiled once, to run over any number of clauses.
@@ -53,12 +69,18 @@ enum Role {
 pub struct Engine {
     rules: Vec<RuleSpec>,
     literals: AhoCorasick,
-    /// For each literal pattern: its rule and role.
-    roles: Vec<(usize, Role)>,
-    /// Every regular expression at once (which match), and each alone (where).
-    regexes: Option<(Regex, Vec<Regex>)>,
+    /// For each distinct literal (ASCII case aside): the rules it serves, and how.
+    roles: Vec<Vec<(usize, Role)>>,
+    /// Each regular expression.
+    regexes: Vec<Regex>,
     /// For each regular expression: its rule.
     regex_rule: Vec<usize>,
+    /// The regular expressions that need no word (they run on every clause).
+    unanchored: Vec<usize>,
+    /// For each regular expression: how many parts it needs (each one of a few words).
+    needed: Vec<u32>,
+    /// Thread pools by size, made on first use.
+    pools: parking_lot::Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>,
 }
 
 /// What one clause's scan found of one rule.
@@ -79,11 +101,12 @@ impl Engine {
     pub fn compile(rules: Vec<RuleSpec>) -> Result<Self, LoadError> {
         let mut literals = Vec::new();
         let mut roles = Vec::new();
-        let mut patterns = Vec::new();
         let mut regex_rule = Vec::new();
+        let mut unanchored = Vec::new();
+        let mut needed = Vec::new();
         let mut errors = Vec::new();
         let insensitive = syntax::Config::new().case_insensitive(true);
-        let mut each = Vec::new();
+        let mut regexes = Vec::new();
         for (i, r) in rules.iter().enumerate() {
             for k in &r.keywords {
                 literals.push(k.trim().to_string());
@@ -106,8 +129,20 @@ impl Engine {
             for p in &r.regex {
                 match Regex::builder().syntax(insensitive).build(p) {
                     Ok(re) => {
-                        each.push(re);
-                        patterns.push(loosened(p));
+                        let at = regexes.len();
+                        let parts = needs(p);
+                        if parts.is_empty() {
+                            unanchored.push(at);
+                        }
+                        needed.push(parts.len() as u32);
+                        for (part, words) in parts.into_iter().enumerate() {
+                            for w in words {
+                                literals.push(w);
+                                let part = part as u32;
+                                roles.push((i, Role::Need { re: at, part }));
+                            }
+                        }
+                        regexes.push(re);
                         regex_rule.push(i);
                     }
                     Err(e) => errors.push(RuleError {
@@ -120,35 +155,31 @@ impl Engine {
         if !errors.is_empty() {
             return Err(LoadError::Rules(errors));
         }
+        let (unique, roles) = dedupe(literals, roles);
         let literals = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
-            .build(&literals)
+            .build(&unique)
             .map_err(|e| LoadError::Toml(format!("the rules' literals do not compile: {e}")))?;
-        let regexes = if patterns.is_empty() {
-            None
-        } else {
-            let all = Regex::builder()
-                .syntax(insensitive)
-                .configure(
-                    meta::Config::new()
-                        .match_kind(regex_automata::MatchKind::All)
-                        // Which patterns match, never where their groups are: without
-                        // capture slots, a search keeps no slot per state and group.
-                        .which_captures(WhichCaptures::None)
-                        .nfa_size_limit(Some(NFA_LIMIT)),
-                )
-                .build_many(&patterns)
-                .map_err(|e| LoadError::Toml(format!("the rules' regexes do not compile: {e}")))?;
-            Some((all, each))
-        };
         Ok(Self {
             rules,
             literals,
             roles,
             regexes,
             regex_rule,
+            unanchored,
+            needed,
+            pools: parking_lot::Mutex::new(Vec::new()),
         })
+    }
+
+    /// The same engine with every regular expression run on every clause: what the needed
+    /// words must never change.
+    #[cfg(test)]
+    fn ungated(mut self) -> Self {
+        self.unanchored = (0..self.regexes.len()).collect();
+        self.needed = vec![u32::MAX; self.regexes.len()];
+        self
     }
 
     /// The rules, in file order.
@@ -158,37 +189,64 @@ impl Engine {
 
     /// The rules `clause` trips, in rule order.
     pub fn rule(&self, clause: Clause<'_>) -> Vec<Hit> {
+        SCRATCH.with(|s| self.rule_with(clause, &mut s.borrow_mut()))
+    }
+
+    fn rule_with(&self, clause: Clause<'_>, s: &mut Scratch) -> Vec<Hit> {
         let text = clause.text;
+        if s.masks.len() < self.regexes.len() {
+            s.masks.resize(self.regexes.len(), 0);
+        }
+        if s.slot.len() < self.rules.len() {
+            s.slot.resize(self.rules.len(), u32::MAX);
+        }
         let mut found: Vec<(usize, Found)> = Vec::new();
         for m in self.literals.find_overlapping_iter(text) {
-            let (rule, role) = self.roles[m.pattern().as_usize()];
-            if !word_bounded(text, m.start(), m.end()) {
-                continue;
-            }
-            let f = entry(&mut found, rule);
-            match role {
-                Role::Match => {
-                    if f.first.is_none() {
-                        f.first = Some((m.start(), m.end()));
+            let mut bounded = None;
+            for &(rule, role) in &self.roles[m.pattern().as_usize()] {
+                if let Role::Need { re, part } = role {
+                    // Which of each expression's needed parts were seen.
+                    if s.masks[re] == 0 {
+                        s.touched.push(re);
                     }
+                    s.masks[re] |= 1u64 << part;
+                    continue;
                 }
-                Role::Near(side) => f.near[side].push(m.start()),
-                Role::Unless => f.unless = true,
+                if !*bounded.get_or_insert_with(|| word_bounded(text, m.start(), m.end())) {
+                    continue;
+                }
+                let f = entry(&mut found, &mut s.slot, rule);
+                match role {
+                    Role::Match => {
+                        if f.first.is_none() {
+                            f.first = Some((m.start(), m.end()));
+                        }
+                    }
+                    Role::Near(side) => f.near[side].push(m.start()),
+                    Role::Unless => f.unless = true,
+                    Role::Need { .. } => {}
+                }
             }
         }
-        if let Some((all, each)) = &self.regexes {
-            let mut set = PatternSet::new(all.pattern_len());
-            all.which_overlapping_matches(&Input::new(text), &mut set);
-            for pid in set.iter() {
-                let rule = self.regex_rule[pid.as_usize()];
-                if let Some(m) = each[pid.as_usize()].find(text) {
-                    let f = entry(&mut found, rule);
-                    let earlier = f.first.is_none_or(|(s, _)| m.start() < s);
-                    if earlier {
-                        f.first = Some((m.start(), m.end()));
-                    }
+        // An expression runs where every part it needs was seen (or when it needs none).
+        let mut ready: Vec<usize> = Vec::new();
+        for re in s.touched.drain(..) {
+            if s.masks[re].count_ones() == self.needed[re] {
+                ready.push(re);
+            }
+            s.masks[re] = 0;
+        }
+        ready.extend(self.unanchored.iter().copied());
+        for re in ready {
+            if let Some(m) = self.regexes[re].find(text) {
+                let f = entry(&mut found, &mut s.slot, self.regex_rule[re]);
+                if f.first.is_none_or(|(s, _)| m.start() < s) {
+                    f.first = Some((m.start(), m.end()));
                 }
             }
+        }
+        for (rule, _) in &found {
+            s.slot[*rule] = u32::MAX;
         }
         let mut hits: Vec<Hit> = found
             .into_iter()
@@ -207,70 +265,152 @@ impl Engine {
         hits
     }
 
-    /// The rules each of `clauses` trips, ruled on up to `threads` threads.
+    /// The rules each of `clauses` trips, on this thread, unless `stop` is set first (it is
+    /// looked at between clauses): one copy of hedged work, which gives up when the other
+    /// copy has finished.
+    pub fn rule_until(&self, clauses: &[Clause<'_>], stop: &AtomicBool) -> Option<Vec<Vec<Hit>>> {
+        let mut out = Vec::with_capacity(clauses.len());
+        for c in clauses {
+            if stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            out.push(self.rule(*c));
+        }
+        Some(out)
+    }
+
+    /// The rules each of `clauses` trips, ruled on up to `threads` threads: the clauses cut
+    /// in `threads` runs, one per thread of a pool kept for that many threads (so that each
+    /// thread's search caches stay warm from one document to the next).
     pub fn rule_all(&self, clauses: &[Clause<'_>], threads: usize) -> Vec<Vec<Hit>> {
         let threads = threads.clamp(1, clauses.len().max(1));
-        if threads == 1 {
-            return clauses.iter().map(|c| self.rule(*c)).collect();
-        }
+        let pool = match (threads, self.pool(threads)) {
+            (1, _) | (_, None) => return clauses.iter().map(|c| self.rule(*c)).collect(),
+            (_, Some(pool)) => pool,
+        };
         let chunk = clauses.len().div_ceil(threads);
-        std::thread::scope(|s| {
-            let parts: Vec<_> = clauses
-                .chunks(chunk)
-                .map(|part| s.spawn(move || part.iter().map(|c| self.rule(*c)).collect::<Vec<_>>()))
-                .collect();
-            parts
-                .into_iter()
-                .flat_map(|p| p.join().unwrap_or_default())
-                .collect()
+        pool.install(|| {
+            clauses
+                .par_chunks(chunk)
+                .map(|part| part.iter().map(|c| self.rule(*c)).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
         })
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// The pool of `threads` threads this engine rules on (made on first use), or `None` when
+    /// the system will not start threads.
+    pub fn pool(&self, threads: usize) -> Option<Arc<rayon::ThreadPool>> {
+        let mut pools = self.pools.lock();
+        if let Some(p) = pools.iter().find(|(n, _)| *n == threads) {
+            return Some(p.1.clone());
+        }
+        let pool = Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(|i| format!("sluice-rules-{i}"))
+                .build()
+                .ok()?,
+        );
+        pools.push((threads, pool.clone()));
+        Some(pool)
     }
 }
 
-/// `pattern` with its long bounded gaps (`{0,120}`) made unbounded (`*`): a pattern that
-/// matches wherever the exact one does, whose automaton does not grow with the gap. The
-/// combined engine runs these to say which rules may match; each candidate's own exact
-/// expression then decides (exact gaps make the combined automaton three times larger).
-fn loosened(pattern: &str) -> String {
-    let mut out = String::with_capacity(pattern.len());
-    let mut rest = pattern;
-    while let Some(at) = rest.find("{0,") {
-        let close = rest[at..].find('}').map(|c| at + c);
-        let bound = close.and_then(|c| rest[at + 3..c].parse::<usize>().ok());
-        out.push_str(&rest[..at]);
-        match (close, bound) {
-            (Some(c), Some(n)) if n >= LOOSE_FROM && !rest[..at].ends_with('\\') => {
-                out.push('*');
-                rest = &rest[c + 1..];
-            }
-            _ => {
-                out.push_str("{0,");
-                rest = &rest[at + 3..];
-            }
+/// The words `pattern` needs: for each part of it that is a literal or a choice of literals
+/// (`liabilit`, `(shall not exceed|limited to)`), those literals, lower-cased (the automaton
+/// ignores ASCII case, as the expressions do). A clause can match only if one word of every
+/// part is in it. Empty when no part is that simple: the expression runs on every clause.
+fn needs(pattern: &str) -> Vec<Vec<String>> {
+    let Ok(hir) = regex_syntax::ParserBuilder::new().build().parse(pattern) else {
+        return Vec::new();
+    };
+    let parts: Vec<&Hir> = match hir.kind() {
+        HirKind::Concat(subs) => subs.iter().collect(),
+        _ => vec![&hir],
+    };
+    let mut out = Vec::new();
+    for part in parts {
+        let mut extractor = Extractor::new();
+        extractor.limit_total(MAX_WORDS);
+        let seq = extractor.extract(part);
+        let Some(lits) = seq.literals() else { continue };
+        if lits.is_empty()
+            || lits
+                .iter()
+                .any(|l| !l.is_exact() || l.as_bytes().is_empty())
+        {
+            continue;
+        }
+        let mut words: Vec<String> = lits
+            .iter()
+            .map(|l| String::from_utf8_lossy(l.as_bytes()).to_lowercase())
+            .collect();
+        words.sort();
+        words.dedup();
+        out.push(words);
+        if out.len() == MAX_PARTS {
+            break;
         }
     }
-    out.push_str(rest);
     out
 }
 
-/// The most memory the combined engine's automaton may take (the engine's default, 10 MiB,
-/// holds a few hundred rules' expressions; thousands need more).
-const NFA_LIMIT: usize = 128 << 20;
+/// The most words one needed part may have (more, and it is not looked for).
+const MAX_WORDS: usize = 64;
+/// The most needed parts one expression keeps.
+const MAX_PARTS: usize = 64;
 
-/// The shortest gap [`loosened`] makes unbounded.
-const LOOSE_FROM: usize = 8;
-
-/// What the scan found of `rule` so far, made empty on first use (a clause trips few rules:
-/// a short list beats a map).
-fn entry(found: &mut Vec<(usize, Found)>, rule: usize) -> &mut Found {
-    let i = match found.iter().position(|(r, _)| *r == rule) {
-        Some(i) => i,
-        None => {
+/// What the scan found of `rule` so far, made empty on first use; `slot` says where each
+/// rule's entry is in `found` (`u32::MAX`: none yet).
+fn entry<'a>(found: &'a mut Vec<(usize, Found)>, slot: &mut [u32], rule: usize) -> &'a mut Found {
+    let i = match slot[rule] {
+        u32::MAX => {
             found.push((rule, Found::default()));
+            slot[rule] = (found.len() - 1) as u32;
             found.len() - 1
         }
+        i => i as usize,
     };
     &mut found[i].1
+}
+
+/// Buffers a thread reuses from clause to clause (left clean after each).
+#[derive(Default)]
+struct Scratch {
+    /// For each regular expression: the needed parts seen (zero when untouched).
+    masks: Vec<u64>,
+    /// The expressions whose mask is not zero.
+    touched: Vec<usize>,
+    /// For each rule: its entry in the clause's findings.
+    slot: Vec<u32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+/// The distinct literals (ASCII case aside, as the automaton matches them), each with every
+/// rule and role it serves.
+fn dedupe(
+    literals: Vec<String>,
+    roles: Vec<(usize, Role)>,
+) -> (Vec<String>, Vec<Vec<(usize, Role)>>) {
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut unique = Vec::new();
+    let mut by: Vec<Vec<(usize, Role)>> = Vec::new();
+    for (lit, role) in literals.into_iter().zip(roles) {
+        let key = lit.to_ascii_lowercase();
+        let i = *index.entry(key).or_insert_with(|| {
+            unique.push(lit);
+            by.push(Vec::new());
+            by.len() - 1
+        });
+        by[i].push(role);
+    }
+    (unique, by)
 }
 
 /// Whether `text[start..end]` is a whole word: no letter or digit of a word written with

@@ -246,3 +246,67 @@ fn the_generator_grows_the_shipped_set_to_distinct_rules_that_compile() {
     let hits = shipped_hits(&engine, "The software is provided as is hereunder.");
     assert!(hits.iter().any(|h| h == "warranty-disclaimer"), "{hits:?}");
 }
+
+#[test]
+fn a_hedged_copy_gives_up_once_stopped() {
+    let engine = Engine::load(
+        r#"
+[[rule]]
+id = "renew"
+severity = "high"
+explanation = "x"
+keywords = ["renew"]
+"#,
+    )
+    .unwrap();
+    let clauses = [Clause {
+        kind: "clause",
+        text: "shall renew",
+    }; 3];
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let all = engine.rule_until(&clauses, &stop).unwrap();
+    assert_eq!(all, engine.rule_all(&clauses, 1));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(engine.rule_until(&clauses, &stop).is_none());
+}
+
+#[test]
+fn needed_words_never_change_what_matches() {
+    let rules = shipped::generated(2_000).unwrap();
+    let gated = Engine::compile(rules.clone()).unwrap();
+    let every = Engine::compile(rules).unwrap().ungated();
+    let mut texts: Vec<String> = Vec::new();
+    for name in ["Apache-2.0", "GPL-3", "MPL-2.0", "LGPL-2.1"] {
+        let t = std::fs::read_to_string(format!("/usr/share/common-licenses/{name}")).unwrap();
+        texts.extend(
+            t.split("\n\n")
+                .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" ")),
+        );
+    }
+    texts.extend(
+        [
+            "The total liability of the Supplier shall not exceed the fees paid in the 3 months preceding the claim.",
+            "第四条 甲方逾期付款的，每逾期一日应按未付金额的千分之五支付违约金。",
+            "乙方应在二十四小时内响应，可用性不低于99.9%。",
+            "Payment is due within 90 days of the date of invoice.",
+        ]
+        .map(String::from),
+    );
+    let mut regex_hits = 0;
+    for t in &texts {
+        let c = Clause {
+            kind: "clause",
+            text: t,
+        };
+        let (a, b) = (gated.rule(c), every.rule(c));
+        assert_eq!(a, b, "{t}");
+        regex_hits += a
+            .iter()
+            .filter(|h| !gated.rules()[h.rule].regex.is_empty())
+            .count();
+    }
+    assert!(
+        regex_hits > 50,
+        "{regex_hits} hits of rules with expressions"
+    );
+}

@@ -1,7 +1,8 @@
 //! The simulated reviewer: a model that answers document analysis' clause reviews (requests
 //! whose JSON schema is named `sluice_clause_review`) with a verdict that is a pure function
 //! of the clause's text: a risk drawn by its hash (35% high, 30% medium, 20% low, 15% none),
-//! its first words as the quote, and a reason naming the rules that flagged it. The same
+//! its first words as the quote, and a reason of about sixty words naming the rules that
+//! flagged it (a verdict of about a hundred tokens, as a model's is). The same
 //! clause always gets the same verdict, so analyses run offline and repeat.
 
 use serde_json::{Map, Value, json};
@@ -50,7 +51,13 @@ pub fn verdict(body: &Map<String, Value>) -> Option<String> {
         json!({
             "risk": risk,
             "quote": quote.join(" "),
-            "reason": format!("{risk} risk under {}", rules.join(", ")),
+            "reason": format!(
+                "{risk} risk under {}: as written, the clause leaves the signing party exposed \
+                 beyond what is usual for an agreement of this kind, and the wording quoted is \
+                 where the exposure sits; a reviewer should weigh it against the rest of the \
+                 agreement before signing.",
+                rules.join(", ")
+            ),
         })
         .to_string(),
     )
