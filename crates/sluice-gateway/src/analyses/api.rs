@@ -17,6 +17,9 @@ use crate::batches::api::{failed, invalid, not_found};
 use crate::batches::now_ms;
 use crate::walk::auth::{self, Caller};
 
+/// The most jobs kept in memory, ended ones included (the oldest ended go first).
+const KEPT_JOBS: usize = 1_000;
+
 /// How a report is written.
 #[derive(Debug, Default, Deserialize)]
 pub struct Shape {
@@ -112,7 +115,27 @@ async fn create_inner(
     job.progress
         .total
         .store(docs.len(), std::sync::atomic::Ordering::Relaxed);
-    analyses.jobs.lock().insert(job.id.clone(), job.clone());
+    {
+        let mut jobs = analyses.jobs.lock();
+        // The oldest ended jobs make room: memory holds at most `KEPT_JOBS`.
+        while jobs.len() >= KEPT_JOBS {
+            let oldest = jobs
+                .values()
+                .filter(|j| j.result.get().is_some())
+                .min_by_key(|j| j.created_ms)
+                .map(|j| j.id.clone());
+            match oldest {
+                Some(id) => jobs.remove(&id),
+                None => {
+                    return Err(GatewayError::new(
+                        ErrorKind::Overloaded,
+                        format!("{KEPT_JOBS} analyses are running; submit again when one ends"),
+                    ));
+                }
+            };
+        }
+        jobs.insert(job.id.clone(), job.clone());
+    }
     let reviewer: Arc<dyn Reviewer> = Arc::new(WalkReviewer::new(
         gw.clone(),
         caller,
