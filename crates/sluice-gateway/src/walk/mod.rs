@@ -71,9 +71,10 @@ async fn serve(gw: Arc<Gateway>, req: Request, dialect: Dialect) -> Response {
     answer(gw, &parts.headers, body, dialect, id, None).await
 }
 
-/// A request the gateway makes for a caller it already knows (a batch job's item): no
-/// headers to read it from, a lane of its own, and its ledger row handed back rather than
-/// written, so that the item's end and its bill are settled together.
+/// A request the gateway makes for a caller it already knows (a batch job's item, a
+/// document's review): the caller given rather than read from headers, a lane of its own,
+/// and its ledger row handed back rather than written, so that the item's end and its bill
+/// are settled together.
 pub struct Known {
     /// The caller (the job's tenant and key).
     pub caller: auth::Caller,
