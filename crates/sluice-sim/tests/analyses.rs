@@ -18,6 +18,12 @@ const BOUNDARY: &str = "sluice-analysis-boundary";
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-documents/fixtures");
 
 async fn gateway() -> String {
+    served("", None).await
+}
+
+/// A gateway on loopback in front of a simulated reviewer, with `extra` configuration and,
+/// when given, the ledger in `ledger` (a SQLite file).
+async fn served(extra: &str, ledger: Option<&std::path::Path>) -> String {
     let fast = UpstreamSpec {
         ttft_median: Duration::from_millis(5),
         per_token: Duration::from_micros(200),
@@ -41,16 +47,25 @@ deployments = [{{ provider = "sim", model = "gpt-4o-mini" }}]
 [analysis]
 deadline = "20s"
 concurrency = 2
+{extra}
 "#
     );
     let env = BTreeMap::new();
     let cfg = sluice_config::gateway::load(&text, &env, &[]).unwrap();
-    let gw = GatewayBuilder::from_config(&cfg, &env)
+    let mut b = GatewayBuilder::from_config(&cfg, &env)
         .unwrap()
         .analysis_from_config(&cfg, std::path::Path::new("."))
-        .unwrap()
-        .build()
         .unwrap();
+    if let Some(path) = ledger {
+        let store = std::sync::Arc::new(sluice_ledger::AnyStore::Sqlite(
+            sluice_ledger::SqliteStore::open(path, sluice_ledger::Durability::Process)
+                .await
+                .unwrap(),
+        ));
+        let (ledger, _writer) = sluice_ledger::Ledger::start(store.clone());
+        b = b.ledger(ledger, store);
+    }
+    let gw = b.build().unwrap();
     let server = sluice_gateway::server::Server::bind(
         gw,
         "127.0.0.1:0".parse().unwrap(),
@@ -78,6 +93,15 @@ fn licence(name: &str) -> (String, Vec<u8>) {
 }
 
 async fn upload(url: &str, query: &str, docs: &[(String, Vec<u8>)]) -> reqwest::Response {
+    upload_as(url, query, docs, None).await
+}
+
+async fn upload_as(
+    url: &str,
+    query: &str,
+    docs: &[(String, Vec<u8>)],
+    key: Option<&str>,
+) -> reqwest::Response {
     let mut body = Vec::new();
     for (name, bytes) in docs {
         body.extend_from_slice(
@@ -90,16 +114,16 @@ async fn upload(url: &str, query: &str, docs: &[(String, Vec<u8>)]) -> reqwest::
         body.extend_from_slice(b"\r\n");
     }
     body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
-    reqwest::Client::new()
+    let mut req = reqwest::Client::new()
         .post(format!("{url}/v1/analyses{query}"))
         .header(
             "content-type",
             format!("multipart/form-data; boundary={BOUNDARY}"),
-        )
-        .body(body)
-        .send()
-        .await
-        .unwrap()
+        );
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    req.body(body).send().await.unwrap()
 }
 
 /// The sum of `sluice_requests_total` samples whose labels include `label`.
@@ -286,4 +310,51 @@ async fn a_batch_of_documents_is_a_job_in_the_batch_lane() {
         .await
         .unwrap();
     assert_eq!(other.status(), 404);
+}
+
+#[tokio::test]
+async fn reviews_are_billed_to_the_callers_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "sk-analysis-test-key";
+    let sha = sluice_economy::keys::hash_hex(secret);
+    let url = served(
+        &format!("[keys.reviewer]\ntenant = \"acme\"\nsha256 = \"{sha}\"\n"),
+        Some(&dir.path().join("ledger.db")),
+    )
+    .await;
+    let anonymous = upload(&url, "", &[licence("Apache-2.0")]).await;
+    assert_eq!(anonymous.status(), 401, "keys exist: analyses need one");
+    let r: Value = upload_as(&url, "", &[licence("Apache-2.0")], Some(secret))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let sent = r["calls"]["sent"].as_u64().unwrap();
+    assert!(sent > 0, "{r}");
+    // The ledger's writer commits in the background: its rows appear within moments.
+    let mut row = Value::Null;
+    for _ in 0..100 {
+        let v: Value = reqwest::get(format!("{url}/admin/usage?group_by=tenant"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        row = v["rows"][0].clone();
+        if row["requests"].as_u64() == Some(sent) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(row["tenant"], "acme", "{row}");
+    assert_eq!(row["requests"].as_u64(), Some(sent), "{row}");
+    assert!(
+        row["cost_micros"].as_i64().unwrap() > 0,
+        "priced at the model's price: {row}"
+    );
+    assert_eq!(
+        row["tokens"]["prompt"].as_u64(),
+        Some(r["calls"]["prompt_tokens"].as_u64().unwrap()),
+        "{row} {r}"
+    );
 }

@@ -1,4 +1,5 @@
-//! Reviews sent through the gateway's own walk, as the caller who asked for the analysis.
+//! Reviews sent through the gateway's own walk, as the caller who asked for the analysis,
+//! each billed to that caller's tenant in the ledger as any call is.
 
 use std::sync::Arc;
 
@@ -53,7 +54,8 @@ impl Reviewer for WalkReviewer {
             };
             let id = RequestId::generate();
             let body = Bytes::from(call.body.to_string());
-            let resp = walk::serve_known(gw, body, sluice_ingress::Dialect::Chat, id, known).await;
+            let resp =
+                walk::serve_known(gw.clone(), body, sluice_ingress::Dialect::Chat, id, known).await;
             let status = resp.status();
             let bytes = resp
                 .into_body()
@@ -61,7 +63,15 @@ impl Reviewer for WalkReviewer {
                 .await
                 .map_err(|e| ReviewFailed(format!("the answer could not be read: {e}")))?
                 .to_bytes();
-            let entry = rx.await.ok();
+            // The call's ledger row comes back here rather than to the ledger: the review is
+            // billed to its caller as any call is.
+            let tokens = rx.await.ok().map(|entry| {
+                let tokens = entry.tokens;
+                if let Some(ledger) = gw.ledger() {
+                    ledger.record(entry);
+                }
+                tokens
+            });
             let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             if !status.is_success() {
                 let message = json["error"]["message"].as_str().unwrap_or("no message");
@@ -74,7 +84,7 @@ impl Reviewer for WalkReviewer {
             // The ledger's row when there is one, else the answer's own usage.
             let usage = &json["usage"];
             let read = |v: &Value| v.as_u64().unwrap_or(0);
-            Ok(match entry.map(|e| e.tokens) {
+            Ok(match tokens {
                 Some(t) if t.prompt + t.completion > 0 => Reviewed {
                     content,
                     prompt_tokens: t.prompt,
