@@ -1,3 +1,6 @@
+//! The analyser with a scripted reviewer in virtual time: merging, the deadline, unreadable
+//! and failed reviews, a batch with a broken file, the prompt's stable prefix.
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,3 +1,6 @@
+//! Reading the fixtures a converter made (DOCX, PDF, Chinese) and the broken ones, each with
+//! its own error; mutated bytes never panic.
+
 use super::*;
 
 fn fixture(name: &str) -> Document {

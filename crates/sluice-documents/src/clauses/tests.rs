@@ -1,3 +1,6 @@
+//! Clauses of real texts (every licence Debian ships) and of made-up ones: numbering,
+//! furniture, wrapped lines, capitals, Chinese, long paragraphs, Markdown.
+
 use super::*;
 
 const LICENCES: &str = "/usr/share/common-licenses";
