@@ -90,7 +90,7 @@ fn paragraphs(xml: &[u8]) -> Result<String, String> {
                         "gt" => ">",
                         "quot" => "\"",
                         "apos" => "'",
-                        _ => "",
+                        other => return Err(format!("an undefined entity `&{other};`")),
                     });
                 }
             }
