@@ -107,6 +107,20 @@ pub struct Calls {
     pub completion_tokens: u64,
 }
 
+impl std::ops::AddAssign for Calls {
+    fn add_assign(&mut self, c: Self) {
+        self.sent += c.sent;
+        self.merged += c.merged;
+        self.answered += c.answered;
+        self.unparseable += c.unparseable;
+        self.failed += c.failed;
+        self.timed_out += c.timed_out;
+        self.prompt_tokens += c.prompt_tokens;
+        self.cached_tokens += c.cached_tokens;
+        self.completion_tokens += c.completion_tokens;
+    }
+}
+
 /// One document's analysis.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
@@ -242,16 +256,7 @@ impl Summary {
             for f in &r.findings {
                 s.findings[f.severity as usize] += 1;
             }
-            let c = &r.calls;
-            s.calls.sent += c.sent;
-            s.calls.merged += c.merged;
-            s.calls.answered += c.answered;
-            s.calls.unparseable += c.unparseable;
-            s.calls.failed += c.failed;
-            s.calls.timed_out += c.timed_out;
-            s.calls.prompt_tokens += c.prompt_tokens;
-            s.calls.cached_tokens += c.cached_tokens;
-            s.calls.completion_tokens += c.completion_tokens;
+            s.calls += r.calls;
             s.on_time += usize::from(r.on_time);
         }
         s

@@ -49,6 +49,14 @@ fn scenario(hedge: bool, rpm: u64) -> anyhow::Result<Scenario> {
     Scenario::parse(&text).map_err(|e| anyhow::anyhow!("the bench's scenario: {e}"))
 }
 
+/// A runtime on this thread with its clock paused: virtual time.
+fn paused() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+}
+
 /// A variant of the end-to-end run.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Variant {
@@ -91,11 +99,7 @@ pub(super) fn documents(
     docs: usize,
     every: Duration,
 ) -> anyhow::Result<Tail> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()?;
-    rt.block_on(async {
+    paused()?.block_on(async {
         let s = scenario(v.hedge, 0)?;
         let rig = sluice_sim::harness::rig(&s, 7, GatewayBuilder::new())?;
         let a = Arc::new(analyzer(engine, v, None));
@@ -171,11 +175,7 @@ pub(super) fn batch(
         pipeline: true,
     };
     let run = |with_batch: bool, alone: usize| -> anyhow::Result<Run> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()?;
-        rt.block_on(async {
+        paused()?.block_on(async {
             let s = scenario(true, rpm / 2)?;
             let rig = sluice_sim::harness::rig(&s, 7, GatewayBuilder::new())?;
             let gw = rig.gateway.clone();
