@@ -2,14 +2,14 @@
 //! severity and the model's verdict, and the document's time by stage), as JSON and as
 //! Markdown, and a summary of a batch of them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sluice_documents::{ClauseKind, Format};
 use sluice_rules::Severity;
 
 use crate::review::Verdict;
 
 /// A rule a finding tripped.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleRef {
     /// Its id.
     pub id: String,
@@ -18,7 +18,7 @@ pub struct RuleRef {
 }
 
 /// How a finding's review went.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Review {
     /// The model answered with a verdict.
@@ -47,7 +47,7 @@ pub enum Review {
 }
 
 /// A clause the rules flagged.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     /// The clause's id.
     pub clause: String,
@@ -68,7 +68,7 @@ pub struct Finding {
 }
 
 /// A document's time by stage, in milliseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
     /// Reading the file into pages.
     pub parse_ms: f64,
@@ -85,7 +85,7 @@ pub struct Timings {
 }
 
 /// How many reviews a document needed, and what they cost.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Calls {
     /// Reviews sent.
     pub sent: u64,
@@ -122,7 +122,7 @@ impl std::ops::AddAssign for Calls {
 }
 
 /// One document's analysis.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// The document's name.
     pub document: String,
@@ -210,7 +210,7 @@ fn cell(s: &str) -> String {
 }
 
 /// A document that could not be analysed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refused {
     /// Its name.
     pub document: String,
@@ -219,7 +219,7 @@ pub struct Refused {
 }
 
 /// A batch's summary.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Documents analysed.
     pub documents: usize,

@@ -193,6 +193,9 @@ async fn unreadable_and_failed_reviews_are_reported_not_dropped() {
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["findings"][0]["review"]["status"], "unparseable");
     assert_eq!(json["findings"][1]["rules"][0]["severity"], "medium");
+    // A report kept as JSON (a batch's output line) reads back as it was.
+    let back: Report = serde_json::from_value(json).unwrap();
+    assert_eq!(back, r);
 }
 
 #[tokio::test(start_paused = true)]

@@ -22,15 +22,18 @@ pub enum Endpoint {
     Responses,
     /// `/v1/messages` (Anthropic Messages).
     Messages,
+    /// `/v1/analyses`: a document to analyse (its lines name a file and carry its bytes).
+    Analyses,
 }
 
 impl Endpoint {
     /// Every endpoint, in the order error messages list them.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::Chat,
         Self::Embeddings,
         Self::Responses,
         Self::Messages,
+        Self::Analyses,
     ];
 
     /// Its path, as lines and batches name it.
@@ -40,6 +43,7 @@ impl Endpoint {
             Self::Embeddings => "/v1/embeddings",
             Self::Responses => "/v1/responses",
             Self::Messages => "/v1/messages",
+            Self::Analyses => "/v1/analyses",
         }
     }
 
@@ -48,13 +52,14 @@ impl Endpoint {
         Self::ALL.into_iter().find(|e| e.path() == path)
     }
 
-    /// The API its requests are written in.
-    pub fn dialect(self) -> Dialect {
+    /// The API its requests are written in; none for documents, which are not calls.
+    pub fn dialect(self) -> Option<Dialect> {
         match self {
-            Self::Chat => Dialect::Chat,
-            Self::Embeddings => Dialect::Embeddings,
-            Self::Responses => Dialect::Responses,
-            Self::Messages => Dialect::Anthropic,
+            Self::Chat => Some(Dialect::Chat),
+            Self::Embeddings => Some(Dialect::Embeddings),
+            Self::Responses => Some(Dialect::Responses),
+            Self::Messages => Some(Dialect::Anthropic),
+            Self::Analyses => None,
         }
     }
 
@@ -248,7 +253,17 @@ fn line(number: u64, text: &str, limits: Limits) -> Result<Line, LineError> {
     let Some(body) = raw.body else {
         return Err(fault(number, "body", "body is required".into()));
     };
-    let (request, value) = checked_body(body.get(), endpoint)
+    let Some(dialect) = endpoint.dialect() else {
+        document::read(body.get()).map_err(|e| fault(number, e.param, e.message))?;
+        return Ok(Line {
+            number,
+            custom_id,
+            endpoint,
+            body: body.get().to_string(),
+            prefix: prefix_hash(endpoint, &serde_json::Value::Null),
+        });
+    };
+    let (request, value) = checked_body(body.get(), dialect)
         .map_err(|(param, message)| fault(number, &param, message))?;
     if request.stream {
         return Err(fault(
@@ -266,11 +281,11 @@ fn line(number: u64, text: &str, limits: Limits) -> Result<Line, LineError> {
     })
 }
 
-/// Reads `body` as `endpoint`'s request, with its API's checks: the request, and the body as
+/// Reads `body` as a request in `dialect`, with its API's checks: the request, and the body as
 /// a JSON value; or the field at fault and what is wrong.
 fn checked_body(
     body: &str,
-    endpoint: Endpoint,
+    dialect: Dialect,
 ) -> Result<(ChatRequest, serde_json::Value), (String, String)> {
     let value: serde_json::Value = serde_json::from_str(body)
         .map_err(|e| ("body".to_string(), format!("body is not JSON: {e}")))?;
@@ -284,8 +299,7 @@ fn checked_body(
             .map_or_else(|| "body".to_string(), |p| format!("body.{p}"));
         (param, e.message.into_owned())
     };
-    let chat = endpoint
-        .dialect()
+    let chat = dialect
         .request(Bytes::copy_from_slice(body.as_bytes()))
         .map_err(refused)?;
     let request = ChatRequest::from_bytes(chat).map_err(refused)?;
@@ -319,7 +333,8 @@ fn prefix_hash(endpoint: Endpoint, body: &serde_json::Value) -> u32 {
         }
         Endpoint::Messages => part(body.get("system")),
         Endpoint::Responses => part(body.get("instructions")),
-        Endpoint::Embeddings => part(None),
+        // Documents share the one review prompt.
+        Endpoint::Embeddings | Endpoint::Analyses => part(None),
     }
     part(body.get("tools"));
     part(body.get("model"));
@@ -327,5 +342,6 @@ fn prefix_hash(endpoint: Endpoint, body: &serde_json::Value) -> u32 {
     u32::from_be_bytes([d[0], d[1], d[2], d[3]])
 }
 
+pub mod document;
 #[cfg(test)]
 mod tests;

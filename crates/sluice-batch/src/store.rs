@@ -12,7 +12,7 @@ use sluice_ledger::Database;
 use sqlx::{PgPool, Row, SqlitePool};
 
 use crate::counts::Counts;
-use crate::input::Line;
+use crate::input::{Endpoint, Line};
 use crate::state::Status;
 use crate::{BatchError, progress};
 
@@ -38,6 +38,26 @@ macro_rules! on {
             Pool::Postgres($p) => $body,
         }
     };
+}
+
+/// Which items a claim takes: calls (sent through the walk, one each) or documents
+/// (analysed, many calls each), so that each kind runs in slots of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Items of jobs on every endpoint but `/v1/analyses`.
+    Calls,
+    /// Items of `/v1/analyses` jobs.
+    Documents,
+}
+
+impl From<Endpoint> for Kind {
+    fn from(e: Endpoint) -> Self {
+        if e.dialect().is_some() {
+            Self::Calls
+        } else {
+            Self::Documents
+        }
+    }
 }
 
 /// The jobs' tables in a ledger's database.
@@ -330,11 +350,12 @@ impl Jobs {
         Ok(n > 0)
     }
 
-    /// Claims up to `n` items for `owner` until `now_ms + lease_ms`: queued ones, and running
-    /// ones whose lease ran out (their owner is gone), of jobs whose window is open, earliest
-    /// job first and, within a job, those sharing a prefix together.
+    /// Claims up to `n` items of `kind` for `owner` until `now_ms + lease_ms`: queued ones,
+    /// and running ones whose lease ran out (their owner is gone), of jobs whose window is
+    /// open, earliest job first and, within a job, those sharing a prefix together.
     pub async fn claim(
         &self,
+        kind: Kind,
         owner: &str,
         n: u32,
         now_ms: i64,
@@ -343,15 +364,21 @@ impl Jobs {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let text = match self.pool {
-            Pool::Sqlite(_) => sql::CLAIM.replace("{lock}", ""),
-            Pool::Postgres(_) => sql::CLAIM.replace("{lock}", "FOR UPDATE SKIP LOCKED"),
+        let lock = match self.pool {
+            Pool::Sqlite(_) => "",
+            Pool::Postgres(_) => "FOR UPDATE SKIP LOCKED",
         };
+        let member = match kind {
+            Kind::Calls => "NOT IN",
+            Kind::Documents => "IN",
+        };
+        let text = sql::CLAIM.replace("{lock}", lock).replace("{kind}", member);
         let mut claimed = on!(self, p => sqlx::query(sqlx::AssertSqlSafe(text))
             .bind(owner)
             .bind(now_ms + lease_ms)
             .bind(now_ms)
             .bind(i64::from(n))
+            .bind(Endpoint::Analyses.path())
             .fetch_all(p)
             .await?
             .iter()

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 
 use sluice_batch::store::ItemResult;
-use sluice_batch::{Ending, Jobs, Limits, NewBatch, NewFile, Status, input};
+use sluice_batch::{Ending, Jobs, Kind, Limits, NewBatch, NewFile, Status, input};
 use sluice_ledger::{AnyStore, Durability, PgStore, SqliteStore};
 
 async fn sqlite(dir: &tempfile::TempDir) -> AnyStore {
@@ -70,6 +70,7 @@ on_both!(
     cancelling_ends_queued_items_and_waits_for_running_ones,
     a_closed_window_expires_what_is_queued,
     old_files_and_ended_jobs_are_swept,
+    calls_and_documents_are_claimed_apart,
 );
 
 fn file(id: &str, tenant: &str, at: i64) -> NewFile {
@@ -175,7 +176,10 @@ async fn items_are_claimed_by_job_then_prefix_and_ended_once(jobs: Jobs) {
     assert!(jobs.batch(None, "batch_1").await.unwrap().is_some());
 
     // The earlier job first; within it, one prefix's lines together.
-    let first = jobs.claim("a", 6, 10_000, 5_000).await.unwrap();
+    let first = jobs
+        .claim(Kind::Calls, "a", 6, 10_000, 5_000)
+        .await
+        .unwrap();
     assert!(first.iter().all(|c| c.batch_id == "batch_1"));
     let mut by_prefix: Vec<u64> = first.iter().map(|c| c.line).collect();
     by_prefix.sort_unstable();
@@ -233,14 +237,30 @@ async fn a_lost_claim_writes_nothing(jobs: Jobs) {
     jobs.add_batch(&batch("batch_1", 1_000), &lines(3))
         .await
         .unwrap();
-    let mine = jobs.claim("a", 3, 10_000, 1_000).await.unwrap();
+    let mine = jobs
+        .claim(Kind::Calls, "a", 3, 10_000, 1_000)
+        .await
+        .unwrap();
     assert_eq!(mine.len(), 3);
     // Nothing is free until the lease runs out; renewed, it holds longer.
-    assert!(jobs.claim("b", 3, 10_500, 1_000).await.unwrap().is_empty());
+    assert!(
+        jobs.claim(Kind::Calls, "b", 3, 10_500, 1_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(jobs.renew("a", 10_900, 1_000).await.unwrap(), 3);
-    assert!(jobs.claim("b", 3, 11_500, 1_000).await.unwrap().is_empty());
+    assert!(
+        jobs.claim(Kind::Calls, "b", 3, 11_500, 1_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // "a" stalls past its lease: "b" takes the items, and "a"'s late ending is fenced off.
-    let theirs = jobs.claim("b", 3, 12_000, 1_000).await.unwrap();
+    let theirs = jobs
+        .claim(Kind::Calls, "b", 3, 12_000, 1_000)
+        .await
+        .unwrap();
     assert_eq!(theirs.len(), 3);
     assert!(theirs.iter().all(|c| c.tries == 2));
     assert!(
@@ -257,7 +277,10 @@ async fn a_lost_claim_writes_nothing(jobs: Jobs) {
     );
     // Released unsent: queued again, the claim not counted.
     assert!(jobs.release(&theirs[1]).await.unwrap());
-    let again = jobs.claim("b", 3, 12_300, 1_000).await.unwrap();
+    let again = jobs
+        .claim(Kind::Calls, "b", 3, 12_300, 1_000)
+        .await
+        .unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!((again[0].line, again[0].tries), (theirs[1].line, 2));
     // At start, an embedded store puts back what a dead process held.
@@ -269,7 +292,10 @@ async fn cancelling_ends_queued_items_and_waits_for_running_ones(jobs: Jobs) {
     jobs.add_batch(&batch("batch_1", 1_000), &lines(5))
         .await
         .unwrap();
-    let running = jobs.claim("a", 2, 10_000, 5_000).await.unwrap();
+    let running = jobs
+        .claim(Kind::Calls, "a", 2, 10_000, 5_000)
+        .await
+        .unwrap();
     assert_eq!(
         jobs.cancel("globex", "batch_1", 10_100).await.unwrap(),
         None
@@ -282,7 +308,12 @@ async fn cancelling_ends_queued_items_and_waits_for_running_ones(jobs: Jobs) {
     assert_eq!(b.cancel_ms, Some(10_100));
     let counts = jobs.counts("batch_1").await.unwrap();
     assert_eq!((counts.cancelled, counts.running), (3, 2));
-    assert!(jobs.claim("a", 5, 10_200, 5_000).await.unwrap().is_empty());
+    assert!(
+        jobs.claim(Kind::Calls, "a", 5, 10_200, 5_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     for c in &running {
         assert!(jobs.end_item(c, &answered(200), 10_300).await.unwrap());
     }
@@ -296,8 +327,14 @@ async fn a_closed_window_expires_what_is_queued(jobs: Jobs) {
         .await
         .unwrap();
     // One item runs under a live claim, one under a claim that lapsed (its gateway died).
-    let one = jobs.claim("a", 1, 10_000, 50_000).await.unwrap();
-    let lapsed = jobs.claim("b", 1, 10_000, 1_000).await.unwrap();
+    let one = jobs
+        .claim(Kind::Calls, "a", 1, 10_000, 50_000)
+        .await
+        .unwrap();
+    let lapsed = jobs
+        .claim(Kind::Calls, "b", 1, 10_000, 1_000)
+        .await
+        .unwrap();
     assert_eq!(jobs.expire_queued("batch_1", 20_000).await.unwrap(), 3);
     assert!(
         jobs.end_item(&one[0], &answered(200), 20_100)
@@ -318,7 +355,12 @@ async fn a_closed_window_expires_what_is_queued(jobs: Jobs) {
         ..batch("batch_2", 2_000)
     };
     jobs.add_batch(&closed, &lines(2)).await.unwrap();
-    assert!(jobs.claim("a", 5, 6_000, 1_000).await.unwrap().is_empty());
+    assert!(
+        jobs.claim(Kind::Calls, "a", 5, 6_000, 1_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn old_files_and_ended_jobs_are_swept(jobs: Jobs) {
@@ -344,4 +386,43 @@ async fn old_files_and_ended_jobs_are_swept(jobs: Jobs) {
         2,
         "open jobs stay"
     );
+}
+
+async fn calls_and_documents_are_claimed_apart(jobs: Jobs) {
+    jobs.add_batch(&batch("batch_calls", 1_000), &lines(3))
+        .await
+        .unwrap();
+    let docs: Vec<String> = (0..2)
+        .map(|i| {
+            serde_json::json!({"custom_id": format!("doc-{i}"), "method": "POST",
+                "url": "/v1/analyses",
+                "body": serde_json::from_str::<serde_json::Value>(
+                    &input::document::write(&format!("d{i}.txt"), b"1. Term.")).unwrap()})
+            .to_string()
+        })
+        .collect();
+    let docs = input::check(&docs.join("\n"), Limits::default()).unwrap();
+    let mut b = batch("batch_docs", 500);
+    b.endpoint = sluice_batch::Endpoint::Analyses;
+    jobs.add_batch(&b, &docs).await.unwrap();
+    // The documents' job is the earlier, but a claim for calls never takes its items.
+    let calls = jobs
+        .claim(Kind::Calls, "a", 10, 10_000, 5_000)
+        .await
+        .unwrap();
+    assert_eq!(calls.len(), 3);
+    assert!(calls.iter().all(|c| c.batch_id == "batch_calls"));
+    let documents = jobs
+        .claim(Kind::Documents, "a", 10, 10_000, 5_000)
+        .await
+        .unwrap();
+    assert_eq!(documents.len(), 2);
+    assert!(documents.iter().all(|c| c.batch_id == "batch_docs"));
+    let up = input::document::read(&documents[0].body).unwrap();
+    assert_eq!(
+        (up.filename.as_str(), up.bytes.as_slice()),
+        ("d0.txt", &b"1. Term."[..])
+    );
+    let stored = jobs.batch(None, "batch_docs").await.unwrap().unwrap();
+    assert_eq!(stored.endpoint, sluice_batch::Endpoint::Analyses);
 }

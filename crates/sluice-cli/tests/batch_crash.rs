@@ -127,7 +127,7 @@ fn lines(n: usize) -> String {
         .join("\n")
 }
 
-async fn submit(url: &str, content: &str) -> String {
+async fn submit(url: &str, content: &str, endpoint: &str) -> String {
     let client = reqwest::Client::new();
     let body = format!(
         "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n\
@@ -149,7 +149,9 @@ async fn submit(url: &str, content: &str) -> String {
         .unwrap();
     let job: Value = client
         .post(format!("{url}/v1/batches"))
-        .json(&json!({"input_file_id": file["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"}))
+        .json(
+            &json!({"input_file_id": file["id"], "endpoint": endpoint, "completion_window": "24h"}),
+        )
         .send()
         .await
         .unwrap()
@@ -177,12 +179,24 @@ async fn text(url: &str, file: &str) -> String {
 }
 
 /// Runs a job of `n` items, killing the gateway `kills` times at seeded moments and
-/// starting it again; checks every item ended once and was billed once. The number of
-/// items the store says were claimed more than once (sent again after a kill).
-async fn crash_and_finish(stack: &Stack, n: usize, kills: usize, seed: u64) -> Vec<String> {
+/// starting it again; checks every item ended once, with one output line each. The output
+/// lines.
+async fn crash_and_finish(stack: &Stack, n: usize, kills: usize, seed: u64) -> Vec<Value> {
+    crash_and_finish_file(stack, &lines(n), "/v1/chat/completions", n, kills, seed).await
+}
+
+/// As [`crash_and_finish`], for the `n` lines of `content`, calling `endpoint`.
+async fn crash_and_finish_file(
+    stack: &Stack,
+    content: &str,
+    endpoint: &str,
+    n: usize,
+    kills: usize,
+    seed: u64,
+) -> Vec<Value> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut gw = stack.gateway().await;
-    let id = submit(&stack.url, &lines(n)).await;
+    let id = submit(&stack.url, content, endpoint).await;
     let mut last_done = 0;
     for k in 0..kills {
         // Let some items end (at least one more than at the last kill), then wait a random
@@ -219,23 +233,21 @@ async fn crash_and_finish(stack: &Stack, n: usize, kills: usize, seed: u64) -> V
         "{last}"
     );
     let out = text(&stack.url, last["output_file_id"].as_str().unwrap()).await;
-    let ids: Vec<String> = out
+    let lines: Vec<Value> = out
         .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["custom_id"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .collect();
-    let unique: HashSet<&String> = ids.iter().collect();
+    let unique: HashSet<&str> = lines
+        .iter()
+        .map(|l| l["custom_id"].as_str().unwrap())
+        .collect();
     assert_eq!(
-        (ids.len(), unique.len()),
+        (lines.len(), unique.len()),
         (n, n),
         "one output line per item"
     );
     kill(gw);
-    ids
+    lines
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,6 +283,93 @@ async fn kill_9_during_a_batch_on_sqlite_loses_and_doubles_nothing() {
         .unwrap();
     eprintln!("{again} items sent again after a kill");
     assert!(again > 0, "the kills landed with items in flight");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_a_batch_of_documents_bills_each_review_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let stack = Stack::new(
+        dir.path(),
+        "[ledger]\nstore = \"sqlite\"\npath = \"ledger.db\"",
+        vec![],
+    );
+    let n = 12;
+    let content: Vec<String> = (0..n)
+        .map(|i| {
+            let text = sluice_analysis::synth::contract(40 + i as u64, 10, 0.0).join("\u{c}");
+            let body: Value = serde_json::from_str(&sluice_batch::input::document::write(
+                &format!("contract-{i}.txt"),
+                text.as_bytes(),
+            ))
+            .unwrap();
+            json!({"custom_id": format!("doc-{i}"), "method": "POST", "url": "/v1/analyses", "body": body})
+                .to_string()
+        })
+        .collect();
+    let out = crash_and_finish_file(&stack, &content.join("\n"), "/v1/analyses", n, 2, 37).await;
+    // Each document's clauses the rules flagged, and those whose review it sent itself.
+    let mut flagged: HashSet<(u64, String)> = HashSet::new();
+    let mut own: Vec<(u64, String)> = Vec::new();
+    for line in &out {
+        let report = &line["response"]["body"];
+        assert_eq!(report["object"], "analysis.report", "{line}");
+        let number: u64 = line["custom_id"].as_str().unwrap()["doc-".len()..]
+            .parse::<u64>()
+            .unwrap()
+            + 1;
+        for f in report["findings"].as_array().unwrap() {
+            assert_eq!(f["review"]["status"], "reviewed", "{f}");
+            let clause = f["clause"].as_str().unwrap().to_string();
+            if f["review"]["merged"] == false {
+                own.push((number, clause.clone()));
+            }
+            flagged.insert((number, clause));
+        }
+    }
+    let pool = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("ledger.db").display()
+    ))
+    .await
+    .unwrap();
+    let keys: Vec<String> =
+        sqlx::query_scalar("SELECT batch_item FROM sluice_ledger WHERE batch_item IS NOT NULL")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let billed: HashSet<(u64, String)> = keys
+        .iter()
+        .map(|k| {
+            let mut parts = k.splitn(3, '/');
+            let (_, line, clause) = (parts.next(), parts.next().unwrap(), parts.next().unwrap());
+            (line.parse().unwrap(), clause.to_string())
+        })
+        .collect();
+    // Every review a report counts was billed, under its document and clause; nothing else
+    // was (a clause merged into another document's review in one run may have been sent for
+    // itself in a run a kill cut short); and the key is unique, so a review sent again after
+    // a kill is billed once.
+    for k in &own {
+        assert!(billed.contains(k), "{k:?} was reviewed but not billed");
+    }
+    for k in &billed {
+        assert!(flagged.contains(k), "{k:?} was billed but is no finding");
+    }
+    let unkeyed: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM sluice_ledger WHERE batch_item IS NULL AND error IS NULL",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(unkeyed, 0, "every answered review carries its item's key");
+    let (rows, sent) = (keys.len(), own.len());
+    assert!(sent > 3 * n, "{sent} reviews: the documents were reviewed");
+    let again: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sluice_batch_items WHERE tries > 1")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    eprintln!("{again} documents analysed again after a kill; {rows} review rows, {sent} sent");
+    assert!(again > 0, "the kills landed with documents in flight");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -253,6 +253,10 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
         let mut choosable: Vec<&str> = models.iter().map(|(n, _)| n.as_str()).collect();
         choosable.extend(route_names.iter().copied());
         analysis::check(&doc, a, &names, &choosable, &mut diags);
+        let stored = ledger
+            .as_ref()
+            .is_none_or(|l| l.store != LedgerStoreKind::Off);
+        analysis::batched(&doc, a, batches.as_ref().filter(|_| stored), &mut warnings);
     }
     let cluster: Option<ClusterConfig> = doc.section("cluster", &mut diags);
     if let Some(c) = &cluster {

@@ -18,7 +18,7 @@ pub use clauses::{Clause, ClauseKind, split};
 pub const MAX_FILE_BYTES: usize = 64 << 20;
 
 /// A file's format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     /// Plain text (UTF-8).

@@ -1,8 +1,8 @@
 //! Document analysis through a gateway served on loopback, its reviews answered by the
 //! simulated reviewer: one document analysed while the caller waits (JSON and Markdown),
 //! a document that cannot be read refused with its own reason in the API's error shape, and
-//! a batch of documents run as a job in the batch lane, followed to its end, every review a
-//! call through the walk.
+//! a batch of documents kept as a batch job in the batch store, run in the batch lane and
+//! followed to its end, every review a call through the walk.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -17,13 +17,19 @@ use sluice_sim::spec::UpstreamSpec;
 const BOUNDARY: &str = "sluice-analysis-boundary";
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-documents/fixtures");
 
-async fn gateway() -> String {
-    served("", None).await
+/// A served gateway and the folder of its ledger (a SQLite file).
+struct Served {
+    url: String,
+    _dir: tempfile::TempDir,
 }
 
-/// A gateway on loopback in front of a simulated reviewer, with `extra` configuration and,
-/// when given, the ledger in `ledger` (a SQLite file).
-async fn served(extra: &str, ledger: Option<&std::path::Path>) -> String {
+async fn gateway() -> Served {
+    served("").await
+}
+
+/// A gateway on loopback in front of a simulated reviewer, with `extra` configuration, its
+/// ledger and batch jobs in a SQLite file, its batch runner running.
+async fn served(extra: &str) -> Served {
     let fast = UpstreamSpec {
         ttft_median: Duration::from_millis(5),
         per_token: Duration::from_micros(200),
@@ -52,20 +58,30 @@ concurrency = 2
     );
     let env = BTreeMap::new();
     let cfg = sluice_config::gateway::load(&text, &env, &[]).unwrap();
-    let mut b = GatewayBuilder::from_config(&cfg, &env)
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(sluice_ledger::AnyStore::Sqlite(
+        sluice_ledger::SqliteStore::open(
+            &dir.path().join("ledger.db"),
+            sluice_ledger::Durability::Process,
+        )
+        .await
+        .unwrap(),
+    ));
+    let jobs = sluice_batch::Jobs::open(store.database()).await.unwrap();
+    let (ledger, _writer) = sluice_ledger::Ledger::start(store.clone());
+    let settings = sluice_gateway::batches::BatchSettings {
+        poll: Duration::from_millis(20),
+        ..sluice_gateway::batches::BatchSettings::default()
+    };
+    let gw = GatewayBuilder::from_config(&cfg, &env)
         .unwrap()
         .analysis_from_config(&cfg, std::path::Path::new("."))
+        .unwrap()
+        .ledger(ledger, store)
+        .batches(jobs, settings, None)
+        .build()
         .unwrap();
-    if let Some(path) = ledger {
-        let store = std::sync::Arc::new(sluice_ledger::AnyStore::Sqlite(
-            sluice_ledger::SqliteStore::open(path, sluice_ledger::Durability::Process)
-                .await
-                .unwrap(),
-        ));
-        let (ledger, _writer) = sluice_ledger::Ledger::start(store.clone());
-        b = b.ledger(ledger, store);
-    }
-    let gw = b.build().unwrap();
+    tokio::spawn(sluice_gateway::batches::runner::run(gw.clone()));
     let server = sluice_gateway::server::Server::bind(
         gw,
         "127.0.0.1:0".parse().unwrap(),
@@ -75,7 +91,7 @@ concurrency = 2
     .unwrap();
     let url = format!("http://{}", server.local_addr().unwrap());
     tokio::spawn(server.run(std::future::pending()));
-    url
+    Served { url, _dir: dir }
 }
 
 fn fixture(name: &str) -> (String, Vec<u8>) {
@@ -142,8 +158,9 @@ async fn requests(url: &str, label: &str) -> f64 {
 
 #[tokio::test]
 async fn one_document_is_analysed_while_the_caller_waits() {
-    let url = gateway().await;
-    let resp = upload(&url, "", &[fixture("contract-zh.docx")]).await;
+    let served = gateway().await;
+    let url = served.url.as_str();
+    let resp = upload(url, "", &[fixture("contract-zh.docx")]).await;
     assert_eq!(resp.status(), 200);
     let r: Value = resp.json().await.unwrap();
     assert_eq!(r["object"], "analysis.report");
@@ -185,12 +202,12 @@ async fn one_document_is_analysed_while_the_caller_waits() {
         r["timings"]["total_ms"].as_f64().unwrap() >= r["timings"]["waiting_ms"].as_f64().unwrap()
     );
     assert_eq!(
-        requests(&url, "").await,
+        requests(url, "").await,
         sent as f64,
         "every review was a call through the walk"
     );
 
-    let md = upload(&url, "?format=markdown", &[licence("Apache-2.0")]).await;
+    let md = upload(url, "?format=markdown", &[licence("Apache-2.0")]).await;
     assert_eq!(md.headers()["content-type"], "text/markdown; charset=utf-8");
     let text = md.text().await.unwrap();
     assert!(text.starts_with("# Apache-2.0.txt\n"), "{text}");
@@ -202,7 +219,8 @@ async fn one_document_is_analysed_while_the_caller_waits() {
 
 #[tokio::test]
 async fn a_document_that_cannot_be_read_is_refused_with_its_reason() {
-    let url = gateway().await;
+    let served = gateway().await;
+    let url = served.url.as_str();
     for (name, says) in [
         (
             "encrypted.pdf",
@@ -214,7 +232,7 @@ async fn a_document_that_cannot_be_read_is_refused_with_its_reason() {
             "not-a-zip.docx: not a readable DOCX file: not a zip archive",
         ),
     ] {
-        let resp = upload(&url, "", &[fixture(name)]).await;
+        let resp = upload(url, "", &[fixture(name)]).await;
         assert_eq!(resp.status(), 400, "{name}");
         let e: Value = resp.json().await.unwrap();
         assert_eq!(e["error"]["param"], "file");
@@ -224,9 +242,9 @@ async fn a_document_that_cannot_be_read_is_refused_with_its_reason() {
             "{e}"
         );
     }
-    let none = upload(&url, "", &[]).await;
+    let none = upload(url, "", &[]).await;
     assert_eq!(none.status(), 400);
-    let bad = upload(&url, "?format=pdf", &[licence("MPL-2.0")]).await;
+    let bad = upload(url, "?format=pdf", &[licence("MPL-2.0")]).await;
     assert_eq!(bad.status(), 400);
     assert_eq!(
         bad.json::<Value>().await.unwrap()["error"]["param"],
@@ -236,7 +254,8 @@ async fn a_document_that_cannot_be_read_is_refused_with_its_reason() {
 
 #[tokio::test]
 async fn a_batch_of_documents_is_a_job_in_the_batch_lane() {
-    let url = gateway().await;
+    let served = gateway().await;
+    let url = served.url.as_str();
     let mut docs: Vec<(String, Vec<u8>)> = ["Apache-2.0", "MPL-2.0", "GPL-3", "LGPL-2.1"]
         .iter()
         .map(|n| licence(n))
@@ -244,7 +263,7 @@ async fn a_batch_of_documents_is_a_job_in_the_batch_lane() {
     docs.push(fixture("contract-zh.pdf"));
     docs.push(fixture("truncated.docx"));
     docs.push(licence("Apache-2.0"));
-    let resp = upload(&url, "", &docs).await;
+    let resp = upload(url, "", &docs).await;
     assert_eq!(resp.status(), 202);
     let job: Value = resp.json().await.unwrap();
     assert_eq!(job["object"], "analysis");
@@ -292,7 +311,7 @@ async fn a_batch_of_documents_is_a_job_in_the_batch_lane() {
     );
     assert!(merged >= second["findings"].as_array().unwrap().len() as u64);
     assert_eq!(
-        requests(&url, "lane=\"batch\"").await,
+        requests(url, "lane=\"batch\"").await,
         sent as f64,
         "reviews ran in the batch lane"
     );
@@ -306,7 +325,37 @@ async fn a_batch_of_documents_is_a_job_in_the_batch_lane() {
         md.contains("# Batch summary") && md.contains("# MPL-2.0.txt"),
         "{md}"
     );
-    let other = reqwest::get(format!("{url}/v1/analyses/anl_nope"))
+    // The job is a batch job like any: its output file holds each document's report.
+    let batch: Value = reqwest::get(format!("{url}/v1/batches/{id}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(batch["endpoint"], "/v1/analyses");
+    assert_eq!(
+        batch["request_counts"],
+        serde_json::json!({"total": 7, "completed": 6, "failed": 1})
+    );
+    let out = reqwest::get(format!(
+        "{url}/v1/files/{}/content",
+        batch["output_file_id"].as_str().unwrap()
+    ))
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    let names: Vec<String> = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["custom_id"].to_string())
+        .collect();
+    assert_eq!(names.len(), 6, "{names:?}");
+    assert!(
+        names.contains(&"\"Apache-2.0.txt (2)\"".to_string()),
+        "{names:?}"
+    );
+    let other = reqwest::get(format!("{url}/v1/analyses/batch_nope"))
         .await
         .unwrap();
     assert_eq!(other.status(), 404);
@@ -314,17 +363,16 @@ async fn a_batch_of_documents_is_a_job_in_the_batch_lane() {
 
 #[tokio::test]
 async fn reviews_are_billed_to_the_callers_tenant() {
-    let dir = tempfile::tempdir().unwrap();
     let secret = "sk-analysis-test-key";
     let sha = sluice_economy::keys::hash_hex(secret);
-    let url = served(
-        &format!("[keys.reviewer]\ntenant = \"acme\"\nsha256 = \"{sha}\"\n"),
-        Some(&dir.path().join("ledger.db")),
-    )
+    let served = served(&format!(
+        "[keys.reviewer]\ntenant = \"acme\"\nsha256 = \"{sha}\"\n"
+    ))
     .await;
-    let anonymous = upload(&url, "", &[licence("Apache-2.0")]).await;
+    let url = served.url.as_str();
+    let anonymous = upload(url, "", &[licence("Apache-2.0")]).await;
     assert_eq!(anonymous.status(), 401, "keys exist: analyses need one");
-    let r: Value = upload_as(&url, "", &[licence("Apache-2.0")], Some(secret))
+    let r: Value = upload_as(url, "", &[licence("Apache-2.0")], Some(secret))
         .await
         .json()
         .await

@@ -122,3 +122,34 @@ fn each_api_has_its_own_shared_prefix() {
     .unwrap();
     assert_eq!(e[0].endpoint, Endpoint::Embeddings);
 }
+
+#[test]
+fn a_document_line_is_checked_as_a_document() {
+    let doc = |id: &str, body: serde_json::Value| {
+        serde_json::json!({"custom_id": id, "method": "POST", "url": "/v1/analyses", "body": body})
+            .to_string()
+    };
+    let good =
+        serde_json::from_str::<serde_json::Value>(&document::write("a.txt", b"1. Term.")).unwrap();
+    let file = [
+        doc("a", good.clone()),
+        doc(
+            "b",
+            serde_json::json!({"filename": "b.pdf", "file_data": "%%%"}),
+        ),
+        doc("c", serde_json::json!({"file_data": "aGk="})),
+    ]
+    .join("\n");
+    let errors = check(&file, Limits::default()).unwrap_err();
+    let got: Vec<(u64, Option<&str>)> = errors
+        .iter()
+        .map(|e| (e.line, e.param.as_deref()))
+        .collect();
+    assert_eq!(
+        got,
+        [(2, Some("body.file_data")), (3, Some("body.filename"))]
+    );
+    let lines = check(&doc("a", good), Limits::default()).unwrap();
+    assert_eq!(lines[0].endpoint, Endpoint::Analyses);
+    assert_eq!(document::read(&lines[0].body).unwrap().bytes, b"1. Term.");
+}

@@ -131,6 +131,7 @@ pub(super) const CLAIM: &str = "UPDATE sluice_batch_items SET state = 'running',
     lease_ms = $2, epoch = epoch + 1, tries = tries + 1 \
     WHERE (batch_id, line) IN (SELECT batch_id, line FROM sluice_batch_items \
     WHERE (state = 'queued' OR (state = 'running' AND lease_ms < $3)) AND expires_ms > $3 \
+    AND batch_id {kind} (SELECT id FROM sluice_batches WHERE endpoint = $5) \
     ORDER BY ord, batch_id, prefix, line LIMIT $4 {lock}) \
     RETURNING batch_id, line, custom_id, body, epoch, tries";
 

@@ -58,7 +58,7 @@ impl Default for AnalysisConfig {
             lane: None,
             concurrency: 8,
             max_documents: 500,
-            max_upload_bytes: 256 << 20,
+            max_upload_bytes: 64 << 20,
         }
     }
 }
@@ -104,6 +104,49 @@ pub(super) fn check(
     }
 }
 
+/// Warnings for what `[analysis]` suggests and the batch store cannot do: a batch of
+/// documents is a batch job, so without the store (`batches` `None`: the ledger off) or with
+/// batch jobs off only single documents are served, and an upload whose batch file (base64,
+/// a third larger) passes `[batches] max_file_bytes` is refused whatever `max_upload_bytes`
+/// says.
+pub(super) fn batched(
+    doc: &Document<'_>,
+    a: &AnalysisConfig,
+    batches: Option<&crate::gateway::BatchesConfig>,
+    warnings: &mut Vec<Diagnostic>,
+) {
+    if !a.enabled {
+        return;
+    }
+    let at = |field: Option<&str>| {
+        let mut p = vec![Seg::Key("analysis".into())];
+        p.extend(field.map(|f| Seg::Key(f.into())));
+        p
+    };
+    match batches {
+        Some(b) if b.enabled => {
+            let as_file = a.max_upload_bytes.saturating_add(2) / 3 * 4;
+            if as_file > b.max_file_bytes {
+                warnings.push(doc.diag(
+                    &at(Some("max_upload_bytes")),
+                    format!(
+                        "an upload of {} bytes is about {as_file} bytes as a batch file \
+                         (base64), over [batches] max_file_bytes = {}: uploads past that \
+                         are refused",
+                        a.max_upload_bytes, b.max_file_bytes
+                    ),
+                ));
+            }
+        }
+        _ => warnings.push(doc.diag(
+            &at(None),
+            "a batch of documents is a batch job, kept in the batch store: with [ledger] \
+             store = \"off\" or [batches] enabled = false, POST /v1/analyses takes one \
+             document at a time",
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -133,5 +176,34 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want}: {text}");
         }
+    }
+
+    #[test]
+    fn analysis_warns_when_the_batch_store_cannot_hold_its_batches() {
+        let base = "[models.m]\ndeployments = [{ provider = \"sim\", model = \"a\" }]\n";
+        let env = BTreeMap::new();
+        let warned = |text: &str| {
+            check(text, &env, &["sim"], Secrets::Required)
+                .warnings
+                .iter()
+                .map(|w| format!("{}: {}", w.path, w.message))
+                .filter(|w| w.starts_with("analysis"))
+                .collect::<Vec<_>>()
+        };
+        assert!(warned(base).is_empty(), "the defaults fit");
+        let off = warned(&format!("{base}[ledger]\nstore = \"off\"\n"));
+        assert!(off[0].contains("one document at a time"), "{off:?}");
+        let no_batches = warned(&format!("{base}[batches]\nenabled = false\n"));
+        assert!(
+            no_batches[0].contains("one document at a time"),
+            "{no_batches:?}"
+        );
+        let big = warned(&format!(
+            "{base}[analysis]\nmax_upload_bytes = 90000000\n[batches]\nmax_file_bytes = 100000000\n"
+        ));
+        assert!(
+            big[0].starts_with("analysis.max_upload_bytes") && big[0].contains("120000000"),
+            "{big:?}"
+        );
     }
 }

@@ -28,7 +28,7 @@ pub const MAX_CLAUSE_BYTES: usize = 1_200;
 const HEADING_BYTES: usize = 90;
 
 /// What a clause is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ClauseKind {
     /// A heading: a part's title.

@@ -1,6 +1,7 @@
 //! `POST /v1/analyses` and `GET /v1/analyses/{id}`.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Multipart, Path, Query, State};
@@ -8,17 +9,16 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sluice_analysis::{Merger, Progress, Report, Reviewer, Summary};
+use sluice_analysis::{Merger, Refused, Report, Reviewer, Summary};
+use sluice_batch::input::{self, document};
+use sluice_batch::{Endpoint, Kind, NewFile, StoredBatch};
 use sluice_core::{ErrorKind, GatewayError};
 
-use super::{Analyses, Job, WalkReviewer};
+use super::{Analyses, WalkReviewer};
 use crate::Gateway;
-use crate::batches::api::{failed, invalid, not_found};
-use crate::batches::now_ms;
+use crate::batches::api::{Scope, describe, enqueue, failed, invalid, not_found, stored};
+use crate::batches::{ms, now_ms};
 use crate::walk::auth::{self, Caller};
-
-/// The most jobs kept in memory, ended ones included (the oldest ended go first).
-const KEPT_JOBS: usize = 1_000;
 
 /// How a report is written.
 #[derive(Debug, Default, Deserialize)]
@@ -104,53 +104,90 @@ async fn create_inner(
             Json(report_object(&report)).into_response()
         });
     }
-    let tenant = caller.tenant.as_deref().unwrap_or_default().to_string();
-    let job = Arc::new(Job {
-        id: format!("anl_{}", uuid::Uuid::new_v4().simple()),
-        tenant,
-        created_ms: now_ms(),
-        progress: Progress::default(),
-        result: OnceLock::new(),
-    });
-    job.progress
-        .total
-        .store(docs.len(), std::sync::atomic::Ordering::Relaxed);
-    {
-        let mut jobs = analyses.jobs.lock();
-        // The oldest ended jobs make room: memory holds at most `KEPT_JOBS`.
-        while jobs.len() >= KEPT_JOBS {
-            let oldest = jobs
-                .values()
-                .filter(|j| j.result.get().is_some())
-                .min_by_key(|j| j.created_ms)
-                .map(|j| j.id.clone());
-            match oldest {
-                Some(id) => jobs.remove(&id),
-                None => {
-                    return Err(GatewayError::new(
-                        ErrorKind::Overloaded,
-                        format!("{KEPT_JOBS} analyses are running; submit again when one ends"),
-                    ));
-                }
-            };
-        }
-        jobs.insert(job.id.clone(), job.clone());
+    submit(&gw, &headers, docs).await
+}
+
+/// Keeps `docs` as a batch job of documents in the batch store (one item each), answered
+/// with a 202 and the job to follow.
+async fn submit(
+    gw: &Arc<Gateway>,
+    headers: &HeaderMap,
+    docs: Vec<(String, Vec<u8>)>,
+) -> Result<Response, GatewayError> {
+    if gw.batches.is_none() {
+        return Err(invalid(
+            "a batch of documents is a batch job, kept in the batch store: it needs the \
+             ledger's store ([ledger]) and `[batches] enabled = true` (one document at a time \
+             is analysed without them)",
+            "file",
+        ));
     }
-    let reviewer: Arc<dyn Reviewer> = Arc::new(WalkReviewer::new(
-        gw.clone(),
-        caller,
-        analyses.settings.batch_lane,
-    ));
-    let running = job.clone();
-    let concurrency = analyses.settings.concurrency;
-    tokio::spawn(async move {
-        let done = analyses
-            .analyzer
-            .analyze_batch(docs, &reviewer, concurrency, &running.progress)
-            .await;
-        let _ = running.result.set(done);
-    });
-    Ok((StatusCode::ACCEPTED, Json(job_object(&job, false))).into_response())
+    let scope = Scope::of(gw, headers)?;
+    // Each document a line; its name its `custom_id`, made unique.
+    let mut used = HashSet::new();
+    let mut content = String::new();
+    for (name, bytes) in &docs {
+        let mut id = name.clone();
+        let mut n = 1;
+        while !used.insert(id.clone()) {
+            n += 1;
+            id = format!("{name} ({n})");
+        }
+        let body: Value = serde_json::from_str(&document::write(name, bytes))
+            .map_err(|e| GatewayError::new(ErrorKind::Internal, e.to_string()))?;
+        content.push_str(
+            &json!({"custom_id": id, "method": "POST", "url": Endpoint::Analyses.path(), "body": body})
+                .to_string(),
+        );
+        content.push('\n');
+    }
+    let limit = scope.batches.settings.max_file_bytes;
+    if content.len() as u64 > limit {
+        return Err(GatewayError::new(
+            ErrorKind::PayloadTooLarge,
+            format!(
+                "the documents take {} bytes as a batch file (base64), over the batch file \
+                 limit of {limit} bytes (`[batches] max_file_bytes`)",
+                content.len()
+            ),
+        )
+        .with_param("file"));
+    }
+    let limits = sluice_batch::Limits {
+        max_lines: docs.len().max(1),
+        ..sluice_batch::Limits::default()
+    };
+    let lines = input::check(&content, limits).map_err(|errors| {
+        invalid(
+            errors.first().map(ToString::to_string).unwrap_or_default(),
+            "file",
+        )
+    })?;
+    let jobs = &scope.batches.jobs;
+    let created_ms = now_ms();
+    let file = NewFile {
+        id: format!("file-{}", uuid::Uuid::now_v7().simple()),
+        tenant: scope.tenant.clone(),
+        filename: "analyses.jsonl".into(),
+        purpose: "batch".into(),
+        content,
+        created_ms,
+        expires_ms: created_ms.saturating_add(ms(scope.batches.settings.keep)),
+    };
+    jobs.add_file(&file).await.map_err(stored)?;
+    let job = match enqueue(&scope, Endpoint::Analyses, file.id.clone(), &lines, None).await {
+        Ok(job) => job,
+        Err(e) => {
+            // Nothing of a refused upload is kept.
+            if let Err(d) = jobs.delete_file(&scope.tenant, &file.id).await {
+                tracing::error!(error = %d, file = %file.id, "batch store: an unused file could not be deleted");
+            }
+            return Err(e);
+        }
+    };
+    scope.batches.submitted(Kind::Documents).notify_one();
+    let v = job_object(&scope, &job, false).await?;
+    Ok((StatusCode::ACCEPTED, Json(v)).into_response())
 }
 
 /// The documents of an upload, each a `file` field: at most `max_documents`, all of them
@@ -211,31 +248,91 @@ pub async fn retrieve(
     Path(id): Path<String>,
     Query(shape): Query<Shape>,
 ) -> Response {
-    let inner = || -> Result<Response, GatewayError> {
-        let (caller, analyses) = scope(&gw, &headers)?;
-        let markdown = shape.markdown()?;
-        let tenant = caller.tenant.as_deref().unwrap_or_default();
-        let job = analyses
-            .jobs
-            .lock()
-            .get(&id)
-            .filter(|j| j.tenant == tenant)
-            .cloned()
-            .ok_or_else(|| not_found("analysis", &id))?;
-        if markdown {
-            let mut text = format!("{}\n\n", job.progress.line());
-            if let Some((reports, summary)) = job.result.get() {
-                text.push_str(&summary.markdown());
-                for r in reports {
-                    text.push_str("\n\n");
-                    text.push_str(&r.markdown());
-                }
-            }
-            return Ok(markdown_response(text));
+    retrieve_inner(gw, headers, id, shape)
+        .await
+        .unwrap_or_else(failed)
+}
+
+async fn retrieve_inner(
+    gw: Arc<Gateway>,
+    headers: HeaderMap,
+    id: String,
+    shape: Shape,
+) -> Result<Response, GatewayError> {
+    scope(&gw, &headers)?;
+    let markdown = shape.markdown()?;
+    if gw.batches.is_none() {
+        return Err(not_found("analysis", &id));
+    }
+    let scope = Scope::of(&gw, &headers)?;
+    let job = scope.batch(&id).await?;
+    if job.endpoint != Endpoint::Analyses {
+        return Err(not_found("analysis", &id));
+    }
+    let v = job_object(&scope, &job, true).await?;
+    if !markdown {
+        return Ok(Json(v).into_response());
+    }
+    let mut text = format!("{}\n\n", v["progress"].as_str().unwrap_or_default());
+    if let Some((reports, summary)) = ended(&scope, &job, &v).await? {
+        text.push_str(&summary.markdown());
+        for r in reports {
+            text.push_str("\n\n");
+            text.push_str(&r.markdown());
         }
-        Ok(Json(job_object(&job, true)).into_response())
-    };
-    inner().unwrap_or_else(failed)
+    }
+    Ok(markdown_response(text))
+}
+
+/// The reports and summary of job `job` (whose object is `v`), once it has ended.
+async fn ended(
+    scope: &Scope,
+    job: &StoredBatch,
+    v: &Value,
+) -> Result<Option<(Vec<Report>, Summary)>, GatewayError> {
+    if job.ended.is_none() && !is_terminal(v) {
+        return Ok(None);
+    }
+    let jobs = &scope.batches.jobs;
+    let mut reports = Vec::new();
+    let mut refused = Vec::new();
+    for r in jobs.results(&job.id, false).await.map_err(stored)? {
+        match r.response.as_deref().map(serde_json::from_str::<Report>) {
+            Some(Ok(report)) => reports.push(report),
+            other => {
+                let why = match other {
+                    Some(Err(e)) => format!("its report could not be read: {e}"),
+                    _ => "it has no report".into(),
+                };
+                tracing::error!(analysis = %job.id, line = r.line, "{why}");
+                refused.push(Refused {
+                    document: r.custom_id,
+                    error: why,
+                });
+            }
+        }
+    }
+    for r in jobs.results(&job.id, true).await.map_err(stored)? {
+        let said = r
+            .response
+            .as_deref()
+            .and_then(|b| serde_json::from_str::<Value>(b).ok())
+            .and_then(|b| b["error"]["message"].as_str().map(str::to_string));
+        let error = said.or(r.error_message).unwrap_or_else(|| r.state.clone());
+        refused.push(Refused {
+            document: r.custom_id,
+            error,
+        });
+    }
+    let summary = Summary::of(&reports, refused);
+    Ok(Some((reports, summary)))
+}
+
+fn is_terminal(v: &Value) -> bool {
+    matches!(
+        v["status"].as_str(),
+        Some("completed" | "cancelled" | "expired" | "failed")
+    )
 }
 
 fn markdown_response(text: String) -> Response {
@@ -246,7 +343,8 @@ fn markdown_response(text: String) -> Response {
         .into_response()
 }
 
-fn report_object(r: &Report) -> Value {
+/// A report as the API shows it.
+pub(crate) fn report_object(r: &Report) -> Value {
     let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
     if let Some(o) = v.as_object_mut() {
         o.insert("object".into(), json!("analysis.report"));
@@ -255,32 +353,38 @@ fn report_object(r: &Report) -> Value {
 }
 
 /// A job as the API shows it; with `full`, its reports and summary once ended.
-fn job_object(job: &Job, full: bool) -> Value {
-    use std::sync::atomic::Ordering::Relaxed;
-    let p = &job.progress;
-    let (total, done, running) = (
-        p.total.load(Relaxed),
-        p.done.load(Relaxed),
-        p.running.load(Relaxed),
-    );
-    let ended: Option<&(Vec<Report>, Summary)> = job.result.get();
+async fn job_object(scope: &Scope, job: &StoredBatch, full: bool) -> Result<Value, GatewayError> {
+    let batch = describe(&scope.gw, &scope.batches, job)
+        .await
+        .map_err(stored)?;
+    let p = &batch["sluice"];
+    let read = |k: &str| p[k].as_u64().unwrap_or(0);
+    let (total, queued, running) = (read("total"), read("queued"), read("running"));
+    let refused = read("failed") + read("cancelled");
+    let done = read("done") + refused;
     let mut v = json!({
         "id": job.id,
         "object": "analysis",
         "created_at": job.created_ms / 1000,
-        "status": if ended.is_some() { "completed" } else if done + running == 0 { "queued" } else { "in_progress" },
-        "progress": p.line(),
+        "status": batch["status"],
+        "progress": format!("queued {queued}/{total}, running {running}, done {done}/{total}"),
         "counts": {
             "total": total,
-            "queued": total.saturating_sub(done + running),
+            "queued": queued,
             "running": running,
             "done": done,
-            "refused": p.refused.load(Relaxed),
+            "refused": refused,
         },
+        "eta_seconds": p["eta_seconds"],
+        "batch": batch,
     });
-    if full && let Some((reports, summary)) = ended {
-        v["summary"] = serde_json::to_value(summary).unwrap_or(Value::Null);
-        v["reports"] = Value::Array(reports.iter().map(report_object).collect());
+    if full {
+        // The job as it is now (the describe above may have ended it).
+        let now = scope.batch(&job.id).await?;
+        if let Some((reports, summary)) = ended(scope, &now, &v).await? {
+            v["summary"] = serde_json::to_value(&summary).unwrap_or(Value::Null);
+            v["reports"] = Value::Array(reports.iter().map(report_object).collect());
+        }
     }
-    v
+    Ok(v)
 }

@@ -1,30 +1,33 @@
 //! `/v1/analyses`: document analysis served by the gateway. One uploaded document is
-//! analysed while the caller waits, its reviews in the caller's lane; several are a job
-//! that runs in the batch lane (so a flood of documents waits behind interactive calls) and
-//! is followed by `GET /v1/analyses/{id}` ("queued 47/200"). Every review is a call through
-//! the gateway's own walk ([`WalkReviewer`]): admitted, routed, cached, hedged, paced and
-//! billed to the caller's tenant as any other.
-//!
-//! Jobs are kept in this gateway's memory while it runs (their reviews' bills are in the
-//! ledger like any call's): a restart loses a job's report, not what it cost.
+//! analysed while the caller waits, its reviews in the caller's lane; several are a batch
+//! job of documents, kept in the batch store like any job (so it survives a restart and any
+//! gateway sharing the store may run it), run in the batch lane (so a flood of documents
+//! waits behind interactive calls) and followed by `GET /v1/analyses/{id}` ("queued
+//! 47/200"). Every review is a call through the gateway's own walk ([`WalkReviewer`]):
+//! admitted, routed, cached, hedged, paced and billed to the caller's tenant as any other.
 
 pub mod api;
+mod documents;
 mod reviewer;
 
-use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::collections::VecDeque;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sluice_analysis::{Analyzer, Progress, Report, Summary};
+use sluice_analysis::{Analyzer, Merger};
 
 pub use reviewer::WalkReviewer;
+
+/// The batches whose merger (the reviews asked so far, for near-identical clauses to share)
+/// a gateway keeps, the most recently used.
+const KEPT_MERGERS: usize = 16;
 
 /// How analyses are served.
 #[derive(Clone, Debug)]
 pub struct AnalysisSettings {
     /// The lane a batch's reviews wait in (resolved at build).
     pub batch_lane: usize,
-    /// Documents of a batch analysed at once.
+    /// Documents of batches analysed at once on this gateway.
     pub concurrency: usize,
     /// The most documents one upload may hold.
     pub max_documents: usize,
@@ -32,22 +35,12 @@ pub struct AnalysisSettings {
     pub max_upload_bytes: u64,
 }
 
-/// A batch of documents being analysed, or analysed.
-#[derive(Debug)]
-pub(crate) struct Job {
-    pub(crate) id: String,
-    pub(crate) tenant: String,
-    pub(crate) created_ms: i64,
-    pub(crate) progress: Progress,
-    pub(crate) result: OnceLock<(Vec<Report>, Summary)>,
-}
-
-/// The analyser and the jobs of a gateway.
+/// The analyser of a gateway, and the mergers of the batches it runs.
 #[derive(Debug)]
 pub struct Analyses {
     pub(crate) analyzer: Analyzer,
     pub(crate) settings: AnalysisSettings,
-    pub(crate) jobs: Mutex<HashMap<String, Arc<Job>>>,
+    mergers: Mutex<VecDeque<(String, Arc<Merger>)>>,
 }
 
 impl Analyses {
@@ -56,7 +49,7 @@ impl Analyses {
         Self {
             analyzer,
             settings,
-            jobs: Mutex::new(HashMap::new()),
+            mergers: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -68,5 +61,20 @@ impl Analyses {
     /// How analyses are served.
     pub fn settings(&self) -> &AnalysisSettings {
         &self.settings
+    }
+
+    /// The merger of batch `id`'s documents on this gateway: near-identical clauses across
+    /// its documents share a review.
+    pub(crate) fn merger(&self, id: &str) -> Arc<Merger> {
+        let mut kept = self.mergers.lock();
+        let found = kept.iter().position(|(b, _)| b == id);
+        let entry = match found.and_then(|i| kept.remove(i)) {
+            Some(entry) => entry,
+            None => (id.to_string(), Merger::new()),
+        };
+        let merger = entry.1.clone();
+        kept.push_front(entry);
+        kept.truncate(KEPT_MERGERS);
+        merger
     }
 }

@@ -9,7 +9,7 @@ use sluice_tail::admission::LaneSpec;
 
 use super::GatewayBuilder;
 use crate::analyses::{Analyses, AnalysisSettings};
-use crate::batches::{BatchSettings, Batches};
+use crate::batches::{BatchSettings, Batches, Documents};
 
 /// What the builder was given, lanes still by name.
 #[derive(Default)]
@@ -62,6 +62,11 @@ impl Pending {
             settings.batch_lane = lane(named);
             Arc::new(Analyses::new(analyzer, settings))
         });
+        if let (Some(b), Some(a)) = (&batches, &analyses) {
+            // A batch of documents is a batch job whose items analysis runs.
+            let documents: Arc<dyn Documents> = a.clone();
+            let _ = b.documents.set(documents);
+        }
         (batches, analyses)
     }
 }

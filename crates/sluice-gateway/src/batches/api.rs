@@ -241,7 +241,7 @@ pub async fn create(
     match submit(&scope, body).await {
         Ok(b) => match describe(&scope.gw, &scope.batches, &b).await {
             Ok(v) => {
-                scope.batches.submitted.notify_one();
+                scope.batches.submitted(b.endpoint.into()).notify_one();
                 Json(v).into_response()
             }
             Err(e) => failed(stored(e)),
@@ -266,6 +266,12 @@ async fn submit(scope: &Scope, body: CreateBody) -> Result<StoredBatch, GatewayE
             )
         })?,
     };
+    if endpoint == Endpoint::Analyses && scope.gw.analyses.is_none() {
+        return Err(invalid(
+            "document analysis is off on this gateway: `[analysis] enabled = true` serves it",
+            "endpoint",
+        ));
+    }
     match body.completion_window.as_deref() {
         Some(WINDOW) => {}
         _ => {
@@ -318,6 +324,19 @@ async fn submit(scope: &Scope, body: CreateBody) -> Result<StoredBatch, GatewayE
             "input_file_id",
         ));
     }
+    enqueue(scope, endpoint, file_id, &lines, metadata).await
+}
+
+/// Keeps a job of `lines` (of file `file_id`, every one calling `endpoint`) for the caller,
+/// when the queue has room for it.
+pub(crate) async fn enqueue(
+    scope: &Scope,
+    endpoint: Endpoint,
+    file_id: String,
+    lines: &[sluice_batch::Line],
+    metadata: Option<String>,
+) -> Result<StoredBatch, GatewayError> {
+    let jobs = &scope.batches.jobs;
     let queued = jobs.queued_items().await.map_err(stored)?;
     let room = scope
         .batches
@@ -350,7 +369,7 @@ async fn submit(scope: &Scope, body: CreateBody) -> Result<StoredBatch, GatewayE
         expires_ms: created_ms.saturating_add(WINDOW_MS),
         metadata,
     };
-    jobs.add_batch(&new, &lines).await.map_err(stored)?;
+    jobs.add_batch(&new, lines).await.map_err(stored)?;
     scope.batch(&new.id).await
 }
 

@@ -34,6 +34,17 @@ pub(crate) enum Outcome {
     },
 }
 
+/// An item ended without a call of its own: `code` and `message` say why.
+fn unsent(code: ErrorKind, message: String) -> Outcome {
+    Outcome::Ended(
+        Ending::Failed {
+            code: code.code().to_string(),
+            message,
+        },
+        None,
+    )
+}
+
 /// The caller a job's items run as: its key, if it is still the one the job was submitted
 /// with (a key revoked, or replaced, since runs nothing more), else its tenant.
 fn caller(gw: &Gateway, b: &StoredBatch) -> Result<Caller, String> {
@@ -63,15 +74,23 @@ pub(crate) async fn run(
 ) -> Outcome {
     let caller = match caller(gw, b) {
         Ok(caller) => caller,
-        Err(message) => {
-            return Outcome::Ended(
-                Ending::Failed {
-                    code: ErrorKind::Unauthorized.code().to_string(),
-                    message,
-                },
-                None,
-            );
-        }
+        Err(message) => return unsent(ErrorKind::Unauthorized, message),
+    };
+    let Some(dialect) = b.endpoint.dialect() else {
+        // A document: analysed, not sent.
+        return match batches.documents.get() {
+            Some(documents) => {
+                documents
+                    .clone()
+                    .run(gw.clone(), b.clone(), c.clone(), caller)
+                    .await
+            }
+            None => unsent(
+                ErrorKind::RouteNotFound,
+                "document analysis is off on this gateway: `[analysis] enabled = true` serves it"
+                    .into(),
+            ),
+        };
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let known = Known {
@@ -86,7 +105,7 @@ pub(crate) async fn run(
     let resp = walk::serve_known(
         gw.clone(),
         Bytes::from(c.body.clone()),
-        b.endpoint.dialect(),
+        dialect,
         id.clone(),
         known,
     )

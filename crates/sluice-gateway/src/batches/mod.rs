@@ -1,18 +1,42 @@
 //! Batch jobs, as the gateway serves and runs them: OpenAI's Files and Batch APIs
 //! ([`api`]), and the runner that sends each item through the whole walk in the batch lane
-//! as the job's tenant and key and ends it, with its bill, once ([`runner`]). What a job is
-//! and how its items are kept is `sluice-batch`'s.
+//! as the job's tenant and key and ends it, with its bill, once ([`runner`]). A job of
+//! documents (`/v1/analyses`) runs each item through [`Documents`], which document analysis
+//! plugs in, in slots of its own. What a job is and how its items are kept is
+//! `sluice-batch`'s.
 
 pub mod api;
 mod files;
 mod item;
 pub mod runner;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sluice_batch::Jobs;
+use futures::future::BoxFuture;
+use sluice_batch::{Claimed, Jobs, Kind, StoredBatch};
 use tokio::sync::Notify;
+
+pub(crate) use item::Outcome;
+
+use crate::Gateway;
+use crate::walk::auth::Caller;
+
+/// Runs the items of document jobs, which are not one call each but an analysis of many:
+/// the runner claims them in [`Documents::slots`] slots of their own and hands each here.
+pub(crate) trait Documents: Send + Sync + std::fmt::Debug {
+    /// Documents analysed at once on this gateway.
+    fn slots(&self) -> usize;
+    /// Analyses claimed item `item` of job `job` as `caller`. Its reviews' ledger rows are
+    /// durable when it ends (so [`Outcome::Ended`] carries none).
+    fn run(
+        self: Arc<Self>,
+        gw: Arc<Gateway>,
+        job: StoredBatch,
+        item: Claimed,
+        caller: Caller,
+    ) -> BoxFuture<'static, Outcome>;
+}
 
 /// How batch jobs run on this gateway.
 #[derive(Clone, Debug)]
@@ -56,8 +80,10 @@ pub struct Batches {
     pub(crate) settings: BatchSettings,
     /// This gateway's name as an owner of claims (unique per process).
     pub(crate) owner: String,
-    /// Wakes the runner when a job is submitted here.
-    pub(crate) submitted: Notify,
+    /// Wake the runner's claims (of calls, of documents) when a job is submitted here.
+    submitted: [Notify; 2],
+    /// Who runs document jobs' items, when documents are analysed here.
+    pub(crate) documents: OnceLock<Arc<dyn Documents>>,
 }
 
 impl Batches {
@@ -67,13 +93,19 @@ impl Batches {
             jobs,
             settings,
             owner: format!("sluice-{}", uuid::Uuid::new_v4().simple()),
-            submitted: Notify::new(),
+            submitted: [Notify::new(), Notify::new()],
+            documents: OnceLock::new(),
         })
     }
 
     /// The job store.
     pub fn jobs(&self) -> &Jobs {
         &self.jobs
+    }
+
+    /// What wakes the claims of `kind`'s items.
+    pub(crate) fn submitted(&self, kind: Kind) -> &Notify {
+        &self.submitted[usize::from(kind == Kind::Documents)]
     }
 }
 

@@ -10,8 +10,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_batch::Claimed;
 use sluice_batch::state::{self, Due};
+use sluice_batch::{Claimed, Kind};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::item::{self, Outcome};
@@ -40,7 +40,28 @@ pub async fn run(gw: Arc<Gateway>) {
     }
     let heart = tokio::spawn(heartbeat(batches.clone()));
     let keeper = tokio::spawn(keeper(gw.clone(), batches.clone()));
-    let slots = Arc::new(Semaphore::new(batches.settings.concurrency as usize));
+    // Documents (many calls each) in slots of their own, beside the calls.
+    let documents = batches.documents.get().map(|d| {
+        tokio::spawn(claim_and_run(
+            gw.clone(),
+            batches.clone(),
+            Kind::Documents,
+            d.slots(),
+        ))
+    });
+    let calls = batches.settings.concurrency as usize;
+    claim_and_run(gw.clone(), batches.clone(), Kind::Calls, calls).await;
+    if let Some(documents) = documents {
+        let _ = documents.await;
+    }
+    heart.abort();
+    keeper.abort();
+}
+
+/// Claims items of `kind` while one of its `slots` is free and runs each, until the gateway
+/// drains.
+async fn claim_and_run(gw: Arc<Gateway>, batches: Arc<Batches>, kind: Kind, slots: usize) {
+    let slots = Arc::new(Semaphore::new(slots.max(1)));
     let s = &batches.settings;
     while !gw.is_draining() {
         let free = slots.available_permits();
@@ -54,7 +75,7 @@ pub async fn run(gw: Arc<Gateway>) {
         let want = u32::try_from(free).unwrap_or(u32::MAX);
         let claimed = match batches
             .jobs
-            .claim(&batches.owner, want, now_ms(), ms(s.lease))
+            .claim(kind, &batches.owner, want, now_ms(), ms(s.lease))
             .await
         {
             Ok(c) => c,
@@ -66,7 +87,7 @@ pub async fn run(gw: Arc<Gateway>) {
         };
         if claimed.is_empty() {
             tokio::select! {
-                () = batches.submitted.notified() => {}
+                () = batches.submitted(kind).notified() => {}
                 () = tokio::time::sleep(s.poll) => {}
             }
             continue;
@@ -78,8 +99,6 @@ pub async fn run(gw: Arc<Gateway>) {
             tokio::spawn(run_item(gw.clone(), batches.clone(), c, permit));
         }
     }
-    heart.abort();
-    keeper.abort();
 }
 
 async fn run_item(
