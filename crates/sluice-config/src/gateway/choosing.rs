@@ -251,11 +251,16 @@ pub(super) fn routers(
             ),
             (
                 "revisit",
-                r.revisit,
-                (0.0..=1.0).contains(&r.revisit),
+                r.revisit.unwrap_or(0.0),
+                r.revisit.is_none_or(|v| (0.0..=1.0).contains(&v)),
                 "must be from 0 to 1",
             ),
-            ("memory", r.memory, r.memory >= 1.0, "must be at least 1"),
+            (
+                "memory",
+                r.memory.unwrap_or(1.0),
+                r.memory.is_none_or(|v| v >= 1.0),
+                "must be at least 1",
+            ),
             (
                 "latency_weight",
                 r.latency_weight,

@@ -34,12 +34,13 @@ pub struct RouterConfig {
     #[serde(default = "defaults::explore")]
     pub explore: f64,
     /// The share of each task's requests that revisits cheaper candidates already rejected,
-    /// in [0, 1] (default 0.05).
-    #[serde(default = "defaults::revisit")]
-    pub revisit: f64,
-    /// Observations of a task after which old evidence weighs 1/e (default 200).
-    #[serde(default = "defaults::memory")]
-    pub memory: f64,
+    /// in [0, 1] (unset: the mode's default, 0.05 in the floor mode, 0.02 in the budget mode).
+    #[serde(default)]
+    pub revisit: Option<f64>,
+    /// Observations of a task after which old evidence weighs 1/e (unset: the mode's default,
+    /// 200 in the floor mode, 1,000 in the budget mode).
+    #[serde(default)]
+    pub memory: Option<f64>,
     /// USD a call that a second of observed P95 first byte is worth (default 0: cost only).
     #[serde(default)]
     pub latency_weight: f64,
@@ -59,12 +60,6 @@ mod defaults {
     }
     pub fn explore() -> f64 {
         0.15
-    }
-    pub fn memory() -> f64 {
-        200.0
-    }
-    pub fn revisit() -> f64 {
-        0.05
     }
 }
 

@@ -109,15 +109,15 @@ pub fn semantic_mode(
 
 /// The policy a `[routers.NAME]` entry describes.
 pub fn router(c: &RouterConfig) -> RouterPolicy {
+    let mode = RouterPolicy::for_mode(c.good_answer_value);
     RouterPolicy {
         floor: c.floor,
         confidence: c.confidence,
         explore: c.explore,
-        revisit: c.revisit,
-        memory: c.memory,
+        revisit: c.revisit.unwrap_or(mode.revisit),
+        memory: c.memory.unwrap_or(mode.memory),
         latency_weight: c.latency_weight,
-        good_answer_value: c.good_answer_value,
-        ..RouterPolicy::default()
+        ..mode
     }
 }
 
@@ -268,5 +268,23 @@ mod tests {
             limit(&LimitConfig::default()),
             crate::assemble::group_policies::DEFAULT_LIMIT
         );
+    }
+
+    /// A router's unset `memory` and `revisit` are its mode's; set ones are kept.
+    #[test]
+    fn a_router_takes_its_modes_defaults() {
+        let parse = |v: serde_json::Value| -> RouterConfig {
+            serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let floor = parse(serde_json::json!({"candidates": ["a"]}));
+        assert_eq!(router(&floor), RouterPolicy::for_mode(None));
+        let budget = router(&parse(
+            serde_json::json!({"candidates": ["a"], "good_answer_value": 0.01}),
+        ));
+        assert_eq!(budget, RouterPolicy::for_mode(Some(0.01)));
+        assert_eq!((budget.memory, budget.revisit), (1_000.0, 0.02));
+        let set = router(&parse(serde_json::json!({"candidates": ["a"],
+            "good_answer_value": 0.01, "memory": 300.0, "revisit": 0.1})));
+        assert_eq!((set.memory, set.revisit), (300.0, 0.1));
     }
 }

@@ -95,6 +95,27 @@ impl Default for RouterPolicy {
 }
 
 impl RouterPolicy {
+    /// The defaults of the floor mode (`None`) or of the budget mode, a good answer worth
+    /// `good_answer_value`. The budget mode ranks each task by the difference of two
+    /// candidates' qualities per dollar, which takes longer evidence to know than whether one
+    /// quality clears a floor (memory 1,000, not 200); and each revisit spends the candidate
+    /// the ranking turned down where it gains least, straight off the budget (revisit 0.02,
+    /// not 0.05). Changes are still found by the short-memory beliefs, which these leave
+    /// alone. Measured in `budget_mix.rs`: with the floor mode's defaults the budget mode
+    /// closes 80% of the quality gap at 1.18x the optimum's strong share; with these, at
+    /// 1.08-1.13x.
+    pub fn for_mode(good_answer_value: Option<f64>) -> Self {
+        match good_answer_value {
+            None => Self::default(),
+            Some(worth) => Self {
+                good_answer_value: Some(worth),
+                memory: 1_000.0,
+                revisit: 0.02,
+                ..Self::default()
+            },
+        }
+    }
+
     /// The share of old evidence each observation keeps.
     fn keep(&self) -> f64 {
         1.0 - 1.0 / self.memory.max(1.0)
