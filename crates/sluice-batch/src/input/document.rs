@@ -2,9 +2,13 @@
 //! file's bytes in base64 (bare, or as a `data:` URL), as OpenAI's file content parts carry
 //! a file. Read into the file's name and bytes, or the field at fault and why.
 
+use std::collections::HashSet;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
+
+use super::{Endpoint, Line, prefix_hash};
 
 /// A document to analyse.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,6 +84,44 @@ pub fn write(filename: &str, bytes: &[u8]) -> String {
     serde_json::json!({"filename": filename, "file_data": STANDARD.encode(bytes)}).to_string()
 }
 
+/// A batch file of `docs` (each a file name and its bytes) and its lines, as [`super::check`]
+/// reads that file: one line a document, calling `/v1/analyses`, its `custom_id` its name
+/// (`document-N` when it has none), made unique with ` (2)`, ` (3)`...
+pub fn file(docs: &[(String, Vec<u8>)]) -> (String, Vec<Line>) {
+    let endpoint = Endpoint::Analyses;
+    let prefix = prefix_hash(endpoint, &serde_json::Value::Null);
+    let mut used = HashSet::new();
+    let mut content = String::new();
+    let mut lines = Vec::with_capacity(docs.len());
+    for (i, (name, bytes)) in docs.iter().enumerate() {
+        let name = if name.trim().is_empty() {
+            format!("document-{}", i + 1)
+        } else {
+            name.clone()
+        };
+        let mut custom_id = name.clone();
+        let mut n = 1;
+        while !used.insert(custom_id.clone()) {
+            n += 1;
+            custom_id = format!("{name} ({n})");
+        }
+        let body = write(&name, bytes);
+        content.push_str(&format!(
+            "{{\"custom_id\":{},\"method\":\"POST\",\"url\":\"{}\",\"body\":{body}}}\n",
+            serde_json::Value::String(custom_id.clone()),
+            endpoint.path()
+        ));
+        lines.push(Line {
+            number: i as u64 + 1,
+            custom_id,
+            endpoint,
+            body,
+            prefix,
+        });
+    }
+    (content, lines)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -97,6 +139,23 @@ mod tests {
             STANDARD.encode("hello")
         );
         assert_eq!(read(&url).unwrap().bytes, b"hello");
+    }
+
+    #[test]
+    fn a_file_of_documents_reads_back_as_its_lines() {
+        let docs = vec![
+            ("a.txt".to_string(), b"1. Term.".to_vec()),
+            ("a.txt".to_string(), b"2. Fees.".to_vec()),
+            (String::new(), b"3. Law.".to_vec()),
+        ];
+        let (content, lines) = file(&docs);
+        let ids: Vec<&str> = lines.iter().map(|l| l.custom_id.as_str()).collect();
+        assert_eq!(ids, ["a.txt", "a.txt (2)", "document-3"]);
+        assert_eq!(
+            super::super::check(&content, super::super::Limits::default()).unwrap(),
+            lines
+        );
+        assert_eq!(read(&lines[2].body).unwrap().filename, "document-3");
     }
 
     #[test]

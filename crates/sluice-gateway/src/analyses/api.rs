@@ -1,6 +1,5 @@
 //! `POST /v1/analyses` and `GET /v1/analyses/{id}`.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use axum::Json;
@@ -10,7 +9,7 @@ use http::{HeaderMap, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_analysis::{Merger, Refused, Report, Reviewer, Summary};
-use sluice_batch::input::{self, document};
+use sluice_batch::input::document;
 use sluice_batch::{Endpoint, Kind, NewFile, StoredBatch};
 use sluice_core::{ErrorKind, GatewayError};
 
@@ -123,24 +122,8 @@ async fn submit(
         ));
     }
     let scope = Scope::of(gw, headers)?;
-    // Each document a line; its name its `custom_id`, made unique.
-    let mut used = HashSet::new();
-    let mut content = String::new();
-    for (name, bytes) in &docs {
-        let mut id = name.clone();
-        let mut n = 1;
-        while !used.insert(id.clone()) {
-            n += 1;
-            id = format!("{name} ({n})");
-        }
-        let body: Value = serde_json::from_str(&document::write(name, bytes))
-            .map_err(|e| GatewayError::new(ErrorKind::Internal, e.to_string()))?;
-        content.push_str(
-            &json!({"custom_id": id, "method": "POST", "url": Endpoint::Analyses.path(), "body": body})
-                .to_string(),
-        );
-        content.push('\n');
-    }
+    let (content, lines) = document::file(&docs);
+    drop(docs);
     let limit = scope.batches.settings.max_file_bytes;
     if content.len() as u64 > limit {
         return Err(GatewayError::new(
@@ -153,16 +136,6 @@ async fn submit(
         )
         .with_param("file"));
     }
-    let limits = sluice_batch::Limits {
-        max_lines: docs.len().max(1),
-        ..sluice_batch::Limits::default()
-    };
-    let lines = input::check(&content, limits).map_err(|errors| {
-        invalid(
-            errors.first().map(ToString::to_string).unwrap_or_default(),
-            "file",
-        )
-    })?;
     let jobs = &scope.batches.jobs;
     let created_ms = now_ms();
     let file = NewFile {
@@ -269,12 +242,12 @@ async fn retrieve_inner(
     if job.endpoint != Endpoint::Analyses {
         return Err(not_found("analysis", &id));
     }
-    let v = job_object(&scope, &job, true).await?;
+    let v = job_object(&scope, &job, !markdown).await?;
     if !markdown {
         return Ok(Json(v).into_response());
     }
     let mut text = format!("{}\n\n", v["progress"].as_str().unwrap_or_default());
-    if let Some((reports, summary)) = ended(&scope, &job, &v).await? {
+    if let Some((reports, summary)) = ended(&scope, &job.id, &v).await? {
         text.push_str(&summary.markdown());
         for r in reports {
             text.push_str("\n\n");
@@ -284,12 +257,14 @@ async fn retrieve_inner(
     Ok(markdown_response(text))
 }
 
-/// The reports and summary of job `job` (whose object is `v`), once it has ended.
+/// The reports and summary of job `id` (whose object is `v`), once it has ended.
 async fn ended(
     scope: &Scope,
-    job: &StoredBatch,
+    id: &str,
     v: &Value,
 ) -> Result<Option<(Vec<Report>, Summary)>, GatewayError> {
+    // The job as it is now: describing it may have ended it.
+    let job = scope.batch(id).await?;
     if job.ended.is_none() && !is_terminal(v) {
         return Ok(None);
     }
@@ -378,13 +353,9 @@ async fn job_object(scope: &Scope, job: &StoredBatch, full: bool) -> Result<Valu
         "eta_seconds": p["eta_seconds"],
         "batch": batch,
     });
-    if full {
-        // The job as it is now (the describe above may have ended it).
-        let now = scope.batch(&job.id).await?;
-        if let Some((reports, summary)) = ended(scope, &now, &v).await? {
-            v["summary"] = serde_json::to_value(&summary).unwrap_or(Value::Null);
-            v["reports"] = Value::Array(reports.iter().map(report_object).collect());
-        }
+    if full && let Some((reports, summary)) = ended(scope, &job.id, &v).await? {
+        v["summary"] = serde_json::to_value(&summary).unwrap_or(Value::Null);
+        v["reports"] = Value::Array(reports.iter().map(report_object).collect());
     }
     Ok(v)
 }

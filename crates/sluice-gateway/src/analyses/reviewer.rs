@@ -107,12 +107,7 @@ async fn send(
     )
     .await;
     let status = resp.status();
-    let retry_after = resp
-        .headers()
-        .get(http::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(Duration::from_secs);
+    let retry_after = walk::retry_after(&resp);
     let upstream = resp
         .headers()
         .get("x-sluice-upstream")

@@ -111,12 +111,7 @@ pub(crate) async fn run(
     )
     .await;
     let status = resp.status().as_u16();
-    let retry_after = resp
-        .headers()
-        .get(http::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(Duration::from_secs);
+    let retry_after = walk::retry_after(&resp);
     let body = match resp.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {

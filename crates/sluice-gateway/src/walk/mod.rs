@@ -106,6 +106,15 @@ pub async fn serve_known(
     .await
 }
 
+/// The `Retry-After` of an answer [`serve_known`] gave (sluice writes whole seconds).
+pub(crate) fn retry_after(resp: &Response) -> Option<std::time::Duration> {
+    resp.headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(std::time::Duration::from_secs)
+}
+
 async fn answer(
     gw: Arc<Gateway>,
     headers: &HeaderMap,
