@@ -6,6 +6,7 @@
 //! kept; entries older than the cache's time to live (on the wall clock) are not taken.
 //! While Redis cannot answer, the cache is skipped, as the exact cache is.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -13,7 +14,9 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use sluice_cache::Stored;
-use sluice_cache::semantic::{Facts, Index, Lookup, Mode, Policy, SemanticEntries, Threshold};
+use sluice_cache::semantic::{
+    Facts, Index, Lookup, Mode, Policy, SemanticEntries, Threshold, Verdict,
+};
 use tokio::time::Instant;
 
 use crate::health::{Health, Kind};
@@ -21,6 +24,33 @@ use crate::log::{Logs, Start, Writer};
 
 /// Records the log keeps: about as many entries as a cache holds in a day's busy hour.
 const KEEP: usize = 50_000;
+
+/// Other instances' verdicts held for the pooled curves until the next lookup reads them;
+/// beyond as many as the log keeps, the oldest are dropped (counted in a warning).
+const INBOX: usize = KEEP;
+
+/// Other instances' verdicts not yet read by this one's lookups.
+#[derive(Default)]
+struct Inbox {
+    verdicts: VecDeque<Verdict>,
+    dropped: u64,
+}
+
+impl Inbox {
+    fn push(&mut self, v: Verdict) {
+        if self.verdicts.len() >= INBOX {
+            self.verdicts.pop_front();
+            self.dropped += 1;
+            if self.dropped.is_power_of_two() {
+                tracing::warn!(
+                    dropped = self.dropped,
+                    "other instances' semantic cache verdicts were dropped unread (no lookups here)"
+                );
+            }
+        }
+        self.verdicts.push_back(v);
+    }
+}
 
 /// What one instance tells the others.
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -46,6 +76,10 @@ enum Record {
     Observe {
         partition: u64,
         id: u64,
+        /// The route whose would-be hit it verified (its pooled curve learns it too); none
+        /// for a client's report of a served hit.
+        #[serde(default)]
+        route: Option<String>,
         similarity: f64,
         right: bool,
     },
@@ -56,6 +90,7 @@ enum Record {
 /// The entries every instance shares.
 pub struct SharedEntries {
     index: Arc<Mutex<Index>>,
+    inbox: Arc<Mutex<Inbox>>,
     health: Arc<Health>,
     log: Writer,
 }
@@ -72,6 +107,8 @@ impl SharedEntries {
     pub(crate) fn new(logs: &Arc<Logs>, health: Arc<Health>, policy: Policy, base: u64) -> Self {
         let index = Arc::new(Mutex::new(Index::with_first_id(policy, base)));
         let replica = index.clone();
+        let inbox = Arc::new(Mutex::new(Inbox::default()));
+        let to = inbox.clone();
         let ttl = policy.ttl;
         let log = logs.topic(
             "semantic",
@@ -79,10 +116,15 @@ impl SharedEntries {
             KEEP,
             Start::Kept,
             Arc::new(move |data: &[u8]| {
-                apply(&replica, ttl, data, Instant::now(), SystemTime::now())
+                apply(&replica, &to, ttl, data, Instant::now(), SystemTime::now())
             }),
         );
-        Self { index, health, log }
+        Self {
+            index,
+            inbox,
+            health,
+            log,
+        }
     }
 
     fn tell(&self, r: &Record) {
@@ -93,8 +135,16 @@ impl SharedEntries {
     }
 }
 
-/// Applies another instance's record to the replica at `now` (`wall` on the calendar).
-fn apply(index: &Mutex<Index>, ttl: Duration, data: &[u8], now: Instant, wall: SystemTime) {
+/// Applies another instance's record to the replica at `now` (`wall` on the calendar); a
+/// verdict waits in `inbox` for the pooled curves.
+fn apply(
+    index: &Mutex<Index>,
+    inbox: &Mutex<Inbox>,
+    ttl: Duration,
+    data: &[u8],
+    now: Instant,
+    wall: SystemTime,
+) {
     let record: Record = match serde_json::from_slice(data) {
         Ok(r) => r,
         Err(e) => {
@@ -139,9 +189,19 @@ fn apply(index: &Mutex<Index>, ttl: Duration, data: &[u8], now: Instant, wall: S
         Record::Observe {
             partition,
             id,
+            route,
             similarity,
             right,
-        } => index.lock().observe(partition, id, similarity, right),
+        } => {
+            index.lock().observe(partition, id, similarity, right);
+            if let Some(route) = route {
+                inbox.lock().push(Verdict {
+                    route: Arc::from(route),
+                    similarity,
+                    right,
+                });
+            }
+        }
         Record::Purge => index.lock().purge(),
     }
 }
@@ -226,14 +286,20 @@ impl SemanticEntries for SharedEntries {
         Some(id)
     }
 
-    fn observe(&self, partition: u64, id: u64, similarity: f64, right: bool) {
+    fn observe(&self, partition: u64, id: u64, route: Option<&str>, similarity: f64, right: bool) {
         self.index.lock().observe(partition, id, similarity, right);
         self.tell(&Record::Observe {
             partition,
             id,
+            route: route.map(str::to_string),
             similarity,
             right,
         });
+    }
+
+    fn learnt_elsewhere(&self) -> Vec<Verdict> {
+        let mut inbox = self.inbox.lock();
+        inbox.verdicts.drain(..).collect()
     }
 
     fn size(&self) -> (u64, u64) {
@@ -281,10 +347,12 @@ mod tests {
     #[test]
     fn an_entry_told_by_another_instance_is_served_here_until_its_time() {
         let index = Mutex::new(Index::with_first_id(policy(), 1 << 40));
+        let inbox = Mutex::new(Inbox::default());
         let (now, wall) = (Instant::now(), SystemTime::now());
         let facts = Facts::of("what is 42?");
         apply(
             &index,
+            &inbox,
             policy().ttl,
             &insert(5, crate::wall::ms(wall) - 10_000),
             now,
@@ -303,6 +371,7 @@ mod tests {
         // Taken again (a replay): still one entry.
         apply(
             &index,
+            &inbox,
             policy().ttl,
             &insert(5, crate::wall::ms(wall) - 10_000),
             now,
@@ -324,16 +393,73 @@ mod tests {
         // An entry already past its time is not taken; a purge empties the replica.
         apply(
             &index,
+            &inbox,
             policy().ttl,
             &insert(6, crate::wall::ms(wall) - 61_000),
             now,
             wall,
         );
         assert_eq!(index.lock().len(), 1);
-        apply(&index, policy().ttl, b"{\"t\":\"purge\"}", now, wall);
+        apply(
+            &index,
+            &inbox,
+            policy().ttl,
+            b"{\"t\":\"purge\"}",
+            now,
+            wall,
+        );
         assert_eq!(index.lock().len(), 0);
         // A record that does not read is skipped.
-        apply(&index, policy().ttl, b"{\"t\":\"insert\"}", now, wall);
+        apply(
+            &index,
+            &inbox,
+            policy().ttl,
+            b"{\"t\":\"insert\"}",
+            now,
+            wall,
+        );
         assert_eq!(index.lock().len(), 0);
+    }
+
+    #[test]
+    fn another_instances_verdict_waits_for_the_pooled_curves() {
+        let index = Mutex::new(Index::with_first_id(policy(), 1 << 40));
+        let inbox = Mutex::new(Inbox::default());
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let observe = |route: Option<&str>| {
+            serde_json::to_vec(&Record::Observe {
+                partition: 7,
+                id: 5,
+                route: route.map(str::to_string),
+                similarity: 0.93,
+                right: true,
+            })
+            .unwrap()
+        };
+        apply(
+            &index,
+            &inbox,
+            policy().ttl,
+            &observe(Some("qa")),
+            now,
+            wall,
+        );
+        // A record written before verdicts named their route teaches the entry alone.
+        apply(&index, &inbox, policy().ttl, &observe(None), now, wall);
+        let got: Vec<Verdict> = inbox.lock().verdicts.drain(..).collect();
+        assert_eq!(
+            got,
+            vec![Verdict {
+                route: Arc::from("qa"),
+                similarity: 0.93,
+                right: true
+            }]
+        );
+        // Unread verdicts are bounded.
+        let mut full = Inbox::default();
+        for _ in 0..INBOX + 3 {
+            full.push(got[0].clone());
+        }
+        assert_eq!((full.verdicts.len(), full.dropped), (INBOX, 3));
     }
 }

@@ -116,9 +116,20 @@ impl SemanticCache {
         v
     }
 
-    /// What verifying a would-be hit of `route` at `similarity` (verified with probability
-    /// `p`) found: counted in its error estimate and taught to its pooled curve.
-    pub fn verified(&self, route: &Arc<str>, similarity: f64, right: bool, p: f64) {
+    /// What verifying a would-be hit of `route` on entry `id` of `partition` at `similarity`
+    /// (verified with probability `p`) found: taught to the entry, counted in the route's
+    /// error estimate and taught to its pooled curve (and, through the entries, to other
+    /// instances' curves).
+    pub fn verified(
+        &self,
+        route: &Arc<str>,
+        (partition, id): (u64, u64),
+        similarity: f64,
+        right: bool,
+        p: f64,
+    ) {
+        self.entries
+            .observe(partition, id, Some(route), similarity, right);
         let mode = self.mode(route).unwrap_or(self.mode);
         let mut learnt = self.learnt.lock();
         let l = learnt
@@ -126,6 +137,20 @@ impl SemanticCache {
             .or_insert_with(|| RouteState::new(mode));
         l.estimate.verified(right, p);
         l.pooled.observe(similarity, right);
+    }
+
+    /// Teaches the routes' pooled curves what other instances' verifications found. Their
+    /// error estimates stay this instance's: an estimate weighs verifications against the
+    /// would-be hits it saw itself.
+    fn learn_elsewhere(&self, learnt: &mut HashMap<Arc<str>, RouteState>) {
+        for v in self.entries.learnt_elsewhere() {
+            let mode = self.mode(&v.route).unwrap_or(self.mode);
+            learnt
+                .entry(v.route)
+                .or_insert_with(|| RouteState::new(mode))
+                .pooled
+                .observe(v.similarity, v.right);
+        }
     }
 
     /// With messages up to `max_chars` matched by meaning.
@@ -163,6 +188,7 @@ impl SemanticCache {
         u: f64,
     ) -> Lookup {
         let mut learnt = self.learnt.lock();
+        self.learn_elsewhere(&mut learnt);
         let l = learnt
             .entry_ref(route)
             .or_insert_with(|| RouteState::new(mode));
@@ -203,9 +229,11 @@ impl SemanticCache {
             .insert(q.partition, v, q.facts.clone(), body, cost_micros, now)
     }
 
-    /// Learns that entry `id`'s answer was `right` (or not) at `similarity`.
+    /// Learns that entry `id`'s answer was `right` (or not) at `similarity`, as a client
+    /// reported of a served hit: the entry learns it, the route's pooled curve (which holds
+    /// verifications, an unbiased sample of would-be hits) does not.
     pub fn observe(&self, partition: u64, id: u64, similarity: f64, right: bool) {
-        self.entries.observe(partition, id, similarity, right);
+        self.entries.observe(partition, id, None, similarity, right);
     }
 
     /// (entries, bytes) held.

@@ -13,6 +13,18 @@ use tokio::time::Instant;
 use super::{Facts, Index, Lookup, Mode, Policy, Threshold};
 use crate::Stored;
 
+/// What a verification on another instance found: a route's would-be hit at `similarity`
+/// was `right` (or not).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// The route (model group) it verified.
+    pub route: Arc<str>,
+    /// The similarity of the question to the entry's.
+    pub similarity: f64,
+    /// Whether the entry's answer was right.
+    pub right: bool,
+}
+
 /// The entries of a semantic cache: questions' vectors, their answers, and what each entry
 /// learnt of its threshold.
 pub trait SemanticEntries: Send + Sync + std::fmt::Debug {
@@ -47,8 +59,14 @@ pub trait SemanticEntries: Send + Sync + std::fmt::Debug {
         cost_micros: u64,
         now: Instant,
     ) -> Option<u64>;
-    /// Learns that entry `id`'s answer was `right` (or not) at `similarity`.
-    fn observe(&self, partition: u64, id: u64, similarity: f64, right: bool);
+    /// Learns that entry `id`'s answer was `right` (or not) at `similarity`; when it was a
+    /// verification of `route`'s, other instances' pooled curves for it learn it too.
+    fn observe(&self, partition: u64, id: u64, route: Option<&str>, similarity: f64, right: bool);
+    /// What other instances' verifications found since the last call, for the routes'
+    /// pooled curves (none where the entries are this process's alone).
+    fn learnt_elsewhere(&self) -> Vec<Verdict> {
+        Vec::new()
+    }
     /// (entries, bytes) held.
     fn size(&self) -> (u64, u64);
     /// Forgets every entry; returns how many there were.
@@ -102,7 +120,7 @@ impl SemanticEntries for Mutex<Index> {
             .insert(partition, v, facts, answer, cost_micros, now)
     }
 
-    fn observe(&self, partition: u64, id: u64, similarity: f64, right: bool) {
+    fn observe(&self, partition: u64, id: u64, _route: Option<&str>, similarity: f64, right: bool) {
         self.lock().observe(partition, id, similarity, right);
     }
 

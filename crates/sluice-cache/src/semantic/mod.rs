@@ -40,7 +40,7 @@ use hashbrown::HashMap;
 use tokio::time::Instant;
 
 pub use cache::SemanticCache;
-pub use entries::SemanticEntries;
+pub use entries::{SemanticEntries, Verdict};
 pub use estimate::ErrorEstimate;
 pub use guard::{Facts, Mismatch};
 use partition::Partition;

@@ -301,7 +301,7 @@ fn a_route_may_have_its_own_mode_or_none_and_would_be_hits_feed_its_estimate() {
         Lookup::Miss { .. }
     ));
     assert!(cache.estimates().is_empty(), "nothing verified yet");
-    cache.verified(&route, 0.995, false, 0.5);
+    cache.verified(&route, (q.partition, 1), 0.995, false, 0.5);
     let e = cache.estimates();
     assert_eq!(e.len(), 1);
     // One would-be hit; one wrong verification at p = 0.5 stands for two: capped at 1.
@@ -337,4 +337,114 @@ fn verifications_spend_at_most_the_routes_budget_of_would_be_hits() {
     let most = crate::semantic::cache::VERIFY_BURST as usize + 100;
     assert!(verified <= most && verified >= most - 2, "{verified}");
     assert_eq!(verified + unverified, 1000);
+}
+
+/// Entries of this process whose "other instances" are the test: it hands the cache the
+/// verdicts put in `inbox`.
+#[derive(Debug)]
+struct Told {
+    index: parking_lot::Mutex<Index>,
+    inbox: std::sync::Arc<parking_lot::Mutex<Vec<Verdict>>>,
+}
+
+impl SemanticEntries for Told {
+    fn policy(&self) -> Policy {
+        self.index.policy()
+    }
+    fn set_max_bytes(&self, max_bytes: usize) {
+        self.index.set_max_bytes(max_bytes);
+    }
+    fn lookup(
+        &self,
+        partition: u64,
+        v: &[f32],
+        facts: &Facts,
+        now: Instant,
+        u: f64,
+        mode: Mode,
+        pooled: &Threshold,
+    ) -> Lookup {
+        SemanticEntries::lookup(&self.index, partition, v, facts, now, u, mode, pooled)
+    }
+    fn answer(&self, partition: u64, id: u64) -> Option<std::sync::Arc<crate::Stored>> {
+        self.index.answer(partition, id)
+    }
+    fn insert(
+        &self,
+        partition: u64,
+        v: Vec<f32>,
+        facts: Facts,
+        answer: Bytes,
+        cost_micros: u64,
+        now: Instant,
+    ) -> Option<u64> {
+        SemanticEntries::insert(&self.index, partition, v, facts, answer, cost_micros, now)
+    }
+    fn observe(&self, partition: u64, id: u64, route: Option<&str>, s: f64, right: bool) {
+        SemanticEntries::observe(&self.index, partition, id, route, s, right);
+    }
+    fn learnt_elsewhere(&self) -> Vec<Verdict> {
+        std::mem::take(&mut *self.inbox.lock())
+    }
+    fn size(&self) -> (u64, u64) {
+        SemanticEntries::size(&self.index)
+    }
+    fn purge(&self) -> u64 {
+        SemanticEntries::purge(&self.index)
+    }
+}
+
+#[test]
+fn other_instances_verifications_teach_the_routes_pooled_curve() {
+    let now = Instant::now();
+    let mode = Mode::Verified {
+        delta: 0.02,
+        floor: 0.5,
+        budget: 0.25,
+    };
+    let inbox = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let told = Told {
+        index: parking_lot::Mutex::new(Index::new(policy(mode))),
+        inbox: inbox.clone(),
+    };
+    let cache = SemanticCache::with_entries(Box::new(told), 1.0);
+    let q = |partition| Question {
+        partition,
+        text: "How do I reset my password?".into(),
+        facts: facts("How do I reset my password?"),
+    };
+    let close = at(0.1); // similarity 0.995
+    // Knowing nothing, a would-be hit on a new entry is verified.
+    cache.insert(&q(1), at(0.0), Bytes::from_static(b"a"), 0, now);
+    assert!(matches!(
+        cache.lookup(&q(1), "chat", mode, &close, now, 0.5),
+        Lookup::Verify { .. }
+    ));
+    // Other instances verified 2,000 of this route's would-be hits over [0.6, 1), right
+    // with probability sigmoid(40 (s - 0.85)); another route's verdicts teach this one
+    // nothing.
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    for route in ["chat", "other"] {
+        for _ in 0..2000 {
+            let similarity = 0.6 + 0.4 * rng.random::<f64>();
+            let p = 1.0 / (1.0 + (-40.0 * (similarity - 0.85)).exp());
+            inbox.lock().push(Verdict {
+                route: route.into(),
+                similarity,
+                right: rng.random::<f64>() < p,
+            });
+        }
+    }
+    cache.insert(&q(2), at(0.0), Bytes::from_static(b"a"), 0, now);
+    assert!(matches!(
+        cache.lookup(&q(2), "chat", mode, &close, now, 0.5),
+        Lookup::Hit { .. }
+    ));
+    assert!(inbox.lock().is_empty(), "read once");
+    cache.insert(&q(3), at(0.0), Bytes::from_static(b"a"), 0, now);
+    assert!(matches!(
+        cache.lookup(&q(3), "third", mode, &close, now, 0.5),
+        Lookup::Verify { .. }
+    ));
 }

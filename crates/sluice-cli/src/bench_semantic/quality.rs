@@ -293,8 +293,8 @@ fn settle(
         Lookup::Verify { id, similarity, p } => {
             run.verified += 1;
             let right = right_of(id);
-            cache.observe(q.partition, id, similarity, right);
-            cache.verified(&std::sync::Arc::from("bench"), similarity, right, p);
+            let route = std::sync::Arc::from("bench");
+            cache.verified(&route, (q.partition, id), similarity, right, p);
             !right
         }
         Lookup::Unverified { .. } => {

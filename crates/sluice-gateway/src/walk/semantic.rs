@@ -214,8 +214,7 @@ pub fn settle(
                         return;
                     };
                     sem.cache
-                        .observe(q.question.partition, id, similarity, right);
-                    sem.cache.verified(&group, similarity, right, p);
+                        .verified(&group, (q.question.partition, id), similarity, right, p);
                     telemetry.semantic_verified(&group, right);
                     if !right {
                         sem.cache.insert(&q.question, q.vector, fresh, cost, now);
@@ -225,8 +224,7 @@ pub fn settle(
             }
         };
         sem.cache
-            .observe(q.question.partition, id, similarity, right);
-        sem.cache.verified(&group, similarity, right, p);
+            .verified(&group, (q.question.partition, id), similarity, right, p);
         gw.observers.telemetry.semantic_verified(&group, right);
         if !right {
             sem.cache
