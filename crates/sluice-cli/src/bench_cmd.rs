@@ -147,6 +147,7 @@ pub fn workload(a: &LoadArgs) -> anyhow::Result<(Workload, Duration)> {
                 max_tokens: a.max_tokens,
                 timeout: a.timeout,
                 tasks: Vec::new(),
+                questions: None,
             });
         }
     }

@@ -167,7 +167,8 @@ async fn start(v: Variant, s: &Scenario) -> anyhow::Result<Running> {
             published: None,
         },
     );
-    let gateway = s.configure(b).build()?;
+    let b = crate::demo_cache::caching(s.configure(b), s, &v, sim_addr)?;
+    let gateway = b.build()?;
     let server = Server::bind(
         gateway.clone(),
         "127.0.0.1:0".parse()?,
@@ -304,7 +305,7 @@ async fn replay(s: &Scenario) -> anyhow::Result<Vec<VariantResult>> {
 }
 
 /// `1234567` → `1,234,567`.
-fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -456,7 +457,11 @@ fn bill_table(results: &[VariantResult]) {
         ("saved by caching", |b| dollars(i128::from(b.saved_micros))),
         ("hedges sent", |b| thousands(b.hedges)),
     ];
-    for (label, cell) in rows {
+    let bills: Vec<&UsageRow> = results.iter().map(|r| &r.bill).collect();
+    for (label, cell) in rows
+        .into_iter()
+        .chain(crate::demo_cache::semantic_rows(&bills))
+    {
         print!("{label:20}");
         for r in results {
             print!("{:>11}", cell(&r.bill));
@@ -467,7 +472,7 @@ fn bill_table(results: &[VariantResult]) {
 }
 
 /// Micro-units as dollars with four decimals.
-fn dollars(micros: i128) -> String {
+pub(crate) fn dollars(micros: i128) -> String {
     format!("{:.4}", micros as f64 / 1e6)
 }
 

@@ -41,6 +41,11 @@ pub fn run(name_or_path: &str, seed: Option<u64>, json: Option<&Path>) -> anyhow
     if let Some(seed) = seed {
         s.meta.seed = seed;
     }
+    anyhow::ensure!(
+        s.gateway.semantic.is_none(),
+        "`{}` runs the semantic cache, whose questions the simulator embeds over HTTP: run it with `sluice demo --scenario {name_or_path}`",
+        s.meta.name
+    );
     let started = tokio::time::Instant::now();
     let mut reports = Vec::new();
     for v in variants::all() {

@@ -8,6 +8,7 @@
 pub mod cache;
 pub mod contract;
 pub mod dist;
+pub mod faq;
 pub mod harness;
 pub mod incoming;
 pub mod judge;

@@ -64,6 +64,11 @@ pub struct GatewaySection {
     pub limit: Option<LimitConfig>,
     /// Retries for every model group that sets none of its own (none when absent).
     pub retry: Option<RetryConfig>,
+    /// The semantic cache (with the exact cache before it, under the same time to live and
+    /// size) in the columns that cache: every one but the plain proxy. Its
+    /// `embeddings.provider` names an upstream whose `/v1/embeddings` the simulator serves
+    /// over HTTP ([`crate::faq`]), so only `sluice demo` runs it.
+    pub semantic: Option<sluice_config::gateway::SemanticCacheConfig>,
 }
 
 impl Default for GatewaySection {
@@ -74,6 +79,7 @@ impl Default for GatewaySection {
             hedge: None,
             limit: None,
             retry: None,
+            semantic: None,
         }
     }
 }
@@ -122,6 +128,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "tail-at-scale",
         include_str!("../../../scenarios/tail-at-scale.toml"),
     ),
+    ("faq", include_str!("../../../scenarios/faq.toml")),
 ];
 
 impl Scenario {
@@ -194,6 +201,24 @@ impl Scenario {
                     ];
                     diags.push(doc.diag(&path, format!("no upstream named `{}`", d.provider)));
                 }
+            }
+        }
+        if let Some(sem) = gateway.as_ref().and_then(|g| g.semantic.as_ref()) {
+            let path = |key: &str| {
+                let mut p = vec![Seg::Key("gateway".into()), Seg::Key("semantic".into())];
+                p.push(Seg::Key(key.into()));
+                p
+            };
+            match &sem.embeddings {
+                None => diags.push(doc.diag(
+                    &path("embeddings"),
+                    "the simulated semantic cache needs `embeddings.provider`, an upstream the simulator serves embeddings for",
+                )),
+                Some(e) if !known.contains(e.provider.as_str()) => diags.push(doc.diag(
+                    &path("embeddings"),
+                    format!("no upstream named `{}`", e.provider),
+                )),
+                Some(_) => {}
             }
         }
         let mut groups: HashSet<&str> = models.iter().map(|(n, _)| n.as_str()).collect();
@@ -273,6 +298,45 @@ impl Scenario {
             b = b.router(name, &r.candidates, policies::router(r));
         }
         b
+    }
+
+    /// `b` with the caches `[gateway.semantic]` asks for (none when it is absent): the exact
+    /// cache, and the semantic cache with its questions embedded by the simulator serving
+    /// `embeddings.provider`'s `/v1/embeddings` at `sim`.
+    pub fn with_caches(
+        &self,
+        b: GatewayBuilder,
+        sim: std::net::SocketAddr,
+    ) -> Result<GatewayBuilder, sluice_core::GatewayError> {
+        let Some(c) = &self.gateway.semantic else {
+            return Ok(b);
+        };
+        let Some(e) = &c.embeddings else {
+            return Err(sluice_core::GatewayError::new(
+                sluice_core::ErrorKind::InvalidRequest,
+                "[gateway.semantic] needs `embeddings.provider`",
+            ));
+        };
+        let settings = sluice_providers::OpenAiSettings {
+            base_url: format!("http://{sim}/{}/v1", e.provider),
+            http: sluice_providers::HttpSettings {
+                connect_timeout: Duration::from_secs(2),
+                first_byte_timeout: e.timeout,
+                idle_timeout: e.timeout,
+                pool_max_idle: 64,
+                pool_idle_timeout: Duration::from_secs(90),
+            },
+            ..sluice_providers::OpenAiSettings::default()
+        };
+        let upstream = sluice_providers::embeddings::Embeddings::new(
+            &e.provider,
+            settings,
+            &e.model,
+            e.dimensions,
+        )?;
+        let embedder = sluice_embed::Embedder::remote(upstream, e.timeout);
+        Ok(b.answer_cache(c.ttl, c.max_bytes)
+            .semantic_as(c, std::sync::Arc::new(embedder)))
     }
 
     /// The price of upstream `name`'s tokens, when its spec sets one.
@@ -362,5 +426,39 @@ model = "missing"
         assert!(paths.contains(&"traffic[0].model"), "{err}");
         assert!(paths.contains(&"bursts[1].model"), "{err}");
         assert_eq!(err.len(), 3, "{err}");
+    }
+
+    #[test]
+    fn a_semantic_cache_needs_an_upstream_that_embeds() {
+        let with = |embeddings: &str| {
+            format!(
+                "[gateway.semantic]\nenabled = true\n{embeddings}\n[upstreams.a]\nfaq = true\n\
+                 [models.chat]\ndeployments = [{{ provider = \"a\", model = \"m\" }}]\n\
+                 [[traffic]]\nmodel = \"chat\"\nquestions = \"faq\"\n"
+            )
+        };
+        let paths = |text: &str| -> Vec<String> {
+            match Scenario::parse(text) {
+                Ok(_) => Vec::new(),
+                Err(e) => e.iter().map(|d| d.path.clone()).collect(),
+            }
+        };
+        assert_eq!(paths(&with("")), ["gateway.semantic.embeddings"]);
+        assert_eq!(
+            paths(&with(
+                "[gateway.semantic.embeddings]\nprovider = \"b\"\nmodel = \"e\""
+            )),
+            ["gateway.semantic.embeddings"]
+        );
+        let s = Scenario::parse(&with(
+            "[gateway.semantic.embeddings]\nprovider = \"a\"\nmodel = \"e\"",
+        ))
+        .unwrap();
+        assert_eq!(s.traffic[0].questions, Some(crate::load::Questions::Faq));
+        assert!(s.upstreams[0].1.faq);
+        // A source of questions it does not know is named.
+        let bad = with("[gateway.semantic.embeddings]\nprovider = \"a\"\nmodel = \"e\"")
+            .replace("\"faq\"\n", "\"quora\"\n");
+        assert_eq!(paths(&bad), ["traffic[0].questions"]);
     }
 }

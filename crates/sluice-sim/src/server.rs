@@ -136,6 +136,7 @@ impl SimServer {
         Router::new()
             .route("/{upstream}/v1/chat/completions", post(chat))
             .route("/{upstream}/v1/messages", post(messages))
+            .route("/{upstream}/v1/embeddings", post(embeddings))
             .route("/stats", get(stats))
             .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
             .with_state(self.clone())
@@ -172,6 +173,61 @@ async fn messages(
     body: Bytes,
 ) -> Response {
     serve(state, name, headers, body, Api::Anthropic).await
+}
+
+/// `/v1/embeddings` in OpenAI's shape: each input embedded by the FAQ world's simulated
+/// model ([`crate::faq`]), at once (no latency, limits or faults are simulated here).
+async fn embeddings(State(s): State<SimServer>, Path(name): Path<String>, body: Bytes) -> Response {
+    if s.upstream(&name).is_none() {
+        return error(
+            Api::Openai,
+            StatusCode::NOT_FOUND,
+            &format!("no upstream `{name}`"),
+            Vec::new(),
+        );
+    }
+    let inputs: Vec<String> = match serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("input").cloned())
+    {
+        Some(Value::String(one)) => vec![one],
+        Some(Value::Array(many)) => many
+            .into_iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
+        _ => {
+            return error(
+                Api::Openai,
+                StatusCode::BAD_REQUEST,
+                "`input` must be a string or an array of strings",
+                Vec::new(),
+            );
+        }
+    };
+    let Some(faq) = crate::faq::shipped() else {
+        return error(
+            Api::Openai,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the simulated embedding model could not load its questions",
+            Vec::new(),
+        );
+    };
+    let tokens: usize = inputs
+        .iter()
+        .map(|t| crate::cache::tokens_of(t.len()).max(1) as usize)
+        .sum();
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({"object": "embedding", "index": i, "embedding": faq.embed(t)}))
+        .collect();
+    Json(json!({
+        "object": "list",
+        "data": data,
+        "model": "sim-embed",
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }))
+    .into_response()
 }
 
 fn insert_all(h: &mut HeaderMap, headers: Vec<(String, String)>) {

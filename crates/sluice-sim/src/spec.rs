@@ -69,6 +69,9 @@ pub struct UpstreamSpec {
     /// The model reads ([`crate::reader`]): it answers "what is the X?" only when its prompt
     /// holds "the X is V.", and answers `INSUFFICIENT_CONTEXT` otherwise.
     pub reader: bool,
+    /// The model answers the FAQ world's questions by meaning ([`crate::faq`]): one answer
+    /// per class of questions that share one, whatever the wording.
+    pub faq: bool,
 }
 
 /// A simulated model's price, in USD per million tokens.
@@ -110,6 +113,7 @@ impl Default for UpstreamSpec {
             prefill_per_token: Duration::ZERO,
             rate_headers: true,
             reader: false,
+            faq: false,
         }
     }
 }

@@ -376,9 +376,16 @@ impl SimUpstream {
         } else {
             1.0
         };
-        let content = spec
-            .reader
-            .then(|| crate::reader::answer(&req.text, crate::reader::DEFAULT_SENTINEL));
+        let content = if spec.reader {
+            Some(crate::reader::answer(
+                &req.text,
+                crate::reader::DEFAULT_SENTINEL,
+            ))
+        } else if spec.faq {
+            crate::faq::shipped().and_then(|f| f.answer(&req.text))
+        } else {
+            None
+        };
         let output_tokens = match &content {
             Some(c) => u32::try_from(crate::cache::tokens_of(c.len())).unwrap_or(u32::MAX),
             None => spec.output().sample(&mut rng, req.max_tokens),

@@ -19,7 +19,8 @@ const FILLER: &[&str] = &[
     "might", "must", "i", "im", "id", "ive", "ill", "me", "my", "mine", "you", "your", "yours",
     "we", "our", "us", "it", "its", "is", "are", "am", "was", "were", "be", "been", "being", "to",
     "of", "for", "and", "or", "please", "how", "what", "whats", "which", "who", "whom", "whose",
-    "when", "where", "why", "there", "this", "that", "these", "those", "just", "so",
+    "when", "where", "why", "there", "this", "that", "these", "those", "just", "so", "hi", "hello",
+    "hey", "thanks", "thank",
 ];
 
 /// Changed words, on both sides together, beyond which two questions are a rewording.
@@ -183,6 +184,10 @@ mod tests {
         assert!(!differs(
             "How do I reset my password?",
             "How can I reset my password?"
+        ));
+        assert!(!differs(
+            "How do I reset my password?",
+            "Hi, how do I reset my password? Thanks!"
         ));
         assert!(!differs(
             "How do I cancel my subscription?",

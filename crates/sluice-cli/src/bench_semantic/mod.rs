@@ -60,52 +60,12 @@ pub struct SemanticArgs {
     pub rounds: usize,
 }
 
-/// One labelled pair.
-pub struct Pair {
-    /// Whether one answer serves both.
-    pub same: bool,
-    /// The first question (the one stored).
-    pub a: String,
-    /// The second question.
-    pub b: String,
-    /// Its category, when the file names one.
-    pub category: String,
-}
+pub use sluice_sim::faq::Pair;
 
 fn read_pairs(path: &Path) -> anyhow::Result<Vec<Pair>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.trim().is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let mut f = line.split('\t');
-        let (Some(label), Some(a), Some(b)) = (f.next(), f.next(), f.next()) else {
-            anyhow::bail!(
-                "{}:{}: expected label<TAB>first<TAB>second",
-                path.display(),
-                n + 1
-            );
-        };
-        let same = match label.trim() {
-            "1" => true,
-            "0" => false,
-            other => anyhow::bail!(
-                "{}:{}: label `{other}` is neither 0 nor 1",
-                path.display(),
-                n + 1
-            ),
-        };
-        out.push(Pair {
-            same,
-            a: a.to_string(),
-            b: b.to_string(),
-            category: f.next().unwrap_or("").trim().to_string(),
-        });
-    }
-    anyhow::ensure!(!out.is_empty(), "{}: no pairs", path.display());
-    Ok(out)
+    sluice_sim::faq::parse(&text).with_context(|| format!("reading {}", path.display()))
 }
 
 const POLICY_TTL: Duration = Duration::from_secs(3600);

@@ -24,6 +24,8 @@ use sluice_cache::semantic::{Facts, Lookup, Mode, Question, SemanticCache, cosin
 use sluice_embed::Embedder;
 use tokio::time::Instant;
 
+use sluice_sim::faq::{Classes, Popularity};
+
 use super::{Pair, SemanticArgs, local, policy};
 
 /// The static mode's default threshold.
@@ -329,62 +331,12 @@ fn pairs_run(pairs: &[Pair], embedded: &[Embedded], mode: Mode, seed: u64) -> Ru
     run
 }
 
-/// Which questions share an answer: the same text, or a pair labelled so (joined
-/// transitively).
-struct Classes {
-    parent: Vec<usize>,
-}
-
-impl Classes {
-    fn of(pairs: &[Pair]) -> Self {
-        let n = pairs.len();
-        let mut c = Self {
-            parent: (0..2 * n).collect(),
-        };
-        let mut by_text: HashMap<&str, usize> = HashMap::new();
-        for (i, p) in pairs.iter().enumerate() {
-            for (k, text) in [(i, &p.a), (n + i, &p.b)] {
-                match by_text.get(text.as_str()) {
-                    Some(&j) => c.join(k, j),
-                    None => {
-                        by_text.insert(text, k);
-                    }
-                }
-            }
-            if p.same {
-                c.join(i, n + i);
-            }
-        }
-        c
-    }
-    fn root(&self, mut k: usize) -> usize {
-        while self.parent[k] != k {
-            k = self.parent[k];
-        }
-        k
-    }
-    fn join(&mut self, a: usize, b: usize) {
-        let (ra, rb) = (self.root(a), self.root(b));
-        self.parent[ra] = rb;
-    }
-    fn of_question(&self, i: usize, second: bool) -> usize {
-        self.root(if second { self.parent.len() / 2 + i } else { i })
-    }
-}
-
 /// One run of the stream protocol, `asks` long, drawn by `seed`.
 fn stream_run(pairs: &[Pair], embedded: &[Embedded], mode: Mode, asks: usize, seed: u64) -> Run {
     let cache = SemanticCache::new(policy(mode), 1.0);
     let mut rng = StdRng::seed_from_u64(1000 + seed);
     // Popularity: a random rank for each pair, weight 1/rank.
-    let mut rank: Vec<usize> = (1..=pairs.len()).collect();
-    rank.shuffle(&mut rng);
-    let mut cumulative = Vec::with_capacity(pairs.len());
-    let mut sum = 0.0;
-    for r in &rank {
-        sum += 1.0 / *r as f64;
-        cumulative.push(sum);
-    }
+    let popularity = Popularity::new(pairs.len(), &mut rng);
     // An answer's class: questions with the same text share one (a text may stand in
     // several pairs), and so do a pair's two questions when the label says they share an
     // answer.
@@ -398,8 +350,7 @@ fn stream_run(pairs: &[Pair], embedded: &[Embedded], mode: Mode, asks: usize, se
     let now = Instant::now();
     let mut run = Run::default();
     for _ in 0..asks {
-        let draw = rng.random::<f64>() * sum;
-        let i = cumulative.partition_point(|c| *c < draw).min(n - 1);
+        let i = popularity.draw(&mut rng);
         let second = asked_before[i][0] && rng.random::<bool>();
         let (p, x) = (&pairs[i], &embedded[i]);
         let (text, v, facts) = if second {

@@ -181,6 +181,16 @@ impl GatewayBuilder {
             }
             None => sluice_embed::Embedder::load(&base.join(&c.model))?,
         };
+        Ok(self.semantic_as(c, Arc::new(embedder)))
+    }
+
+    /// The semantic cache `c` describes (whether or not it says `enabled`), its questions
+    /// embedded by `embedder`.
+    pub fn semantic_as(
+        self,
+        c: &sluice_config::gateway::SemanticCacheConfig,
+        embedder: Arc<sluice_embed::Embedder>,
+    ) -> Self {
         let mut cache = sluice_cache::semantic::SemanticCache::new(
             policies::semantic(c),
             c.temperature_ceiling,
@@ -190,7 +200,7 @@ impl GatewayBuilder {
             let mode = (g.enabled != Some(false)).then(|| policies::semantic_mode(c, Some(g)));
             cache = cache.with_route(name, mode);
         }
-        Ok(self.semantic_cache_from(cache, Arc::new(embedder)))
+        self.semantic_cache_from(cache, embedder)
     }
 
     /// A builder holding everything `cfg` describes, HTTP providers included (the semantic

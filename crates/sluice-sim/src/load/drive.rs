@@ -32,13 +32,23 @@ fn filler(pattern: &str, bytes: usize) -> String {
     pattern.chars().cycle().take(bytes).collect()
 }
 
-/// The JSON body of request `i`: a shared system prompt (identical across the traffic, so
-/// provider prompt caches can hit) followed by a document unique to the request.
-pub fn body(p: &Shape, i: usize) -> Bytes {
-    let shared = p.shared_prefix_tokens as usize * 4;
+/// Request `i`'s user message: its `question`, else a document unique to it.
+fn user_text(p: &Shape, i: usize, question: Option<&str>) -> String {
+    if let Some(q) = question {
+        return q.to_string();
+    }
     let unique = (p.prompt_tokens.saturating_sub(p.shared_prefix_tokens) as usize * 4).max(16);
     let mut doc = format!("Document {i}: ");
     doc.push_str(&filler(DOC, unique.saturating_sub(doc.len())));
+    doc
+}
+
+/// The JSON body of request `i`: a shared system prompt (identical across the traffic, so
+/// provider prompt caches can hit) followed by its `question`, or else a document unique to
+/// the request.
+pub fn body(p: &Shape, i: usize, question: Option<&str>) -> Bytes {
+    let shared = p.shared_prefix_tokens as usize * 4;
+    let doc = user_text(p, i, question);
     let mut messages = Vec::with_capacity(2);
     if shared > 0 {
         messages.push(json!({"role": "system", "content": filler(RULES, shared)}));
@@ -54,14 +64,12 @@ pub fn body(p: &Shape, i: usize) -> Bytes {
 /// Request `i`'s body in the API `uri` serves: Anthropic Messages at `/v1/messages` (the
 /// shared prompt as `system`, `max_tokens` as Messages requires it, 256 when the shape sets
 /// none), else chat completions.
-pub fn body_at(uri: &http::Uri, p: &Shape, i: usize) -> Bytes {
+pub fn body_at(uri: &http::Uri, p: &Shape, i: usize, question: Option<&str>) -> Bytes {
     if !uri.path().ends_with("/v1/messages") {
-        return body(p, i);
+        return body(p, i, question);
     }
     let shared = p.shared_prefix_tokens as usize * 4;
-    let unique = (p.prompt_tokens.saturating_sub(p.shared_prefix_tokens) as usize * 4).max(16);
-    let mut doc = format!("Document {i}: ");
-    doc.push_str(&filler(DOC, unique.saturating_sub(doc.len())));
+    let doc = user_text(p, i, question);
     let mut v = json!({"model": p.model, "max_tokens": p.max_tokens.unwrap_or(256),
         "messages": [{"role": "user", "content": doc}], "stream": p.stream});
     if shared > 0
@@ -75,6 +83,7 @@ pub fn body_at(uri: &http::Uri, p: &Shape, i: usize) -> Bytes {
 fn request(
     uri: &http::Uri,
     p: &Shape,
+    question: Option<&str>,
     i: usize,
     run_id: &str,
     headers: &[(http::HeaderName, http::HeaderValue)],
@@ -92,7 +101,9 @@ fn request(
     if let Some(task) = p.task(i) {
         b = b.header("x-sluice-task", task);
     }
-    let mut req = b.body(Full::new(body_at(uri, p, i))).unwrap_or_default();
+    let mut req = b
+        .body(Full::new(body_at(uri, p, i, question)))
+        .unwrap_or_default();
     // The run's own headers win over the shape's (`--header x-sluice-lane: batch`).
     for (name, value) in headers {
         req.headers_mut().insert(name.clone(), value.clone());
@@ -157,7 +168,14 @@ pub async fn drive<T: Target>(
         let sent = Instant::now();
         first_sent.get_or_insert(sent);
         last_sent = sent;
-        let req = request(&uri, &p.shape, i, run_id, &workload.headers);
+        let req = request(
+            &uri,
+            &p.shape,
+            p.question.as_deref(),
+            i,
+            run_id,
+            &workload.headers,
+        );
         let shape = p.shape.clone();
         let (target, recorder, progress) = (target.clone(), recorder.clone(), progress.clone());
         let judged = workload
@@ -305,7 +323,7 @@ mod tests {
         };
         let at = |path: &str| {
             let uri: http::Uri = format!("http://h{path}").parse().unwrap();
-            serde_json::from_slice::<serde_json::Value>(&body_at(&uri, &p, 3)).unwrap()
+            serde_json::from_slice::<serde_json::Value>(&body_at(&uri, &p, 3, None)).unwrap()
         };
         let m = at("/v1/messages");
         assert_eq!(m["max_tokens"], 256);

@@ -10,4 +10,4 @@ pub mod workload;
 pub use drive::{Progress, Ran, drive};
 pub use record::{Answered, LaneSummary, Recorder, Summary};
 pub use target::{HttpTarget, RouterTarget, Target};
-pub use workload::{Burst, Planned, Shape, Traffic, Workload};
+pub use workload::{Burst, Planned, Questions, Shape, Traffic, Workload};

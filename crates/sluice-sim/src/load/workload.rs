@@ -39,6 +39,17 @@ pub struct Traffic {
     pub timeout: Option<Duration>,
     /// Tasks its requests declare in `x-sluice-task`, in turn (none when empty).
     pub tasks: Vec<String>,
+    /// Where its requests' questions come from (none: a document unique to each request).
+    pub questions: Option<Questions>,
+}
+
+/// A source of questions for a traffic's requests.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Questions {
+    /// The FAQ world's ([`crate::faq`]): popular questions asked again, in other words and
+    /// as look-alikes.
+    Faq,
 }
 
 impl Default for Traffic {
@@ -56,6 +67,7 @@ impl Default for Traffic {
             max_tokens: None,
             timeout: None,
             tasks: Vec::new(),
+            questions: None,
         }
     }
 }
@@ -175,6 +187,8 @@ pub struct Planned {
     pub at: Duration,
     /// What it looks like.
     pub shape: Arc<Shape>,
+    /// Its question, when its traffic asks them (else a document unique to it).
+    pub question: Option<Arc<str>>,
 }
 
 /// The whole schedule, sorted by time.
@@ -197,12 +211,26 @@ impl Workload {
             let mut rng = StdRng::seed_from_u64(seed ^ (0x9e37_79b9 + i as u64));
             let end = t.end.unwrap_or(duration).min(duration);
             let shape = Arc::new(t.shape());
+            let times = poisson(&mut rng, t.rate, t.start, end);
+            let questions: Vec<Option<Arc<str>>> = match t.questions {
+                Some(Questions::Faq) => match crate::faq::shipped() {
+                    Some(faq) => faq
+                        .asks(times.len(), seed ^ (0x51ed_2701 + i as u64))
+                        .into_iter()
+                        .map(Some)
+                        .collect(),
+                    None => vec![None; times.len()],
+                },
+                None => vec![None; times.len()],
+            };
             requests.extend(
-                poisson(&mut rng, t.rate, t.start, end)
+                times
                     .into_iter()
-                    .map(|at| Planned {
+                    .zip(questions)
+                    .map(|(at, question)| Planned {
                         at,
                         shape: shape.clone(),
+                        question,
                     }),
             );
         }
@@ -217,6 +245,7 @@ impl Workload {
                 requests.push(Planned {
                     at: b.at + offset,
                     shape: shape.clone(),
+                    question: None,
                 });
             }
         }
