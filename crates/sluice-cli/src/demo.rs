@@ -167,7 +167,11 @@ async fn start(v: Variant, s: &Scenario) -> anyhow::Result<Running> {
             published: None,
         },
     );
-    let b = crate::demo_cache::caching(s.configure(b), s, &v, sim_addr)?;
+    // The caches the scenario asks for, in every column but the plain proxy.
+    let mut b = s.configure(b);
+    if v.name != "proxy" {
+        b = s.with_caches(b, sim_addr)?;
+    }
     let gateway = b.build()?;
     let server = Server::bind(
         gateway.clone(),
@@ -305,7 +309,7 @@ async fn replay(s: &Scenario) -> anyhow::Result<Vec<VariantResult>> {
 }
 
 /// `1234567` → `1,234,567`.
-pub(crate) fn thousands(n: u64) -> String {
+fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -435,7 +439,8 @@ fn queue_table(results: &[VariantResult]) {
 }
 
 /// Per column: the token bill from its usage ledger: tokens, what the provider's prompt cache
-/// served, cost, what caching saved and what hedges and retries cost.
+/// served, cost, what caching saved and what hedges and retries cost; and, where the semantic
+/// cache was on, what its answers by meaning saved, what verifying spent, and the net.
 fn bill_table(results: &[VariantResult]) {
     println!("The token bill, from each column's usage ledger (US dollars)");
     print!("{:20}", "");
@@ -457,11 +462,23 @@ fn bill_table(results: &[VariantResult]) {
         ("saved by caching", |b| dollars(i128::from(b.saved_micros))),
         ("hedges sent", |b| thousands(b.hedges)),
     ];
-    let bills: Vec<&UsageRow> = results.iter().map(|r| &r.bill).collect();
-    for (label, cell) in rows
-        .into_iter()
-        .chain(crate::demo_cache::semantic_rows(&bills))
-    {
+    // The semantic cache's rows, when some column used it.
+    let semantic: [(&str, Cell); 5] = [
+        ("answered by meaning", |b| thousands(b.semantic_hits)),
+        ("  saved", |b| dollars(i128::from(b.semantic_saved_micros))),
+        ("verified upstream", |b| thousands(b.verifications)),
+        ("  spent verifying", |b| {
+            dollars(i128::from(b.verification_micros))
+        }),
+        ("semantic net saving", |b| {
+            dollars(i128::from(b.semantic_net_micros()))
+        }),
+    ];
+    let used = results
+        .iter()
+        .any(|r| r.bill.semantic_hits > 0 || r.bill.verifications > 0);
+    let semantic = semantic.into_iter().filter(|_| used);
+    for (label, cell) in rows.into_iter().chain(semantic) {
         print!("{label:20}");
         for r in results {
             print!("{:>11}", cell(&r.bill));
@@ -472,7 +489,7 @@ fn bill_table(results: &[VariantResult]) {
 }
 
 /// Micro-units as dollars with four decimals.
-pub(crate) fn dollars(micros: i128) -> String {
+fn dollars(micros: i128) -> String {
     format!("{:.4}", micros as f64 / 1e6)
 }
 

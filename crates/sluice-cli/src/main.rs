@@ -14,7 +14,6 @@ mod bench_semantic;
 mod child;
 mod config_cmd;
 mod demo;
-mod demo_cache;
 mod diagnose_cmd;
 mod ledger_cmd;
 mod scenario_cmd;
