@@ -3,8 +3,8 @@
 //! exact cache and the verified semantic cache answers a stream of popular questions asked
 //! again in other words. Served by meaning, an answer is right when it is its question's
 //! class's answer; the usage report's net saving is what hits saved less what verifying
-//! spent. At the scenario's bound (5%) the cache pays for its checks; at the default bound
-//! (2%) it does not within such a stream, and verifies what it would otherwise have served.
+//! spent. The cache pays for its checks at a 5% bound and, later in the stream, at the
+//! default 2%.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -181,11 +181,18 @@ async fn popular_questions_in_other_words_are_answered_by_meaning_and_pay_for_th
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn at_the_default_bound_the_proof_costs_more_than_the_stream_returns() {
-    let r = stream(0.02, 4000).await;
-    assert!(r.wrong as f64 <= 0.02 * r.by_meaning.max(1) as f64);
-    // Few served: most would-be hits are verified or, past the budget, asked as misses.
+async fn at_the_default_bound_the_proof_takes_longer_to_pay_back() {
+    // 2% needs more verified answers than 5% before the region above serves: about break
+    // even after 4,000 asks here, well ahead after 10,000.
+    let r = stream(0.02, 10_000).await;
+    assert!(r.by_meaning >= 500, "{}", r.by_meaning);
+    assert!(
+        (r.wrong as f64) <= 0.02 * r.by_meaning as f64,
+        "{} of {}",
+        r.wrong,
+        r.by_meaning
+    );
     let b = &r.bill;
-    assert!(b.verifications > b.semantic_hits, "{b:?}");
-    assert!(b.semantic_net_micros() < 0, "{b:?}");
+    assert!(b.verifications < b.semantic_hits, "{b:?}");
+    assert!(b.semantic_net_micros() > 0, "{b:?}");
 }

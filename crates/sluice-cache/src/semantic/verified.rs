@@ -15,6 +15,13 @@
 //! below, the question is a miss without asking (verifying would teach nothing that could
 //! serve it); in between it is verified (asked upstream, that answer served and compared).
 //!
+//! A logistic curve fitted over every similarity is shaped by where most evidence lies: where
+//! rights and wrongs overlap, its slope is shallow, and it cannot say that the near-copies
+//! above are nearly always right. So a curve also serves from the lowest similarity at or
+//! above which the verified answers were right `1 - delta` of the time by a one-sided 95%
+//! Wilson lower bound (with no wrong answer there, about 133 right ones at a 2% bound): what
+//! it serves is a share of that region, so the bound holds for the precision of hits.
+//!
 //! An entry alone rarely gathers enough evidence (most questions are asked a few times), so
 //! each route also keeps a pooled curve, fitted on every verification of its entries: an
 //! entry without a fit of its own is decided by the route's, and an entry's own curve is
@@ -46,6 +53,9 @@ pub const HOPELESS_AFTER: usize = 40;
 
 /// How far below its estimate the optimistic side puts an entry's threshold (one-sided 95%).
 const OPTIMISM_Z: f64 = 1.645;
+
+/// The one-sided 95% quantile the region rule's Wilson lower bound takes.
+const REGION_Z: f64 = 1.645;
 
 /// What the rule decides for a would-be hit, from the most to the least permissive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -87,6 +97,12 @@ pub struct Threshold {
     fit: Option<Fit>,
     /// Real observations kept.
     keep: usize,
+    /// The region rule's answer for the last bound asked, `(delta, serve from)`, until the
+    /// next observation.
+    region: std::cell::Cell<Option<(f64, Option<f64>)>>,
+    /// The real observations from the most similar down, each with the count of those at or
+    /// above it and how many of them were right, until the next observation.
+    ranked: std::sync::OnceLock<Vec<(f64, u32, u32)>>,
 }
 
 impl Default for Threshold {
@@ -95,6 +111,8 @@ impl Default for Threshold {
             obs: vec![(0.0, false), (1.0, true)],
             fit: None,
             keep: MAX_OBSERVATIONS,
+            region: std::cell::Cell::new(None),
+            ranked: std::sync::OnceLock::new(),
         }
     }
 }
@@ -164,14 +182,70 @@ impl Threshold {
         self.fit = (self.obs.len() >= MIN_OBSERVATIONS)
             .then(|| fit(&self.obs))
             .flatten();
+        self.region.set(None);
+        self.ranked = std::sync::OnceLock::new();
+    }
+
+    fn ranked(&self) -> &[(f64, u32, u32)] {
+        self.ranked.get_or_init(|| {
+            let mut real: Vec<(f64, bool)> = self.obs[2..].to_vec();
+            real.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let (mut n, mut right) = (0u32, 0u32);
+            real.into_iter()
+                .map(|(s, r)| {
+                    n += 1;
+                    right += u32::from(r);
+                    (s, n, right)
+                })
+                .collect()
+        })
+    }
+
+    /// Whether the answers verified at or above `s` could still be right `1 - delta` of the
+    /// time (the Wilson bound's upper side; so while there are none).
+    fn region_could_serve(&self, s: f64, delta: f64) -> bool {
+        let ranked = self.ranked();
+        let above = ranked.partition_point(|(x, _, _)| *x >= s);
+        match above.checked_sub(1).map(|i| ranked[i]) {
+            None => true,
+            Some((_, n, right)) => {
+                let (n, wrong) = (f64::from(n), f64::from(n - right));
+                1.0 - wilson_lower(wrong, n) >= 1.0 - delta
+            }
+        }
+    }
+
+    /// The lowest similarity from which the answers verified at or above it were right at
+    /// least `1 - delta` of the time, by a one-sided 95% Wilson lower bound (`None`: none).
+    pub fn region_from(&self, delta: f64) -> Option<f64> {
+        if let Some((d, from)) = self.region.get()
+            && d == delta
+        {
+            return from;
+        }
+        let ranked = self.ranked();
+        let mut from = None;
+        for (i, &(s, n, right)) in ranked.iter().enumerate() {
+            // A region ends between two similarities, never inside a run of equal ones.
+            let closes = ranked.get(i + 1).is_none_or(|next| next.0 < s);
+            if closes && wilson_lower(f64::from(right), f64::from(n)) >= 1.0 - delta {
+                from = Some(s);
+            }
+        }
+        self.region.set(Some((delta, from)));
+        from
     }
 
     /// The decision for a request at similarity `s`, for a route whose error bound is
-    /// `delta`: verify until there is a fit; serve where the curve's pessimistic side (the
-    /// best of vCache's bounds over the `eps` grid) gives a right answer a probability of at
-    /// least `1 - delta`; give up where even its optimistic side does not (verifying there
-    /// could not make it servable); verify in between.
+    /// `delta`: serve at or above [`Threshold::region_from`]; verify until there is a fit;
+    /// serve where the curve's pessimistic side (the best of vCache's bounds over the `eps`
+    /// grid) gives a right answer a probability of at least `1 - delta`; give up where even
+    /// its optimistic side does not, nor could the answers verified at or above `s`
+    /// (verifying there could not make it servable); verify in between.
     pub fn decide(&self, s: f64, delta: f64) -> Decision {
+        if self.region_from(delta).is_some_and(|from| s >= from) {
+            return Decision::Serve;
+        }
         let Some(f) = self.fit else {
             return Decision::Verify;
         };
@@ -186,12 +260,27 @@ impl Threshold {
             return Decision::Serve;
         }
         let upper = sigmoid(f.gamma * (s - (f.t - OPTIMISM_Z * sd)));
-        if upper < 1.0 - delta && self.obs.len() >= HOPELESS_AFTER + 2 {
+        if upper < 1.0 - delta
+            && self.obs.len() >= HOPELESS_AFTER + 2
+            && !self.region_could_serve(s, delta)
+        {
             Decision::Hopeless
         } else {
             Decision::Verify
         }
     }
+}
+
+/// The one-sided lower bound (Wilson score, [`REGION_Z`]) on a share of `right` in `n`.
+fn wilson_lower(right: f64, n: f64) -> f64 {
+    if n <= 0.0 {
+        return 0.0;
+    }
+    let p = right / n;
+    let z2 = REGION_Z * REGION_Z;
+    let centre = p + z2 / (2.0 * n);
+    let spread = REGION_Z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    (centre - spread) / (1.0 + z2 / n)
 }
 
 /// Whether every right answer lies at a similarity at least every wrong one's.
@@ -331,9 +420,9 @@ mod tests {
         assert_eq!(t.decide(0.999, 0.02), Decision::Serve, "{:?}", t.fit());
         assert_eq!(t.decide(0.65, 0.02), Decision::Hopeless);
         assert_eq!(
-            t.decide(0.9, 0.02),
+            t.decide(0.88, 0.02),
             Decision::Hopeless,
-            "right 88% of the time there, and the curve knows it"
+            "right 77% of the time there, 95% on average above: the curve and the region know it"
         );
         let unsure = taught(60, 5);
         assert!(
@@ -354,9 +443,11 @@ mod tests {
             lowest(0.1),
             lowest(0.02)
         );
+        // Right 96.6% of the time at 0.934 itself, about 98.7% on average from there up: the
+        // region it serves is right 98% of the time, not each point of it.
         assert!(
-            lowest(0.02) > 0.94,
-            "never below where it is right 98%: {}",
+            lowest(0.02) > 0.92,
+            "never below where what it serves is right 98%: {}",
             lowest(0.02)
         );
     }
@@ -415,5 +506,43 @@ mod tests {
             one.decide_within(&route, 0.75, 0.02),
             route.decide(0.75, 0.02)
         );
+    }
+
+    #[test]
+    fn near_copies_that_are_always_right_serve_where_a_shallow_curve_would_not() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+        let mut t = Threshold::pooled();
+        // Paraphrases and look-alikes overlap over [0.6, 0.95) (right 60% of the time); near
+        // copies at 0.97 or above are always right.
+        for _ in 0..600 {
+            let s: f64 = 0.6 + 0.35 * rng.random::<f64>();
+            t.observe(s, rng.random::<f64>() < 0.6);
+        }
+        for k in 0..100 {
+            t.observe(0.97 + 0.0003 * f64::from(k), true);
+        }
+        assert_eq!(t.decide(0.99, 0.02), Decision::Verify, "100 right: not yet");
+        assert!(
+            t.region_from(0.05).is_some_and(|from| from >= 0.94),
+            "enough for 5%: {:?}",
+            t.region_from(0.05)
+        );
+        for k in 0..60 {
+            t.observe(0.97 + 0.0005 * f64::from(k), true);
+        }
+        let from = t.region_from(0.02).unwrap();
+        assert!((0.97..0.98).contains(&from), "{from}");
+        assert_eq!(t.decide(0.99, 0.02), Decision::Serve);
+        assert_ne!(
+            t.decide(0.9, 0.02),
+            Decision::Serve,
+            "not where it is right 60%"
+        );
+        // One wrong answer among them asks for more evidence.
+        t.observe(0.995, false);
+        assert_eq!(t.region_from(0.02), None);
+        assert_eq!(wilson_lower(0.0, 0.0), 0.0);
+        assert!((wilson_lower(133.0, 133.0) - 0.98).abs() < 0.001);
     }
 }

@@ -9,6 +9,8 @@
 //!   repeat: the exact cache's, counted apart) or its second question (a paraphrase or not).
 //!   Every miss stores its answer, so any entry may answer any later question: a hit is
 //!   right only when the entry's question shares the ask's answer by the labels.
+//! - The same stream with a question asked again written another way half the time (a
+//!   greeting, thanks, lower case, a typo; [`sluice_sim::faq`]): what users' own wording adds.
 //!
 //! Verification is decided by the labels (the fresh answer agrees exactly when the entry's
 //! question shares the ask's answer). The net saving counts each verification as a call the
@@ -24,7 +26,7 @@ use sluice_cache::semantic::{Facts, Lookup, Mode, Question, SemanticCache, cosin
 use sluice_embed::Embedder;
 use tokio::time::Instant;
 
-use sluice_sim::faq::{Classes, Popularity};
+use sluice_sim::faq::{Classes, Faq, Popularity};
 
 use super::{Pair, SemanticArgs, local, policy};
 
@@ -58,7 +60,11 @@ struct Run {
 }
 
 impl Run {
+    /// Not a number when it served nothing (left out of the spread).
     fn precision(&self) -> f64 {
+        if self.served == 0 {
+            return f64::NAN;
+        }
         ratio(self.served - self.served_wrong, self.served)
     }
     fn recall(&self) -> f64 {
@@ -81,7 +87,10 @@ fn ratio(a: usize, b: usize) -> f64 {
 
 /// Mean, least and most of `f` over `runs`.
 fn spread(runs: &[Run], f: impl Fn(&Run) -> f64) -> (f64, f64, f64) {
-    let v: Vec<f64> = runs.iter().map(f).collect();
+    let v: Vec<f64> = runs.iter().map(f).filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
     let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -90,7 +99,9 @@ fn spread(runs: &[Run], f: impl Fn(&Run) -> f64) -> (f64, f64, f64) {
 
 fn report(label: &str, runs: &[Run]) {
     let pct = |(m, lo, hi): (f64, f64, f64)| {
-        if runs.len() > 1 {
+        if m.is_nan() {
+            "- (nothing served)".to_string()
+        } else if runs.len() > 1 {
             format!("{:.1}% ({:.1}-{:.1})", 100.0 * m, 100.0 * lo, 100.0 * hi)
         } else {
             format!("{:.1}%", 100.0 * m)
@@ -209,6 +220,25 @@ pub fn measure(a: &SemanticArgs, e: &Embedder, pairs: &[Pair]) -> anyhow::Result
         &format!("verified {:.3}, budget {:.2}", a.max_error, a.verify_budget),
         &runs,
     );
+    println!(
+        "\n  the same stream, a question asked again written another way half the time (a greeting, thanks, lower case, a typo):"
+    );
+    let mut vectors = HashMap::new();
+    for (label, mode) in [
+        (
+            format!("static {DEFAULT_THRESHOLD:.2} (the default)"),
+            fixed,
+        ),
+        (
+            format!("verified {:.3}, budget {:.2}", a.max_error, a.verify_budget),
+            verified,
+        ),
+    ] {
+        let runs = (0..a.runs)
+            .map(|seed| written_otherwise_run(pairs, e, mode, a.stream_asks, seed, &mut vectors))
+            .collect::<anyhow::Result<Vec<Run>>>()?;
+        report(&label, &runs);
+    }
     Ok(())
 }
 
@@ -331,50 +361,104 @@ fn pairs_run(pairs: &[Pair], embedded: &[Embedded], mode: Mode, seed: u64) -> Ru
     run
 }
 
+/// A stream's state: the cache, the texts asked, which entry holds which class's answer,
+/// and which classes have had an answer stored.
+struct Stream {
+    cache: SemanticCache,
+    mode: Mode,
+    asked: std::collections::HashSet<String>,
+    entry_class: HashMap<u64, usize>,
+    answered: std::collections::HashSet<usize>,
+    run: Run,
+    now: Instant,
+}
+
+impl Stream {
+    fn new(mode: Mode) -> Self {
+        Self {
+            cache: SemanticCache::new(policy(mode), 1.0),
+            mode,
+            asked: Default::default(),
+            entry_class: HashMap::new(),
+            answered: Default::default(),
+            run: Run::default(),
+            now: Instant::now(),
+        }
+    }
+
+    /// Asks `text` (of answer class `c`, vector `v`, `facts`); `coin` samples verification.
+    /// A text asked before is the exact cache's.
+    fn ask(&mut self, text: &str, c: usize, v: &[f32], facts: &Facts, coin: f64) {
+        if !self.asked.insert(text.to_string()) {
+            self.run.exact += 1;
+            return;
+        }
+        let q = question(0, text, facts);
+        self.run.asked += 1;
+        self.run.answerable += usize::from(self.answered.contains(&c));
+        let found = self.cache.lookup(&q, "bench", self.mode, v, self.now, coin);
+        let entry_class = &self.entry_class;
+        let store = settle(&self.cache, &mut self.run, found, &q, |id| {
+            entry_class.get(&id) == Some(&c)
+        });
+        if store && let Some(id) = self.cache.insert(&q, v.to_vec(), Bytes::new(), 1, self.now) {
+            self.entry_class.insert(id, c);
+        }
+        self.answered.insert(c);
+    }
+}
+
 /// One run of the stream protocol, `asks` long, drawn by `seed`.
 fn stream_run(pairs: &[Pair], embedded: &[Embedded], mode: Mode, asks: usize, seed: u64) -> Run {
-    let cache = SemanticCache::new(policy(mode), 1.0);
     let mut rng = StdRng::seed_from_u64(1000 + seed);
     // Popularity: a random rank for each pair, weight 1/rank.
     let popularity = Popularity::new(pairs.len(), &mut rng);
     // An answer's class: questions with the same text share one (a text may stand in
     // several pairs), and so do a pair's two questions when the label says they share an
     // answer.
-    let n = pairs.len();
     let classes = Classes::of(pairs);
-    let class = |i: usize, second: bool| classes.of_question(i, second);
-    let mut asked_text: std::collections::HashSet<&str> = Default::default();
-    let mut asked_before: Vec<[bool; 2]> = vec![[false; 2]; n];
-    let mut entry_class: HashMap<u64, usize> = HashMap::new();
-    let mut answered: Vec<bool> = vec![false; 2 * n];
-    let now = Instant::now();
-    let mut run = Run::default();
+    let mut asked_before = vec![false; pairs.len()];
+    let mut stream = Stream::new(mode);
     for _ in 0..asks {
         let i = popularity.draw(&mut rng);
-        let second = asked_before[i][0] && rng.random::<bool>();
+        let second = asked_before[i] && rng.random::<bool>();
+        asked_before[i] = true;
         let (p, x) = (&pairs[i], &embedded[i]);
         let (text, v, facts) = if second {
             (&p.b, &x.vb, &x.fb)
         } else {
             (&p.a, &x.va, &x.fa)
         };
-        asked_before[i][usize::from(second)] = true;
-        if !asked_text.insert(text.as_str()) {
-            run.exact += 1;
-            continue;
-        }
-        let c = class(i, second);
-        let q = question(0, text, facts);
-        run.asked += 1;
-        run.answerable += usize::from(answered[c]);
-        let found = cache.lookup(&q, "bench", mode, v, now, rng.random());
-        let store = settle(&cache, &mut run, found, &q, |id| {
-            entry_class.get(&id) == Some(&c)
-        });
-        if store && let Some(id) = cache.insert(&q, v.clone(), Bytes::new(), 1, now) {
-            entry_class.insert(id, c);
-        }
-        answered[c] = true;
+        let c = classes.of_question(i, second);
+        stream.ask(text, c, v, facts, rng.random());
     }
-    run
+    stream.run
+}
+
+/// One run of the stream protocol in which a question asked again is, half the time, written
+/// another way (a greeting, thanks, lower case, a typo: the same answer by construction),
+/// `asks` long, drawn by `seed`; each text embedded by `e` once.
+fn written_otherwise_run(
+    pairs: &[Pair],
+    e: &Embedder,
+    mode: Mode,
+    asks: usize,
+    seed: u64,
+    vectors: &mut HashMap<std::sync::Arc<str>, (Vec<f32>, Facts)>,
+) -> anyhow::Result<Run> {
+    let world = Faq::new(pairs.to_vec());
+    let mut coins = StdRng::seed_from_u64(2000 + seed);
+    let mut stream = Stream::new(mode);
+    for text in world.asks(asks, 1000 + seed) {
+        let Some(c) = world.class_of(&text) else {
+            continue;
+        };
+        if !vectors.contains_key(&text) {
+            let v = local(e, &text)?;
+            vectors.insert(text.clone(), (v, Facts::of(&text)));
+        }
+        let (v, facts) = &vectors[&text];
+        stream.ask(&text, c, v, facts, coins.random());
+    }
+    Ok(stream.run)
 }
