@@ -26,6 +26,19 @@ struct Ran {
     metrics: String,
 }
 
+impl Ran {
+    /// At least `least` served by meaning, right (by the world's labels) within `bound`.
+    fn served_within(&self, least: usize, bound: f64) {
+        assert!(self.by_meaning >= least, "{}", self.by_meaning);
+        assert!(
+            (self.wrong as f64) <= bound * self.by_meaning as f64,
+            "{} of {}",
+            self.wrong,
+            self.by_meaning
+        );
+    }
+}
+
 fn metric(text: &str, name: &str, labels: &str) -> f64 {
     text.lines()
         .find(|l| l.starts_with(name) && l.contains(labels))
@@ -148,14 +161,7 @@ async fn stream(max_error: f64, n: usize) -> Ran {
 async fn popular_questions_in_other_words_are_answered_by_meaning_and_pay_for_their_checks() {
     let r = stream(0.05, 4000).await;
     assert!(r.exact > 1000, "popular questions come back as written");
-    // Served by meaning, and right (by the world's labels) within the bound.
-    assert!(r.by_meaning >= 300, "{}", r.by_meaning);
-    assert!(
-        (r.wrong as f64) <= 0.05 * r.by_meaning as f64,
-        "{} of {}",
-        r.wrong,
-        r.by_meaning
-    );
+    r.served_within(300, 0.05);
     // The bill and the metrics tell the same story, and the cache saved more than its
     // checks cost.
     let b = &r.bill;
@@ -185,13 +191,7 @@ async fn at_the_default_bound_the_proof_takes_longer_to_pay_back() {
     // 2% needs more verified answers than 5% before the region above serves: about break
     // even after 4,000 asks here, well ahead after 10,000.
     let r = stream(0.02, 10_000).await;
-    assert!(r.by_meaning >= 500, "{}", r.by_meaning);
-    assert!(
-        (r.wrong as f64) <= 0.02 * r.by_meaning as f64,
-        "{} of {}",
-        r.wrong,
-        r.by_meaning
-    );
+    r.served_within(500, 0.02);
     let b = &r.bill;
     assert!(b.verifications < b.semantic_hits, "{b:?}");
     assert!(b.semantic_net_micros() > 0, "{b:?}");
