@@ -191,7 +191,7 @@ async fn embeddings(State(s): State<SimServer>, Path(name): Path<String>, body: 
         .and_then(|v| v.get("input").cloned())
     {
         Some(Value::String(one)) => vec![one],
-        Some(Value::Array(many)) => many
+        Some(Value::Array(many)) if many.iter().all(Value::is_string) => many
             .into_iter()
             .filter_map(|v| v.as_str().map(str::to_string))
             .collect(),

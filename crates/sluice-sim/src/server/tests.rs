@@ -134,3 +134,49 @@ fn config_errors_are_all_reported() {
     .unwrap_err();
     assert_eq!(err.len(), 3, "{err}");
 }
+
+#[tokio::test]
+async fn serves_embeddings_and_names_what_it_cannot_embed() {
+    let (addr, _) = start(CONFIG).await;
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/fast/v1/embeddings");
+    let r = post(
+        &client,
+        &url,
+        "e",
+        &json!({"model": "e", "input": ["a b", "a b", "c"]}),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    let data = v["data"].as_array().unwrap();
+    assert_eq!(data.len(), 3);
+    assert_eq!(data[1]["index"], 1);
+    assert_eq!(
+        data[0]["embedding"], data[1]["embedding"],
+        "the same text, the same vector"
+    );
+    assert_ne!(data[0]["embedding"], data[2]["embedding"]);
+    assert_eq!(
+        data[0]["embedding"].as_array().unwrap().len(),
+        crate::faq::DIMENSIONS
+    );
+    assert!(v["usage"]["prompt_tokens"].as_u64().unwrap() >= 3);
+    for bad in [json!({"input": 7}), json!({"input": ["a", 7]}), json!({})] {
+        let r = post(&client, &url, "e", &bad).await;
+        assert_eq!(r.status(), 400, "{bad}");
+        let e: Value = r.json().await.unwrap();
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains("`input`"),
+            "{e}"
+        );
+    }
+    let r = post(
+        &client,
+        &format!("http://{addr}/nobody/v1/embeddings"),
+        "e",
+        &json!({"input": "a"}),
+    )
+    .await;
+    assert_eq!(r.status(), 404);
+}
