@@ -219,6 +219,8 @@ struct Place {
 #[derive(Debug)]
 pub struct Faq {
     pairs: Vec<Pair>,
+    /// Each pair's two questions, each as written and then [`variants`].
+    written: Vec<[Vec<Arc<str>>; 2]>,
     places: HashMap<String, Place>,
 }
 
@@ -265,30 +267,39 @@ impl Faq {
             })
             .collect();
         let topics = Classes::of(&alike);
+        let written: Vec<[Vec<Arc<str>>; 2]> = pairs
+            .iter()
+            .map(|p| {
+                [&p.a, &p.b].map(|q| {
+                    std::iter::once(q.clone())
+                        .chain(variants(q))
+                        .map(Arc::from)
+                        .collect()
+                })
+            })
+            .collect();
+        // Questions as written first; written another way, a question keeps its place
+        // (unless that text is a question of its own).
         let mut places = HashMap::new();
-        for (i, p) in pairs.iter().enumerate() {
-            for (text, second) in [(&p.a, false), (&p.b, true)] {
-                let place = Place {
-                    class: classes.of_question(i, second),
-                    topic: topics.of_question(i, second),
-                };
-                places.entry(text.clone()).or_insert(place);
-            }
-        }
-        // Written another way, a question keeps its place (unless that text is a question
-        // of its own).
-        for (i, p) in pairs.iter().enumerate() {
-            for (text, second) in [(&p.a, false), (&p.b, true)] {
-                let place = Place {
-                    class: classes.of_question(i, second),
-                    topic: topics.of_question(i, second),
-                };
-                for v in variants(text) {
-                    places.entry(v).or_insert(place);
+        for as_written in [true, false] {
+            for (i, texts) in written.iter().enumerate() {
+                for (second, texts) in [(false, &texts[0]), (true, &texts[1])] {
+                    let place = Place {
+                        class: classes.of_question(i, second),
+                        topic: topics.of_question(i, second),
+                    };
+                    let (from, to) = if as_written { (0, 1) } else { (1, texts.len()) };
+                    for t in &texts[from..to] {
+                        places.entry(t.to_string()).or_insert(place);
+                    }
                 }
             }
         }
-        Self { pairs, places }
+        Self {
+            pairs,
+            written,
+            places,
+        }
     }
 
     /// Its pairs.
@@ -337,18 +348,6 @@ impl Faq {
     pub fn asks(&self, n: usize, seed: u64) -> Vec<Arc<str>> {
         let mut rng = StdRng::seed_from_u64(seed);
         let popularity = Popularity::new(self.pairs.len(), &mut rng);
-        let texts: Vec<[Vec<Arc<str>>; 2]> = self
-            .pairs
-            .iter()
-            .map(|p| {
-                [&p.a, &p.b].map(|q| {
-                    std::iter::once(q.clone())
-                        .chain(variants(q))
-                        .map(Arc::from)
-                        .collect()
-                })
-            })
-            .collect();
         let mut asked = vec![false; self.pairs.len()];
         (0..n)
             .map(|_| {
@@ -360,7 +359,7 @@ impl Faq {
                     0
                 };
                 asked[i] = true;
-                texts[i][usize::from(second)][written].clone()
+                self.written[i][usize::from(second)][written].clone()
             })
             .collect()
     }

@@ -224,6 +224,7 @@ pub fn measure(a: &SemanticArgs, e: &Embedder, pairs: &[Pair]) -> anyhow::Result
         "\n  the same stream, a question asked again written another way half the time (a greeting, thanks, lower case, a typo):"
     );
     let mut vectors = HashMap::new();
+    let world = Faq::new(pairs.to_vec());
     for (label, mode) in [
         (
             format!("static {DEFAULT_THRESHOLD:.2} (the default)"),
@@ -235,7 +236,7 @@ pub fn measure(a: &SemanticArgs, e: &Embedder, pairs: &[Pair]) -> anyhow::Result
         ),
     ] {
         let runs = (0..a.runs)
-            .map(|seed| written_otherwise_run(pairs, e, mode, a.stream_asks, seed, &mut vectors))
+            .map(|seed| written_otherwise_run(&world, e, mode, a.stream_asks, seed, &mut vectors))
             .collect::<anyhow::Result<Vec<Run>>>()?;
         report(&label, &runs);
     }
@@ -439,14 +440,13 @@ fn stream_run(pairs: &[Pair], embedded: &[Embedded], mode: Mode, asks: usize, se
 /// another way (a greeting, thanks, lower case, a typo: the same answer by construction),
 /// `asks` long, drawn by `seed`; each text embedded by `e` once.
 fn written_otherwise_run(
-    pairs: &[Pair],
+    world: &Faq,
     e: &Embedder,
     mode: Mode,
     asks: usize,
     seed: u64,
     vectors: &mut HashMap<std::sync::Arc<str>, (Vec<f32>, Facts)>,
 ) -> anyhow::Result<Run> {
-    let world = Faq::new(pairs.to_vec());
     let mut coins = StdRng::seed_from_u64(2000 + seed);
     let mut stream = Stream::new(mode);
     for text in world.asks(asks, 1000 + seed) {

@@ -37,6 +37,14 @@ fn oracle(q: &[f64; 4], floor: f64) -> usize {
         .unwrap_or_else(|| (0..4).max_by(|&a, &b| q[a].total_cmp(&q[b])).unwrap_or(0))
 }
 
+/// The oracle's cost and good-answer rate per request over `q`'s tasks at `floor`.
+fn oracle_rates(q: &[[f64; 4]], floor: f64) -> (f64, f64) {
+    let n = q.len() as f64;
+    let cost = q.iter().map(|row| PRICES[oracle(row, floor)]).sum::<f64>() / n;
+    let good = q.iter().map(|row| row[oracle(row, floor)]).sum::<f64>() / n;
+    (cost, good)
+}
+
 fn offers() -> Vec<Offer> {
     PRICES
         .iter()
@@ -101,11 +109,8 @@ fn share(picks: &[usize], who: usize) -> f64 {
 
 #[test]
 fn on_a_mix_not_monotone_in_price_it_costs_within_fifteen_percent_of_the_oracle() {
-    let floor = RouterPolicy::default().floor;
     let q = table();
-    let n = q.len() as f64;
-    let oracle_cost = q.iter().map(|row| PRICES[oracle(row, floor)]).sum::<f64>() / n;
-    let oracle_good = q.iter().map(|row| row[oracle(row, floor)]).sum::<f64>() / n;
+    let (oracle_cost, oracle_good) = oracle_rates(&q, RouterPolicy::default().floor);
     for seed in 1..=4 {
         let mut r = router();
         let mut rng = StdRng::seed_from_u64(seed);
@@ -199,11 +204,7 @@ fn with_twice_the_revisits_every_change_is_found_within_a_thousand_requests_at_t
         revisit: 0.1,
         ..RouterPolicy::default()
     };
-    let floor = policy.floor;
-    let q0 = table();
-    let n = q0.len() as f64;
-    let oracle_cost = q0.iter().map(|row| PRICES[oracle(row, floor)]).sum::<f64>() / n;
-    let oracle_good = q0.iter().map(|row| row[oracle(row, floor)]).sum::<f64>() / n;
+    let (oracle_cost, oracle_good) = oracle_rates(&table(), policy.floor);
     for seed in 1..=4 {
         let mut q = table();
         let mut r = router_with(policy.clone());
