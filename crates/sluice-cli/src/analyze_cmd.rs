@@ -13,9 +13,9 @@ use std::time::Duration;
 use anyhow::Context;
 use sluice_analysis::{Progress, Report, Reviewer, Summary};
 use sluice_config::gateway::{self, ProcessEnv};
-use sluice_gateway::GatewayBuilder;
 use sluice_gateway::analyses::WalkReviewer;
-use sluice_gateway::walk::auth::Caller;
+use sluice_gateway::walk::auth::Identity;
+use sluice_gateway::{App, GatewayBuilder};
 use sluice_sim::server::{SimServer, serve_on};
 use sluice_sim::spec::UpstreamSpec;
 
@@ -141,12 +141,11 @@ async fn analyze(a: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     if let Some(c) = a.concurrency {
         an.concurrency = c.max(1);
     }
-    let gw = GatewayBuilder::from_config(&cfg, &ProcessEnv)?
-        .analysis_from_config(&cfg, &base)?
-        .build()?;
-    let analyses = gw
-        .analyses()
-        .cloned()
+    let app = App::new(GatewayBuilder::from_config(&cfg, &ProcessEnv)?.build()?)
+        .analysis_from_config(&cfg, &base)?;
+    let analyses = app
+        .analyses
+        .clone()
         .ok_or_else(|| anyhow::anyhow!("analysis is off"))?;
     let mut docs = Vec::new();
     let mut unreadable = Vec::new();
@@ -166,7 +165,7 @@ async fn analyze(a: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         0
     };
     let reviewer: Arc<dyn Reviewer> =
-        Arc::new(WalkReviewer::new(gw.clone(), Caller::default(), lane));
+        Arc::new(WalkReviewer::new(app.walker(), Identity::default(), lane));
     let progress = Arc::new(Progress::default());
     let ticker = {
         let progress = progress.clone();

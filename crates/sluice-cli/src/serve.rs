@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use sluice_config::gateway::{self, ProcessEnv};
 use sluice_gateway::server::{self, Stopped};
-use sluice_gateway::{GatewayBuilder, Server};
+use sluice_gateway::{App, GatewayBuilder, Server};
 
 use sluice_ledger::Store;
 
@@ -147,9 +147,12 @@ pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Resul
     }
     let runtime = runtime(cfg.server.worker_threads)?;
     runtime.block_on(async {
-        let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?
-            .semantic_from_config(&cfg, &ProcessEnv, &ledger_cmd::config_dir(config))?
-            .analysis_from_config(&cfg, &ledger_cmd::config_dir(config))?;
+        let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?.semantic_from_config(
+            &cfg,
+            &ProcessEnv,
+            &ledger_cmd::config_dir(config),
+        )?;
+        let mut jobs = None;
         let ledger = match ledger_cmd::open(&cfg.ledger, &ledger_cmd::config_dir(config)).await? {
             Some(store) => {
                 // Keys and tenants set through the admin API live in the store.
@@ -164,12 +167,7 @@ pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Resul
                 }
                 // Batch jobs live in the same database.
                 if cfg.batches.enabled {
-                    let jobs = sluice_batch::Jobs::open(store.database()).await?;
-                    builder = builder.batches(
-                        jobs,
-                        batch_settings(&cfg.batches),
-                        cfg.batches.lane.as_deref(),
-                    );
+                    jobs = Some(sluice_batch::Jobs::open(store.database()).await?);
                 }
                 let (ledger, store, writer) = ledger_cmd::start(store);
                 builder = builder.ledger(ledger.clone(), store);
@@ -190,6 +188,16 @@ pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Resul
             None => None,
         };
         let gw = builder.build()?;
+        // The work served beside the walk, calling it as a client would.
+        let mut app = App::new(gw.clone());
+        if let Some(jobs) = jobs {
+            app = app.batches(
+                jobs,
+                batch_settings(&cfg.batches),
+                cfg.batches.lane.as_deref(),
+            );
+        }
+        let app = app.analysis_from_config(&cfg, &ledger_cmd::config_dir(config))?;
         let (hash_tx, hash_rx) = tokio::sync::watch::channel(cfg.shared_hash());
         if let Some(c) = cluster {
             let (tx, rx) = tokio::sync::watch::channel((0, 0));
@@ -208,13 +216,13 @@ pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Resul
         if restored > 0 {
             tracing::info!(tenants = restored, "accounts restored from the ledger");
         }
-        let server = Server::bind(gw.clone(), cfg.listen, cfg.server.shutdown_grace)
+        let server = Server::bind(app.clone(), cfg.listen, cfg.server.shutdown_grace)
             .await
             .with_context(|| format!("binding {}", cfg.listen))?
             .notice(cfg.server.shutdown_notice);
         tracing::info!(addr = %server.local_addr()?, "sluice listening");
         let saver = (!cfg.routers.is_empty()).then(|| tokio::spawn(save_routers(gw.clone())));
-        let runner = tokio::spawn(sluice_gateway::batches::runner::run(gw.clone()));
+        let runner = tokio::spawn(app.run_batches());
         match server.run(server::signal()).await? {
             Stopped::Drained => tracing::info!("drained; bye"),
             Stopped::GraceExpired => {

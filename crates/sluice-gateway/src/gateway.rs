@@ -37,10 +37,6 @@ pub struct Gateway {
     pub(crate) learning: Learning,
     /// The usage ledger's writer and the store it writes to.
     pub(crate) ledger: Option<(Ledger, Arc<AnyStore>)>,
-    /// Batch jobs, when served (they live in the ledger's store).
-    pub(crate) batches: Option<Arc<crate::batches::Batches>>,
-    /// Document analyses, when served.
-    pub(crate) analyses: Option<Arc<crate::analyses::Analyses>>,
     /// The instances this one shares limits, budgets and pacing with, when any.
     pub(crate) cluster: Option<sluice_cluster::Cluster>,
     pub(crate) max_body_bytes: usize,
@@ -60,11 +56,6 @@ impl Gateway {
     /// The telemetry hub (metrics, windows).
     pub fn telemetry(&self) -> &Arc<Telemetry> {
         &self.observers.telemetry
-    }
-
-    /// Document analysis, when served.
-    pub fn analyses(&self) -> Option<&Arc<crate::analyses::Analyses>> {
-        self.analyses.as_ref()
     }
 
     /// The model groups.

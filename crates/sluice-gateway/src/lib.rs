@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod analyses;
+pub mod app;
 pub mod assemble;
 pub mod batches;
 pub mod caches;
@@ -29,6 +30,7 @@ pub mod shaping;
 pub mod tenants;
 pub mod walk;
 
+pub use app::App;
 pub use assemble::{BuildError, GatewayBuilder, GroupPolicies, TraceSetup};
 pub use gateway::Gateway;
 pub use server::{Server, ShutdownHandle};

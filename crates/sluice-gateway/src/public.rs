@@ -52,7 +52,11 @@ pub async fn count_tokens(State(gw): State<Arc<Gateway>>, req: axum::extract::Re
     let id = ingress::request_id(&parts.headers);
     let counted = async {
         let caller = auth::identify(&gw, &parts.headers)?;
-        let bytes = ingress::read_body(&parts.headers, body, gw.max_body_bytes).await?;
+        let bytes = ingress::read_body(
+            crate::walk::http::arriving(&parts.headers, body),
+            gw.max_body_bytes,
+        )
+        .await?;
         let chat = sluice_ingress::anthropic::count_request(&bytes)?;
         let request = sluice_core::ChatRequest::from_bytes(bytes::Bytes::from(chat))?;
         caller.may_use(&request.model)?;

@@ -20,7 +20,7 @@ use sluice_gateway::analyses::AnalysisSettings;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
-use crate::scripted::rig;
+use crate::scripted::rig_with;
 
 const CONTRACT: &str = "1. This Agreement shall automatically renew for successive periods.\n\n\
 2. In no event shall the Supplier be liable for any loss of profits.\n\n\
@@ -50,13 +50,10 @@ fn quota_rig(deadline: Duration) -> scripted::Rig {
         rpm: Some(2),
         ..Limits::default()
     };
-    let r = rig(false, |b| {
-        b.tenant_limits("acme", limits).analyses(
-            Analyzer::new(Arc::new(engine), options),
-            settings,
-            None,
-        )
-    });
+    let r = rig_with(
+        |b| b.tenant_limits("acme", limits),
+        |app| app.analyses(Analyzer::new(Arc::new(engine), options), settings, None),
+    );
     *r.a.answer.lock() = Some(bytes::Bytes::from_static(VERDICT.as_bytes()));
     r
 }

@@ -17,12 +17,12 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use sluice_batch::Jobs;
 use sluice_gateway::GatewayBuilder;
-use sluice_gateway::batches::{BatchSettings, runner};
+use sluice_gateway::batches::BatchSettings;
 use sluice_ledger::{Store, UsageQuery};
 use sluice_tail::retry::RetryPolicy;
 use tower::ServiceExt;
 
-use crate::scripted::{PLAIN_USAGE, PRICE, Rig, ledgered, rig};
+use crate::scripted::{PLAIN_USAGE, PRICE, Rig, ledgered, rig_with};
 
 const BOUNDARY: &str = "sluice-test-boundary";
 
@@ -40,15 +40,12 @@ async fn start(
     let (ledger, store) = ledgered(&dir.path().join("ledger.db")).await;
     let jobs = Jobs::open(store.database()).await.unwrap();
     let kept = store.clone();
-    let r = rig(false, |b| {
-        configure(
-            b.price("m", PRICE)
-                .ledger(ledger, store)
-                .batches(jobs, settings, None),
-        )
-    });
+    let r = rig_with(
+        |b| configure(b.price("m", PRICE).ledger(ledger, store)),
+        |app| app.batches(jobs, settings, None),
+    );
     *r.a.usage.lock() = Some(PLAIN_USAGE);
-    tokio::spawn(runner::run(r.gw.clone()));
+    tokio::spawn(r.app.clone().run_batches());
     Batched {
         r,
         store: kept,

@@ -75,15 +75,16 @@ concurrency = 2
     };
     let gw = GatewayBuilder::from_config(&cfg, &env)
         .unwrap()
-        .analysis_from_config(&cfg, std::path::Path::new("."))
-        .unwrap()
         .ledger(ledger, store)
-        .batches(jobs, settings, None)
         .build()
         .unwrap();
-    tokio::spawn(sluice_gateway::batches::runner::run(gw.clone()));
+    let app = sluice_gateway::App::new(gw)
+        .batches(jobs, settings, None)
+        .analysis_from_config(&cfg, std::path::Path::new("."))
+        .unwrap();
+    tokio::spawn(app.clone().run_batches());
     let server = sluice_gateway::server::Server::bind(
-        gw,
+        app,
         "127.0.0.1:0".parse().unwrap(),
         Duration::from_secs(1),
     )

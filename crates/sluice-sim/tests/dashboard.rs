@@ -221,7 +221,6 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
     };
     let gw = b
         .ledger(ledger, store)
-        .batches(jobs, settings, None)
         .model("slow", vec![deployment("slowpoke", "m")])
         .model(
             "chat",
@@ -241,8 +240,9 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
         })
         .build()
         .unwrap();
-    let runner = tokio::spawn(sluice_gateway::batches::runner::run(gw.clone()));
-    let serving = Serving::start(gw).await;
+    let app = sluice_gateway::App::new(gw).batches(jobs, settings, None);
+    let runner = tokio::spawn(app.clone().run_batches());
+    let serving = Serving::start(app).await;
     let addr = serving.addr;
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let job = submit_job(&client, addr, 2_000).await;

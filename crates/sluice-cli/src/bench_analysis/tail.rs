@@ -10,7 +10,8 @@ use std::time::Duration;
 use sluice_analysis::{Analyzer, Merger, Options, Progress, Reviewer};
 use sluice_gateway::GatewayBuilder;
 use sluice_gateway::analyses::WalkReviewer;
-use sluice_gateway::walk::auth::Caller;
+use sluice_gateway::walk::Walker;
+use sluice_gateway::walk::auth::Identity;
 use sluice_rules::Engine;
 use sluice_sim::scenario::Scenario;
 use tokio::time::Instant;
@@ -103,8 +104,11 @@ pub(super) fn documents(
         let s = scenario(v.hedge, 0)?;
         let rig = sluice_sim::harness::rig(&s, 7, GatewayBuilder::new())?;
         let a = Arc::new(analyzer(engine, v, None));
-        let reviewer: Arc<dyn Reviewer> =
-            Arc::new(WalkReviewer::new(rig.gateway.clone(), Caller::default(), 0));
+        let reviewer: Arc<dyn Reviewer> = Arc::new(WalkReviewer::new(
+            Walker::new(rig.gateway.clone()),
+            Identity::default(),
+            0,
+        ));
         let mut tasks = Vec::new();
         let start = Instant::now();
         for i in 0..docs {
@@ -200,14 +204,20 @@ pub(super) fn batch(
                     })
                     .collect();
                 tokio::spawn(async move {
-                    let reviewer: Arc<dyn Reviewer> =
-                        Arc::new(WalkReviewer::new(gw, Caller::default(), lane));
+                    let reviewer: Arc<dyn Reviewer> = Arc::new(WalkReviewer::new(
+                        Walker::new(gw),
+                        Identity::default(),
+                        lane,
+                    ));
                     let (_, summary) = a.analyze_batch(docs, &reviewer, 8, &progress).await;
                     (start.elapsed().as_secs_f64(), summary)
                 })
             });
-            let interactive: Arc<dyn Reviewer> =
-                Arc::new(WalkReviewer::new(gw.clone(), Caller::default(), 0));
+            let interactive: Arc<dyn Reviewer> = Arc::new(WalkReviewer::new(
+                Walker::new(gw.clone()),
+                Identity::default(),
+                0,
+            ));
             let mut samples = Vec::new();
             let mut ms = Vec::new();
             let mut i = 0u64;

@@ -81,7 +81,10 @@ pub async fn latency(State(gw): State<Arc<Gateway>>) -> Json<sluice_telemetry::L
 
 /// `GET /admin/features`: which of the gateway's features are on, so that a screen can say
 /// "off" of one rather than "none yet".
-pub async fn features(State(gw): State<Arc<Gateway>>) -> Json<serde_json::Value> {
+pub async fn features(
+    State(gw): State<Arc<Gateway>>,
+    State(jobs): State<crate::batches::Served>,
+) -> Json<serde_json::Value> {
     let groups: Vec<_> = gw
         .routes()
         .names()
@@ -100,7 +103,7 @@ pub async fn features(State(gw): State<Arc<Gateway>>) -> Json<serde_json::Value>
         "retries": groups.iter().any(|g| g.retrying.is_some()),
         "slos": !gw.observers.slos.is_empty(),
         "ledger": gw.ledger.is_some(),
-        "batches": gw.batches.is_some(),
+        "batches": jobs.batches.is_some(),
         "traces": gw.observers.traces.is_some(),
         "history": gw.observers.recent.is_some(),
     }))

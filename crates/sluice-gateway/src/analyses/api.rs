@@ -13,11 +13,11 @@ use sluice_batch::input::document;
 use sluice_batch::{Endpoint, Kind, NewFile, StoredBatch};
 use sluice_core::{ErrorKind, GatewayError};
 
-use super::{Analyses, WalkReviewer};
-use crate::Gateway;
+use super::{Analyses, Served, WalkReviewer};
 use crate::batches::api::{Scope, describe, enqueue, failed, invalid, not_found, stored};
 use crate::batches::{ms, now_ms};
-use crate::walk::auth::{self, Caller};
+use crate::walk::Walker;
+use crate::walk::auth::{self, Identity};
 
 /// How a report is written.
 #[derive(Debug, Default, Deserialize)]
@@ -43,9 +43,9 @@ impl Shape {
 }
 
 /// The caller and the gateway's analyses, or why not.
-fn scope(gw: &Arc<Gateway>, headers: &HeaderMap) -> Result<(Caller, Arc<Analyses>), GatewayError> {
-    let caller = auth::identify(gw, headers)?;
-    let analyses = gw.analyses.clone().ok_or_else(|| {
+fn scope(served: &Served, headers: &HeaderMap) -> Result<(Identity, Arc<Analyses>), GatewayError> {
+    let caller = auth::identify(&served.gw, headers)?;
+    let analyses = served.analyses.clone().ok_or_else(|| {
         GatewayError::new(
             ErrorKind::RouteNotFound,
             "document analysis is off on this gateway: `[analysis] enabled = true` serves it",
@@ -58,24 +58,24 @@ fn scope(gw: &Arc<Gateway>, headers: &HeaderMap) -> Result<(Caller, Arc<Analyses
 /// document is analysed while the caller waits (its report is the answer); several, or one
 /// with `?batch=true`, become a job (202) to follow at `GET /v1/analyses/{id}`.
 pub async fn create(
-    State(gw): State<Arc<Gateway>>,
+    State(served): State<Served>,
     headers: HeaderMap,
     Query(shape): Query<Shape>,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Response {
-    match create_inner(gw, headers, shape, multipart).await {
+    match create_inner(served, headers, shape, multipart).await {
         Ok(r) => r,
         Err(e) => failed(e),
     }
 }
 
 async fn create_inner(
-    gw: Arc<Gateway>,
+    served: Served,
     headers: HeaderMap,
     shape: Shape,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Result<Response, GatewayError> {
-    let (caller, analyses) = scope(&gw, &headers)?;
+    let (caller, analyses) = scope(&served, &headers)?;
     let markdown = shape.markdown()?;
     let multipart = multipart.map_err(|e| {
         invalid(
@@ -88,8 +88,9 @@ async fn create_inner(
         let Some((name, bytes)) = docs.into_iter().next() else {
             return Err(invalid("`file` is required", "file"));
         };
-        let lane = caller.default_lane(&gw);
-        let reviewer: Arc<dyn Reviewer> = Arc::new(WalkReviewer::new(gw.clone(), caller, lane));
+        let lane = caller.default_lane(&served.gw);
+        let walker = Walker::new(served.gw.clone());
+        let reviewer: Arc<dyn Reviewer> = Arc::new(WalkReviewer::new(walker, caller, lane));
         let report = analyses
             .analyzer
             .analyze(&name, &bytes, &reviewer, &Merger::default())
@@ -103,17 +104,17 @@ async fn create_inner(
             Json(report_object(&report)).into_response()
         });
     }
-    submit(&gw, &headers, docs).await
+    submit(&served, &headers, docs).await
 }
 
 /// Keeps `docs` as a batch job of documents in the batch store (one item each), answered
 /// with a 202 and the job to follow.
 async fn submit(
-    gw: &Arc<Gateway>,
+    served: &Served,
     headers: &HeaderMap,
     docs: Vec<(String, Vec<u8>)>,
 ) -> Result<Response, GatewayError> {
-    if gw.batches.is_none() {
+    if served.batches.is_none() {
         return Err(invalid(
             "a batch of documents is a batch job, kept in the batch store: it needs the \
              ledger's store ([ledger]) and `[batches] enabled = true` (one document at a time \
@@ -121,7 +122,7 @@ async fn submit(
             "file",
         ));
     }
-    let scope = Scope::of(gw, headers)?;
+    let scope = Scope::of(&served.jobs(), headers)?;
     let (content, lines) = document::file(&docs);
     drop(docs);
     let limit = scope.batches.settings.max_file_bytes;
@@ -216,28 +217,28 @@ async fn take_files(
 
 /// `GET /v1/analyses/{id}`: where a job stands, and its reports once it has ended.
 pub async fn retrieve(
-    State(gw): State<Arc<Gateway>>,
+    State(served): State<Served>,
     headers: HeaderMap,
     Path(id): Path<String>,
     Query(shape): Query<Shape>,
 ) -> Response {
-    retrieve_inner(gw, headers, id, shape)
+    retrieve_inner(served, headers, id, shape)
         .await
         .unwrap_or_else(failed)
 }
 
 async fn retrieve_inner(
-    gw: Arc<Gateway>,
+    served: Served,
     headers: HeaderMap,
     id: String,
     shape: Shape,
 ) -> Result<Response, GatewayError> {
-    scope(&gw, &headers)?;
+    scope(&served, &headers)?;
     let markdown = shape.markdown()?;
-    if gw.batches.is_none() {
+    if served.batches.is_none() {
         return Err(not_found("analysis", &id));
     }
-    let scope = Scope::of(&gw, &headers)?;
+    let scope = Scope::of(&served.jobs(), &headers)?;
     let job = scope.batch(&id).await?;
     if job.endpoint != Endpoint::Analyses {
         return Err(not_found("analysis", &id));

@@ -15,9 +15,9 @@ use sluice_batch::{Claimed, Ending, StoredBatch};
 use sluice_core::ErrorKind;
 
 use super::{Analyses, WalkReviewer, api};
-use crate::Gateway;
 use crate::batches::{Documents, Outcome};
-use crate::walk::auth::Caller;
+use crate::walk::Walker;
+use crate::walk::auth::Identity;
 
 /// How long a document cut short (by a shutdown, or a bill that could not be written) waits
 /// before it is queued again.
@@ -49,10 +49,10 @@ impl Documents for Analyses {
 
     fn run(
         self: Arc<Self>,
-        gw: Arc<Gateway>,
+        walker: Walker,
         job: StoredBatch,
         item: Claimed,
-        caller: Caller,
+        caller: Identity,
     ) -> BoxFuture<'static, Outcome> {
         async move {
             let up = match document::read(&item.body) {
@@ -60,7 +60,7 @@ impl Documents for Analyses {
                 Err(f) => return Outcome::Ended(refused(f.message, f.param), None),
             };
             let reviewer = Arc::new(
-                WalkReviewer::new(gw.clone(), caller, self.settings.batch_lane)
+                WalkReviewer::new(walker, caller, self.settings.batch_lane)
                     .for_item(item.ledger_key()),
             );
             let dyn_reviewer: Arc<dyn Reviewer> = reviewer.clone();

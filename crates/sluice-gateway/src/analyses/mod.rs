@@ -18,6 +18,32 @@ use sluice_analysis::{Analyzer, Merger};
 
 pub use reviewer::WalkReviewer;
 
+use crate::Gateway;
+use crate::batches::{self, Batches};
+
+/// What the analyses API's handlers are served with: the gateway (whose keys say who asks),
+/// its analyses when served, and its batch jobs (a batch of documents is one).
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// The gateway.
+    pub gw: Arc<Gateway>,
+    /// Its analyses, when served.
+    pub analyses: Option<Arc<Analyses>>,
+    /// Its batch jobs, when served.
+    pub batches: Option<Arc<Batches>>,
+}
+
+impl Served {
+    /// The same gateway as the batch API sees it.
+    pub(crate) fn jobs(&self) -> batches::Served {
+        batches::Served {
+            gw: self.gw.clone(),
+            batches: self.batches.clone(),
+            analyses: self.analyses.is_some(),
+        }
+    }
+}
+
 /// The batches whose merger (the reviews asked so far, for near-identical clauses to share)
 /// a gateway keeps, the most recently used.
 const KEPT_MERGERS: usize = 16;

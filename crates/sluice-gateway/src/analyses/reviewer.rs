@@ -11,25 +11,21 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use http::{HeaderMap, HeaderValue};
-use http_body_util::BodyExt;
 use serde_json::Value;
 use sluice_analysis::{ReviewCall, ReviewFailed, Reviewed, Reviewer};
 use sluice_core::{ErrorKind, RequestId};
-use sluice_ledger::Entry;
-use sluice_providers::TIMEOUT_HEADER_NAME;
 use tokio::time::Instant;
 
-use crate::Gateway;
-use crate::walk::{self, Known, auth::Caller};
+use crate::walk::auth::Identity;
+use crate::walk::entry::{Answered, Asks, Caller, Refused, Request, Walker};
 
 /// The least a refused review waits before it is sent again.
 const AGAIN_AFTER: Duration = Duration::from_secs(1);
 
-/// Sends reviews through the walk of `gw` as `caller`, in lane `lane`.
+/// Sends reviews through the walk as `caller`, in lane `lane`.
 pub struct WalkReviewer {
-    gw: Arc<Gateway>,
-    caller: Caller,
+    walker: Walker,
+    caller: Identity,
     lane: usize,
     /// The ledger key of the batch item whose reviews these are: each review's row carries
     /// `KEY/CLAUSE` and is committed before the review counts, so that an item sent again
@@ -42,9 +38,9 @@ pub struct WalkReviewer {
 
 impl WalkReviewer {
     /// A reviewer for `caller`'s documents, its calls in `lane`.
-    pub fn new(gw: Arc<Gateway>, caller: Caller, lane: usize) -> Self {
+    pub fn new(walker: Walker, caller: Identity, lane: usize) -> Self {
         Self {
-            gw,
+            walker,
             caller,
             lane,
             item: None,
@@ -64,90 +60,30 @@ impl WalkReviewer {
     }
 }
 
-/// One send of a review: its status, body, `Retry-After` and ledger row.
-struct Sent {
-    status: http::StatusCode,
-    body: Bytes,
-    retry_after: Option<Duration>,
-    /// The upstream that answered (`x-sluice-upstream`; `none` when none did).
-    upstream: Option<String>,
-    entry: Option<Entry>,
-}
-
+/// Sends one review through the walk, with what is left of its time.
 async fn send(
-    gw: &Arc<Gateway>,
-    caller: Caller,
+    walker: &Walker,
+    identity: Identity,
     lane: usize,
     call: &ReviewCall,
     left: Option<Duration>,
-) -> Result<Sent, ReviewFailed> {
-    let mut headers = HeaderMap::new();
+) -> Result<Answered, Box<Refused>> {
+    let mut asks = Asks::default().task(sluice_analysis::review::TASK);
     if let Some(t) = left {
-        let ms = t.as_millis().clamp(1, u128::from(u32::MAX)) as u64;
-        headers.insert(TIMEOUT_HEADER_NAME, HeaderValue::from(ms));
+        asks = asks.timeout(t.max(Duration::from_millis(1)));
     }
-    headers.insert(
-        http::HeaderName::from_static(walk::route::TASK_HEADER),
-        HeaderValue::from_static(sluice_analysis::review::TASK),
-    );
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let known = Known {
-        caller,
-        lane,
-        settles_to: tx,
-        headers,
-    };
-    let body = Bytes::from(call.body.to_string());
-    let resp = walk::serve_known(
-        gw.clone(),
-        body,
-        sluice_ingress::Dialect::Chat,
+    let request = Request::ready(
         RequestId::generate(),
-        known,
+        sluice_ingress::Dialect::Chat,
+        Bytes::from(call.body.to_string()),
     )
-    .await;
-    let status = resp.status();
-    let retry_after = walk::retry_after(&resp);
-    let upstream = resp
-        .headers()
-        .get("x-sluice-upstream")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| ReviewFailed(format!("the answer could not be read: {e}")))?
-        .to_bytes();
-    Ok(Sent {
-        status,
-        body,
-        retry_after,
-        upstream,
-        entry: rx.await.ok(),
-    })
-}
-
-/// The kind of a refusal the gateway made before any upstream saw the call, if `sent` is
-/// one: its error code is one of sluice's own refusals, and no upstream answered.
-fn unsent(sent: &Sent) -> Option<ErrorKind> {
-    if sent.status.is_success() || sent.upstream.as_deref().is_some_and(|u| u != "none") {
-        return None;
-    }
-    let json: Value = serde_json::from_slice(&sent.body).ok()?;
-    let code = json["error"]["code"].as_str()?;
-    [
-        ErrorKind::Overloaded,
-        ErrorKind::QuotaExceeded,
-        ErrorKind::ShuttingDown,
-    ]
-    .into_iter()
-    .find(|k| k.code() == code)
+    .asking(asks);
+    walker.run(Caller::Known { identity, lane }, request).await
 }
 
 impl Reviewer for WalkReviewer {
     fn review(&self, call: ReviewCall) -> BoxFuture<'static, Result<Reviewed, ReviewFailed>> {
-        let gw = self.gw.clone();
+        let walker = self.walker.clone();
         let caller = self.caller.clone();
         let lane = self.lane;
         let item = self.item.clone();
@@ -156,17 +92,19 @@ impl Reviewer for WalkReviewer {
             let until = call.timeout.map(|t| Instant::now() + t);
             let sent = loop {
                 let left = until.map(|u| u.saturating_duration_since(Instant::now()));
-                let mut sent = send(&gw, caller.clone(), lane, &call, left).await?;
-                let refused = unsent(&sent);
-                let Some(kind) = refused else {
-                    break sent;
+                let mut refused = match send(&walker, caller.clone(), lane, &call, left).await {
+                    Ok(answered) => break Ok(answered.complete().await),
+                    Err(refused) => refused,
+                };
+                let Some(kind) = refused.unsent() else {
+                    break Err(refused);
                 };
                 // A refusal's row is written as any other, under no item key (the review's
                 // own row, when it is answered, is the one that carries it).
-                if let (Some(ledger), Some(entry)) = (gw.ledger(), sent.entry.take()) {
+                if let (Some(ledger), Some(entry)) = (walker.gateway().ledger(), refused.entry.take()) {
                     ledger.record(entry);
                 }
-                let wait = sent.retry_after.unwrap_or(AGAIN_AFTER).max(AGAIN_AFTER);
+                let wait = refused.retry_after().unwrap_or(AGAIN_AFTER).max(AGAIN_AFTER);
                 let past = until.is_some_and(|u| Instant::now() + wait >= u);
                 if kind == ErrorKind::ShuttingDown {
                     interrupted.store(true, Ordering::Relaxed);
@@ -174,15 +112,19 @@ impl Reviewer for WalkReviewer {
                 if kind == ErrorKind::ShuttingDown || past {
                     return Err(ReviewFailed(format!(
                         "{}: refused by the gateway ({})",
-                        sent.status.as_u16(),
+                        refused.status(),
                         kind.code()
                     )));
                 }
                 tokio::time::sleep(wait).await;
             };
+            let entry = match &sent {
+                Ok(done) => done.entry.clone(),
+                Err(refused) => refused.entry.clone(),
+            };
             // The call's ledger row comes back here rather than to the ledger: the review is
             // billed to its caller as any call is, and as part of its item in a batch.
-            let tokens = match (gw.ledger(), sent.entry) {
+            let tokens = match (walker.gateway().ledger(), entry) {
                 (Some(ledger), Some(mut entry)) => {
                     let tokens = entry.tokens;
                     match &item {
@@ -199,14 +141,16 @@ impl Reviewer for WalkReviewer {
                 }
                 (_, entry) => entry.map(|e| e.tokens),
             };
-            let json: Value = serde_json::from_slice(&sent.body).unwrap_or(Value::Null);
-            if !sent.status.is_success() {
-                let message = json["error"]["message"].as_str().unwrap_or("no message");
-                return Err(ReviewFailed(format!(
-                    "{}: {message}",
-                    sent.status.as_u16()
-                )));
-            }
+            let done = match sent {
+                Ok(done) => done,
+                Err(refused) => {
+                    let json: Value =
+                        serde_json::from_slice(&refused.body()).unwrap_or(Value::Null);
+                    let message = json["error"]["message"].as_str().unwrap_or("no message");
+                    return Err(ReviewFailed(format!("{}: {message}", refused.status())));
+                }
+            };
+            let json: Value = serde_json::from_slice(&done.body).unwrap_or(Value::Null);
             let content = json["choices"][0]["message"]["content"]
                 .as_str()
                 .ok_or_else(|| ReviewFailed("the answer has no message content".into()))?

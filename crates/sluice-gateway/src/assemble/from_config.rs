@@ -97,53 +97,6 @@ impl GatewayBuilder {
         self
     }
 
-    /// Document analysis as `cfg`'s `[analysis]` says: its rule file read relative to `base`
-    /// (the config file's folder), else the shipped rules; its reviews asking for its model,
-    /// else the first `[models.*]`. Nothing when it is off.
-    pub fn analysis_from_config(
-        self,
-        cfg: &GatewayConfig,
-        base: &std::path::Path,
-    ) -> Result<Self, BuildError> {
-        let a = &cfg.analysis;
-        if !a.enabled {
-            return Ok(self);
-        }
-        let rules = match &a.rules {
-            Some(path) => {
-                let path = base.join(path);
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| BuildError::Rules(format!("{}: {e}", path.display())))?;
-                sluice_rules::parse(&text)
-            }
-            None => sluice_rules::shipped::contract_risks(),
-        }
-        .map_err(|e| BuildError::Rules(e.to_string()))?;
-        let engine =
-            sluice_rules::Engine::compile(rules).map_err(|e| BuildError::Rules(e.to_string()))?;
-        let model = a
-            .model
-            .clone()
-            .or_else(|| cfg.models.first().map(|(n, _)| n.clone()))
-            .unwrap_or_default();
-        let options = sluice_analysis::Options {
-            review: a.review && !model.is_empty(),
-            merge: a.merge,
-            pipeline: a.pipeline,
-            threads: a.threads as usize,
-            deadline: Some(a.deadline),
-            model,
-        };
-        let settings = crate::analyses::AnalysisSettings {
-            batch_lane: 0,
-            concurrency: a.concurrency as usize,
-            max_documents: a.max_documents as usize,
-            max_upload_bytes: a.max_upload_bytes,
-        };
-        let analyzer = sluice_analysis::Analyzer::new(std::sync::Arc::new(engine), options);
-        Ok(self.analyses(analyzer, settings, a.lane.as_deref()))
-    }
-
     /// The semantic cache `cfg` describes: embedded by its `[cache.semantic.embeddings]`
     /// upstream (a provider of `cfg`, its key read from `env`), else by the model in the
     /// folder `model` names relative to `base` (the config file's folder); nothing when it

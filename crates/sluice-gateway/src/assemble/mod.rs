@@ -6,7 +6,6 @@ pub mod catalog;
 mod cluster;
 pub(crate) mod from_config;
 mod group_policies;
-mod jobs;
 pub mod policies;
 pub mod providers;
 mod routers;
@@ -166,8 +165,6 @@ pub struct GatewayBuilder {
     pub(super) traces: Option<traces::TraceSetup>,
     /// Each provider's host and port, for the spans of its calls.
     pub(super) servers: HashMap<String, traces::Site>,
-    /// Batch jobs and analyses, when served (their lanes resolved at build).
-    pub(super) jobs: jobs::Pending,
     /// The instances this one shares limits, budgets and pacing with, when any.
     pub(super) cluster: Option<sluice_cluster::Cluster>,
 }
@@ -208,7 +205,6 @@ impl Default for GatewayBuilder {
             router_state: Vec::new(),
             traces: None,
             servers: HashMap::new(),
-            jobs: jobs::Pending::default(),
             cluster: None,
         }
     }
@@ -538,7 +534,6 @@ impl GatewayBuilder {
             shapes: self.shapes,
             prefixes: self.prefixes,
         };
-        let (batches, analyses) = self.jobs.resolve(&self.lanes);
         let gw = Arc::new(Gateway {
             routes: Routes::new(groups, seed)
                 .with_task_routes(self.task_routes)
@@ -576,8 +571,6 @@ impl GatewayBuilder {
                 traces,
             },
             learning: Learning::default(),
-            batches,
-            analyses,
             ledger: self.ledger,
             cluster: self.cluster,
             max_body_bytes: self.max_body_bytes,

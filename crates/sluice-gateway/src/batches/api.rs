@@ -21,7 +21,7 @@ use sluice_telemetry::slo::JobEnd;
 
 pub use super::files::upload as upload_file;
 pub use super::files::{content, list as list_files, remove as delete_file, retrieve as file};
-use super::{Batches, now_ms};
+use super::{Batches, Served, now_ms};
 use crate::Gateway;
 use crate::walk::{auth, rescue};
 
@@ -87,7 +87,9 @@ pub(crate) fn stored(e: BatchError) -> GatewayError {
 pub(crate) struct Scope {
     pub(crate) gw: Arc<Gateway>,
     pub(crate) batches: Arc<Batches>,
-    pub(crate) caller: auth::Caller,
+    /// Whether documents are analysed here.
+    pub(crate) analyses: bool,
+    pub(crate) caller: auth::Identity,
     /// The caller's tenant (`""` when requests name none).
     pub(crate) tenant: String,
     /// Its key's SHA-256 (hex), when it sent one.
@@ -96,10 +98,11 @@ pub(crate) struct Scope {
 
 impl Scope {
     /// The caller of a request with `headers`, where batch jobs are served; else the answer.
-    pub(crate) fn of(gw: &Arc<Gateway>, headers: &HeaderMap) -> Result<Self, GatewayError> {
+    pub(crate) fn of(served: &Served, headers: &HeaderMap) -> Result<Self, GatewayError> {
+        let gw = &served.gw;
         // The caller first: a key that is not valid is a 401 whether batch jobs are on.
         let caller = auth::identify(gw, headers)?;
-        let Some(batches) = gw.batches.clone() else {
+        let Some(batches) = served.batches.clone() else {
             return Err(GatewayError::new(
                 ErrorKind::RouteNotFound,
                 "batch jobs are off on this gateway: they need the ledger's store ([ledger]) \
@@ -115,6 +118,7 @@ impl Scope {
         Ok(Self {
             gw: gw.clone(),
             batches,
+            analyses: served.analyses,
             caller,
             tenant,
             key_sha256,
@@ -221,11 +225,11 @@ pub struct CreateBody {
 /// kept) when a line calls another endpoint or a model the key may not use, or when the
 /// queue has no room for it.
 pub async fn create(
-    State(gw): State<Arc<Gateway>>,
+    State(served): State<Served>,
     headers: HeaderMap,
     body: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let scope = match Scope::of(&gw, &headers) {
+    let scope = match Scope::of(&served, &headers) {
         Ok(s) => s,
         Err(e) => return failed(e),
     };
@@ -266,7 +270,7 @@ async fn submit(scope: &Scope, body: CreateBody) -> Result<StoredBatch, GatewayE
             )
         })?,
     };
-    if endpoint == Endpoint::Analyses && scope.gw.analyses.is_none() {
+    if endpoint == Endpoint::Analyses && !scope.analyses {
         return Err(invalid(
             "document analysis is off on this gateway: `[analysis] enabled = true` serves it",
             "endpoint",
@@ -412,11 +416,11 @@ fn metadata(m: Option<Value>) -> Result<Option<String>, GatewayError> {
 
 /// `GET /v1/batches/{id}`: OpenAI's object, with the job's progress under `sluice`.
 pub async fn retrieve(
-    State(gw): State<Arc<Gateway>>,
+    State(served): State<Served>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let scope = match Scope::of(&gw, &headers) {
+    let scope = match Scope::of(&served, &headers) {
         Ok(s) => s,
         Err(e) => return failed(e),
     };
@@ -431,11 +435,11 @@ pub async fn retrieve(
 
 /// `POST /v1/batches/{id}/cancel`: queued items end at once, running ones finish.
 pub async fn cancel(
-    State(gw): State<Arc<Gateway>>,
+    State(served): State<Served>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let scope = match Scope::of(&gw, &headers) {
+    let scope = match Scope::of(&served, &headers) {
         Ok(s) => s,
         Err(e) => return failed(e),
     };
@@ -472,11 +476,11 @@ pub struct ListQuery {
 
 /// `GET /v1/batches`: the tenant's jobs, newest first, by pages (`after`, `limit` 1-100).
 pub async fn list(
-    State(gw): State<Arc<Gateway>>,
+    State(served): State<Served>,
     headers: HeaderMap,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    let scope = match Scope::of(&gw, &headers) {
+    let scope = match Scope::of(&served, &headers) {
         Ok(s) => s,
         Err(e) => return failed(e),
     };
@@ -513,11 +517,11 @@ pub async fn list(
 /// `GET /v1/batches/{id}/events`: the job's object as an SSE `progress` event every second,
 /// until it ends (the last event has its final status).
 pub async fn events(
-    State(gw): State<Arc<Gateway>>,
+    State(served): State<Served>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let scope = match Scope::of(&gw, &headers) {
+    let scope = match Scope::of(&served, &headers) {
         Ok(s) => s,
         Err(e) => return failed(e),
     };
@@ -551,8 +555,9 @@ pub async fn events(
 
 /// `GET /admin/batches`: every tenant's jobs that have not ended, each with its tenant and
 /// progress (for the dashboard's bars). 404 where batch jobs are off.
-pub async fn open_jobs(State(gw): State<Arc<Gateway>>) -> Response {
-    let Some(batches) = gw.batches.clone() else {
+pub async fn open_jobs(State(served): State<Served>) -> Response {
+    let gw = served.gw;
+    let Some(batches) = served.batches else {
         return failed(GatewayError::new(
             ErrorKind::RouteNotFound,
             "batch jobs are off on this gateway",

@@ -1,8 +1,6 @@
 //! `/v1/files`: OpenAI's Files API for batch input, and the output and error files of
 //! jobs (made from their items when read, so a crash cannot leave one half-written).
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::{Multipart, Path, Query, State};
 use axum::response::{IntoResponse, Response};
@@ -13,8 +11,7 @@ use sluice_batch::{NewFile, input, objects};
 use sluice_core::{ErrorKind, GatewayError};
 
 use super::api::{Scope, failed, invalid, not_found, page, page_size, stored};
-use super::{ms, now_ms};
-use crate::Gateway;
+use super::{Served, ms, now_ms};
 
 /// The most bad lines an upload's error message lists one by one.
 const LISTED_LINE_ERRORS: usize = 20;
@@ -22,11 +19,11 @@ const LISTED_LINE_ERRORS: usize = 20;
 /// `POST /v1/files`: a `batch` file of request lines, checked line by line; a file with any
 /// bad line is refused whole, every bad line named.
 pub async fn upload(
-    State(gw): State<Arc<Gateway>>,
+    State(served): State<Served>,
     headers: HeaderMap,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Response {
-    let scope = match Scope::of(&gw, &headers) {
+    let scope = match Scope::of(&served, &headers) {
         Ok(s) => s,
         Err(e) => return failed(e),
     };
@@ -161,11 +158,11 @@ async fn take_file(scope: &Scope, mut multipart: Multipart) -> Result<NewFile, G
 
 /// `GET /v1/files/{id}`.
 pub async fn retrieve(
-    State(gw): State<Arc<Gateway>>,
+    State(served): State<Served>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let scope = match Scope::of(&gw, &headers) {
+    let scope = match Scope::of(&served, &headers) {
         Ok(s) => s,
         Err(e) => return failed(e),
     };
@@ -201,11 +198,11 @@ pub async fn retrieve(
 /// `GET /v1/files/{id}/content`: the file's bytes as uploaded, or a job's output or error
 /// file (one line per item, in input order).
 pub async fn content(
-    State(gw): State<Arc<Gateway>>,
+    State(served): State<Served>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let scope = match Scope::of(&gw, &headers) {
+    let scope = match Scope::of(&served, &headers) {
         Ok(s) => s,
         Err(e) => return failed(e),
     };
@@ -238,11 +235,11 @@ pub async fn content(
 /// `DELETE /v1/files/{id}`: an uploaded file (a job made from it keeps its items). A job's
 /// output goes with the job, after the retention.
 pub async fn remove(
-    State(gw): State<Arc<Gateway>>,
+    State(served): State<Served>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let scope = match Scope::of(&gw, &headers) {
+    let scope = match Scope::of(&served, &headers) {
         Ok(s) => s,
         Err(e) => return failed(e),
     };
@@ -269,11 +266,11 @@ pub struct ListQuery {
 
 /// `GET /v1/files`: the tenant's uploaded files, newest first, by pages.
 pub async fn list(
-    State(gw): State<Arc<Gateway>>,
+    State(served): State<Served>,
     headers: HeaderMap,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    let scope = match Scope::of(&gw, &headers) {
+    let scope = match Scope::of(&served, &headers) {
         Ok(s) => s,
         Err(e) => return failed(e),
     };

@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use sluice_batch::{Claimed, Ending, StoredBatch};
 use sluice_core::{ErrorKind, RequestId};
 use sluice_ledger::Entry;
 
 use super::Batches;
 use crate::Gateway;
-use crate::walk::{self, Known, auth::Caller};
+use crate::walk::auth::Identity;
+use crate::walk::entry::{Caller, Request, Walker};
 
 /// How long an item refused before reaching an upstream waits, at least, before it is
 /// queued again (a `Retry-After` longer than this is honoured).
@@ -47,10 +47,10 @@ fn unsent(code: ErrorKind, message: String) -> Outcome {
 
 /// The caller a job's items run as: its key, if it is still the one the job was submitted
 /// with (a key revoked, or replaced, since runs nothing more), else its tenant.
-fn caller(gw: &Gateway, b: &StoredBatch) -> Result<Caller, String> {
+fn caller(gw: &Gateway, b: &StoredBatch) -> Result<Identity, String> {
     match (&b.api_key, &b.key_sha256) {
         (Some(name), Some(sha)) => match gw.tenants.keys.named(name) {
-            Some((now, key)) if &now == sha => Ok(Caller {
+            Some((now, key)) if &now == sha => Ok(Identity {
                 tenant: Some(key.spec.tenant.clone()),
                 key: Some(key),
             }),
@@ -58,7 +58,7 @@ fn caller(gw: &Gateway, b: &StoredBatch) -> Result<Caller, String> {
                 "the API key `{name}` that submitted this batch has been revoked"
             )),
         },
-        _ => Ok(Caller {
+        _ => Ok(Identity {
             tenant: (!b.tenant.is_empty()).then(|| Arc::from(b.tenant.as_str())),
             key: None,
         }),
@@ -67,13 +67,13 @@ fn caller(gw: &Gateway, b: &StoredBatch) -> Result<Caller, String> {
 
 /// Runs claimed item `c` of job `b`.
 pub(crate) async fn run(
-    gw: &Arc<Gateway>,
+    walker: &Walker,
     batches: &Batches,
     b: &StoredBatch,
     c: &Claimed,
 ) -> Outcome {
-    let caller = match caller(gw, b) {
-        Ok(caller) => caller,
+    let identity = match caller(walker.gateway(), b) {
+        Ok(identity) => identity,
         Err(message) => return unsent(ErrorKind::Unauthorized, message),
     };
     let Some(dialect) = b.endpoint.dialect() else {
@@ -82,7 +82,7 @@ pub(crate) async fn run(
             Some(documents) => {
                 documents
                     .clone()
-                    .run(gw.clone(), b.clone(), c.clone(), caller)
+                    .run(walker.clone(), b.clone(), c.clone(), identity)
                     .await
             }
             None => unsent(
@@ -92,52 +92,32 @@ pub(crate) async fn run(
             ),
         };
     };
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let known = Known {
-        caller,
-        lane: batches.settings.lane,
-        settles_to: tx,
-        headers: http::HeaderMap::new(),
-    };
     // Each try of the item its own id: `BATCH-LINE-TRY`.
     let id = RequestId::named(&format!("{}-{}-{}", b.id, c.line, c.tries))
         .unwrap_or_else(RequestId::generate);
-    let resp = walk::serve_known(
-        gw.clone(),
-        Bytes::from(c.body.clone()),
-        dialect,
-        id.clone(),
-        known,
-    )
-    .await;
-    let status = resp.status().as_u16();
-    let retry_after = walk::retry_after(&resp);
-    let body = match resp.into_body().collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
-            return Outcome::Ended(
-                Ending::Failed {
-                    code: ErrorKind::Internal.code().to_string(),
-                    message: format!("the answer could not be read: {e}"),
-                },
-                rx.await.ok(),
-            );
+    let known = Caller::Known {
+        identity,
+        lane: batches.settings.lane,
+    };
+    let request = Request::ready(id.clone(), dialect, Bytes::from(c.body.clone()));
+    let (status, body, entry) = match walker.run(known, request).await {
+        Ok(answered) => {
+            let done = answered.complete().await;
+            (200, done.body, done.entry)
+        }
+        Err(refused) => {
+            if refused.unsent().is_some() {
+                return Outcome::Again {
+                    wait: refused
+                        .retry_after()
+                        .unwrap_or(REQUEUE_WAIT)
+                        .max(REQUEUE_WAIT),
+                    entry: refused.entry,
+                };
+            }
+            (refused.status(), refused.body(), refused.entry)
         }
     };
-    let entry = rx.await.ok();
-    let unsent = entry.as_ref().is_some_and(|e| {
-        let code = e.error.as_deref();
-        e.attempts == 0
-            && (code == Some(ErrorKind::Overloaded.code())
-                || code == Some(ErrorKind::ShuttingDown.code())
-                || code == Some(ErrorKind::QuotaExceeded.code()))
-    });
-    if unsent {
-        return Outcome::Again {
-            wait: retry_after.unwrap_or(REQUEUE_WAIT).max(REQUEUE_WAIT),
-            entry,
-        };
-    }
     let tokens = entry.as_ref().map(|e| e.tokens).unwrap_or_default();
     Outcome::Ended(
         Ending::Answered {

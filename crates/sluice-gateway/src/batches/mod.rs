@@ -20,7 +20,8 @@ use tokio::sync::Notify;
 pub(crate) use item::Outcome;
 
 use crate::Gateway;
-use crate::walk::auth::Caller;
+use crate::walk::Walker;
+use crate::walk::auth::Identity;
 
 /// Runs the items of document jobs, which are not one call each but an analysis of many:
 /// the runner claims them in [`Documents::slots`] slots of their own and hands each here.
@@ -31,11 +32,23 @@ pub(crate) trait Documents: Send + Sync + std::fmt::Debug {
     /// durable when it ends (so [`Outcome::Ended`] carries none).
     fn run(
         self: Arc<Self>,
-        gw: Arc<Gateway>,
+        walker: Walker,
         job: StoredBatch,
         item: Claimed,
-        caller: Caller,
+        caller: Identity,
     ) -> BoxFuture<'static, Outcome>;
+}
+
+/// What the batch API's handlers are served with: the gateway (whose keys say who asks), its
+/// batch jobs when served, and whether documents are analysed.
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// The gateway.
+    pub gw: Arc<Gateway>,
+    /// Its batch jobs, when served.
+    pub batches: Option<Arc<Batches>>,
+    /// Whether `/v1/analyses` is served (a job of documents needs it).
+    pub analyses: bool,
 }
 
 /// How batch jobs run on this gateway.

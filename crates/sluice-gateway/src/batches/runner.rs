@@ -17,15 +17,14 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::item::{self, Outcome};
 use super::{Batches, api, ms, now_ms};
 use crate::Gateway;
+use crate::walk::Walker;
 
 /// How often what is past the retention is deleted.
 const SWEEP_EVERY: Duration = Duration::from_secs(3_600);
 
-/// Runs the gateway's batch jobs until it drains. Nothing to do without batch jobs.
-pub async fn run(gw: Arc<Gateway>) {
-    let Some(batches) = gw.batches.clone() else {
-        return;
-    };
+/// Runs `batches` through `walker` until its gateway drains.
+pub async fn run(walker: Walker, batches: Arc<Batches>) {
+    let gw = walker.gateway().clone();
     if !batches.jobs.shared() {
         // An embedded store belongs to this process alone: what it held at its last run
         // ended with that process, and is sent again.
@@ -43,14 +42,14 @@ pub async fn run(gw: Arc<Gateway>) {
     // Documents (many calls each) in slots of their own, beside the calls.
     let documents = batches.documents.get().map(|d| {
         tokio::spawn(claim_and_run(
-            gw.clone(),
+            walker.clone(),
             batches.clone(),
             Kind::Documents,
             d.slots(),
         ))
     });
     let calls = batches.settings.concurrency as usize;
-    claim_and_run(gw.clone(), batches.clone(), Kind::Calls, calls).await;
+    claim_and_run(walker, batches.clone(), Kind::Calls, calls).await;
     if let Some(documents) = documents {
         let _ = documents.await;
     }
@@ -60,7 +59,8 @@ pub async fn run(gw: Arc<Gateway>) {
 
 /// Claims items of `kind` while one of its `slots` is free and runs each, until the gateway
 /// drains.
-async fn claim_and_run(gw: Arc<Gateway>, batches: Arc<Batches>, kind: Kind, slots: usize) {
+async fn claim_and_run(walker: Walker, batches: Arc<Batches>, kind: Kind, slots: usize) {
+    let gw = walker.gateway();
     let slots = Arc::new(Semaphore::new(slots.max(1)));
     let s = &batches.settings;
     while !gw.is_draining() {
@@ -96,17 +96,13 @@ async fn claim_and_run(gw: Arc<Gateway>, batches: Arc<Batches>, kind: Kind, slot
             let Ok(permit) = slots.clone().acquire_owned().await else {
                 break;
             };
-            tokio::spawn(run_item(gw.clone(), batches.clone(), c, permit));
+            tokio::spawn(run_item(walker.clone(), batches.clone(), c, permit));
         }
     }
 }
 
-async fn run_item(
-    gw: Arc<Gateway>,
-    batches: Arc<Batches>,
-    c: Claimed,
-    _slot: OwnedSemaphorePermit,
-) {
+async fn run_item(walker: Walker, batches: Arc<Batches>, c: Claimed, _slot: OwnedSemaphorePermit) {
+    let gw = walker.gateway();
     let jobs = &batches.jobs;
     let b = match jobs.batch(None, &c.batch_id).await {
         Ok(Some(b)) => b,
@@ -117,7 +113,7 @@ async fn run_item(
             return;
         }
     };
-    match item::run(&gw, &batches, &b, &c).await {
+    match item::run(&walker, &batches, &b, &c).await {
         Outcome::Again { wait, entry } => {
             if let (Some(ledger), Some(entry)) = (gw.ledger(), entry) {
                 ledger.record(entry);

@@ -138,7 +138,7 @@ fn give(gw: &Gateway, headers: &HeaderMap, body: &[u8]) -> Result<Value, Gateway
 /// answer was wrong for that question (a measured error it learns from), else right.
 fn semantic_hit(
     gw: &Gateway,
-    caller: &auth::Caller,
+    caller: &auth::Identity,
     id: &RequestId,
     score: f64,
 ) -> Result<Option<Value>, GatewayError> {

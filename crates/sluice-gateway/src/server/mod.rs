@@ -5,7 +5,6 @@ mod conns;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::{delete, get, post, put};
@@ -17,10 +16,12 @@ use crate::admin::{
     self, cache as cache_api, keys as keys_api, tenants as tenants_api, upstreams,
     usage as usage_api,
 };
-use crate::{Gateway, analyses, batches, feedback, public, walk};
+use crate::{App, analyses, batches, feedback, public, walk};
 
-/// The routes of a gateway.
-pub fn router(gw: Arc<Gateway>) -> Router {
+/// The routes of a gateway and the work served beside it.
+pub fn router(app: impl Into<App>) -> Router {
+    let app: App = app.into();
+    let gw = app.gateway.clone();
     let admin_routes = Router::new()
         .route("/admin/latency", get(admin::latency))
         .route("/admin/latency/history", get(admin::diagnose::history))
@@ -45,10 +46,10 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         )
         .route_layer(middleware::from_fn_with_state(gw.clone(), admin::guard));
     Router::new()
-        .route("/v1/chat/completions", post(walk::chat_completions))
-        .route("/v1/messages", post(walk::messages))
-        .route("/v1/responses", post(walk::responses))
-        .route("/v1/embeddings", post(walk::embeddings))
+        .route("/v1/chat/completions", post(walk::http::chat_completions))
+        .route("/v1/messages", post(walk::http::messages))
+        .route("/v1/responses", post(walk::http::responses))
+        .route("/v1/embeddings", post(walk::http::embeddings))
         .route("/v1/messages/count_tokens", post(public::count_tokens))
         .route("/v1/models", get(public::models))
         .route("/v1/feedback", post(feedback::api::feedback))
@@ -84,7 +85,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .merge(admin_routes)
         .fallback(public::not_found)
         .method_not_allowed_fallback(public::method_not_allowed)
-        .with_state(gw)
+        .with_state(app)
 }
 
 /// How a server stopped.
@@ -120,7 +121,7 @@ impl ShutdownHandle {
 /// A bound, not yet running server.
 pub struct Server {
     listener: TcpListener,
-    gw: Arc<Gateway>,
+    app: App,
     grace: Duration,
     notice: Duration,
 }
@@ -130,10 +131,10 @@ const DRAIN_POLL: Duration = Duration::from_millis(20);
 
 impl Server {
     /// Binds `addr` (port 0 picks a free port).
-    pub async fn bind(gw: Arc<Gateway>, addr: SocketAddr, grace: Duration) -> io::Result<Self> {
+    pub async fn bind(app: impl Into<App>, addr: SocketAddr, grace: Duration) -> io::Result<Self> {
         Ok(Self {
             listener: TcpListener::bind(addr).await?,
-            gw,
+            app: app.into(),
             grace,
             notice: Duration::ZERO,
         })
@@ -161,7 +162,7 @@ impl Server {
     ) -> io::Result<Stopped> {
         let signalled = CancellationToken::new();
         let close = CancellationToken::new();
-        let (gw, notice, grace) = (self.gw.clone(), self.notice, self.grace);
+        let (gw, notice, grace) = (self.app.gateway.clone(), self.notice, self.grace);
         let (began, closing) = (signalled.clone(), close.clone());
         tokio::spawn(async move {
             shutdown.await;
@@ -188,7 +189,7 @@ impl Server {
             }
             closing.cancel();
         });
-        let serve = conns::serve(self.listener, router(self.gw), close.cancelled_owned());
+        let serve = conns::serve(self.listener, router(self.app), close.cancelled_owned());
         let expired = async move {
             signalled.cancelled().await;
             tokio::time::sleep(grace).await;

@@ -14,7 +14,7 @@ use crate::Gateway;
 
 /// A request's caller.
 #[derive(Clone, Debug, Default)]
-pub struct Caller {
+pub struct Identity {
     /// Its tenant, if known.
     pub tenant: Option<Arc<str>>,
     /// Its key, if it sent a valid one.
@@ -52,11 +52,21 @@ fn unauthorized(message: &str) -> GatewayError {
 
 /// Identifies the caller of a request with `headers`. The key itself never appears in an
 /// error or a log.
-pub fn identify(gw: &Gateway, headers: &HeaderMap) -> Result<Caller, GatewayError> {
-    let key = presented_key(headers).and_then(|token| gw.tenants.keys.authenticate(token));
+pub fn identify(gw: &Gateway, headers: &HeaderMap) -> Result<Identity, GatewayError> {
+    identify_presented(gw, presented_key(headers), || ingress::tenant(headers))
+}
+
+/// Identifies a caller who presented `key` (if any) and names the tenant `tenant` gives
+/// (read only when no key decides it).
+pub fn identify_presented(
+    gw: &Gateway,
+    presented: Option<&str>,
+    tenant: impl FnOnce() -> Result<Option<Arc<str>>, GatewayError>,
+) -> Result<Identity, GatewayError> {
+    let key = presented.and_then(|token| gw.tenants.keys.authenticate(token));
     if gw.tenants.key_check.required(&*gw.tenants.keys) {
         let Some(key) = key else {
-            return Err(if presented_key(headers).is_some() {
+            return Err(if presented.is_some() {
                 unauthorized("the API key is not valid")
             } else {
                 unauthorized(
@@ -64,24 +74,24 @@ pub fn identify(gw: &Gateway, headers: &HeaderMap) -> Result<Caller, GatewayErro
                 )
             });
         };
-        return Ok(Caller {
+        return Ok(Identity {
             tenant: Some(key.spec.tenant.clone()),
             key: Some(key),
         });
     }
     match key {
-        Some(key) => Ok(Caller {
+        Some(key) => Ok(Identity {
             tenant: Some(key.spec.tenant.clone()),
             key: Some(key),
         }),
-        None => Ok(Caller {
-            tenant: ingress::tenant(headers)?,
+        None => Ok(Identity {
+            tenant: tenant()?,
             key: None,
         }),
     }
 }
 
-impl Caller {
+impl Identity {
     /// The lane of requests that name none: the key's, else the tenant's, else the first.
     pub fn default_lane(&self, gw: &Gateway) -> usize {
         let by_key = self

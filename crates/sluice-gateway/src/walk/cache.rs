@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::HeaderMap;
 use sluice_core::{CacheLookup, ChatRequest, GatewayError};
 use tokio::time::{Instant, timeout_at};
 
@@ -31,13 +30,12 @@ pub struct Served {
 pub async fn consult(
     cache: &AnswerCache,
     call: &mut Call,
-    headers: &HeaderMap,
+    directive: Directive,
     tenant: Option<&str>,
     group: &str,
     request: &ChatRequest,
     deadline: Option<Instant>,
 ) -> (CacheLookup, Result<Option<Served>, GatewayError>) {
-    let directive = Directive::of(headers);
     let key = key(tenant, group, request);
     if directive == Directive::Use
         && let Some(served) = serve(cache, &key, request.stream, request.include_usage).await

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -14,7 +13,7 @@ use sluice_providers::{REQUEST_ID_HEADER, TIMEOUT_HEADER, TIMEOUT_HEADER_NAME};
 use sluice_tail::admission::LaneSpec;
 
 // Header names built at compile time: a lookup by `&str` parses the name on every request.
-const LANE: HeaderName = HeaderName::from_static("x-sluice-lane");
+pub(crate) const LANE: HeaderName = HeaderName::from_static("x-sluice-lane");
 const TENANT: HeaderName = HeaderName::from_static(TENANT_HEADER);
 
 /// The request id: the client's `x-request-id` when sane, else a fresh one.
@@ -25,6 +24,21 @@ pub fn request_id(headers: &HeaderMap) -> RequestId {
     RequestId::from_client_or_generate(client)
 }
 
+/// A request's body.
+#[derive(Debug)]
+pub enum Body {
+    /// Already in memory (an internal caller's), in its dialect.
+    Ready(Bytes),
+    /// Still arriving from a client, with the length it declared: read by the walk's first
+    /// step under the gateway's limit.
+    Arriving {
+        /// The body.
+        body: axum::body::Body,
+        /// Its `content-length`, when declared.
+        declared: Option<u64>,
+    },
+}
+
 fn too_large(limit: usize) -> GatewayError {
     GatewayError::new(
         ErrorKind::PayloadTooLarge,
@@ -32,18 +46,17 @@ fn too_large(limit: usize) -> GatewayError {
     )
 }
 
-/// The request's lane: the index of `x-sluice-lane` among `lanes`, `default` (its tenant's
-/// lane, else the first) when the header is absent, a 400 naming the header and the lanes
-/// when it names none of them.
+/// The request's lane: the index of the one it names (`x-sluice-lane`) among `lanes`,
+/// `default` (its tenant's lane, else the first) when it names none, a 400 naming the header
+/// and the lanes when the name is no lane.
 pub fn lane(
-    headers: &HeaderMap,
+    named: Option<&str>,
     lanes: &[LaneSpec],
     default: usize,
 ) -> Result<usize, GatewayError> {
-    let Some(value) = headers.get(&LANE) else {
+    let Some(name) = named else {
         return Ok(default);
     };
-    let name = value.to_str().unwrap_or_default();
     lanes.iter().position(|l| &*l.name == name).ok_or_else(|| {
         let known: Vec<&str> = lanes.iter().map(|l| &*l.name).collect();
         GatewayError::new(
@@ -109,17 +122,15 @@ pub fn timeout(headers: &HeaderMap) -> Result<Option<Duration>, GatewayError> {
     }
 }
 
-/// Reads the whole body, refusing more than `limit` bytes (up front when `content-length`
-/// says so, else as soon as the limit is crossed).
-pub async fn read_body(
-    headers: &HeaderMap,
-    body: Body,
-    limit: usize,
-) -> Result<Bytes, GatewayError> {
-    let declared = headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+/// Reads the whole body, refusing more than `limit` bytes (up front when its declared
+/// length says so, else as soon as the limit is crossed); a body already in memory is held
+/// to the same limit.
+pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, GatewayError> {
+    let (body, declared) = match body {
+        Body::Ready(bytes) if bytes.len() > limit => return Err(too_large(limit)),
+        Body::Ready(bytes) => return Ok(bytes),
+        Body::Arriving { body, declared } => (body, declared),
+    };
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large(limit));
     }
@@ -138,13 +149,13 @@ pub async fn read_body(
 pub fn parse(
     bytes: Bytes,
     dialect: Dialect,
-    headers: &HeaderMap,
+    forwarded: &[(String, String)],
 ) -> Result<ChatRequest, GatewayError> {
     let original = dialect.original(&bytes, |name| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
+        forwarded
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
     });
     let request = ChatRequest::from_bytes(dialect.request(bytes)?)?;
     Ok(match original {

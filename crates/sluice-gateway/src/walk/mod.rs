@@ -11,6 +11,8 @@ pub mod call;
 pub mod context;
 pub mod deadline;
 pub mod dispatch;
+pub mod entry;
+pub mod http;
 pub mod ingress;
 pub mod metering;
 pub mod prefixes;
@@ -22,119 +24,45 @@ pub mod trace;
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::response::Response;
-use http::HeaderMap;
 use sluice_core::{CacheLookup, ErrorKind, GatewayError};
 use sluice_routing::fallback::{self, Reason};
 use sluice_tail::admission::Ask;
 use tokio::time::{Instant, timeout_at};
 
-use sluice_ingress::Dialect;
-
 use crate::Gateway;
 use crate::walk::call::{Call, Identified, Routed, Shaping};
 use dispatch::Answer;
+use entry::{Answered, Asks, Caller, Refused, Request};
+
+pub use entry::Walker;
 
 /// What a request refused while draining is told to wait before trying again.
 const DRAINING_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// `POST /v1/chat/completions`.
-pub async fn chat_completions(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
-    serve(gw, req, Dialect::Chat).await
-}
-
-/// `POST /v1/messages`: Anthropic Messages, met in the internal form (`sluice-ingress`) and
-/// walked as any other request; its answer, stream and errors written back in its own shape.
-pub async fn messages(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
-    serve(gw, req, Dialect::Anthropic).await
-}
-
-/// `POST /v1/embeddings`: OpenAI embeddings, walked through the model groups with the
-/// policies that make sense for them (admission and pacing, retries, breakers, fallbacks,
-/// deadlines, the answer cache, billing at the model's input price, the ledger); the
-/// upstream's answer goes back as it came.
-pub async fn embeddings(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
-    serve(gw, req, Dialect::Embeddings).await
-}
-
-/// `POST /v1/responses`: OpenAI Responses (stateless), met in the internal form and walked
-/// as any other request; its answer and stream written back as Responses objects and events.
-pub async fn responses(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
-    serve(gw, req, Dialect::Responses).await
-}
-
-/// A request of any dialect, walked once.
-async fn serve(gw: Arc<Gateway>, req: Request, dialect: Dialect) -> Response {
-    let (parts, body) = req.into_parts();
-    let id = ingress::request_id(&parts.headers);
-    answer(gw, &parts.headers, body, dialect, id, None).await
-}
-
-/// A request the gateway makes for a caller it already knows (a batch job's item, a
-/// document's review): the caller given rather than read from headers, a lane of its own,
-/// and its ledger row handed back rather than written, so that the item's end and its bill
-/// are settled together.
-pub struct Known {
-    /// The caller (the job's tenant and key).
-    pub caller: auth::Caller,
-    /// Its lane.
-    pub lane: usize,
-    /// Where the call's ledger row goes when it settles.
-    pub settles_to: tokio::sync::oneshot::Sender<sluice_ledger::Entry>,
-    /// Headers as a client would send them (`x-sluice-timeout-ms`, `x-sluice-task`).
-    pub headers: HeaderMap,
-}
-
-/// Walks a request for a known caller (see [`Known`]).
-pub async fn serve_known(
-    gw: Arc<Gateway>,
-    body: bytes::Bytes,
-    dialect: Dialect,
-    id: sluice_core::RequestId,
-    mut known: Known,
-) -> Response {
-    let headers = std::mem::take(&mut known.headers);
-    answer(
-        gw,
-        &headers,
-        axum::body::Body::from(body),
-        dialect,
-        id,
-        Some(known),
-    )
-    .await
-}
-
-/// The `Retry-After` of an answer [`serve_known`] gave (sluice writes whole seconds).
-pub(crate) fn retry_after(resp: &Response) -> Option<std::time::Duration> {
-    resp.headers()
-        .get(http::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(std::time::Duration::from_secs)
-}
-
+/// Walks `request` for `caller` (see [`Walker::run`]).
 async fn answer(
     gw: Arc<Gateway>,
-    headers: &HeaderMap,
-    body: axum::body::Body,
-    dialect: Dialect,
-    id: sluice_core::RequestId,
-    known: Option<Known>,
-) -> Response {
+    caller: Caller,
+    request: Request,
+) -> Result<Answered, Box<Refused>> {
     let now = Instant::now();
+    let Request {
+        id,
+        dialect,
+        body,
+        asks,
+    } = request;
     // The record opens first so that every request, even one rejected in ingress, is counted.
     let mut call = Call::open(gw.clone(), id, now, dialect);
     // A traced call takes the client's trace (or starts one) before anything can fail.
     if let Some(tracer) = &gw.observers.traces {
-        call.traced(trace::begin(tracer, headers));
+        let (parent, state) = &asks.trace;
+        call.traced(trace::begin(tracer, parent.as_deref(), state.as_deref()));
     }
-    let known = known.map(|k| {
-        call.settle_to(k.settles_to);
-        (k.caller, k.lane)
-    });
-    match walk(&gw, &mut call, headers, body, known).await {
+    if matches!(caller, Caller::Known { .. }) {
+        call.hand_back();
+    }
+    match walk(&gw, &mut call, &asks, body, caller).await {
         Ok(Answer::Cached(served)) => respond::cached(call, served),
         Ok(Answer::Complete {
             attempt,
@@ -143,10 +71,10 @@ async fn answer(
             native,
             ..
         }) => {
-            let resp = respond::complete(call, attempt, body, native);
+            let answered = respond::complete(call, attempt, body, native);
             // The slot is free once the answer is written out.
             drop(permit);
-            resp
+            answered
         }
         Ok(Answer::Stream {
             attempt,
@@ -155,17 +83,17 @@ async fn answer(
             permit,
             native,
             ..
-        }) => respond::stream(call, attempt, first, rest, permit, native),
-        Err(e) => fail(call, &e),
+        }) => Ok(respond::stream(call, attempt, first, rest, permit, native)),
+        Err(e) => Err(respond::refused(call, e)),
     }
 }
 
 async fn walk(
     gw: &Gateway,
     call: &mut Call,
-    headers: &HeaderMap,
-    body: axum::body::Body,
-    known: Option<(auth::Caller, usize)>,
+    asks: &Asks,
+    body: entry::Body,
+    caller: Caller,
 ) -> Result<Answer, GatewayError> {
     // 0. A gateway shutting down takes no new work: 503 with Retry-After, so the client (or
     //    its balancer) retries on another instance. First, so draining costs nothing more.
@@ -180,8 +108,8 @@ async fn walk(
     // 1. Ingress: read the body under its limit and parse it. First, because every later step
     //    needs a valid request, and a bad one must cost nothing upstream.
     //    A client of another API is checked by that API's rules and met in the internal form.
-    let bytes = ingress::read_body(headers, body, gw.max_body_bytes).await?;
-    let request = Arc::new(ingress::parse(bytes, call.dialect(), headers)?);
+    let bytes = ingress::read_body(body, gw.max_body_bytes).await?;
+    let request = Arc::new(ingress::parse(bytes, call.dialect(), &asks.forwarded)?);
     call.parsed(request.stream);
     call.mark(|m| &mut m.parsed);
 
@@ -190,10 +118,10 @@ async fn walk(
     //    admission uses the lane (the key's or tenant's default when the request names none)
     //    and takes the lane's tenants in turn; everything after uses the deadline.
     //    A known caller (a batch item) comes with its lane.
-    let (caller, default_lane) = match known {
-        Some((caller, lane)) => (caller, lane),
-        None => {
-            let caller = auth::identify(gw, headers)?;
+    let (caller, default_lane) = match caller {
+        Caller::Known { identity, lane } => (identity, lane),
+        Caller::Presented { key, tenant } => {
+            let caller = auth::identify_presented(gw, key.as_deref(), || tenant)?;
             let lane = caller.default_lane(gw);
             (caller, lane)
         }
@@ -203,9 +131,9 @@ async fn walk(
         api_key: caller.key.as_ref().map(|k| Arc::from(k.spec.name.as_str())),
         ..Identified::default()
     };
-    let checked = ingress::lane(headers, &gw.lanes, default_lane).and_then(|lane| {
+    let checked = ingress::lane(asks.lane.as_deref(), &gw.lanes, default_lane).and_then(|lane| {
         who.lane = gw.lanes.get(lane).map(|l| l.name.clone());
-        Ok((lane, ingress::timeout(headers)?))
+        Ok((lane, asks.timeout.clone()?))
     });
     let (lane, asked) = match checked {
         Ok(checked) => checked,
@@ -231,7 +159,8 @@ async fn walk(
     //    An automatic router (`[routers.*]`) chooses among its candidates by what it has
     //    learnt of each for the task, and hands the rest on as fallbacks.
     let size = route::PromptSize::of(&request);
-    let (group, others) = match route::choose(gw, call, &request, headers, &caller, &size, asked) {
+    let (group, others) = match route::choose(gw, call, &request, &asks.task, &caller, &size, asked)
+    {
         Ok(chosen) => {
             call.routed(chosen.routed);
             (chosen.group, chosen.others)
@@ -276,7 +205,7 @@ async fn walk(
         let (lookup, served) = cache::consult(
             cache,
             call,
-            headers,
+            asks.cache,
             tenant.as_deref(),
             &group.name,
             &request,
@@ -295,7 +224,7 @@ async fn walk(
             gw,
             sem,
             call,
-            headers,
+            asks.cache,
             tenant.as_deref(),
             &group.name,
             &request,
@@ -431,21 +360,4 @@ async fn take(
         }
         None => Ok(answer),
     }
-}
-
-/// Answers with the error (with the call's `Server-Timing`) and settles the call.
-fn fail(call: Call, e: &GatewayError) -> Response {
-    let mut resp = {
-        let r = call.record();
-        rescue::error_response(e, &r.request_id, r.upstream.as_deref(), call.dialect())
-    };
-    let timing = respond::server_timing(call.record(), Instant::now(), false);
-    if let Ok(v) = http::HeaderValue::from_str(&timing) {
-        resp.headers_mut().insert("server-timing", v);
-    }
-    if let Some(v) = respond::route_header(call.record()) {
-        resp.headers_mut().insert(respond::X_SLUICE_ROUTE, v);
-    }
-    call.refused(e);
-    resp
 }

@@ -3,6 +3,7 @@
 
 use axum::body::Body;
 use axum::response::Response;
+use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use serde_json::json;
 use sluice_core::{GatewayError, RequestId};
@@ -24,21 +25,28 @@ pub fn tag(h: &mut HeaderMap, id: &RequestId, upstream: Option<&str>) {
     h.insert(X_SLUICE_UPSTREAM, named.unwrap_or(NO_UPSTREAM));
 }
 
-/// The answer for `e` in the client's dialect: in OpenAI's APIs an upstream's own 4xx
-/// verbatim, else `{"error":{...}}` JSON; in Messages its own error shape and statuses
-/// (an upstream's refusal re-worded into it, its status and `Retry-After` kept).
-pub fn error_response(
-    e: &GatewayError,
-    id: &RequestId,
-    upstream: Option<&str>,
-    dialect: Dialect,
-) -> Response {
+/// A refusal as the client's API writes it.
+pub struct ErrorParts {
+    /// The status.
+    pub status: StatusCode,
+    /// The body.
+    pub body: Bytes,
+    /// Its content type.
+    pub content_type: String,
+    /// `Retry-After`, when it says one.
+    pub retry_after: Option<String>,
+}
+
+/// `e` in the client's dialect: in OpenAI's APIs an upstream's own 4xx verbatim, else
+/// `{"error":{...}}` JSON; in Messages its own error shape and statuses (an upstream's
+/// refusal re-worded into it, its status and `Retry-After` kept).
+pub fn error_parts(e: &GatewayError, dialect: Dialect) -> ErrorParts {
     let own = dialect.refusal(e);
     let status = own.as_ref().map_or(e.status(), |(status, _)| *status);
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let (body, content_type, retry_after) = match (own, &e.upstream) {
         (Some((_, body)), upstream) => (
-            Body::from(body),
+            body,
             "application/json".to_string(),
             upstream
                 .as_ref()
@@ -46,7 +54,7 @@ pub fn error_response(
                 .or_else(|| whole_seconds(e)),
         ),
         (None, Some(reply)) => (
-            Body::from(reply.body.clone()),
+            reply.body.clone(),
             reply
                 .content_type
                 .clone()
@@ -54,18 +62,38 @@ pub fn error_response(
             reply.retry_after.clone(),
         ),
         (None, None) => (
-            Body::from(error_json(e)),
+            Bytes::from(error_json(e)),
             "application/json".to_string(),
             whole_seconds(e),
         ),
     };
-    let mut resp = Response::new(body);
-    *resp.status_mut() = status;
+    ErrorParts {
+        status,
+        body,
+        content_type,
+        retry_after,
+    }
+}
+
+/// The answer for `e` in the client's dialect (see [`error_parts`]), tagged with the
+/// request id and upstream.
+pub fn error_response(
+    e: &GatewayError,
+    id: &RequestId,
+    upstream: Option<&str>,
+    dialect: Dialect,
+) -> Response {
+    let parts = error_parts(e, dialect);
+    let mut resp = Response::new(Body::from(parts.body));
+    *resp.status_mut() = parts.status;
     let h = resp.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(&content_type) {
+    if let Ok(v) = HeaderValue::from_str(&parts.content_type) {
         h.insert(header::CONTENT_TYPE, v);
     }
-    if let Some(v) = retry_after.and_then(|r| HeaderValue::from_str(&r).ok()) {
+    if let Some(v) = parts
+        .retry_after
+        .and_then(|r| HeaderValue::from_str(&r).ok())
+    {
         h.insert(header::RETRY_AFTER, v);
     }
     for (name, value) in e.headers.iter().flat_map(|h| h.iter()) {

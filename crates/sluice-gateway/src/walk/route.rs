@@ -13,8 +13,8 @@ use sluice_routing::ModelGroup;
 use sluice_routing::fallback::Reason;
 use sluice_routing::rules::{Facts, Script};
 
-use super::auth::Caller;
-use super::call::{Call, Chosen, Refused, Routed};
+use super::auth::Identity;
+use super::call::{Call, Chosen, NotRouted, Routed};
 use crate::Gateway;
 
 /// `x-sluice-task`: the task a request declares (else its body's `metadata.task`).
@@ -44,7 +44,7 @@ impl<'r> PromptSize<'r> {
     }
 }
 
-impl From<GatewayError> for Refused {
+impl From<GatewayError> for NotRouted {
     fn from(error: GatewayError) -> Self {
         Self { error, group: None }
     }
@@ -58,14 +58,14 @@ pub fn choose<'g>(
     gw: &'g Gateway,
     call: &Call,
     request: &ChatRequest,
-    headers: &HeaderMap,
-    caller: &Caller,
+    asked_task: &Result<Option<String>, GatewayError>,
+    caller: &Identity,
     size: &PromptSize<'_>,
     asked: Option<std::time::Duration>,
-) -> Result<Chosen<'g>, Refused> {
+) -> Result<Chosen<'g>, NotRouted> {
     if let Some(router) = gw.routes.router(&request.model) {
         caller.may_use(&request.model)?;
-        let task = task(headers, request)?;
+        let task = task(asked_task, request)?;
         let now = tokio::time::Instant::now();
         // The same body under another task is another request (its first answer is not
         // scored by it).
@@ -91,7 +91,7 @@ pub fn choose<'g>(
     let Some(route) = gw.routes.task_route(&request.model) else {
         let group = gw.routes.group(&request.model)?;
         if let Err(error) = caller.may_use(&group.name) {
-            return Err(Refused {
+            return Err(NotRouted {
                 error,
                 group: Some(group.name.clone()),
             });
@@ -106,7 +106,7 @@ pub fn choose<'g>(
         });
     };
     caller.may_use(&route.name)?;
-    let task = task(headers, request)?;
+    let task = task(asked_task, request)?;
     let text = route.reads_script().then(|| request.prompt_text());
     let facts = Facts {
         task: task.as_deref(),
@@ -145,18 +145,30 @@ fn present(request: &ChatRequest, field: &str) -> bool {
         .is_some_and(|v| !matches!(v, b"null" | b"[]" | b"{}"))
 }
 
-/// The task the request declares: `x-sluice-task`, else `metadata.task`; a malformed one is
-/// a 400 naming where it was.
-fn task(headers: &HeaderMap, request: &ChatRequest) -> Result<Option<String>, GatewayError> {
-    if let Some(v) = headers.get(TASK_HEADER) {
-        let t = v.to_str().map_err(|_| {
-            GatewayError::new(
-                ErrorKind::InvalidRequest,
-                "x-sluice-task must be visible ASCII text",
-            )
-            .with_param(TASK_HEADER)
-        })?;
-        return Ok(Some(t.trim().to_string()).filter(|t| !t.is_empty()));
+/// The task `x-sluice-task` declares, trimmed (empty when the header says nothing); a
+/// malformed one is a 400 naming the header.
+pub fn task_header(headers: &HeaderMap) -> Result<Option<String>, GatewayError> {
+    let Some(v) = headers.get(TASK_HEADER) else {
+        return Ok(None);
+    };
+    let t = v.to_str().map_err(|_| {
+        GatewayError::new(
+            ErrorKind::InvalidRequest,
+            "x-sluice-task must be visible ASCII text",
+        )
+        .with_param(TASK_HEADER)
+    })?;
+    Ok(Some(t.trim().to_string()))
+}
+
+/// The task the request declares: the one it asked for (`x-sluice-task`; an empty one
+/// declares none), else `metadata.task`; a malformed one is a 400 naming where it was.
+fn task(
+    asked: &Result<Option<String>, GatewayError>,
+    request: &ChatRequest,
+) -> Result<Option<String>, GatewayError> {
+    if let Some(t) = asked.as_ref().map_err(Clone::clone)? {
+        return Ok(Some(t.clone()).filter(|t| !t.is_empty()));
     }
     let Some(metadata) = request.value("metadata") else {
         return Ok(None);
@@ -179,7 +191,7 @@ pub fn fallbacks<'g>(
     gw: &'g Gateway,
     first: &ModelGroup,
     head: Vec<&'g ModelGroup>,
-    caller: &Caller,
+    caller: &Identity,
 ) -> Vec<&'g ModelGroup> {
     if first.fallbacks.is_empty() && head.is_empty() {
         return Vec::new(); // no allocation for the groups that have none

@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use http::HeaderMap;
 use rand::RngExt;
 use sluice_cache::Directive;
 use sluice_cache::semantic::agree::{self, Agreement};
@@ -36,7 +35,7 @@ pub async fn consult(
     gw: &Gateway,
     sem: &Semantic,
     call: &mut Call,
-    headers: &HeaderMap,
+    directive: Directive,
     tenant: Option<&str>,
     group: &str,
     request: &ChatRequest,
@@ -46,7 +45,6 @@ pub async fn consult(
         gw.observers.telemetry.semantic(group, &what);
         Some(Looked { what, served })
     };
-    let directive = Directive::of(headers);
     if directive == Directive::Skip {
         return looked(SemanticLookup::Ineligible("no-store"), None);
     }

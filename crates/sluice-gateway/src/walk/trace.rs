@@ -2,15 +2,14 @@
 //! when a traced call opens, and the W3C headers each attempt sends upstream (its own span
 //! as the parent, the client's `tracestate` unchanged).
 
-use http::{HeaderMap, HeaderValue};
+use http::HeaderValue;
 use sluice_core::TraceIds;
 use sluice_providers::TraceHeaders;
 use sluice_trace::Tracer;
 
-/// The call's trace: the client's, continued, or a new one.
-pub fn begin(tracer: &Tracer, headers: &HeaderMap) -> TraceIds {
-    let parent = headers.get("traceparent").map(HeaderValue::as_bytes);
-    let state = headers.get("tracestate").map(HeaderValue::as_bytes);
+/// The call's trace: the client's (its `traceparent` and `tracestate`), continued, or a new
+/// one.
+pub fn begin(tracer: &Tracer, parent: Option<&[u8]>, state: Option<&[u8]>) -> TraceIds {
     tracer.begin(parent, state)
 }
 

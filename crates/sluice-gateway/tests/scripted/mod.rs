@@ -194,6 +194,8 @@ impl Provider for Scripted {
 
 pub struct Rig {
     pub gw: Arc<Gateway>,
+    /// The gateway with the work served beside its walk (batch jobs, analyses).
+    pub app: sluice_gateway::App,
     pub router: axum::Router,
     pub a: Scripted,
     pub b: Scripted,
@@ -251,6 +253,24 @@ pub fn rig_over(
     deployments: Vec<DeploymentConfig>,
     configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder,
 ) -> Rig {
+    rig_serving(deployments, configure, |app| app)
+}
+
+/// Group `chat` over `a` alone, with the work `serve` adds beside the walk (batch jobs,
+/// analyses).
+pub fn rig_with(
+    configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder,
+    serve: impl FnOnce(sluice_gateway::App) -> sluice_gateway::App,
+) -> Rig {
+    rig_serving(vec![dep("a", 1)], configure, serve)
+}
+
+/// Group `chat` over `deployments`, with the work `serve` adds beside the walk.
+pub fn rig_serving(
+    deployments: Vec<DeploymentConfig>,
+    configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder,
+    serve: impl FnOnce(sluice_gateway::App) -> sluice_gateway::App,
+) -> Rig {
     let (a, b) = (Scripted::default(), Scripted::default());
     let records = Arc::new(Mutex::new(Vec::new()));
     let sink = records.clone();
@@ -263,8 +283,10 @@ pub fn rig_over(
         .lanes(lanes(100))
         .on_record(Arc::new(move |r: &CallRecord| sink.lock().push(r.clone())));
     let gw = configure(builder).build().unwrap();
+    let app = serve(sluice_gateway::App::new(gw.clone()));
     Rig {
-        router: sluice_gateway::server::router(gw.clone()),
+        router: sluice_gateway::server::router(app.clone()),
+        app,
         gw,
         a,
         b,

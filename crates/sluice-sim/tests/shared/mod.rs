@@ -53,7 +53,7 @@ pub struct Serving {
 
 impl Serving {
     /// Serves `gw` on a free loopback port.
-    pub async fn start(gw: Arc<sluice_gateway::Gateway>) -> Self {
+    pub async fn start(gw: impl Into<sluice_gateway::App>) -> Self {
         let server = sluice_gateway::server::Server::bind(
             gw,
             "127.0.0.1:0".parse().unwrap(),

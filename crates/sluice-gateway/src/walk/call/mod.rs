@@ -22,7 +22,7 @@ use crate::Gateway;
 mod described;
 mod notes;
 
-pub use notes::{Chosen, Identified, Refused, Routed, Shaping};
+pub use notes::{Chosen, Identified, NotRouted, Routed, Shaping};
 
 /// An open call. Dropping it without [`Call::finish`] settles it as abandoned by the client.
 pub struct Call {
@@ -48,9 +48,11 @@ pub struct Call {
     settled: bool,
     /// The API the client spoke: how its answer and errors are written.
     dialect: Dialect,
-    /// Where its ledger row goes instead of the ledger's writer (a batch item's, which its
-    /// runner writes with the item's end).
-    settles_to: Option<tokio::sync::oneshot::Sender<sluice_ledger::Entry>>,
+    /// Whether its ledger row goes back to its caller instead of the ledger's writer (a
+    /// known caller's, which bills it with its own work: a batch item's end, say).
+    hands_back: bool,
+    /// The row handed back, once settled.
+    handed: Option<sluice_ledger::Entry>,
     _inflight: InflightGuard,
 }
 
@@ -70,7 +72,8 @@ impl Call {
             question: None,
             settled: false,
             dialect,
-            settles_to: None,
+            hands_back: false,
+            handed: None,
             _inflight: inflight,
         }
     }
@@ -82,9 +85,10 @@ impl Call {
         }
     }
 
-    /// Hands the call's ledger row to `tx` when it settles, instead of the ledger's writer.
-    pub fn settle_to(&mut self, tx: tokio::sync::oneshot::Sender<sluice_ledger::Entry>) {
-        self.settles_to = Some(tx);
+    /// Hands the call's ledger row back to its caller when it settles (see
+    /// [`Call::finish`]), instead of to the ledger's writer.
+    pub fn hand_back(&mut self) {
+        self.hands_back = true;
     }
 
     /// The API the client spoke.
@@ -213,9 +217,11 @@ impl Call {
         }
     }
 
-    /// Settles the call with the status the client got.
-    pub fn finish(mut self, status: u16, error: Option<ErrorKind>) {
+    /// Settles the call with the status the client got; its ledger row when it is handed
+    /// back to its caller.
+    pub fn finish(mut self, status: u16, error: Option<ErrorKind>) -> Option<sluice_ledger::Entry> {
         self.settle(status, error);
+        self.handed.take()
     }
 
     fn settle(&mut self, status: u16, error: Option<ErrorKind>) {
@@ -279,12 +285,10 @@ impl Call {
             .ledger
             .is_some()
             .then(|| billing::entry(&self.record, priced));
-        if let Some(tx) = self.settles_to.take()
-            && let Some(e) = entry.take()
-        {
-            // The runner that waits for it may be gone (shutting down): the item stays
-            // claimed and is sent again, billed once.
-            let _ = tx.send(e);
+        if self.hands_back {
+            // A call dropped unfinished loses it with its caller (a runner shutting down):
+            // the item stays claimed and is sent again, billed once.
+            self.handed = entry.take();
         }
         self.gw.settle(&self.record, entry);
     }

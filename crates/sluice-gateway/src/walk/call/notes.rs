@@ -40,7 +40,7 @@ pub struct Chosen<'g> {
 
 /// A request routing refused, with the group it named when that was the reason (a group
 /// the caller's key may not use).
-pub struct Refused {
+pub struct NotRouted {
     /// Why.
     pub error: GatewayError,
     /// The group it named, when it named one.
@@ -211,11 +211,12 @@ impl Call {
         stage
     }
 
-    /// Answers the call with error `e` and settles it.
-    pub fn refused(mut self, e: &GatewayError) {
+    /// Answers the call with error `e` and settles it; its ledger row when it is handed
+    /// back to its caller.
+    pub fn refused(mut self, e: &GatewayError) -> Option<sluice_ledger::Entry> {
         self.record.retry_after = e.retry_after;
         // The status the client got, in its API (529 for a Messages client sluice shed).
         let status = self.dialect().status(e);
-        self.finish(status, Some(e.kind));
+        self.finish(status, Some(e.kind))
     }
 }
