@@ -98,7 +98,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 
 /// Runs `sluice analyze`.
 pub fn run(a: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    let runtime = crate::serve::runtime(None)?;
+    let runtime = sluice_cli::runtime(None)?;
     runtime.block_on(analyze(a))
 }
 

@@ -3,15 +3,7 @@
 
 mod analyze_cmd;
 mod batch_cmd;
-mod bench_analysis;
-mod bench_batch;
-mod bench_cmd;
-mod bench_forward;
-mod bench_ledger;
-mod bench_loadgen;
-mod bench_overhead;
-mod bench_semantic;
-mod child;
+mod bench;
 mod config_cmd;
 mod demo;
 mod diagnose_cmd;
@@ -58,13 +50,13 @@ enum Command {
         #[arg(long, short, default_value = "sim.toml")]
         config: PathBuf,
     },
-    /// Generate open-loop load against a URL, or run one of sluice's benchmarks.
-    #[command(args_conflicts_with_subcommands = true)]
+    /// Generate open-loop load against a URL, or run one of sluice's benchmarks (the
+    /// `sluice-bench` binary beside this one, given the same arguments: `sluice bench --help`).
+    #[command(disable_help_flag = true)]
     Bench {
-        #[command(subcommand)]
-        which: Option<BenchCommand>,
-        #[command(flatten)]
-        load: Box<bench_cmd::LoadArgs>,
+        /// The benchmark and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
     },
     /// Run scenarios in virtual time against the real gateway stack.
     Scenario {
@@ -97,7 +89,7 @@ enum Command {
     /// Batch jobs on a running gateway: submit a file, follow it, read its results, cancel.
     Batch {
         #[command(flatten)]
-        gateway: batch_cmd::Gateway,
+        gateway: sluice_cli::batch_client::Gateway,
         #[command(subcommand)]
         command: batch_cmd::BatchCommand,
     },
@@ -150,26 +142,6 @@ enum KeysCommand {
 }
 
 #[derive(Subcommand)]
-enum BenchCommand {
-    /// The gateway's added latency in front of a ~1 ms upstream, and its peak memory.
-    Overhead(bench_overhead::OverheadArgs),
-    /// The load generator's own capacity against the simulator.
-    Loadgen(bench_loadgen::LoadgenArgs),
-    /// A batch job beside interactive traffic on a rate-limited provider (and a kill -9).
-    Batch(bench_batch::BatchArgs),
-    /// How many calls a second the embedded usage ledger settles.
-    Ledger(bench_ledger::LedgerArgs),
-    /// The semantic cache: precision and hit rate on labelled question pairs, lookup cost.
-    Semantic(bench_semantic::SemanticArgs),
-    /// Document analysis: the rule engine at 200 and 2,000 rules, hedging local work, the
-    /// per-document tail end to end in virtual time, a batch beside interactive documents.
-    Analysis(bench_analysis::AnalysisArgs),
-    /// A bare HTTP forwarder, the floor `bench overhead --floor` measures sluice against.
-    #[command(hide = true)]
-    Forward(bench_forward::ForwardArgs),
-}
-
-#[derive(Subcommand)]
 enum ScenarioCommand {
     /// List the built-in scenarios.
     List,
@@ -208,35 +180,7 @@ fn main() -> ExitCode {
         Command::Usage(a) => ledger_cmd::usage(&a),
         Command::Models { config } => config_cmd::models(config.as_deref()),
         Command::Sim { config } => sim_cmd::run(&config),
-        Command::Bench {
-            which: Some(BenchCommand::Overhead(a)),
-            ..
-        } => bench_overhead::run(&a),
-        Command::Bench {
-            which: Some(BenchCommand::Loadgen(a)),
-            ..
-        } => bench_loadgen::run(&a),
-        Command::Bench {
-            which: Some(BenchCommand::Ledger(a)),
-            ..
-        } => bench_ledger::run(&a),
-        Command::Bench {
-            which: Some(BenchCommand::Forward(a)),
-            ..
-        } => bench_forward::run(&a),
-        Command::Bench {
-            which: Some(BenchCommand::Semantic(a)),
-            ..
-        } => bench_semantic::run(&a),
-        Command::Bench {
-            which: Some(BenchCommand::Batch(a)),
-            ..
-        } => bench_batch::run(&a),
-        Command::Bench {
-            which: Some(BenchCommand::Analysis(a)),
-            ..
-        } => bench_analysis::run(&a),
-        Command::Bench { which: None, load } => bench_cmd::load(&load),
+        Command::Bench { args } => bench::run(&args),
         Command::Scenario {
             command: ScenarioCommand::List,
         } => scenario_cmd::list(),

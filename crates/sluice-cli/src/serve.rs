@@ -4,22 +4,13 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use sluice_config::gateway::{self, ProcessEnv};
+use sluice_config::gateway::{self, GatewayConfig, ProcessEnv};
 use sluice_gateway::server::{self, Stopped};
 use sluice_gateway::{App, GatewayBuilder, Server};
 
 use sluice_ledger::Store;
 
 use crate::ledger_cmd;
-
-/// The runtime requests run on: `worker_threads` threads, by default one per core.
-pub fn runtime(worker_threads: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
-    let mut b = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = worker_threads {
-        b.worker_threads(n);
-    }
-    b.enable_all().build().context("starting the runtime")
-}
 
 /// How often what automatic routers learnt is saved to the store while serving.
 const ROUTER_SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -131,6 +122,77 @@ async fn reload_on_hangup(
     Ok(())
 }
 
+/// A gateway built from its configuration, with what serving it needs besides.
+struct Built {
+    /// The gateway and the work served beside its walk.
+    app: App,
+    /// The ledger and its writer's task, when a ledger is kept.
+    ledger: Option<(sluice_ledger::Ledger, tokio::task::JoinHandle<()>)>,
+    /// The cluster this instance shares state with, when `[cluster]` names one.
+    cluster: Option<sluice_cluster::Cluster>,
+}
+
+/// Builds the gateway `cfg` (read from `config`) describes: its ledger's store opened (keys,
+/// tenants, routers' learning and batch jobs read from it), the cluster joined, then the
+/// batch jobs and analyses served beside it.
+async fn build(cfg: &GatewayConfig, config: &Path) -> anyhow::Result<Built> {
+    let mut builder = GatewayBuilder::from_config(cfg, &ProcessEnv)?.semantic_from_config(
+        cfg,
+        &ProcessEnv,
+        &ledger_cmd::config_dir(config),
+    )?;
+    let mut jobs = None;
+    let ledger = match ledger_cmd::open(&cfg.ledger, &ledger_cmd::config_dir(config)).await? {
+        Some(store) => {
+            // Keys and tenants set through the admin API live in the store.
+            builder = builder
+                .stored_keys(&store.keys().await?)
+                .revoked_keys(&store.revoked_keys().await?)
+                .stored_tenants(&store.tenants().await?);
+            // So do what automatic routers learnt.
+            for (name, _) in &cfg.routers {
+                let stored = sluice_gateway::feedback::persist::load(&store, name).await?;
+                builder = builder.router_state(name, stored);
+            }
+            // Batch jobs live in the same database.
+            if cfg.batches.enabled {
+                jobs = Some(sluice_batch::Jobs::open(store.database()).await?);
+            }
+            let (ledger, store, writer) = ledger_cmd::start(store);
+            builder = builder.ledger(ledger.clone(), store);
+            Some((ledger, writer))
+        }
+        None => None,
+    };
+    let cluster = match cluster_settings(&cfg.cluster)? {
+        Some(settings) => {
+            let c = sluice_cluster::Cluster::connect(settings).await?;
+            tracing::info!(
+                instance = c.instance(),
+                "sharing limits, budgets and pacing through Redis"
+            );
+            builder = builder.cluster(c.clone());
+            Some(c)
+        }
+        None => None,
+    };
+    // The work served beside the walk, calling it as a client would.
+    let mut app = App::new(builder.build()?);
+    if let Some(jobs) = jobs {
+        app = app.batches(
+            jobs,
+            batch_settings(&cfg.batches),
+            cfg.batches.lane.as_deref(),
+        );
+    }
+    let app = app.analysis_from_config(cfg, &ledger_cmd::config_dir(config))?;
+    Ok(Built {
+        app,
+        ledger,
+        cluster,
+    })
+}
+
 /// Loads the config, serves until SIGTERM/SIGINT, then drains.
 pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Result<ExitCode> {
     let text =
@@ -145,59 +207,14 @@ pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Resul
     if let Some(addr) = listen {
         cfg.listen = addr;
     }
-    let runtime = runtime(cfg.server.worker_threads)?;
+    let runtime = sluice_cli::runtime(cfg.server.worker_threads)?;
     runtime.block_on(async {
-        let mut builder = GatewayBuilder::from_config(&cfg, &ProcessEnv)?.semantic_from_config(
-            &cfg,
-            &ProcessEnv,
-            &ledger_cmd::config_dir(config),
-        )?;
-        let mut jobs = None;
-        let ledger = match ledger_cmd::open(&cfg.ledger, &ledger_cmd::config_dir(config)).await? {
-            Some(store) => {
-                // Keys and tenants set through the admin API live in the store.
-                builder = builder
-                    .stored_keys(&store.keys().await?)
-                    .revoked_keys(&store.revoked_keys().await?)
-                    .stored_tenants(&store.tenants().await?);
-                // So do what automatic routers learnt.
-                for (name, _) in &cfg.routers {
-                    let stored = sluice_gateway::feedback::persist::load(&store, name).await?;
-                    builder = builder.router_state(name, stored);
-                }
-                // Batch jobs live in the same database.
-                if cfg.batches.enabled {
-                    jobs = Some(sluice_batch::Jobs::open(store.database()).await?);
-                }
-                let (ledger, store, writer) = ledger_cmd::start(store);
-                builder = builder.ledger(ledger.clone(), store);
-                Some((ledger, writer))
-            }
-            None => None,
-        };
-        let cluster = match cluster_settings(&cfg.cluster)? {
-            Some(settings) => {
-                let c = sluice_cluster::Cluster::connect(settings).await?;
-                tracing::info!(
-                    instance = c.instance(),
-                    "sharing limits, budgets and pacing through Redis"
-                );
-                builder = builder.cluster(c.clone());
-                Some(c)
-            }
-            None => None,
-        };
-        let gw = builder.build()?;
-        // The work served beside the walk, calling it as a client would.
-        let mut app = App::new(gw.clone());
-        if let Some(jobs) = jobs {
-            app = app.batches(
-                jobs,
-                batch_settings(&cfg.batches),
-                cfg.batches.lane.as_deref(),
-            );
-        }
-        let app = app.analysis_from_config(&cfg, &ledger_cmd::config_dir(config))?;
+        let Built {
+            app,
+            ledger,
+            cluster,
+        } = build(&cfg, config).await?;
+        let gw = app.gateway.clone();
         let (hash_tx, hash_rx) = tokio::sync::watch::channel(cfg.shared_hash());
         if let Some(c) = cluster {
             let (tx, rx) = tokio::sync::watch::channel((0, 0));

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 
-use crate::diagnostic::Diagnostics;
+use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::document::Document;
 
 /// The top-level sections a gateway config may have.
@@ -34,6 +34,7 @@ const SECTIONS: &[&str] = &[
 mod analysis;
 mod batches;
 mod billing;
+mod cache;
 mod checks;
 mod choosing;
 mod cluster;
@@ -46,6 +47,7 @@ mod traces;
 
 pub use analysis::AnalysisConfig;
 pub use batches::BatchesConfig;
+pub use cache::*;
 pub use cluster::{BudgetFallback, ClusterConfig};
 pub use groups::*;
 pub use routes::*;
@@ -183,22 +185,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     if let Some(l) = &ledger {
         checks::ledger(&doc, l, env, &mut diags, &mut unset);
     }
-    let cache: Option<CacheConfig> = doc.section("cache", &mut diags);
-    let prefixes: Option<PrefixesConfig> = doc.section("prefixes", &mut diags);
-    if let Some(p) = &prefixes
-        && !(0.0..=1.0).contains(&p.watch)
-    {
-        diags.push(doc.diag(
-            &[
-                crate::document::Seg::Key("prefixes".into()),
-                crate::document::Seg::Key("watch".into()),
-            ],
-            "must be from 0 to 1",
-        ));
-    }
-    if let Some(c) = &cache {
-        checks::cache(&doc, c, &mut diags);
-    }
+    let (cache, prefixes) = caches(&doc, &mut diags);
     let billing: Option<BillingConfig> = doc.section("billing", &mut diags);
     let mut lanes: Vec<(String, LaneConfig)> = doc.map_section("lanes", &mut diags);
     checks::lanes(&doc, &lanes, &mut diags);
@@ -214,13 +201,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     }
     let providers: Vec<(String, ProviderConfig)> = doc.map_section("providers", &mut diags);
     let models: Vec<(String, ModelGroupConfig)> = doc.map_section("models", &mut diags);
-    let catalog: Vec<(String, CatalogConfig)> = doc.map_section("catalog", &mut diags);
-    let routes: Vec<(String, RouteConfig)> = doc.map_section("routes", &mut diags);
-    choosing::catalog(&doc, &catalog, &mut diags);
-    choosing::fallbacks(&doc, &models, &mut diags);
-    choosing::routes(&doc, &routes, &models, &mut diags, &mut warnings);
-    let routers: Vec<(String, RouterConfig)> = doc.map_section("routers", &mut diags);
-    choosing::routers(&doc, &routers, &models, &routes, &mut diags);
+    let (catalog, routes, routers) = choosing(&doc, &models, &mut diags, &mut warnings);
     let mut route_names: Vec<&str> = routes.iter().map(|(n, _)| n.as_str()).collect();
     route_names.extend(routers.iter().map(|(n, _)| n.as_str()));
     checks::keys(&doc, &keys, &lanes, &models, &route_names, &mut diags);
@@ -228,48 +209,26 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     let diagnose: Option<DiagnoseConfig> = doc.section("diagnose", &mut diags);
     slos::check(&doc, &slos, &lanes, &models, &mut diags);
     let traces: Option<TracesConfig> = doc.section("traces", &mut diags);
-    let batches: Option<BatchesConfig> = doc.section("batches", &mut diags);
-    if let Some(b) = &batches {
-        let names: Vec<String> = lanes.iter().map(|(n, _)| n.clone()).collect();
-        batches::check(&doc, b, &names, &mut diags);
-        if b.enabled
-            && ledger
-                .as_ref()
-                .is_some_and(|l| l.store == LedgerStoreKind::Off)
-        {
-            warnings.push(doc.diag(
-                &[crate::document::Seg::Key("batches".into())],
-                "batch jobs live in the ledger's store: with [ledger] store = \"off\" \
-                 /v1/files and /v1/batches are not served",
-            ));
-        }
-    }
     if let Some(t) = &traces {
         traces::check(&doc, t, &mut diags);
     }
-    let analysis: Option<AnalysisConfig> = doc.section("analysis", &mut diags);
-    if let Some(a) = &analysis {
-        let names: Vec<String> = lanes.iter().map(|(n, _)| n.clone()).collect();
-        let mut choosable: Vec<&str> = models.iter().map(|(n, _)| n.as_str()).collect();
-        choosable.extend(route_names.iter().copied());
-        analysis::check(&doc, a, &names, &choosable, &mut diags);
-        let stored = ledger
-            .as_ref()
-            .is_none_or(|l| l.store != LedgerStoreKind::Off);
-        analysis::batched(&doc, a, batches.as_ref().filter(|_| stored), &mut warnings);
-    }
-    let cluster: Option<ClusterConfig> = doc.section("cluster", &mut diags);
-    if let Some(c) = &cluster {
-        cluster::check(
-            &doc,
-            c,
-            ledger.as_ref(),
-            env,
-            &mut diags,
-            &mut unset,
-            &mut warnings,
-        );
-    }
+    let (batches, analysis) = jobs(
+        &doc,
+        ledger.as_ref(),
+        &lanes,
+        &models,
+        &route_names,
+        &mut diags,
+        &mut warnings,
+    );
+    let cluster = cluster_section(
+        &doc,
+        ledger.as_ref(),
+        env,
+        &mut diags,
+        &mut unset,
+        &mut warnings,
+    );
 
     let listen = server.as_ref().and_then(|s| {
         checks::server(
@@ -300,14 +259,157 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
         Secrets::Required => diags.extend(unset),
         Secrets::Warn => warnings.extend(unset),
     }
+    let read = Read {
+        server,
+        telemetry,
+        ledger,
+        cache,
+        prefixes,
+        billing,
+        lanes,
+        tenants,
+        keys,
+        prices,
+        providers,
+        models,
+        catalog,
+        routes,
+        routers,
+        slos,
+        diagnose,
+        traces,
+        batches,
+        cluster,
+        analysis,
+    };
+    read.finish(listen, diags, warnings)
+}
 
-    let mut warnings = Diagnostics(warnings);
-    warnings.sort();
-    let config = match (server, telemetry, ledger, cache, billing, listen) {
-        (Some(server), Some(telemetry), Some(ledger), Some(cache), Some(billing), Some(listen))
-            if diags.is_empty() =>
-        {
-            GatewayConfig {
+/// `[cache]` and `[prefixes]`, each checked on its own.
+fn caches(
+    doc: &Document<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> (Option<CacheConfig>, Option<PrefixesConfig>) {
+    let cache: Option<CacheConfig> = doc.section("cache", diags);
+    let prefixes: Option<PrefixesConfig> = doc.section("prefixes", diags);
+    if let Some(p) = &prefixes {
+        checks::prefixes(doc, p, diags);
+    }
+    if let Some(c) = &cache {
+        checks::cache(doc, c, diags);
+    }
+    (cache, prefixes)
+}
+
+/// `[cluster]`, checked against the ledger it shares and the environment that holds its
+/// secrets.
+fn cluster_section(
+    doc: &Document<'_>,
+    ledger: Option<&LedgerConfig>,
+    env: &dyn Env,
+    diags: &mut Vec<Diagnostic>,
+    unset: &mut Vec<Diagnostic>,
+    warnings: &mut Vec<Diagnostic>,
+) -> Option<ClusterConfig> {
+    let cluster: Option<ClusterConfig> = doc.section("cluster", diags);
+    if let Some(c) = &cluster {
+        cluster::check(doc, c, ledger, env, diags, unset, warnings);
+    }
+    cluster
+}
+
+/// Tables of a section, by name, in the order written.
+type Named<T> = Vec<(String, T)>;
+
+/// What says how a model is chosen: `[catalog]`, `[routes]` and `[routers]`, checked
+/// against the model groups (and the groups' fallbacks).
+fn choosing(
+    doc: &Document<'_>,
+    models: &[(String, ModelGroupConfig)],
+    diags: &mut Vec<Diagnostic>,
+    warnings: &mut Vec<Diagnostic>,
+) -> (
+    Named<CatalogConfig>,
+    Named<RouteConfig>,
+    Named<RouterConfig>,
+) {
+    let catalog: Vec<(String, CatalogConfig)> = doc.map_section("catalog", diags);
+    let routes: Vec<(String, RouteConfig)> = doc.map_section("routes", diags);
+    choosing::catalog(doc, &catalog, diags);
+    choosing::fallbacks(doc, models, diags);
+    choosing::routes(doc, &routes, models, diags, warnings);
+    let routers: Vec<(String, RouterConfig)> = doc.map_section("routers", diags);
+    choosing::routers(doc, &routers, models, &routes, diags);
+    (catalog, routes, routers)
+}
+
+/// Every section as read, before the configuration is whole.
+struct Read {
+    server: Option<ServerConfig>,
+    telemetry: Option<TelemetryConfig>,
+    ledger: Option<LedgerConfig>,
+    cache: Option<CacheConfig>,
+    prefixes: Option<PrefixesConfig>,
+    billing: Option<BillingConfig>,
+    lanes: Vec<(String, LaneConfig)>,
+    tenants: Vec<(String, TenantConfig)>,
+    keys: Vec<(String, KeyConfig)>,
+    prices: Vec<(String, PriceConfig)>,
+    providers: Vec<(String, ProviderConfig)>,
+    models: Vec<(String, ModelGroupConfig)>,
+    catalog: Vec<(String, CatalogConfig)>,
+    routes: Vec<(String, RouteConfig)>,
+    routers: Vec<(String, RouterConfig)>,
+    slos: Vec<(String, SloConfig)>,
+    diagnose: Option<DiagnoseConfig>,
+    traces: Option<TracesConfig>,
+    batches: Option<BatchesConfig>,
+    cluster: Option<ClusterConfig>,
+    analysis: Option<AnalysisConfig>,
+}
+
+impl Read {
+    /// The configuration when nothing is wrong, else every error (the first at each path).
+    fn finish(
+        self,
+        listen: Option<SocketAddr>,
+        diags: Vec<Diagnostic>,
+        warnings: Vec<Diagnostic>,
+    ) -> Checked {
+        let Self {
+            server,
+            telemetry,
+            ledger,
+            cache,
+            prefixes,
+            billing,
+            lanes,
+            tenants,
+            keys,
+            prices,
+            providers,
+            models,
+            catalog,
+            routes,
+            routers,
+            slos,
+            diagnose,
+            traces,
+            batches,
+            cluster,
+            analysis,
+        } = self;
+        let mut warnings = Diagnostics(warnings);
+        warnings.sort();
+        let config = match (server, telemetry, ledger, cache, billing, listen) {
+            (
+                Some(server),
+                Some(telemetry),
+                Some(ledger),
+                Some(cache),
+                Some(billing),
+                Some(listen),
+            ) if diags.is_empty() => GatewayConfig {
                 server,
                 listen,
                 telemetry,
@@ -330,24 +432,59 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
                 batches: batches.unwrap_or_default(),
                 cluster: cluster.unwrap_or_default(),
                 analysis: analysis.unwrap_or_default(),
+            },
+            _ => {
+                let mut errors = Diagnostics(diags);
+                errors.first_per_path();
+                errors.sort();
+                return Checked {
+                    config: None,
+                    errors,
+                    warnings,
+                };
             }
+        };
+        Checked {
+            config: Some(config),
+            errors: Diagnostics::default(),
+            warnings,
         }
-        _ => {
-            let mut errors = Diagnostics(diags);
-            errors.first_per_path();
-            errors.sort();
-            return Checked {
-                config: None,
-                errors,
-                warnings,
-            };
-        }
-    };
-    Checked {
-        config: Some(config),
-        errors: Diagnostics::default(),
-        warnings,
     }
+}
+
+/// `[batches]` and `[analysis]`, checked against the lanes, the model groups and routes
+/// they name, and the ledger's store they need.
+fn jobs(
+    doc: &Document<'_>,
+    ledger: Option<&LedgerConfig>,
+    lanes: &[(String, LaneConfig)],
+    models: &[(String, ModelGroupConfig)],
+    route_names: &[&str],
+    diags: &mut Vec<Diagnostic>,
+    warnings: &mut Vec<Diagnostic>,
+) -> (Option<BatchesConfig>, Option<AnalysisConfig>) {
+    let batches: Option<BatchesConfig> = doc.section("batches", diags);
+    if let Some(b) = &batches {
+        let names: Vec<String> = lanes.iter().map(|(n, _)| n.clone()).collect();
+        batches::check(doc, b, &names, diags);
+        if b.enabled && ledger.is_some_and(|l| l.store == LedgerStoreKind::Off) {
+            warnings.push(doc.diag(
+                &[crate::document::Seg::Key("batches".into())],
+                "batch jobs live in the ledger's store: with [ledger] store = \"off\" \
+                 /v1/files and /v1/batches are not served",
+            ));
+        }
+    }
+    let analysis: Option<AnalysisConfig> = doc.section("analysis", diags);
+    if let Some(a) = &analysis {
+        let names: Vec<String> = lanes.iter().map(|(n, _)| n.clone()).collect();
+        let mut choosable: Vec<&str> = models.iter().map(|(n, _)| n.as_str()).collect();
+        choosable.extend(route_names.iter().copied());
+        analysis::check(doc, a, &names, &choosable, diags);
+        let stored = ledger.is_none_or(|l| l.store != LedgerStoreKind::Off);
+        analysis::batched(doc, a, batches.as_ref().filter(|_| stored), warnings);
+    }
+    (batches, analysis)
 }
 
 #[cfg(test)]

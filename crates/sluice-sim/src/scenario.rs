@@ -9,7 +9,7 @@ use sluice_config::document::Seg;
 use sluice_config::gateway::{
     HedgeConfig, LimitConfig, ModelGroupConfig, RetryConfig, RouterConfig,
 };
-use sluice_config::{Diagnostics, Document};
+use sluice_config::{Diagnostic, Diagnostics, Document};
 use sluice_economy::{Micros, Price};
 
 use sluice_gateway::GatewayBuilder;
@@ -168,26 +168,7 @@ impl Scenario {
                 diags.push(doc.diag(&[Seg::Key("upstreams".into()), Seg::Key(name.clone())], p));
             }
         }
-        let hedges = gateway
-            .iter()
-            .filter_map(|g| {
-                g.hedge
-                    .as_ref()
-                    .map(|h| (vec![Seg::Key("gateway".into())], h))
-            })
-            .chain(models.iter().filter_map(|(n, m)| {
-                m.hedge
-                    .as_ref()
-                    .map(|h| (vec![Seg::Key("models".into()), Seg::Key(n.clone())], h))
-            }));
-        for (mut path, h) in hedges {
-            path.push(Seg::Key("hedge".into()));
-            for (field, problem) in h.problems() {
-                let mut p = path.clone();
-                p.push(Seg::Key(field.into()));
-                diags.push(doc.diag(&p, problem));
-            }
-        }
+        hedge_problems(&doc, gateway.as_ref(), &models, &mut diags);
         let known: HashSet<&str> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
         for (group, m) in &models {
             for (i, d) in m.deployments.iter().enumerate() {
@@ -204,22 +185,7 @@ impl Scenario {
             }
         }
         if let Some(sem) = gateway.as_ref().and_then(|g| g.semantic.as_ref()) {
-            let path = |key: &str| {
-                let mut p = vec![Seg::Key("gateway".into()), Seg::Key("semantic".into())];
-                p.push(Seg::Key(key.into()));
-                p
-            };
-            match &sem.embeddings {
-                None => diags.push(doc.diag(
-                    &path("embeddings"),
-                    "the simulated semantic cache needs `embeddings.provider`, an upstream the simulator serves embeddings for",
-                )),
-                Some(e) if !known.contains(e.provider.as_str()) => diags.push(doc.diag(
-                    &path("embeddings"),
-                    format!("no upstream named `{}`", e.provider),
-                )),
-                Some(_) => {}
-            }
+            semantic_problems(&doc, sem, &known, &mut diags);
         }
         let mut groups: HashSet<&str> = models.iter().map(|(n, _)| n.as_str()).collect();
         for (name, r) in &routers {
@@ -379,86 +345,59 @@ impl Scenario {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_builtin_scenario_parses() {
-        for (name, _) in BUILTIN {
-            match Scenario::builtin(name) {
-                Some(Ok(s)) => assert_eq!(&s.meta.name, name),
-                Some(Err(e)) => panic!("{name}: {e}"),
-                None => panic!("{name} missing"),
-            }
+/// The hedging policies' problems, in `[gateway]` and in each model group.
+fn hedge_problems(
+    doc: &Document<'_>,
+    gateway: Option<&GatewaySection>,
+    models: &[(String, ModelGroupConfig)],
+    diags: &mut Vec<Diagnostic>,
+) {
+    let hedges = gateway
+        .iter()
+        .filter_map(|g| {
+            g.hedge
+                .as_ref()
+                .map(|h| (vec![Seg::Key("gateway".into())], h))
+        })
+        .chain(models.iter().filter_map(|(n, m)| {
+            m.hedge
+                .as_ref()
+                .map(|h| (vec![Seg::Key("models".into()), Seg::Key(n.clone())], h))
+        }));
+    for (mut path, h) in hedges {
+        path.push(Seg::Key("hedge".into()));
+        for (field, problem) in h.problems() {
+            let mut p = path.clone();
+            p.push(Seg::Key(field.into()));
+            diags.push(doc.diag(&p, problem));
         }
     }
+}
 
-    #[test]
-    fn the_heavy_tail_scenario_has_the_documented_shape() {
-        let s = Scenario::builtin("heavy-tail").unwrap().unwrap();
-        let (_, up) = &s.upstreams[0];
-        assert_eq!(up.ttft_median, Duration::from_millis(800));
-        assert!((up.ttft_sigma - 0.5).abs() < 1e-9);
-        assert!((up.stall_probability - 0.02).abs() < 1e-9);
-        assert_eq!(up.stall, Duration::from_secs(8));
-    }
-
-    #[test]
-    fn bad_references_are_reported() {
-        let text = r#"
-[upstreams.a]
-[models.chat]
-deployments = [{ provider = "b", model = "m" }]
-[[traffic]]
-model = "nope"
-[[bursts]]
-model = "chat"
-[[bursts]]
-model = "missing"
-"#;
-        let err = Scenario::parse(text).unwrap_err();
-        let paths: Vec<&str> = err.iter().map(|d| d.path.as_str()).collect();
-        assert!(
-            paths.contains(&"models.chat.deployments[0].provider"),
-            "{err}"
-        );
-        assert!(paths.contains(&"traffic[0].model"), "{err}");
-        assert!(paths.contains(&"bursts[1].model"), "{err}");
-        assert_eq!(err.len(), 3, "{err}");
-    }
-
-    #[test]
-    fn a_semantic_cache_needs_an_upstream_that_embeds() {
-        let with = |embeddings: &str| {
-            format!(
-                "[gateway.semantic]\nenabled = true\n{embeddings}\n[upstreams.a]\nfaq = true\n\
-                 [models.chat]\ndeployments = [{{ provider = \"a\", model = \"m\" }}]\n\
-                 [[traffic]]\nmodel = \"chat\"\nquestions = \"faq\"\n"
-            )
-        };
-        let paths = |text: &str| -> Vec<String> {
-            match Scenario::parse(text) {
-                Ok(_) => Vec::new(),
-                Err(e) => e.iter().map(|d| d.path.clone()).collect(),
-            }
-        };
-        assert_eq!(paths(&with("")), ["gateway.semantic.embeddings"]);
-        assert_eq!(
-            paths(&with(
-                "[gateway.semantic.embeddings]\nprovider = \"b\"\nmodel = \"e\""
-            )),
-            ["gateway.semantic.embeddings"]
-        );
-        let s = Scenario::parse(&with(
-            "[gateway.semantic.embeddings]\nprovider = \"a\"\nmodel = \"e\"",
-        ))
-        .unwrap();
-        assert_eq!(s.traffic[0].questions, Some(crate::load::Questions::Faq));
-        assert!(s.upstreams[0].1.faq);
-        // A source of questions it does not know is named.
-        let bad = with("[gateway.semantic.embeddings]\nprovider = \"a\"\nmodel = \"e\"")
-            .replace("\"faq\"\n", "\"quora\"\n");
-        assert_eq!(paths(&bad), ["traffic[0].questions"]);
+/// The simulated semantic cache's embeddings upstream: named, and one of `known`.
+fn semantic_problems(
+    doc: &Document<'_>,
+    sem: &sluice_config::gateway::SemanticCacheConfig,
+    known: &HashSet<&str>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let path = |key: &str| {
+        let mut p = vec![Seg::Key("gateway".into()), Seg::Key("semantic".into())];
+        p.push(Seg::Key(key.into()));
+        p
+    };
+    match &sem.embeddings {
+        None => diags.push(doc.diag(
+            &path("embeddings"),
+            "the simulated semantic cache needs `embeddings.provider`, an upstream the simulator serves embeddings for",
+        )),
+        Some(e) if !known.contains(e.provider.as_str()) => diags.push(doc.diag(
+            &path("embeddings"),
+            format!("no upstream named `{}`", e.provider),
+        )),
+        Some(_) => {}
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -26,7 +26,7 @@ use crate::incoming::incoming;
 use crate::limits::Api;
 use crate::script::{self, Render, Step};
 use crate::spec::UpstreamSpec;
-use crate::upstream::{Fault, Plan, SimUpstream};
+use crate::upstream::{AnswerPlan, Fault, Plan, SimUpstream};
 
 /// `[sim]` of a simulator config file.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -306,69 +306,79 @@ async fn serve(
             sleep(after).await;
             reset()
         }
-        Plan::Answer(p) => {
-            let busy = up.admit().await;
-            let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
-            let include_usage = req
-                .get("stream_options")
-                .and_then(|o| o.get("include_usage"))
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            let render = Render {
-                api,
-                model: req
-                    .get("model")
-                    .and_then(Value::as_str)
-                    .unwrap_or("sim")
-                    .to_string(),
-                stream,
-                include_usage,
-                shape: crate::structured::shape_of(&req),
-            };
-            let steps = script::answer(&p, &render);
-            let rate_headers = p.rate.headers(header_api);
-            if !stream {
-                // A complete answer goes out whole, with a content-length, as servers send it.
-                let mut body = Bytes::new();
-                for step in steps {
-                    match step {
-                        Step::Wait(d) => sleep(d).await,
-                        Step::Frame(b) => body = b,
-                        Step::Usage(_) => {}
-                    }
-                }
-                drop(busy);
-                let mut resp = Response::new(Body::from(body));
-                let h = resp.headers_mut();
-                h.insert("content-type", HeaderValue::from_static("application/json"));
-                insert_all(h, rate_headers);
-                return resp;
-            }
-            let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
-            tokio::spawn(async move {
-                let _busy = busy;
-                for step in steps {
-                    match step {
-                        Step::Wait(d) => sleep(d).await,
-                        Step::Frame(b) => {
-                            if tx.send(Ok(b)).await.is_err() {
-                                return;
-                            }
-                        }
-                        Step::Usage(_) => {}
-                    }
-                }
-            });
-            let mut resp = Response::new(Body::from_stream(ReceiverStream(rx)));
-            let h = resp.headers_mut();
-            h.insert(
-                "content-type",
-                HeaderValue::from_static("text/event-stream"),
-            );
-            insert_all(h, rate_headers);
-            resp
-        }
+        Plan::Answer(p) => answer(&up, p, &req, api, header_api).await,
     }
+}
+
+/// An answer as `p` plans it: whole with a content-length, or streamed frame by frame; the
+/// upstream's concurrency held until it has been sent.
+async fn answer(
+    up: &Arc<SimUpstream>,
+    p: AnswerPlan,
+    req: &Map<String, Value>,
+    api: Api,
+    header_api: Api,
+) -> Response {
+    let busy = up.admit().await;
+    let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let include_usage = req
+        .get("stream_options")
+        .and_then(|o| o.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let render = Render {
+        api,
+        model: req
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("sim")
+            .to_string(),
+        stream,
+        include_usage,
+        shape: crate::structured::shape_of(req),
+    };
+    let steps = script::answer(&p, &render);
+    let rate_headers = p.rate.headers(header_api);
+    if !stream {
+        // A complete answer goes out whole, with a content-length, as servers send it.
+        let mut body = Bytes::new();
+        for step in steps {
+            match step {
+                Step::Wait(d) => sleep(d).await,
+                Step::Frame(b) => body = b,
+                Step::Usage(_) => {}
+            }
+        }
+        drop(busy);
+        let mut resp = Response::new(Body::from(body));
+        let h = resp.headers_mut();
+        h.insert("content-type", HeaderValue::from_static("application/json"));
+        insert_all(h, rate_headers);
+        return resp;
+    }
+    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
+    tokio::spawn(async move {
+        let _busy = busy;
+        for step in steps {
+            match step {
+                Step::Wait(d) => sleep(d).await,
+                Step::Frame(b) => {
+                    if tx.send(Ok(b)).await.is_err() {
+                        return;
+                    }
+                }
+                Step::Usage(_) => {}
+            }
+        }
+    });
+    let mut resp = Response::new(Body::from_stream(ReceiverStream(rx)));
+    let h = resp.headers_mut();
+    h.insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
+    insert_all(h, rate_headers);
+    resp
 }
 
 /// A response whose body fails at once: the connection is dropped mid-answer, which the

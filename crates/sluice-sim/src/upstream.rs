@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::cache::PromptCache;
 use crate::limits::RateState;
-use crate::spec::UpstreamSpec;
+use crate::spec::{Faults, UpstreamSpec};
 
 /// What the simulator needs to know about a request.
 #[derive(Clone, Debug)]
@@ -328,21 +328,7 @@ impl SimUpstream {
         }
         let rate = announced(rate_state(st, now, None));
         let faults = &spec.faults;
-        let roll: f64 = rng.random();
-        let mut edge = 0.0;
-        let mut fault = None;
-        for (f, p) in [
-            (Fault::Error500, e500),
-            (Fault::Error503, e503),
-            (Fault::Reset, faults.reset),
-        ] {
-            edge += p;
-            if roll < edge {
-                fault = Some(f);
-                break;
-            }
-        }
-        let mid_stall = fault.is_none() && roll < edge + faults.stall_mid_stream;
+        let (fault, mid_stall) = roll_fault(rng.random(), faults, e500, e503);
         if let Some(f) = fault {
             match f {
                 Fault::Error500 => st.stats.error_500 += 1,
@@ -412,6 +398,23 @@ impl SimUpstream {
             content,
         })
     }
+}
+
+/// What a roll of `roll` draws: a fault (a 500 with probability `e500`, a 503 with `e503`,
+/// a reset), else whether the answer stalls mid-stream.
+fn roll_fault(roll: f64, faults: &Faults, e500: f64, e503: f64) -> (Option<Fault>, bool) {
+    let mut edge = 0.0;
+    for (f, p) in [
+        (Fault::Error500, e500),
+        (Fault::Error503, e503),
+        (Fault::Reset, faults.reset),
+    ] {
+        edge += p;
+        if roll < edge {
+            return (Some(f), false);
+        }
+    }
+    (None, roll < edge + faults.stall_mid_stream)
 }
 
 /// Takes one request and `tokens` from the buckets; on refusal returns the 429's state.

@@ -106,6 +106,56 @@ impl Telemetry {
         } else {
             m.requests.get_or_create(&request_labels()).inc();
         }
+        self.count_route(rec);
+        self.observe_client(rec, key, &s);
+        for a in &rec.attempts {
+            if *a.upstream == **upstream {
+                self.observe_attempt(group, rec.stream, a, &s);
+            } else {
+                let other = self.series.get(SeriesKey {
+                    upstream: &a.upstream,
+                    ..key
+                });
+                self.observe_attempt(group, rec.stream, a, &other);
+            }
+        }
+        self.count_decisions(rec, group);
+        if let (Some(u), Some(upstream)) = (rec.usage, rec.upstream.as_ref()) {
+            let tokens = s.tokens.get_or_init(|| {
+                ["prompt", "completion", "cached", "cache_write"].map(|kind| {
+                    let labels = TokenLabels {
+                        group: group.clone(),
+                        upstream: upstream.clone(),
+                        kind,
+                    };
+                    m.tokens.get_or_create(&labels).clone()
+                })
+            });
+            let counts = [
+                u.prompt_tokens,
+                u.completion_tokens,
+                u.cached_tokens,
+                u.cache_write_tokens,
+            ];
+            for (counter, n) in tokens.iter().zip(counts) {
+                counter.inc_by(n);
+            }
+            self.count_prompt_cache(rec, group, upstream, &u, &s);
+            if let Some(cost) = rec.cost_micros {
+                let labels = || CostLabels {
+                    group: group.clone(),
+                    upstream: upstream.clone(),
+                };
+                s.cost
+                    .get_or_init(|| m.cost_micros.get_or_create(&labels()).clone())
+                    .inc_by(cost);
+            }
+        }
+    }
+
+    /// The task route that chose the call's group, an unknown task, the fallbacks taken.
+    fn count_route(&self, rec: &CallRecord) {
+        let m = &self.metrics;
         if let Some(t) = &rec.route {
             m.routed
                 .get_or_create(&RouteLabels {
@@ -131,21 +181,15 @@ impl Telemetry {
                 })
                 .inc();
         }
+    }
+
+    /// What the policies decided for the call: hedges and retries denied, the answer cache,
+    /// estimated or unpriced usage, prefix affinity, the stage its deadline ran out in.
+    fn count_decisions(&self, rec: &CallRecord, group: &Arc<str>) {
+        let m = &self.metrics;
         let g = || GroupLabels {
             group: group.clone(),
         };
-        self.observe_client(rec, key, &s);
-        for a in &rec.attempts {
-            if *a.upstream == **upstream {
-                self.observe_attempt(group, rec.stream, a, &s);
-            } else {
-                let other = self.series.get(SeriesKey {
-                    upstream: &a.upstream,
-                    ..key
-                });
-                self.observe_attempt(group, rec.stream, a, &other);
-            }
-        }
         if rec.hedge_denied {
             self.count_hedge(group, "denied");
         }
@@ -193,37 +237,6 @@ impl Telemetry {
                 stage: stage.label(),
             };
             m.deadlines.get_or_create(&labels).inc();
-        }
-        if let (Some(u), Some(upstream)) = (rec.usage, rec.upstream.as_ref()) {
-            let tokens = s.tokens.get_or_init(|| {
-                ["prompt", "completion", "cached", "cache_write"].map(|kind| {
-                    let labels = TokenLabels {
-                        group: group.clone(),
-                        upstream: upstream.clone(),
-                        kind,
-                    };
-                    m.tokens.get_or_create(&labels).clone()
-                })
-            });
-            let counts = [
-                u.prompt_tokens,
-                u.completion_tokens,
-                u.cached_tokens,
-                u.cache_write_tokens,
-            ];
-            for (counter, n) in tokens.iter().zip(counts) {
-                counter.inc_by(n);
-            }
-            self.count_prompt_cache(rec, group, upstream, &u, &s);
-            if let Some(cost) = rec.cost_micros {
-                let labels = || CostLabels {
-                    group: group.clone(),
-                    upstream: upstream.clone(),
-                };
-                s.cost
-                    .get_or_init(|| m.cost_micros.get_or_create(&labels()).clone())
-                    .inc_by(cost);
-            }
         }
     }
 

@@ -176,103 +176,121 @@ impl Metrics {
             cluster_errors: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
+        m.register_calls(r);
+        m.register_policies(r);
+        m.register_state(r);
+        m.context.register(r);
+        m
+    }
+
+    /// What clients and upstreams saw: requests, latencies, tokens, cost, attempts, retries.
+    fn register_calls(&self, r: &mut Registry) {
         r.register(
             "requests",
             "Requests by lane, model group, upstream, status and error code",
-            m.requests.clone(),
+            self.requests.clone(),
         );
         r.register(
             "request_duration_seconds",
             "What the client waited: from arrival to the last byte, by lane, group and tenant class",
-            m.request_seconds.clone(),
+            self.request_seconds.clone(),
         );
         r.register(
             "request_ttfb_seconds",
             "What the client waited: from arrival to the first byte, by lane, group and tenant class",
-            m.request_ttfb_seconds.clone(),
+            self.request_ttfb_seconds.clone(),
         );
         r.register(
             "queue_duration_seconds",
             "Time inside sluice before the first upstream attempt, by lane, group and tenant class",
-            m.queue_seconds.clone(),
+            self.queue_seconds.clone(),
         );
         r.register(
             "upstream_ttfb_seconds",
             "Upstream time to first byte, per attempt",
-            m.upstream_ttfb_seconds.clone(),
+            self.upstream_ttfb_seconds.clone(),
         );
         r.register(
             "tokens",
             "Tokens by kind (prompt, completion, cached, cache_write)",
-            m.tokens.clone(),
+            self.tokens.clone(),
         );
         r.register(
             "cost_micros",
             "What answers cost, in micro-units of the price catalog's currency",
-            m.cost_micros.clone(),
+            self.cost_micros.clone(),
         );
         r.register(
             "upstream_attempts",
             "Upstream attempts by outcome",
-            m.attempts.clone(),
+            self.attempts.clone(),
         );
-        r.register("retries", "Retried attempts by outcome", m.retries.clone());
+        r.register(
+            "retries",
+            "Retried attempts by outcome",
+            self.retries.clone(),
+        );
+    }
+
+    /// What the tail policies and billing did: limits, admission, breakers, deadlines, the
+    /// answer cache, prefix affinity, estimates, hedges.
+    fn register_policies(&self, r: &mut Registry) {
         r.register(
             "upstream_concurrency_limit",
             "Current adaptive concurrency limit per deployment",
-            m.concurrency_limit.clone(),
+            self.concurrency_limit.clone(),
         );
         r.register(
             "admission_requests",
             "Requests in flight and queued per deployment and lane",
-            m.admission.clone(),
+            self.admission.clone(),
         );
         r.register(
             "upstream_breaker_state",
             "Circuit breaker state per deployment: 1 for the current state",
-            m.breaker.clone(),
+            self.breaker.clone(),
         );
         r.register(
             "upstream_breaker_transitions",
             "Circuit breaker transitions per deployment, by the state entered (open, closed)",
-            m.breaker_transitions.clone(),
+            self.breaker_transitions.clone(),
         );
         r.register(
             "deadline_exceeded",
             "Requests whose deadline ran out, by the stage it ran out in",
-            m.deadlines.clone(),
+            self.deadlines.clone(),
         );
         r.register(
             "answer_cache_requests",
             "Requests by what the exact answer cache did: hit, coalesced, miss, bypass",
-            m.cache.clone(),
+            self.cache.clone(),
         );
         r.register(
             "prefix_affinity_requests",
             "Requests of groups with prefix affinity, by what chose the deployment: prefix, weight",
-            m.affinity.clone(),
+            self.affinity.clone(),
         );
         r.register(
             "answer_cache_saved_micros",
             "What answers served from the cache cost when first bought, in micro-units",
-            m.cache_saved_micros.clone(),
+            self.cache_saved_micros.clone(),
         );
         r.register(
             "usage_estimated_calls",
             "Answers that reported no usage, settled from the estimate (prompt and answer bytes)",
-            m.usage_estimated.clone(),
+            self.usage_estimated.clone(),
         );
         r.register(
             "unpriced_calls",
             "Calls answered by a model with no price, served free by unpriced = \"free\"",
-            m.unpriced.clone(),
+            self.unpriced.clone(),
         );
         r.register(
             "hedges",
             "Hedged requests by result: won, lost, failed, cancelled, denied by the budget",
-            m.hedges.clone(),
+            self.hedges.clone(),
         );
-        for ((name, _), family) in WINDOW_PERCENTILES.iter().zip(&m.window_percentiles) {
+        for ((name, _), family) in WINDOW_PERCENTILES.iter().zip(&self.window_percentiles) {
             r.register(
                 format!("upstream_latency_window_{name}_seconds"),
                 format!(
@@ -281,107 +299,110 @@ impl Metrics {
                 family.clone(),
             );
         }
+    }
+
+    /// The gateway's own state: requests in flight, the ledger, the access log, routing and
+    /// its learning, the semantic and prompt caches, prompt shaping, the cluster.
+    fn register_state(&self, r: &mut Registry) {
         r.register(
             "inflight_requests",
             "Requests being served now",
-            m.inflight.clone(),
+            self.inflight.clone(),
         );
         r.register(
             "ledger_rows_committed",
             "Usage-ledger rows committed to its store",
-            m.ledger_committed.clone(),
+            self.ledger_committed.clone(),
         );
         r.register(
             "ledger_rows_pending",
             "Usage-ledger rows handed over and not yet committed",
-            m.ledger_pending.clone(),
+            self.ledger_pending.clone(),
         );
         r.register(
             "ledger_write_failures",
             "Usage-ledger writes that failed (each is retried until it lands)",
-            m.ledger_failures.clone(),
+            self.ledger_failures.clone(),
         );
         r.register(
             "access_log_dropped_lines",
             "Access-log lines dropped because its writer could not keep up with requests",
-            m.access_log_dropped.clone(),
+            self.access_log_dropped.clone(),
         );
         r.register(
             "fallbacks",
             "Requests a group handed to its fallback, by reason: unavailable, quota, context_window, context_length, upstream_failed, rate_limited",
-            m.fallbacks.clone(),
+            self.fallbacks.clone(),
         );
         r.register(
             "routed_requests",
             "Task-route decisions by route, the rule that fired (or default) and the group chosen",
-            m.routed.clone(),
+            self.routed.clone(),
         );
         r.register(
             "unknown_tasks",
             "Requests whose declared task no rule of their route names (the group label is the route)",
-            m.unknown_tasks.clone(),
+            self.unknown_tasks.clone(),
         );
         r.register(
             "router_feedback",
             "Scores automatic routers learnt from: explicit feedback, or an implicit signal (upstream_error, length, invalid_json, retried)",
-            m.router_feedback.clone(),
+            self.router_feedback.clone(),
         );
         r.register(
             "router_save_failures",
             "Saves of what automatic routers learnt to the store that failed (each is tried again)",
-            m.router_save_failures.clone(),
+            self.router_save_failures.clone(),
         );
         r.register(
             "semantic_cache_lookups",
             "Semantic-cache lookups by group and result (hit, miss, refused by a guard, ineligible) and why",
-            m.semantic.clone(),
+            self.semantic.clone(),
         );
         r.register(
             "semantic_cache_verifications",
             "Semantic entries' answers verified against the upstream's (the verified mode), by group and result: agreed or differed (a measured error)",
-            m.semantic_verifications.clone(),
+            self.semantic_verifications.clone(),
         );
         r.register(
             "semantic_cache_micros",
             "What the semantic cache saved (result=saved: its hits' answers at what they cost when bought) and spent verifying (result=verification), in micro-units, by group: the net saving is saved less verification",
-            m.semantic_micros.clone(),
+            self.semantic_micros.clone(),
         );
         r.register(
             "prompt_cache_tokens",
             "Prompt tokens (kind=prompt) and those the provider's cache served (cached) or wrote (cache_write), by tenant, group and upstream: the hit rate is cached over prompt",
-            m.prompt_cache_tokens.clone(),
+            self.prompt_cache_tokens.clone(),
         );
         r.register(
             "prompt_cache_micros",
             "What the provider's prompt cache saved (kind=saved) and what its writes cost beyond the input price (write_premium), in micro-units, by tenant, group and upstream",
-            m.prompt_cache_micros.clone(),
+            self.prompt_cache_micros.clone(),
         );
         r.register(
             "normalise_failures",
             "Requests whose prompt normalisation or prompt_cache_key failed, by group: they went upstream as they came",
-            m.normalise_failures.clone(),
+            self.normalise_failures.clone(),
         );
         r.register(
             "prefix_churn",
             "Sampled requests whose tools or system prompt did not share their tenant and group's recent prefix, by the cause seen (timestamp, date, uuid, request_id, whitespace, tool_order, key_order)",
-            m.prefix_churn.clone(),
+            self.prefix_churn.clone(),
         );
         r.register(
             "semantic_cache_error_estimate",
             "The estimated share of wrong answers among a group's semantic would-be hits, from sampled verifications weighted by the inverse of their probability",
-            m.semantic_error_estimate.clone(),
+            self.semantic_error_estimate.clone(),
         );
         r.register(
             "cluster_degraded",
             "1 while a kind of state shared through the cluster's Redis (budgets, pacing, directory) is degraded and does what [cluster] says instead",
-            m.cluster_degraded.clone(),
+            self.cluster_degraded.clone(),
         );
         r.register(
             "cluster_errors",
             "Commands to the cluster's Redis that failed or timed out, by the kind of state they served",
-            m.cluster_errors.clone(),
+            self.cluster_errors.clone(),
         );
-        m.context.register(r);
-        m
     }
 }

@@ -2,6 +2,7 @@
 //! policies (hedging, concurrency limits, pacing, retries, breakers), lanes and tenants'
 //! default lanes, telemetry.
 
+mod build;
 pub mod catalog;
 mod cluster;
 pub(crate) mod from_config;
@@ -12,35 +13,24 @@ mod routers;
 mod tenancy;
 mod traces;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use sluice_config::gateway::DeploymentConfig;
 use sluice_core::GatewayError;
-use sluice_economy::{
-    AccountBook, Catalog, InfoOverride, KeyError, KeyRing, KeySpec, Limits, Price, Unpriced,
-};
+use sluice_economy::{Catalog, InfoOverride, KeyError, KeySpec, Limits, Price, Unpriced};
 use sluice_ledger::{AnyStore, Ledger, StoredTenant};
 use sluice_providers::Provider;
 use sluice_tail::admission::LaneSpec;
 use sluice_tail::limit::LimitSpec;
-use sluice_tail::pace::PaceSpec;
-use sluice_tail::{Breaker, BreakerPolicy, HedgePolicy, RetryPolicy, WindowConfig, WindowError};
-use sluice_telemetry::{AccessFormat, AccessLog, Telemetry};
+use sluice_tail::{BreakerPolicy, HedgePolicy, RetryPolicy, WindowConfig, WindowError};
+use sluice_telemetry::AccessFormat;
 
-use crate::caches::Caches;
-use crate::gateway::{Gateway, RecordSink};
-use crate::learning::Learning;
-use crate::observers::{Judged, Observers, Recent};
-use crate::shaping::Shaping;
-use crate::tenants::{KeyCheck, LocalTenants, Tenants};
+use crate::gateway::RecordSink;
 use sluice_routing::affinity::AffinityPolicy;
 use sluice_routing::auto::{RouterPolicy, Stored};
 use sluice_routing::rules::TaskRoute;
-use sluice_routing::{Deployment, ModelGroup, Routes, ticket_hash};
 
 pub use group_policies::{DEFAULT_LIMIT, GroupPolicies, Setting};
 pub use traces::TraceSetup;
@@ -373,211 +363,6 @@ impl GatewayBuilder {
     pub fn on_record(mut self, sink: RecordSink) -> Self {
         self.sinks.push(sink);
         self
-    }
-
-    /// Resolves provider references and builds the gateway.
-    pub fn build(self) -> Result<Arc<Gateway>, BuildError> {
-        let seed = self.seed.unwrap_or_else(time_seed);
-        let mut groups = Vec::with_capacity(self.models.len());
-        let mut upstreams = sluice_trace::Upstreams::new();
-        let hints = cluster::hints(self.cluster.as_ref());
-        for (group, deps, own) in &self.models {
-            let p = own.or(self.defaults);
-            let mut out = Vec::with_capacity(deps.len());
-            for d in deps {
-                let provider =
-                    self.providers
-                        .get(&d.provider)
-                        .ok_or_else(|| BuildError::UnknownProvider {
-                            group: group.clone(),
-                            provider: d.provider.clone(),
-                        })?;
-                let name = d.display_name();
-                if self.traces.is_some() {
-                    upstreams.insert(Arc::from(name.as_str()), traces::upstream(d, &self.servers));
-                }
-                // Pacing needs the queue, so a deployment with a configured rate limit gets a
-                // limiter even where its group limits no concurrency (a fixed, roomy one).
-                let pace = PaceSpec {
-                    rpm: d.rpm,
-                    tpm: d.tpm,
-                };
-                let spec = p.limit.on().or_else(|| {
-                    (pace != PaceSpec::default()).then_some(LimitSpec::Fixed(UNLIMITED))
-                });
-                let limiter = spec.map(|spec| {
-                    let seed = ticket_hash(seed, 2, &name);
-                    Arc::new(cluster::limiter(
-                        self.cluster.as_ref(),
-                        (&spec, &self.lanes, seed),
-                        &name,
-                        pace,
-                    ))
-                });
-                let breaker = p.breaker.on().map(|policy| {
-                    Arc::new(Mutex::new(Breaker::new(
-                        policy,
-                        tokio::time::Instant::now(),
-                    )))
-                });
-                out.push(Deployment {
-                    name: Arc::from(name),
-                    provider: provider.clone(),
-                    model: Arc::from(d.model.as_str()),
-                    weight: d.weight,
-                    price: self.catalog.price(&d.model).copied(),
-                    info: self.catalog.info(&d.model).copied(),
-                    limiter,
-                    breaker,
-                    hints: hints.clone(),
-                });
-            }
-            groups.push(
-                ModelGroup::new(group, out, p.hedge)
-                    .with_retries(p.retry.on())
-                    .with_timeout(p.timeout)
-                    .with_affinity_of(cluster::affinity(self.cluster.as_ref(), group, p.affinity))
-                    .with_fallbacks(self.fallbacks.get(group).map_or(&[], Vec::as_slice)),
-            );
-        }
-        // Keys are required, unless turned off, once any key exists: from the configuration,
-        // the store, or made later through the admin API.
-        let key_check = KeyCheck::from_setting(self.require_keys);
-        let keys: Arc<dyn sluice_economy::KeyDirectory> = Arc::new(KeyRing::default());
-        // Keys were in use once any was revoked: revoking the last one must not open the
-        // gateway after a restart.
-        if !self.revoked.is_empty() {
-            keys.mark_held();
-        }
-        for (spec, hash) in self.keys.into_iter().chain(self.stored) {
-            if self.revoked.contains(&hash.trim().to_ascii_lowercase()) {
-                tracing::warn!(
-                    key = %spec.name,
-                    "the key is revoked (DELETE /admin/keys) and stays refused until the \
-                     configuration gives it another sha256"
-                );
-                continue;
-            }
-            keys.insert_hashed(spec, &hash)?;
-        }
-        let accounts = cluster::books(self.cluster.as_ref());
-        // Tenants' prompts are counted (those configured now, and any the admin API adds):
-        // load the tokenizer now, before the gateway can answer `/readyz`, so no request pays
-        // for it; refuse to start without it.
-        let tokenizer = sluice_economy::estimate::Tokenizer::load()?;
-        for (tenant, limits) in &self.limits {
-            accounts.set_limits(tenant, *limits, tokio::time::Instant::now());
-        }
-        let configured_tenants = self.tenant_defaults.configured(&self.limits);
-        let mut api_tenants = BTreeMap::new();
-        let mut api_lanes = Vec::new();
-        for t in self.stored_tenants {
-            if configured_tenants.contains(t.name.as_str()) {
-                tracing::warn!(tenant = %t.name, "a stored tenant has a configured tenant's name; the configured one is used");
-                continue;
-            }
-            accounts.set_limits(
-                &t.name,
-                crate::tenants::limits_of(&t),
-                tokio::time::Instant::now(),
-            );
-            match t
-                .lane
-                .as_deref()
-                .map(|l| self.lanes.iter().position(|x| &*x.name == l))
-            {
-                Some(Some(i)) => api_lanes.push((Arc::from(t.name.as_str()), i)),
-                Some(None) => {
-                    tracing::warn!(tenant = %t.name, "a stored tenant's lane is gone; its requests use the first lane")
-                }
-                None => {}
-            }
-            api_tenants.insert(Arc::from(t.name.as_str()), t);
-        }
-        let mut tenant_lanes = HashMap::new();
-        for (tenant, lane) in &self.tenant_defaults.lanes {
-            let i = self
-                .lanes
-                .iter()
-                .position(|l| &*l.name == lane.as_str())
-                .ok_or_else(|| BuildError::UnknownLane {
-                    tenant: tenant.clone(),
-                    lane: lane.clone(),
-                })?;
-            tenant_lanes.insert(Arc::from(tenant.as_str()), i);
-        }
-        tenant_lanes.extend(api_lanes);
-        let telemetry = Arc::new(Telemetry::new(self.window)?);
-        crate::observers::export_objectives(&telemetry, &self.slos);
-        let access_log = match self.access_log {
-            Some((format, out)) => Some(
-                AccessLog::start(format, out, telemetry.metrics().access_log_dropped.clone())
-                    .map_err(BuildError::AccessLog)?,
-            ),
-            None => None,
-        };
-        let routers = routers::build(self.routers, &self.router_state, &groups)?;
-        let traces = traces::start(self.traces, upstreams, &telemetry)?;
-        let shaping = Shaping {
-            counter: crate::shaping::Counter(tokenizer.clone()),
-            cache_keys: self
-                .shapes
-                .iter()
-                .filter_map(|(g, s)| {
-                    let spread = s.cache_key?;
-                    Some((
-                        g.clone(),
-                        parking_lot::Mutex::new(sluice_context::cache_key::Keys::new(spread)),
-                    ))
-                })
-                .collect(),
-            shapes: self.shapes,
-            prefixes: self.prefixes,
-        };
-        let gw = Arc::new(Gateway {
-            routes: Routes::new(groups, seed)
-                .with_task_routes(self.task_routes)
-                .with_routers(routers),
-            lanes: self.lanes,
-            tenants: Tenants {
-                keys,
-                key_check,
-                admin_token: self.admin_token,
-                accounts,
-                tokenizer,
-                pricing: crate::tenants::Pricing {
-                    unpriced: self.unpriced,
-                    catalog: self.catalog,
-                },
-                directory: Box::new(LocalTenants::new(tenant_lanes, api_tenants)),
-                classes: self.tenant_defaults.classes,
-                configured: configured_tenants,
-                admin_writes: tokio::sync::Mutex::new(()),
-            },
-            caches: Caches {
-                exact: self
-                    .cache
-                    .map(|(ttl, bytes)| cluster::answer_cache(self.cluster.as_ref(), ttl, bytes)),
-                semantic: cluster::semantic(self.cluster.as_ref(), self.semantic),
-            },
-            pacing: cluster::pacing(self.cluster.as_ref()),
-            shaping,
-            observers: Observers {
-                telemetry,
-                access_log,
-                sinks: self.sinks,
-                recent: (self.diagnose_keep > 0).then(|| Recent::new(self.diagnose_keep)),
-                slos: self.slos.into_iter().map(Judged::new).collect(),
-                traces,
-            },
-            learning: Learning::default(),
-            ledger: self.ledger,
-            cluster: self.cluster,
-            max_body_bytes: self.max_body_bytes,
-            draining: AtomicBool::new(false),
-        });
-        crate::learning::share(&gw);
-        Ok(gw)
     }
 }
 

@@ -31,8 +31,11 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::Gateway;
 use crate::walk::call::{Call, Identified, Routed, Shaping};
+use auth::Identity;
+use cache::Served;
 use dispatch::Answer;
 use entry::{Answered, Asks, Caller, Refused, Request};
+use sluice_core::ChatRequest;
 
 pub use entry::Walker;
 
@@ -98,11 +101,7 @@ async fn walk(
     // 0. A gateway shutting down takes no new work: 503 with Retry-After, so the client (or
     //    its balancer) retries on another instance. First, so draining costs nothing more.
     if gw.is_draining() {
-        return Err(GatewayError::new(
-            ErrorKind::ShuttingDown,
-            "this gateway is shutting down; retry on another instance",
-        )
-        .with_retry_after(DRAINING_RETRY_AFTER));
+        return Err(draining());
     }
 
     // 1. Ingress: read the body under its limit and parse it. First, because every later step
@@ -118,6 +117,145 @@ async fn walk(
     //    admission uses the lane (the key's or tenant's default when the request names none)
     //    and takes the lane's tenants in turn; everything after uses the deadline.
     //    A known caller (a batch item) comes with its lane.
+    let (caller, ask, asked) = identify(gw, call, asks, caller, &request)?;
+    let tenant = caller.tenant.clone();
+
+    // 3. Route: the model group the client named, or the one the rules of the task route it
+    //    named (`auto`) choose for what the request says of itself (its task, tenant, key,
+    //    prompt size, tools, images, response format, script); its key must allow the name.
+    //    An automatic router (`[routers.*]`) chooses among its candidates by what it has
+    //    learnt of each for the task, and hands the rest on as fallbacks.
+    let (group, others) = routed(gw, call, &request, asks, &caller, asked)?;
+
+    // 4. Deadline: the client's budget, else the group's default, counted from arrival. It
+    //    bounds everything below (waiting for an identical request's answer, queueing, every
+    //    attempt, backoffs) and, for a stream, the stream itself (see `respond`).
+    let budget = asked.or(group.timeout);
+    let deadline = budget.map(|b| call.record().timings.received + b);
+    call.deadline(deadline);
+
+    //    Normalisation (when its group asks for it): tools in a stable order, volatile
+    //    system-prompt lines moved to the end, so requests share a cached prefix; before
+    //    the caches, which then key the prompt as it is sent.
+    //    Only a conversation is shaped: embeddings' inputs go as they came.
+    let converses = call.dialect().converses();
+    let (request, normalised) = if converses {
+        context::normalise(gw, &group.name, &request)
+    } else {
+        (request, None)
+    };
+    if let Some((tools, lines)) = normalised {
+        call.normalised(tools, lines);
+    }
+
+    // 5. The answer cache: the same request from the same tenant is answered from it, before
+    //    a deployment is picked or anything is reserved, so a hit needs no upstream (not
+    //    even a healthy one) and spends no credits or quota. A miss is marked for storing
+    //    its answer once it has ended well; while it is out, an identical request waits for
+    //    that answer instead of buying it again (not a stream: it would wait for the whole
+    //    answer before its first byte).
+    if let Some(served) = look_up(
+        gw,
+        call,
+        asks,
+        tenant.as_deref(),
+        &group.name,
+        &request,
+        deadline,
+    )
+    .await?
+    {
+        return Ok(Answer::Cached(served));
+    }
+
+    // 6-8, for the group and then, when it cannot take the request, for each of its
+    //    fallbacks in order, within the same deadline: the request goes to a fallback when
+    //    its prompt fits no deployment's context window (decided before any upstream call),
+    //    every deployment is unavailable, the tenant's quota or credits refuse it at this
+    //    group's price, or the upstream says the prompt is too long. The first group's error
+    //    is the answer when every group failed.
+    //    The prefix watch (one request in every 1 / share): does this request share its tools and system
+    //    prompt with its tenant and group's recent ones, and if not, why not.
+    if let Some(w) = gw.shaping.prefixes.as_ref().filter(|_| converses) {
+        prefixes::observe(gw, w, tenant.as_deref(), &group.name, &request);
+    }
+    //    Compression or progressive loading (when the group asks for either): a request over
+    //    its token budget keeps only the passages of its document most relevant to its
+    //    question; a long document goes a round of passages at a time while the answer says
+    //    they did not suffice. After the caches (a hit needs neither) and before the context
+    //    window is checked (a document too long for it may fit once shaped).
+    let (shaped, shaping) = if converses {
+        context::shape(gw, tenant.as_deref(), group, &request)
+    } else {
+        let plain = context::Shaped {
+            request: request.clone(),
+            rounds: None,
+        };
+        (plain, Shaping::default())
+    };
+    call.shaped(shaping);
+    let fallbacks = route::fallbacks(gw, group, others, &caller);
+    let taken = take_or_fall_back(gw, call, group, fallbacks, &shaped, &ask, tenant.as_ref());
+    match deadline {
+        Some(deadline) => match timeout_at(deadline, taken).await {
+            Ok(answer) => answer,
+            Err(_) => Err(deadline::exceeded(call)),
+        },
+        None => taken.await,
+    }
+}
+
+/// Step 3: the group the request goes to first and the others to fall back to, noted on the
+/// record (the group a refused request named, too).
+fn routed<'g>(
+    gw: &'g Gateway,
+    call: &mut Call,
+    request: &ChatRequest,
+    asks: &Asks,
+    caller: &Identity,
+    asked: Option<std::time::Duration>,
+) -> Result<
+    (
+        &'g sluice_routing::ModelGroup,
+        Vec<&'g sluice_routing::ModelGroup>,
+    ),
+    GatewayError,
+> {
+    let size = route::PromptSize::of(request);
+    let chosen = match route::choose(gw, call, request, &asks.task, caller, &size, asked) {
+        Ok(chosen) => {
+            call.routed(chosen.routed);
+            (chosen.group, chosen.others)
+        }
+        Err(refused) => {
+            if let Some(group) = refused.group {
+                call.routed(Routed { group, route: None });
+            }
+            return Err(refused.error);
+        }
+    };
+    call.mark(|m| &mut m.routed);
+    Ok(chosen)
+}
+
+/// What a request arriving while the gateway drains is told.
+fn draining() -> GatewayError {
+    GatewayError::new(
+        ErrorKind::ShuttingDown,
+        "this gateway is shutting down; retry on another instance",
+    )
+    .with_retry_after(DRAINING_RETRY_AFTER)
+}
+
+/// Step 2: the caller (its key's tenant, or the one it names), its lane and its own time
+/// budget, noted on the record; what admission will be asked for.
+fn identify(
+    gw: &Gateway,
+    call: &mut Call,
+    asks: &Asks,
+    caller: Caller,
+    request: &ChatRequest,
+) -> Result<(Identity, Ask, Option<std::time::Duration>), GatewayError> {
     let (caller, default_lane) = match caller {
         Caller::Known { identity, lane } => (identity, lane),
         Caller::Presented { key, tenant } => {
@@ -152,149 +290,74 @@ async fn walk(
     };
     call.identified(who);
     call.mark(|m| &mut m.identified);
+    Ok((caller, ask, asked))
+}
 
-    // 3. Route: the model group the client named, or the one the rules of the task route it
-    //    named (`auto`) choose for what the request says of itself (its task, tenant, key,
-    //    prompt size, tools, images, response format, script); its key must allow the name.
-    //    An automatic router (`[routers.*]`) chooses among its candidates by what it has
-    //    learnt of each for the task, and hands the rest on as fallbacks.
-    let size = route::PromptSize::of(&request);
-    let (group, others) = match route::choose(gw, call, &request, &asks.task, &caller, &size, asked)
-    {
-        Ok(chosen) => {
-            call.routed(chosen.routed);
-            (chosen.group, chosen.others)
-        }
-        Err(refused) => {
-            if let Some(group) = refused.group {
-                call.routed(Routed { group, route: None });
-            }
-            return Err(refused.error);
-        }
-    };
-    call.mark(|m| &mut m.routed);
-
-    // 4. Deadline: the client's budget, else the group's default, counted from arrival. It
-    //    bounds everything below (waiting for an identical request's answer, queueing, every
-    //    attempt, backoffs) and, for a stream, the stream itself (see `respond`).
-    let budget = asked.or(group.timeout);
-    let deadline = budget.map(|b| call.record().timings.received + b);
-    call.deadline(deadline);
-
-    //    Normalisation (when its group asks for it): tools in a stable order, volatile
-    //    system-prompt lines moved to the end, so requests share a cached prefix; before
-    //    the caches, which then key the prompt as it is sent.
-    //    Only a conversation is shaped: embeddings' inputs go as they came.
+/// Step 5: the answer cache, then the semantic cache; the answer when either served one.
+async fn look_up(
+    gw: &Gateway,
+    call: &mut Call,
+    asks: &Asks,
+    tenant: Option<&str>,
+    group: &str,
+    request: &Arc<ChatRequest>,
+    deadline: Option<Instant>,
+) -> Result<Option<Served>, GatewayError> {
     let converses = call.dialect().converses();
-    let (request, normalised) = if converses {
-        context::normalise(gw, &group.name, &request)
-    } else {
-        (request, None)
-    };
-    if let Some((tools, lines)) = normalised {
-        call.normalised(tools, lines);
-    }
-
-    // 5. The answer cache: the same request from the same tenant is answered from it, before
-    //    a deployment is picked or anything is reserved, so a hit needs no upstream (not
-    //    even a healthy one) and spends no credits or quota. A miss is marked for storing
-    //    its answer once it has ended well; while it is out, an identical request waits for
-    //    that answer instead of buying it again (not a stream: it would wait for the whole
-    //    answer before its first byte).
     if let Some(cache) = &gw.caches.exact {
-        let (lookup, served) = cache::consult(
-            cache,
-            call,
-            asks.cache,
-            tenant.as_deref(),
-            &group.name,
-            &request,
-            deadline,
-        )
-        .await;
+        let (lookup, served) =
+            cache::consult(cache, call, asks.cache, tenant, group, request, deadline).await;
         call.looked_up(lookup);
         if let Some(served) = served? {
-            return Ok(Answer::Cached(served));
+            return Ok(Some(served));
         }
     }
     //    Then the semantic cache (when on): an answer to a question that means the same, from
     //    the same tenant with everything but the newest user message identical.
     if let Some(sem) = gw.caches.semantic.as_ref().filter(|_| converses)
-        && let Some(looked) = semantic::consult(
-            gw,
-            sem,
-            call,
-            asks.cache,
-            tenant.as_deref(),
-            &group.name,
-            &request,
-        )
-        .await
+        && let Some(looked) =
+            semantic::consult(gw, sem, call, asks.cache, tenant, group, request).await
     {
         call.looked_up_by_meaning(looked.what);
         if let Some(served) = looked.served {
             call.looked_up(CacheLookup::Semantic);
-            return Ok(Answer::Cached(served));
+            return Ok(Some(served));
         }
     }
     call.mark(|m| &mut m.looked_up);
+    Ok(None)
+}
 
-    // 6-8, for the group and then, when it cannot take the request, for each of its
-    //    fallbacks in order, within the same deadline: the request goes to a fallback when
-    //    its prompt fits no deployment's context window (decided before any upstream call),
-    //    every deployment is unavailable, the tenant's quota or credits refuse it at this
-    //    group's price, or the upstream says the prompt is too long. The first group's error
-    //    is the answer when every group failed.
-    //    The prefix watch (one request in every 1 / share): does this request share its tools and system
-    //    prompt with its tenant and group's recent ones, and if not, why not.
-    if let Some(w) = gw.shaping.prefixes.as_ref().filter(|_| converses) {
-        prefixes::observe(gw, w, tenant.as_deref(), &group.name, &request);
-    }
-    //    Compression or progressive loading (when the group asks for either): a request over
-    //    its token budget keeps only the passages of its document most relevant to its
-    //    question; a long document goes a round of passages at a time while the answer says
-    //    they did not suffice. After the caches (a hit needs neither) and before the context
-    //    window is checked (a document too long for it may fit once shaped).
-    let (shaped, shaping) = if converses {
-        context::shape(gw, tenant.as_deref(), group, &request)
-    } else {
-        let plain = context::Shaped {
-            request: request.clone(),
-            rounds: None,
-        };
-        (plain, Shaping::default())
-    };
-    call.shaped(shaping);
+/// Steps 6 to 8 at `group`, then at each of its fallbacks in order while the failure gives
+/// a reason to fall back; the first group's error when every group failed.
+async fn take_or_fall_back<'g>(
+    gw: &'g Gateway,
+    call: &mut Call,
+    group: &'g sluice_routing::ModelGroup,
+    fallbacks: Vec<&'g sluice_routing::ModelGroup>,
+    shaped: &context::Shaped,
+    ask: &Ask,
+    tenant: Option<&Arc<str>>,
+) -> Result<Answer, GatewayError> {
     let size = route::PromptSize::of(&shaped.request);
-    let fallbacks = route::fallbacks(gw, group, others, &caller);
-    let taken = async {
-        let mut group = group;
-        let mut next = fallbacks.into_iter();
-        let mut first_err: Option<GatewayError> = None;
-        loop {
-            let (err, reason) =
-                match take(gw, call, group, &shaped, &ask, tenant.as_ref(), &size).await {
-                    Ok(answer) => return Ok(answer),
-                    Err(failed) => failed,
-                };
-            let to = reason.and_then(|_| next.next());
-            match (to, reason) {
-                (Some(to), Some(reason)) => {
-                    call.release_hold();
-                    route::record_fallback(call, group, to, reason);
-                    first_err.get_or_insert(err);
-                    group = to;
-                }
-                _ => return Err(first_err.unwrap_or(err)),
+    let mut group = group;
+    let mut next = fallbacks.into_iter();
+    let mut first_err: Option<GatewayError> = None;
+    loop {
+        let (err, reason) = match take(gw, call, group, shaped, ask, tenant, &size).await {
+            Ok(answer) => return Ok(answer),
+            Err(failed) => failed,
+        };
+        let to = reason.and_then(|_| next.next());
+        match (to, reason) {
+            (Some(to), Some(reason)) => {
+                call.release_hold();
+                route::record_fallback(call, group, to, reason);
+                first_err.get_or_insert(err);
+                group = to;
             }
+            _ => return Err(first_err.unwrap_or(err)),
         }
-    };
-    match deadline {
-        Some(deadline) => match timeout_at(deadline, taken).await {
-            Ok(answer) => answer,
-            Err(_) => Err(deadline::exceeded(call)),
-        },
-        None => taken.await,
     }
 }
 

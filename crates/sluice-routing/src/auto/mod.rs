@@ -21,6 +21,7 @@
 mod belief;
 #[cfg(test)]
 mod budget_mix;
+mod choose;
 #[cfg(test)]
 mod mixes;
 mod pick;
@@ -34,7 +35,6 @@ use std::time::Duration;
 use hashbrown::HashMap;
 
 pub use belief::{Belief, Mean, PRIOR, normal_quantile};
-use pick::{best_by, best_expected, cheapest, cost_order, expected_cost, net_value};
 
 /// The task of requests that declare none.
 pub const NO_TASK: &str = "default";
@@ -347,182 +347,6 @@ impl Router {
     /// The lower credible bound of `b` under this router's confidence.
     pub fn lower(&self, b: &Belief) -> f64 {
         b.lower(self.z)
-    }
-
-    /// Chooses a candidate for a request of `task` with `offers` (candidate order).
-    pub fn choose(&mut self, task: Option<&str>, ask: &Ask, offers: &[Offer]) -> Choice {
-        let task = self.task_key(task);
-        let arms = self.arms(&task).clone();
-        let estimates: Vec<Estimate> = self
-            .candidates
-            .iter()
-            .zip(&arms)
-            .zip(offers)
-            .map(|((group, arm), offer)| Estimate {
-                group: group.clone(),
-                mean: arm.belief.mean(),
-                lower: arm.belief.lower(self.z),
-                cost: offer
-                    .price
-                    .map(|p| expected_cost(&p, arm, &arms, ask) + self.latency_cost(offer)),
-                fits: match (ask.time_left, offer.ttfb_p95) {
-                    (Some(left), Some(p95)) => p95 <= left,
-                    _ => true,
-                },
-                available: offer.available,
-            })
-            .collect();
-        // The candidates it may take: available and fitting the deadline, else available,
-        // else all (the walk then answers with the group's own error).
-        let pool: Vec<usize> = {
-            let fit: Vec<usize> = (0..estimates.len())
-                .filter(|&i| estimates[i].available && estimates[i].fits)
-                .collect();
-            if !fit.is_empty() {
-                fit
-            } else {
-                let up: Vec<usize> = (0..estimates.len())
-                    .filter(|&i| estimates[i].available)
-                    .collect();
-                if up.is_empty() {
-                    (0..estimates.len()).collect()
-                } else {
-                    up
-                }
-            }
-        };
-        let floor = self.policy.floor;
-        // The candidate that carried the task keeps it while it is still believed to clear
-        // (its mean, not its bound: a candidate a little above the floor would otherwise
-        // flip in and out with the noise of its evidence), unless a cheaper one clears.
-        let incumbent = self
-            .budgets
-            .get(&task)
-            .and_then(|c| c.incumbent)
-            .filter(|&i| pool.contains(&i) && estimates[i].mean >= floor);
-        let clearing = cheapest(&pool, &estimates, |i| estimates[i].lower >= floor);
-        // In the budget mode, a good answer is worth `v`: the best value wins.
-        let worth = self.policy.good_answer_value;
-        let value = |i: usize, q: f64| net_value(worth.unwrap_or(0.0), q, estimates[i].cost);
-        let (exploit, mut why) = match (worth, clearing, incumbent) {
-            (Some(_), _, _) => (
-                best_by(&pool, |i| value(i, estimates[i].mean)),
-                Why::BestValue,
-            ),
-            (None, Some(c), Some(i))
-                if cost_order(estimates[i].cost, estimates[c].cost).is_lt() =>
-            {
-                (i, Why::Cheapest)
-            }
-            (None, None, Some(i)) => (i, Why::Cheapest),
-            (None, Some(c), _) => (c, Why::Cheapest),
-            (None, None, None) => (best_expected(&pool, &estimates), Why::NoneClears),
-        };
-        let mut winner = exploit;
-        let upper: Vec<f64> = arms.iter().map(|a| a.belief.upper(OPTIMISM_Z)).collect();
-        let cheaper = |i: usize| {
-            i != exploit && cost_order(estimates[i].cost, estimates[exploit].cost).is_lt()
-        };
-        // Not decided: might clear the floor (or, when none clears, beat the choice), on
-        // less evidence than decides it.
-        let open: Vec<usize> = pool
-            .iter()
-            .copied()
-            .filter(|&i| arms[i].belief.evidence() < DECIDED_AFTER)
-            .filter(|&i| match why {
-                Why::NoneClears => i != exploit && upper[i] > estimates[exploit].mean,
-                Why::BestValue => {
-                    i != exploit && value(i, upper[i]) > value(exploit, estimates[exploit].mean)
-                }
-                _ => cheaper(i) && upper[i] >= floor,
-            })
-            .collect();
-        let cap = if self.policy.explore > 0.0 {
-            self.policy.explore_burst.max(1.0)
-        } else {
-            0.0
-        };
-        // A task new to the router starts with its whole burst: it has everything to learn.
-        let credit = self.budgets.entry(task.clone()).or_insert(Credit {
-            explore: cap,
-            ..Credit::default()
-        });
-        credit.incumbent = (why == Why::Cheapest).then_some(exploit);
-        credit.explore = (credit.explore + self.policy.explore).min(cap);
-        credit.revisit = (credit.revisit + self.policy.revisit).min(1.0);
-        // Of the open: the cheapest, when a cheaper one might replace the choice; the most
-        // hopeful, when none clears.
-        let try_first = if why == Why::NoneClears {
-            open.iter()
-                .copied()
-                .max_by(|&a, &b| upper[a].total_cmp(&upper[b]))
-        } else if why == Why::BestValue {
-            (!open.is_empty()).then(|| best_by(&open, |i| value(i, upper[i])))
-        } else {
-            cheapest(&open, &estimates, |_| true)
-        };
-        if credit.explore >= 1.0
-            && let Some(i) = try_first
-        {
-            credit.explore -= 1.0;
-            winner = i;
-            why = Why::Explore;
-        } else if credit.revisit >= 1.0 {
-            // Rejected: cheaper than the choice (any other, when none clears), not open.
-            let rejected: Vec<usize> = pool
-                .iter()
-                .copied()
-                .filter(|&i| {
-                    i != exploit
-                        && !open.contains(&i)
-                        && (matches!(why, Why::NoneClears | Why::BestValue) || cheaper(i))
-                })
-                .collect();
-            if !rejected.is_empty() {
-                credit.revisit -= 1.0;
-                // The most hopeful on its recent answers (one that got better draws the
-                // revisits that confirm it); of equals, in turn.
-                let turn = credit.turn;
-                credit.turn += 1;
-                let hope = |i: usize| arms[i].recent.upper(OPTIMISM_Z);
-                winner = (0..rejected.len())
-                    .map(|k| rejected[(turn + k) % rejected.len()])
-                    .max_by(|&a, &b| {
-                        hope(a)
-                            .total_cmp(&hope(b))
-                            .then(std::cmp::Ordering::Greater)
-                    })
-                    .unwrap_or(exploit);
-                why = Why::Revisit;
-            }
-        }
-        let arm = &mut self.arms(&task)[winner];
-        arm.picks += 1;
-        if matches!(why, Why::Explore | Why::Revisit) {
-            arm.explored += 1;
-        }
-        // The rest, to fall back to: those that clear the floor by cost, then the others by
-        // belief; the winner first.
-        let mut rest: Vec<usize> = (0..estimates.len()).filter(|&i| i != winner).collect();
-        rest.sort_by(|&a, &b| {
-            let (ea, eb) = (&estimates[a], &estimates[b]);
-            let (ca, cb) = (ea.lower >= floor, eb.lower >= floor);
-            cb.cmp(&ca).then_with(|| {
-                if ca {
-                    cost_order(ea.cost, eb.cost)
-                } else {
-                    eb.mean.total_cmp(&ea.mean)
-                }
-            })
-        });
-        let mut order = vec![winner];
-        order.extend(rest);
-        Choice {
-            task,
-            order,
-            why,
-            estimates,
-        }
     }
 
     fn latency_cost(&self, offer: &Offer) -> f64 {

@@ -72,3 +72,45 @@ pub(super) fn best_by(pool: &[usize], score: impl Fn(usize) -> f64) -> usize {
         })
         .unwrap_or(0)
 }
+
+/// The candidates a request may take: available and fitting the deadline, else available,
+/// else all (the walk then answers with the group's own error).
+pub(super) fn pool(estimates: &[Estimate]) -> Vec<usize> {
+    let fit: Vec<usize> = (0..estimates.len())
+        .filter(|&i| estimates[i].available && estimates[i].fits)
+        .collect();
+    if !fit.is_empty() {
+        fit
+    } else {
+        let up: Vec<usize> = (0..estimates.len())
+            .filter(|&i| estimates[i].available)
+            .collect();
+        if up.is_empty() {
+            (0..estimates.len()).collect()
+        } else {
+            up
+        }
+    }
+}
+
+/// The order to fall back in: the winner first, then those that clear the floor by cost,
+/// then the others by belief.
+pub(super) fn fallback_order(estimates: &[Estimate], winner: usize, floor: f64) -> Vec<usize> {
+    // The rest, to fall back to: those that clear the floor by cost, then the others by
+    // belief; the winner first.
+    let mut rest: Vec<usize> = (0..estimates.len()).filter(|&i| i != winner).collect();
+    rest.sort_by(|&a, &b| {
+        let (ea, eb) = (&estimates[a], &estimates[b]);
+        let (ca, cb) = (ea.lower >= floor, eb.lower >= floor);
+        cb.cmp(&ca).then_with(|| {
+            if ca {
+                cost_order(ea.cost, eb.cost)
+            } else {
+                eb.mean.total_cmp(&ea.mean)
+            }
+        })
+    });
+    let mut order = vec![winner];
+    order.extend(rest);
+    order
+}

@@ -133,186 +133,252 @@ pub fn explain(baseline: &[Summary], recent: &[Summary]) -> Diagnosis {
     if b.calls < MIN_BASELINE_CALLS {
         return no_baseline(b, r);
     }
-    let mut changes = Vec::new();
-    let mut push = |what: String, before: f64, after: f64, unit: &'static str| {
-        changes.push(Change {
-            what,
-            before,
-            after,
-            unit,
-        });
-    };
-    let mut tail_grew = false;
-    for (lane, after) in &r.lanes {
-        if let Some(before) = b.lanes.iter().find(|(l, _)| l == lane).map(|(_, s)| s)
-            && before.calls >= MIN_LANE_CALLS
-            && after.calls >= MIN_LANE_CALLS
-            && rose(before.p99_total, after.p99_total)
-        {
-            tail_grew = true;
-            push(
-                format!("P99 {lane}"),
-                before.p99_total,
-                after.p99_total,
-                "s",
-            );
-        }
-    }
-    let queue_grew = rose(b.slow_queue, r.slow_queue);
-    let waits_grew = rose(b.slow_waits, r.slow_waits);
-    // The upstream is slower only when its own attempts are: a first byte measured from
-    // dispatch also holds retries and pauses after 429s, which are the rate limit's.
-    let upstream_grew =
-        rose(b.slow_attempt, r.slow_attempt) || rose(b.attempt_ttfb_p99, r.attempt_ttfb_p99);
-    if queue_grew {
-        push(
-            "queue of the slowest 5%".into(),
-            b.slow_queue,
-            r.slow_queue,
-            "s",
-        );
-    }
-    if waits_grew {
-        push(
-            "retries and pauses after 429s of the slowest 5%".into(),
-            b.slow_waits,
-            r.slow_waits,
-            "s",
-        );
-    }
-    if upstream_grew {
-        push(
-            "the answering attempt's own first byte of the slowest 5%".into(),
-            b.slow_attempt,
-            r.slow_attempt,
-            "s",
-        );
-    }
-    if rose(b.slow_stream, r.slow_stream) {
-        push(
-            "stream of the slowest 5%".into(),
-            b.slow_stream,
-            r.slow_stream,
-            "s",
-        );
-    }
-    let batch = share_rose(b.batch_share, r.batch_share);
-    if batch {
-        push("batch share".into(), b.batch_share, r.batch_share, "%");
-    }
-    let limited = share_rose(b.rate_limited, r.rate_limited);
-    if limited {
-        push(
-            "rate-limited share".into(),
-            b.rate_limited,
-            r.rate_limited,
-            "%",
-        );
-    }
-    let errors = share_rose(b.errors, r.errors);
-    if errors {
-        push("error rate".into(), b.errors, r.errors, "%");
-    }
-    for (what, before, after) in [
-        ("hedge rate", b.hedged, r.hedged),
-        ("retry rate", b.retried, r.retried),
-    ] {
-        if share_rose(before, after) {
-            push(what.into(), before, after, "%");
-        }
-    }
-    if b.cache_hits - r.cache_hits >= 0.05 {
-        push("cache hit rate".into(), b.cache_hits, r.cache_hits, "%");
-    }
-    let mut slower_upstreams = Vec::new();
-    for (up, after) in &r.upstream_p99 {
-        if let Some(before) = b
-            .upstream_p99
-            .iter()
-            .find(|(u, _)| u == up)
-            .map(|(_, v)| *v)
-            && rose(before, *after)
-        {
-            slower_upstreams.push(up.clone());
-            push(
-                format!("upstream {up} attempts' own first byte P99"),
-                before,
-                *after,
-                "s",
-            );
-        }
-    }
-    let verdict = if limited && (tail_grew || queue_grew || waits_grew || !upstream_grew) {
-        Verdict::RateLimitContention
-    } else if upstream_grew && !queue_grew {
-        Verdict::UpstreamSlower
-    } else if queue_grew {
-        Verdict::Queueing
-    } else if errors {
-        Verdict::Errors
-    } else if tail_grew {
-        Verdict::Unexplained
-    } else {
-        Verdict::Quiet
-    };
-    let words: Vec<String> = changes.iter().map(Change::words).collect();
-    // The upstream's own figure, said the same way under every verdict: its attempts' first
-    // byte, each from its own start, never the time from dispatch.
-    let own = format!(
-        "the upstream's attempts answered their first byte at P99 {:.2} s -> {:.2} s (each from its own start)",
-        b.attempt_ttfb_p99, r.attempt_ttfb_p99
-    );
-    // Where the slowest calls waited, unless the changes above already say it.
-    let waits = if queue_grew || waits_grew {
-        String::new()
-    } else {
-        format!(
-            "; the slowest 5% spent {:.2} s -> {:.2} s in sluice's queue and {:.2} s -> {:.2} s in retries and pauses after 429s",
-            b.slow_queue, r.slow_queue, b.slow_waits, r.slow_waits
-        )
-    };
-    let summary = match verdict {
-        Verdict::Quiet => format!(
-            "nothing is wrong: {} calls against {} in the baseline, the tail and the rates within noise (P99 {:.2} s -> {:.2} s)",
-            r.calls, b.calls, b.p99_total, r.p99_total
-        ),
-        Verdict::RateLimitContention if upstream_grew => format!(
-            "rate-limit contention, and the upstream is slower too: {}; {own}{waits}",
-            words.join(", ")
-        ),
-        Verdict::RateLimitContention => format!(
-            "rate-limit contention, not a slower LLM: {}; {own}{waits}",
-            words.join(", ")
-        ),
-        Verdict::Queueing => format!(
-            "sluice is queueing: {}; no rate limit met (no 429, no wait for the provider's pace), {own}",
-            words.join(", ")
-        ),
-        Verdict::UpstreamSlower => format!(
-            "the upstream got slower{}: {}; sluice's queue unchanged",
-            if slower_upstreams.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", slower_upstreams.join(", "))
-            },
-            words.join(", ")
-        ),
-        Verdict::Errors => format!("calls fail more: {}", words.join(", ")),
-        Verdict::Unexplained => format!(
-            "the tail grew and no single cause stands out: {}",
-            words.join(", ")
-        ),
-        Verdict::NoBaseline => String::new(),
-    };
+    let found = Found::between(&b, &r);
+    let verdict = found.verdict();
+    let summary = found.summary(verdict, &b, &r);
     let next = next_steps(verdict).to_string();
     Diagnosis {
         verdict,
         summary: format!("{summary}. What to do: {next}"),
         next,
-        changes,
+        changes: found.changes,
         baseline: b,
         recent: r,
     }
+}
+
+/// What rose or fell beyond noise between two windows, and the changes said in words.
+struct Found {
+    changes: Vec<Change>,
+    /// A lane's P99 grew.
+    tail_grew: bool,
+    /// The slowest calls' queue in sluice grew.
+    queue_grew: bool,
+    /// Their retries and pauses after 429s grew.
+    waits_grew: bool,
+    /// The upstream's own attempts got slower.
+    upstream_grew: bool,
+    /// The rate-limited share rose.
+    limited: bool,
+    /// The error rate rose.
+    errors: bool,
+    /// The upstreams whose own first byte got slower.
+    slower_upstreams: Vec<String>,
+}
+
+impl Found {
+    /// The changes from `b` to `r`.
+    fn between(b: &Stats, r: &Stats) -> Self {
+        let mut changes = Vec::new();
+        let mut push = |what: String, before: f64, after: f64, unit: &'static str| {
+            changes.push(Change {
+                what,
+                before,
+                after,
+                unit,
+            });
+        };
+        let mut tail_grew = false;
+        for (lane, after) in &r.lanes {
+            if let Some(before) = b.lanes.iter().find(|(l, _)| l == lane).map(|(_, s)| s)
+                && before.calls >= MIN_LANE_CALLS
+                && after.calls >= MIN_LANE_CALLS
+                && rose(before.p99_total, after.p99_total)
+            {
+                tail_grew = true;
+                push(
+                    format!("P99 {lane}"),
+                    before.p99_total,
+                    after.p99_total,
+                    "s",
+                );
+            }
+        }
+        let queue_grew = rose(b.slow_queue, r.slow_queue);
+        let waits_grew = rose(b.slow_waits, r.slow_waits);
+        // The upstream is slower only when its own attempts are: a first byte measured from
+        // dispatch also holds retries and pauses after 429s, which are the rate limit's.
+        let upstream_grew =
+            rose(b.slow_attempt, r.slow_attempt) || rose(b.attempt_ttfb_p99, r.attempt_ttfb_p99);
+        if queue_grew {
+            push(
+                "queue of the slowest 5%".into(),
+                b.slow_queue,
+                r.slow_queue,
+                "s",
+            );
+        }
+        if waits_grew {
+            push(
+                "retries and pauses after 429s of the slowest 5%".into(),
+                b.slow_waits,
+                r.slow_waits,
+                "s",
+            );
+        }
+        if upstream_grew {
+            push(
+                "the answering attempt's own first byte of the slowest 5%".into(),
+                b.slow_attempt,
+                r.slow_attempt,
+                "s",
+            );
+        }
+        if rose(b.slow_stream, r.slow_stream) {
+            push(
+                "stream of the slowest 5%".into(),
+                b.slow_stream,
+                r.slow_stream,
+                "s",
+            );
+        }
+        let batch = share_rose(b.batch_share, r.batch_share);
+        if batch {
+            push("batch share".into(), b.batch_share, r.batch_share, "%");
+        }
+        let limited = share_rose(b.rate_limited, r.rate_limited);
+        if limited {
+            push(
+                "rate-limited share".into(),
+                b.rate_limited,
+                r.rate_limited,
+                "%",
+            );
+        }
+        let errors = share_rose(b.errors, r.errors);
+        if errors {
+            push("error rate".into(), b.errors, r.errors, "%");
+        }
+        for (what, before, after) in [
+            ("hedge rate", b.hedged, r.hedged),
+            ("retry rate", b.retried, r.retried),
+        ] {
+            if share_rose(before, after) {
+                push(what.into(), before, after, "%");
+            }
+        }
+        if b.cache_hits - r.cache_hits >= 0.05 {
+            push("cache hit rate".into(), b.cache_hits, r.cache_hits, "%");
+        }
+        let slower_upstreams: Vec<String> = slower_upstreams(b, r)
+            .map(|(up, before, after)| {
+                push(
+                    format!("upstream {up} attempts' own first byte P99"),
+                    before,
+                    after,
+                    "s",
+                );
+                up.clone()
+            })
+            .collect();
+        Self {
+            changes,
+            tail_grew,
+            queue_grew,
+            waits_grew,
+            upstream_grew,
+            limited,
+            errors,
+            slower_upstreams,
+        }
+    }
+
+    /// The verdict the changes point to.
+    fn verdict(&self) -> Verdict {
+        let Self {
+            tail_grew,
+            queue_grew,
+            waits_grew,
+            upstream_grew,
+            limited,
+            errors,
+            ..
+        } = *self;
+        if limited && (tail_grew || queue_grew || waits_grew || !upstream_grew) {
+            Verdict::RateLimitContention
+        } else if upstream_grew && !queue_grew {
+            Verdict::UpstreamSlower
+        } else if queue_grew {
+            Verdict::Queueing
+        } else if errors {
+            Verdict::Errors
+        } else if tail_grew {
+            Verdict::Unexplained
+        } else {
+            Verdict::Quiet
+        }
+    }
+
+    /// The verdict's sentence, with the figures that show it.
+    fn summary(&self, verdict: Verdict, b: &Stats, r: &Stats) -> String {
+        let (queue_grew, waits_grew, upstream_grew) =
+            (self.queue_grew, self.waits_grew, self.upstream_grew);
+        let slower_upstreams = &self.slower_upstreams;
+        let words: Vec<String> = self.changes.iter().map(Change::words).collect();
+        // The upstream's own figure, said the same way under every verdict: its attempts' first
+        // byte, each from its own start, never the time from dispatch.
+        let own = format!(
+            "the upstream's attempts answered their first byte at P99 {:.2} s -> {:.2} s (each from its own start)",
+            b.attempt_ttfb_p99, r.attempt_ttfb_p99
+        );
+        // Where the slowest calls waited, unless the changes above already say it.
+        let waits = if queue_grew || waits_grew {
+            String::new()
+        } else {
+            format!(
+                "; the slowest 5% spent {:.2} s -> {:.2} s in sluice's queue and {:.2} s -> {:.2} s in retries and pauses after 429s",
+                b.slow_queue, r.slow_queue, b.slow_waits, r.slow_waits
+            )
+        };
+        match verdict {
+            Verdict::Quiet => format!(
+                "nothing is wrong: {} calls against {} in the baseline, the tail and the rates within noise (P99 {:.2} s -> {:.2} s)",
+                r.calls, b.calls, b.p99_total, r.p99_total
+            ),
+            Verdict::RateLimitContention if upstream_grew => format!(
+                "rate-limit contention, and the upstream is slower too: {}; {own}{waits}",
+                words.join(", ")
+            ),
+            Verdict::RateLimitContention => format!(
+                "rate-limit contention, not a slower LLM: {}; {own}{waits}",
+                words.join(", ")
+            ),
+            Verdict::Queueing => format!(
+                "sluice is queueing: {}; no rate limit met (no 429, no wait for the provider's pace), {own}",
+                words.join(", ")
+            ),
+            Verdict::UpstreamSlower => format!(
+                "the upstream got slower{}: {}; sluice's queue unchanged",
+                if slower_upstreams.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", slower_upstreams.join(", "))
+                },
+                words.join(", ")
+            ),
+            Verdict::Errors => format!("calls fail more: {}", words.join(", ")),
+            Verdict::Unexplained => format!(
+                "the tail grew and no single cause stands out: {}",
+                words.join(", ")
+            ),
+            Verdict::NoBaseline => String::new(),
+        }
+    }
+}
+
+/// The upstreams whose attempts' own first byte P99 rose from `b` to `r`, with both figures.
+fn slower_upstreams<'a>(
+    b: &'a Stats,
+    r: &'a Stats,
+) -> impl Iterator<Item = (&'a String, f64, f64)> + 'a {
+    r.upstream_p99.iter().filter_map(|(up, after)| {
+        let before = b
+            .upstream_p99
+            .iter()
+            .find(|(u, _)| u == up)
+            .map(|(_, v)| *v)?;
+        rose(before, *after).then_some((up, before, *after))
+    })
 }
 
 /// The answer when the baseline is too thin to compare against: the recent window's own

@@ -3,6 +3,8 @@ use std::time::Duration;
 use opentelemetry::Value;
 use sluice_core::{ErrorKind, FallbackTaken, RequestId};
 
+use sluice_core::Usage;
+
 use super::*;
 
 const CLIENT_SPAN: u64 = 0xAAAA;

@@ -42,7 +42,7 @@ type Answer = Either<Full<Bytes>, Incoming>;
 /// Runs the forwarder until killed, on the same runtime `sluice serve` builds, so the two
 /// compare like for like.
 pub fn run(a: &ForwardArgs) -> anyhow::Result<ExitCode> {
-    crate::serve::runtime(a.threads)?.block_on(serve(a.listen, a.upstream))
+    sluice_cli::runtime(a.threads)?.block_on(serve(a.listen, a.upstream))
 }
 
 async fn serve(listen: SocketAddr, upstream: SocketAddr) -> anyhow::Result<ExitCode> {

@@ -1,4 +1,4 @@
-//! A `sluice` child process for benchmarks: started with a config written to a temporary
+//! A `sluice` child process for benchmarks (the binary beside this one): started with a config written to a temporary
 //! file, waited for until its readiness URL answers, killed when dropped.
 
 use std::io::Write as _;
@@ -12,6 +12,33 @@ pub struct Child {
     process: std::process::Child,
     /// The config file written for it, removed when it is dropped.
     config: Option<PathBuf>,
+}
+
+/// The `sluice` binary the benchmarks start: `SLUICE_BIN` when set, else the one beside
+/// this binary (cargo builds both into the same folder).
+pub fn sluice_binary() -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("SLUICE_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let me = std::env::current_exe().context("finding this binary")?;
+    let beside = me.with_file_name("sluice");
+    if beside.exists() {
+        Ok(beside)
+    } else {
+        anyhow::bail!(
+            "no `sluice` binary beside {}: build it (cargo build --release -p sluice-cli) or name \
+             it in SLUICE_BIN",
+            me.display()
+        )
+    }
+}
+
+/// The file name of `exe`, for messages.
+fn exe_name(exe: &std::path::Path) -> String {
+    exe.file_name().map_or_else(
+        || exe.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// A free loopback port (bound, read, released).
@@ -57,12 +84,33 @@ impl Child {
         ready_url: &str,
         cpus: Option<&str>,
     ) -> anyhow::Result<Self> {
+        Self::spawn_program(sluice_binary()?, args, ready_url, cpus).await
+    }
+
+    /// Runs this benchmarks' binary with `ARGS...` (the bare forwarder) and waits for
+    /// `ready_url`, pinned to `cpus` when given.
+    pub async fn spawn_bench(
+        args: &[std::ffi::OsString],
+        ready_url: &str,
+        cpus: Option<&str>,
+    ) -> anyhow::Result<Self> {
+        let me = std::env::current_exe().context("finding this binary")?;
+        Self::spawn_program(me, args, ready_url, cpus).await
+    }
+
+    /// Runs `exe ARGS...` and waits for `ready_url`, pinned to `cpus` when given.
+    async fn spawn_program(
+        exe: PathBuf,
+        args: &[std::ffi::OsString],
+        ready_url: &str,
+        cpus: Option<&str>,
+    ) -> anyhow::Result<Self> {
         let what = args
             .iter()
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
             .join(" ");
-        let exe = std::env::current_exe().context("finding the sluice binary")?;
+        let name = exe_name(&exe);
         let mut cmd = match cpus {
             Some(list) => {
                 let mut c = std::process::Command::new("taskset");
@@ -75,7 +123,7 @@ impl Child {
             .args(args)
             .env("SLUICE_LOG", "warn")
             .spawn()
-            .with_context(|| format!("starting sluice {what}"))?;
+            .with_context(|| format!("starting {name} {what}"))?;
         let child = Self {
             process,
             config: None,

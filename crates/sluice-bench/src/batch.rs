@@ -152,7 +152,7 @@ async fn upstream_stats(sim: &str) -> anyhow::Result<(u64, u64)> {
 }
 
 async fn submit(url: &str, content: &str) -> anyhow::Result<String> {
-    let job = crate::batch_cmd::Client::at(url)
+    let job = sluice_cli::batch_client::Client::at(url)
         .submit_content("docs.jsonl", content.as_bytes(), "/v1/chat/completions")
         .await?;
     job["id"]

@@ -1,7 +1,9 @@
 //! `sluice bench`: the open-loop load generator against any URL, plus the two benchmarks
 //! that keep sluice honest: the gateway's added latency, and the generator's own capacity.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use sluice_cli::write_json;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -254,16 +256,6 @@ pub fn report(summary: &Summary, uri: &http::Uri, rate: f64) -> String {
         );
     }
     out
-}
-
-/// Writes `value` as pretty JSON when a path is given.
-pub fn write_json<T: serde::Serialize>(path: Option<&Path>, value: &T) -> anyhow::Result<()> {
-    if let Some(p) = path {
-        std::fs::write(p, serde_json::to_string_pretty(value)?)
-            .with_context(|| format!("writing {}", p.display()))?;
-        println!("\nwrote {}", p.display());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

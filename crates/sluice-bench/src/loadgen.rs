@@ -9,8 +9,10 @@ use clap::Args;
 use serde::Serialize;
 use sluice_sim::load::{Traffic, Workload};
 
-use crate::bench_cmd::{run_load, write_json};
+use sluice_cli::write_json;
+
 use crate::child::{Child, free_port};
+use crate::load::run_load;
 
 /// Options of the generator-capacity benchmark.
 #[derive(Args, Debug, Clone)]

@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 use sluice_ledger::{Durability, SqliteStore, Store, UsageQuery};
 
 fn writer(db: &Path, prefix: &str, entries: u64) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
-    c.args(["bench", "ledger", "--acks", "--concurrency", "64"])
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sluice-bench"));
+    c.args(["ledger", "--acks", "--concurrency", "64"])
         .args(["--entries", &entries.to_string(), "--prefix", prefix])
         .arg("--path")
         .arg(db)
