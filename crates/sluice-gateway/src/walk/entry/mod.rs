@@ -47,8 +47,7 @@ impl Walker {
     }
 }
 
-/// Who is calling.
-#[derive(Debug)]
+/// Who is calling. Its `Debug` never shows a presented key.
 pub enum Caller {
     /// A client, known by the credentials it presented (checked by the walk: 401 without a
     /// valid key where keys are required).
@@ -68,6 +67,23 @@ pub enum Caller {
         /// Its lane.
         lane: usize,
     },
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Presented { key, tenant } => f
+                .debug_struct("Presented")
+                .field("key", &key.as_ref().map(|_| "<redacted>"))
+                .field("tenant", tenant)
+                .finish(),
+            Self::Known { identity, lane } => f
+                .debug_struct("Known")
+                .field("identity", identity)
+                .field("lane", lane)
+                .finish(),
+        }
+    }
 }
 
 /// One request to walk.
@@ -157,5 +173,21 @@ impl Asks {
     pub fn cache(mut self, directive: Directive) -> Self {
         self.cache = directive;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_presented_key_never_shows_in_debug() {
+        let caller = Caller::Presented {
+            key: Some("sk-secret-123".into()),
+            tenant: Ok(None),
+        };
+        let shown = format!("{caller:?}");
+        assert!(!shown.contains("sk-secret-123"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
     }
 }
