@@ -181,16 +181,7 @@ fn refusal_response(refused: &Refused) -> Response {
         head.upstream.as_deref(),
         refused.dialect,
     );
-    let h = resp.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(&head.server_timing) {
-        h.insert(SERVER_TIMING, v);
-    }
-    if let Some(v) = head
-        .route
-        .as_deref()
-        .and_then(|r| HeaderValue::from_str(r).ok())
-    {
-        h.insert(X_SLUICE_ROUTE, v);
-    }
+    // A refusal's head holds its timings and route, and nothing of a cache or shaping.
+    write_head(head, resp.headers_mut());
     resp
 }
