@@ -12,12 +12,14 @@
 //! the least used going first when it is full (moka's TinyLFU).
 
 pub mod assemble;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 pub mod replay;
 pub mod semantic;
 pub mod store;
 
 pub use replay::ReplayError;
-pub use store::{AnswerStore, Answers, LocalAnswers, SharedAnswers};
+pub use store::{AnswerStore, Answers, LocalAnswers};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -180,11 +182,7 @@ impl AnswerCache {
     /// A cache whose answers live `ttl` and weigh at most `max_bytes` together, kept in this
     /// process.
     pub fn new(ttl: Duration, max_bytes: u64) -> Self {
-        Self::in_store(
-            Answers::Local(LocalAnswers::new(ttl, max_bytes)),
-            ttl,
-            max_bytes,
-        )
+        Self::in_store(Arc::new(LocalAnswers::new(ttl, max_bytes)), ttl, max_bytes)
     }
 
     /// A cache whose answers live `ttl`, kept in `store` (of at most `max_bytes`).

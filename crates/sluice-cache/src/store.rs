@@ -1,16 +1,18 @@
 //! Where exact answers are kept: the [`AnswerStore`] trait the cache reads and writes them
 //! through, and [`Answers`], the store a cache holds. In one process that is
 //! [`LocalAnswers`] (moka, weighed by bytes, least used out first); several instances keep
-//! one store between them by another implementation, held as another variant of
-//! [`Answers`], the cache and the walk unchanged.
+//! one store between them by another implementation (in `sluice-cluster`), held the same
+//! way, the cache and the walk unchanged. Every implementation passes the same conformance
+//! suite ([`crate::conformance`], with the `conformance` feature).
 //!
 //! Whether an answer is still fresh is the cache's decision, on the gateway's clock; a store
 //! only keeps and forgets. Reading may wait for a store; writing never makes a call wait (a
 //! store elsewhere writes in the background).
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+
+use sluice_core::reply::{Reply, now};
 
 use crate::{Key, Stored};
 
@@ -21,7 +23,7 @@ const ENTRY_OVERHEAD: usize = 256;
 /// Complete answers by request digest.
 pub trait AnswerStore: Send + Sync {
     /// The answer kept under `key`, fresh or not.
-    fn get(&self, key: &Key) -> impl Future<Output = Option<Arc<Stored>>> + Send;
+    fn get<'a>(&'a self, key: &'a Key) -> Reply<'a, Option<Arc<Stored>>>;
     /// Keeps `answer` under `key`.
     fn put(&self, key: Key, answer: Arc<Stored>);
     /// Forgets `key`'s answer.
@@ -53,8 +55,8 @@ impl LocalAnswers {
 }
 
 impl AnswerStore for LocalAnswers {
-    async fn get(&self, key: &Key) -> Option<Arc<Stored>> {
-        self.entries.get(key)
+    fn get<'a>(&'a self, key: &'a Key) -> Reply<'a, Option<Arc<Stored>>> {
+        now(self.entries.get(key))
     }
 
     fn put(&self, key: Key, answer: Arc<Stored>) {
@@ -76,65 +78,5 @@ impl AnswerStore for LocalAnswers {
     }
 }
 
-/// A store kept outside this process (shared by several instances), as [`Answers`] holds
-/// it: [`AnswerStore`] with its read boxed.
-pub trait SharedAnswers: Send + Sync {
-    /// As [`AnswerStore::get`].
-    fn get<'a>(
-        &'a self,
-        key: &'a Key,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Option<Arc<Stored>>> + Send + 'a>>;
-    /// As [`AnswerStore::put`].
-    fn put(&self, key: Key, answer: Arc<Stored>);
-    /// As [`AnswerStore::remove`].
-    fn remove(&self, key: &Key);
-    /// As [`AnswerStore::size`].
-    fn size(&self) -> (u64, u64);
-    /// As [`AnswerStore::purge`].
-    fn purge(&self);
-}
-
-/// The store a cache holds.
-pub enum Answers {
-    /// In this process.
-    Local(LocalAnswers),
-    /// Kept by several instances together.
-    Shared(Arc<dyn SharedAnswers>),
-}
-
-impl AnswerStore for Answers {
-    async fn get(&self, key: &Key) -> Option<Arc<Stored>> {
-        match self {
-            Self::Local(s) => s.get(key).await,
-            Self::Shared(s) => s.get(key).await,
-        }
-    }
-
-    fn put(&self, key: Key, answer: Arc<Stored>) {
-        match self {
-            Self::Local(s) => s.put(key, answer),
-            Self::Shared(s) => s.put(key, answer),
-        }
-    }
-
-    fn remove(&self, key: &Key) {
-        match self {
-            Self::Local(s) => s.remove(key),
-            Self::Shared(s) => s.remove(key),
-        }
-    }
-
-    fn size(&self) -> (u64, u64) {
-        match self {
-            Self::Local(s) => s.size(),
-            Self::Shared(s) => s.size(),
-        }
-    }
-
-    fn purge(&self) {
-        match self {
-            Self::Local(s) => s.purge(),
-            Self::Shared(s) => s.purge(),
-        }
-    }
-}
+/// The store a cache holds: in this process, or kept by several instances together.
+pub type Answers = Arc<dyn AnswerStore>;

@@ -174,7 +174,7 @@ fn the_example_simulator_config_is_valid() {
     let text = std::fs::read_to_string(gateway).unwrap();
     let cfg = sluice_config::gateway::load(&text, &std::collections::BTreeMap::new(), &[]).unwrap();
     for (name, p) in &cfg.providers {
-        let upstream = p.base_url.split('/').nth(3).unwrap();
+        let upstream = p.upstream.base_url.split('/').nth(3).unwrap();
         assert!(
             sim.upstreams.iter().any(|(u, _)| u == upstream),
             "{name} points at `{upstream}`, which sim.example.toml does not define"

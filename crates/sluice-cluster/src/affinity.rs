@@ -33,20 +33,20 @@ struct Sent {
 }
 
 /// One model group's prefix memory, shared.
-pub struct SharedPrefixes {
+pub struct RedisPrefixes {
     index: Arc<Mutex<PrefixIndex>>,
     log: Writer,
     /// The longest prefix told, by its hash: the deployment told.
     told: moka::sync::Cache<u64, usize>,
 }
 
-impl std::fmt::Debug for SharedPrefixes {
+impl std::fmt::Debug for RedisPrefixes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedPrefixes").finish_non_exhaustive()
+        f.debug_struct("RedisPrefixes").finish_non_exhaustive()
     }
 }
 
-impl SharedPrefixes {
+impl RedisPrefixes {
     /// Group `group`'s memory by `policy`, shared through `logs`.
     pub(crate) fn new(logs: &Arc<Logs>, group: &str, policy: AffinityPolicy) -> Self {
         let index = Arc::new(Mutex::new(PrefixIndex::new(policy)));
@@ -91,7 +91,7 @@ fn apply(index: &Mutex<PrefixIndex>, ttl: Duration, data: &[u8], now: Instant, w
     index.lock().remember(&p, sent.deployment, at);
 }
 
-impl PrefixMemory for SharedPrefixes {
+impl PrefixMemory for RedisPrefixes {
     fn preferred(&self, p: &Prefixes, now: Instant) -> Option<usize> {
         self.index.lock().preferred(p, now)
     }

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use sluice_cache::{Key, SharedAnswers, Stored};
+use sluice_cache::{AnswerStore, Key, Stored};
+use sluice_core::reply::{Reply, later};
 use tokio::time::Instant;
 
 use crate::health::{Health, Kind};
@@ -100,12 +101,9 @@ impl RedisAnswers {
     }
 }
 
-impl SharedAnswers for RedisAnswers {
-    fn get<'a>(
-        &'a self,
-        key: &'a Key,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Option<Arc<Stored>>> + Send + 'a>> {
-        Box::pin(async move {
+impl AnswerStore for RedisAnswers {
+    fn get<'a>(&'a self, key: &'a Key) -> Reply<'a, Option<Arc<Stored>>> {
+        later(async move {
             if self.health.is_down() {
                 return None;
             }

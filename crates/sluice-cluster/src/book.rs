@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 use parking_lot::Mutex;
 use redis::Script;
 use sluice_core::calendar;
-use sluice_economy::book::BoxFuture;
-use sluice_economy::{Accounts, Balance, Limits, Micros, Refusal, Reservation, SharedBook};
+use sluice_core::reply::{Reply, later};
+use sluice_economy::{AccountBook, Accounts, Balance, Limits, Micros, Refusal, Reservation};
 use tokio::time::Instant;
 
 use crate::health::{BudgetPolicy, Health, Kind};
@@ -48,8 +48,8 @@ enum Owed {
 }
 
 /// The book every instance shares.
-pub struct SharedAccounts {
-    me: std::sync::Weak<SharedAccounts>,
+pub struct RedisAccounts {
+    me: std::sync::Weak<RedisAccounts>,
     redis: Arc<Redis>,
     health: Arc<Health>,
     /// Each tenant's limits, as this instance's configuration and admin API set them.
@@ -72,9 +72,9 @@ pub struct SharedAccounts {
     adjust: Script,
 }
 
-impl std::fmt::Debug for SharedAccounts {
+impl std::fmt::Debug for RedisAccounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedAccounts")
+        f.debug_struct("RedisAccounts")
             .field("policy", &self.policy)
             .field("owed", &self.owed.lock().len())
             .finish()
@@ -143,7 +143,7 @@ fn scaled(limits: Limits, share: f64, left: Option<Micros>) -> Limits {
     }
 }
 
-impl SharedAccounts {
+impl RedisAccounts {
     pub(crate) fn new(
         redis: Arc<Redis>,
         health: Arc<Health>,
@@ -259,7 +259,7 @@ impl SharedAccounts {
     }
 }
 
-impl SharedAccounts {
+impl RedisAccounts {
     /// Sends `o` to Redis.
     async fn send(&self, o: &Owed) -> Result<(), ClusterError> {
         let (redis, book) = (&self.redis, self);
@@ -312,7 +312,7 @@ impl SharedAccounts {
     }
 }
 
-impl SharedBook for SharedAccounts {
+impl AccountBook for RedisAccounts {
     fn set_limits(&self, tenant: &str, limits: Limits, now: Instant) {
         self.limits.set_limits(tenant, limits, now);
     }
@@ -328,8 +328,8 @@ impl SharedBook for SharedAccounts {
         wall: SystemTime,
         tokens: u64,
         cost: Micros,
-    ) -> BoxFuture<'a, Result<Option<Reservation>, Refusal>> {
-        Box::pin(async move {
+    ) -> Reply<'a, Result<Option<Reservation>, Refusal>> {
+        later(async move {
             let Some(limits) = self.limits.limits(tenant) else {
                 return Ok(None);
             };
@@ -457,8 +457,8 @@ impl SharedBook for SharedAccounts {
         });
     }
 
-    fn balance<'a>(&'a self, tenant: &'a str) -> BoxFuture<'a, Option<Balance>> {
-        Box::pin(async move {
+    fn balance<'a>(&'a self, tenant: &'a str) -> Reply<'a, Option<Balance>> {
+        later(async move {
             let limits = self.limits.limits(tenant)?;
             let (acct, _) = self.keys(tenant);
             let f: Vec<Option<String>> = self

@@ -80,9 +80,9 @@ impl Until {
 
 /// Breakers' openings this instance heard, by deployment.
 #[derive(Debug)]
-pub struct SharedHints(Until);
+pub struct RedisHints(Until);
 
-impl SharedHints {
+impl RedisHints {
     pub(crate) fn new(logs: &Arc<Logs>) -> Self {
         Self(Until::new(logs, "breakers"))
     }
@@ -90,15 +90,15 @@ impl SharedHints {
 
 /// Deployments cooling after a 429 on any instance.
 #[derive(Debug)]
-pub struct SharedCooling(Until);
+pub struct RedisCooling(Until);
 
-impl SharedCooling {
+impl RedisCooling {
     pub(crate) fn new(logs: &Arc<Logs>) -> Self {
         Self(Until::new(logs, "cooling"))
     }
 }
 
-impl Cooling for SharedCooling {
+impl Cooling for RedisCooling {
     fn start(&self, key: &Arc<str>, now: Instant, d: Duration) {
         // This instance cools at once; the others within a follow.
         self.0.hold(key, now + d);
@@ -133,7 +133,7 @@ fn apply(heard: &Mutex<HashMap<String, Instant>>, data: &[u8], now: Instant, wal
     );
 }
 
-impl BreakerHints for SharedHints {
+impl BreakerHints for RedisHints {
     fn suspect(&self, deployment: &str, now: Instant) -> bool {
         self.0.holds(deployment, now)
     }

@@ -4,7 +4,7 @@
 //! admin API, and each instance's configuration hash ([`peers`]). State read on every request
 //! and written seldom is replicated through shared logs ([`log`]): the semantic cache's
 //! entries ([`semantic`]), prefix affinity ([`affinity`]), breakers' hints ([`hints`]) and
-//! routers' observations (whose records the gateway writes). Every kind sits behind the trait the gateway already walks
+//! routers' observations ([`routers`]). Every kind sits behind the trait the gateway already walks
 //! through, so without a cluster nothing here runs.
 //!
 //! When Redis cannot answer, each kind does what [`health`] states, never nothing: budgets
@@ -19,6 +19,7 @@ pub mod hints;
 pub mod log;
 pub mod pace;
 pub mod peers;
+pub mod routers;
 pub mod semantic;
 mod store;
 mod wall;
@@ -26,14 +27,15 @@ mod wall;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use affinity::SharedPrefixes;
+pub use affinity::RedisPrefixes;
 pub use answers::RedisAnswers;
-pub use book::SharedAccounts;
+pub use book::RedisAccounts;
 pub use health::{BudgetPolicy, Degraded, Health, Kind};
-pub use hints::{SharedCooling, SharedHints};
+pub use hints::{RedisCooling, RedisHints};
 pub use log::{Apply, Start, Writer};
-pub use pace::SharedPace;
-pub use semantic::SharedEntries;
+pub use pace::RedisPace;
+pub use routers::RedisRouterLog;
+pub use semantic::RedisEntries;
 pub use store::ClusterError;
 
 use sluice_tail::pace::{Pace, PaceSpec};
@@ -69,13 +71,13 @@ pub struct Settings {
 pub struct Cluster {
     redis: Arc<Redis>,
     health: Arc<Health>,
-    book: Arc<SharedAccounts>,
+    book: Arc<RedisAccounts>,
     settings: Arc<Settings>,
     instance: Arc<str>,
     /// The answer cache's generation (moved on by a purge anywhere).
     answers: Arc<std::sync::atomic::AtomicU64>,
     logs: Arc<log::Logs>,
-    hints: Arc<SharedHints>,
+    hints: Arc<RedisHints>,
 }
 
 impl Cluster {
@@ -85,10 +87,10 @@ impl Cluster {
         let redis = Arc::new(Redis::connect(&settings).await?);
         let health = Arc::new(Health::new(settings.budgets, settings.per_instance_share));
         let instance: Arc<str> = Arc::from(uuid::Uuid::new_v4().simple().to_string().as_str());
-        let book = SharedAccounts::new(redis.clone(), health.clone(), &settings, &instance);
+        let book = RedisAccounts::new(redis.clone(), health.clone(), &settings, &instance);
         let logs = log::Logs::new(redis.clone(), health.clone(), instance.clone());
         tokio::spawn(logs.clone().run());
-        let hints = Arc::new(SharedHints::new(&logs));
+        let hints = Arc::new(RedisHints::new(&logs));
         Ok(Self {
             redis,
             health,
@@ -102,14 +104,14 @@ impl Cluster {
     }
 
     /// The book of credits and quotas every instance shares.
-    pub fn book(&self) -> Arc<SharedAccounts> {
+    pub fn book(&self) -> Arc<RedisAccounts> {
         self.book.clone()
     }
 
     /// A pacer for `deployment` with `spec`'s limits that every instance shares (a local
     /// share of them while Redis cannot answer). Must be called inside a Tokio runtime.
     pub fn pacer(&self, deployment: &str, spec: PaceSpec) -> Box<dyn Pace> {
-        Box::new(SharedPace::start(
+        Box::new(RedisPace::start(
             self.redis.clone(),
             self.health.clone(),
             deployment,
@@ -131,12 +133,12 @@ impl Cluster {
     }
 
     /// The semantic cache's entries under `policy`, kept by every instance.
-    pub fn semantic_entries(&self, policy: sluice_cache::semantic::Policy) -> SharedEntries {
+    pub fn semantic_entries(&self, policy: sluice_cache::semantic::Policy) -> RedisEntries {
         // This instance's entry ids count from its own base, so an id names one entry
         // everywhere.
         let tag = u32::from_str_radix(self.instance.get(..8).unwrap_or("1"), 16).unwrap_or(1);
         let base = (u64::from(tag.max(1)) << 32) | 1;
-        SharedEntries::new(&self.logs, self.health.clone(), policy, base)
+        RedisEntries::new(&self.logs, self.health.clone(), policy, base)
     }
 
     /// Group `group`'s prefix affinity memory by `policy`, kept by every instance.
@@ -144,17 +146,26 @@ impl Cluster {
         &self,
         group: &str,
         policy: sluice_routing::affinity::AffinityPolicy,
-    ) -> SharedPrefixes {
-        SharedPrefixes::new(&self.logs, group, policy)
+    ) -> RedisPrefixes {
+        RedisPrefixes::new(&self.logs, group, policy)
     }
 
     /// The deployments cooling after a 429 on any instance (hedges keep away from them).
-    pub fn cooling(&self) -> SharedCooling {
-        SharedCooling::new(&self.logs)
+    pub fn cooling(&self) -> RedisCooling {
+        RedisCooling::new(&self.logs)
+    }
+
+    /// The log of routers' learning every instance tells; `apply` is handed what the others
+    /// tell, from now on.
+    pub fn router_log(
+        &self,
+        apply: Arc<dyn Fn(sluice_routing::auto::Told) + Send + Sync>,
+    ) -> RedisRouterLog {
+        RedisRouterLog::new(&self.logs, apply)
     }
 
     /// The breakers' hints every instance tells and hears.
-    pub fn breaker_hints(&self) -> Arc<SharedHints> {
+    pub fn breaker_hints(&self) -> Arc<RedisHints> {
         self.hints.clone()
     }
 

@@ -66,7 +66,7 @@ struct Shared {
 
 /// One deployment's pacer, shared through Redis.
 #[derive(Debug)]
-pub struct SharedPace {
+pub struct RedisPace {
     shared: Arc<Shared>,
     health: Arc<Health>,
     /// The pacer of this instance's share, used while Redis cannot answer.
@@ -75,7 +75,7 @@ pub struct SharedPace {
     worker: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for SharedPace {
+impl Drop for RedisPace {
     fn drop(&mut self) {
         self.worker.abort();
     }
@@ -96,7 +96,7 @@ fn lease(per_minute: u64) -> u64 {
     ((per_minute as f64 / 60.0 * LEASE_SHARE).ceil() as u64).max(1)
 }
 
-impl SharedPace {
+impl RedisPace {
     /// Starts the pacer of `deployment` with `spec`, keeping `share` of it while Redis cannot
     /// answer.
     pub(crate) fn start(
@@ -227,7 +227,7 @@ async fn lease_loop(redis: Arc<Redis>, health: Arc<Health>, shared: Arc<Shared>,
     }
 }
 
-impl Pace for SharedPace {
+impl Pace for RedisPace {
     fn ready_at(&mut self, now: Instant, tokens: u64) -> Instant {
         self.ready_in_lane(now, tokens, 0)
     }

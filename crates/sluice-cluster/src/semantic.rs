@@ -88,20 +88,20 @@ enum Record {
 }
 
 /// The entries every instance shares.
-pub struct SharedEntries {
+pub struct RedisEntries {
     index: Arc<Mutex<Index>>,
     inbox: Arc<Mutex<Inbox>>,
     health: Arc<Health>,
     log: Writer,
 }
 
-impl std::fmt::Debug for SharedEntries {
+impl std::fmt::Debug for RedisEntries {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedEntries").finish_non_exhaustive()
+        f.debug_struct("RedisEntries").finish_non_exhaustive()
     }
 }
 
-impl SharedEntries {
+impl RedisEntries {
     /// Entries under `policy`, this instance's ids counting from `base`, shared through
     /// `logs`.
     pub(crate) fn new(logs: &Arc<Logs>, health: Arc<Health>, policy: Policy, base: u64) -> Self {
@@ -206,7 +206,7 @@ fn apply(
     }
 }
 
-impl SemanticEntries for SharedEntries {
+impl SemanticEntries for RedisEntries {
     fn policy(&self) -> Policy {
         *self.index.lock().policy()
     }

@@ -8,7 +8,10 @@ use toml::de::{DeTable, DeValue};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, line_col};
 
+mod parts;
 pub(crate) mod words;
+
+pub use parts::Parts;
 
 /// One step of a key path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,6 +133,41 @@ impl<'a> Document<'a> {
             .collect()
     }
 
+    /// Reads each entry of the top-level table `key` with `read`, which takes it in parts
+    /// ([`Parts`]), in document order.
+    pub fn map_tables<T>(
+        &self,
+        key: &str,
+        diags: &mut Vec<Diagnostic>,
+        mut read: impl FnMut(&mut Parts<'_, 'a>) -> Option<T>,
+    ) -> Vec<(String, T)> {
+        let Some(value) = self.root.get_ref().get(key) else {
+            return Vec::new();
+        };
+        let DeValue::Table(table) = value.get_ref() else {
+            diags.push(self.diag_span(
+                key.to_string(),
+                value.span(),
+                format!("`{key}` must be a table"),
+            ));
+            return Vec::new();
+        };
+        let mut entries: Vec<_> = table.iter().collect();
+        entries.sort_by_key(|(k, _)| k.span().start);
+        entries
+            .into_iter()
+            .filter_map(|(name, v)| {
+                let path = vec![
+                    Seg::Key(key.to_string()),
+                    Seg::Key(name.get_ref().to_string()),
+                ];
+                let mut parts = Parts::new(self, path, v.clone(), diags);
+                let t = read(&mut parts);
+                t.map(|t| (name.get_ref().to_string(), t))
+            })
+            .collect()
+    }
+
     /// Deserialises each element of the top-level array `key` (`[[key]]` tables) into a `T`.
     /// An element with errors is reported, and kept when it could be read past them.
     pub fn list_section<T>(&self, key: &str, diags: &mut Vec<Diagnostic>) -> Vec<T>
@@ -180,15 +218,24 @@ impl<'a> Document<'a> {
         value: &Spanned<DeValue<'a>>,
         diags: &mut Vec<Diagnostic>,
     ) -> Option<T> {
+        let (t, unknown) = self.item_collect(path, value, diags);
+        self.report_unknown(path, unknown, diags);
+        t
+    }
+
+    /// As [`Document::item`], the keys no field took handed back rather than reported.
+    fn item_collect<T: DeserializeOwned>(
+        &self,
+        path: &[Seg],
+        value: &Spanned<DeValue<'a>>,
+        diags: &mut Vec<Diagnostic>,
+    ) -> (Option<T>, Vec<Vec<Seg>>) {
         let mut value = value.clone();
         let mut reported: Vec<Vec<Seg>> = Vec::new();
         for _ in 0..MAX_REPAIRS {
             let (result, unknown) = attempt::<T>(&value);
             let err = match result {
-                Ok(t) => {
-                    self.report_unknown(path, unknown, diags);
-                    return Some(t);
-                }
+                Ok(t) => return (Some(t), unknown),
                 Err(err) => err,
             };
             let rel = raised_at(&err);
@@ -213,11 +260,10 @@ impl<'a> Document<'a> {
             diags.push(self.diag_span(render_path(&full), span, problem.explain()));
             reported.push(at.clone());
             if !repair::<T>(&mut value, &at, &problem) {
-                self.report_unknown(path, unknown, diags);
-                break;
+                return (None, unknown);
             }
         }
-        None
+        (None, Vec::new())
     }
 
     fn report_unknown(&self, path: &[Seg], unknown: Vec<Vec<Seg>>, diags: &mut Vec<Diagnostic>) {

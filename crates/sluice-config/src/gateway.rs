@@ -40,7 +40,7 @@ mod choosing;
 mod cluster;
 mod groups;
 mod protection;
-mod routes;
+mod providers;
 mod sections;
 mod slos;
 mod traces;
@@ -50,10 +50,15 @@ pub use batches::BatchesConfig;
 pub use cache::*;
 pub use cluster::{BudgetFallback, ClusterConfig};
 pub use groups::*;
-pub use routes::*;
+pub use providers::ProviderConfig;
 pub use sections::*;
-pub use slos::{DiagnoseConfig, SloConfig, SloKind, SloMeasure};
+pub use slos::{DiagnoseConfig, SloConfig};
+pub use sluice_telemetry::slo::SloKind;
 pub use traces::{TraceProtocol, TracesConfig};
+
+pub use sluice_routing::auto::RouterParams;
+pub use sluice_routing::rules::RouteParams;
+pub use sluice_tail::admission::LaneParams;
 
 /// A validated gateway configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -73,7 +78,7 @@ pub struct GatewayConfig {
     /// `[billing]`.
     pub billing: BillingConfig,
     /// `[lanes.*]`, in priority order (the defaults when none are given).
-    pub lanes: Vec<(String, LaneConfig)>,
+    pub lanes: Vec<(String, LaneParams)>,
     /// `[tenants.*]`, in file order.
     pub tenants: Vec<(String, TenantConfig)>,
     /// `[keys.*]`, in file order.
@@ -87,9 +92,9 @@ pub struct GatewayConfig {
     /// `[catalog.*]`: overrides of what models can take and do, in file order.
     pub catalog: Vec<(String, CatalogConfig)>,
     /// `[routes.*]`: model names that choose a group by rules, in file order.
-    pub routes: Vec<(String, RouteConfig)>,
+    pub routes: Vec<(String, RouteParams)>,
     /// `[routers.*]`: model names that learn which candidate group to choose, in file order.
-    pub routers: Vec<(String, RouterConfig)>,
+    pub routers: Vec<(String, RouterParams)>,
     /// `[slo.*]`: the objectives calls are judged by, in file order.
     pub slos: Vec<(String, SloConfig)>,
     /// `[diagnose]`.
@@ -187,10 +192,10 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     }
     let (cache, prefixes) = caches(&doc, &mut diags);
     let billing: Option<BillingConfig> = doc.section("billing", &mut diags);
-    let mut lanes: Vec<(String, LaneConfig)> = doc.map_section("lanes", &mut diags);
+    let mut lanes: Vec<(String, LaneParams)> = doc.map_section("lanes", &mut diags);
     checks::lanes(&doc, &lanes, &mut diags);
     if lanes.is_empty() {
-        lanes = default_lanes();
+        lanes = sluice_tail::admission::default_lanes();
     }
     let tenants: Vec<(String, TenantConfig)> = doc.map_section("tenants", &mut diags);
     checks::tenants(&doc, &tenants, &lanes, &mut diags);
@@ -199,7 +204,7 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     if let Some(b) = &billing {
         billing::check(&doc, b, &prices, &mut diags);
     }
-    let providers: Vec<(String, ProviderConfig)> = doc.map_section("providers", &mut diags);
+    let providers: Vec<(String, ProviderConfig)> = providers::read(&doc, &mut diags);
     let models: Vec<(String, ModelGroupConfig)> = doc.map_section("models", &mut diags);
     let (catalog, routes, routers) = choosing(&doc, &models, &mut diags, &mut warnings);
     let mut route_names: Vec<&str> = routes.iter().map(|(n, _)| n.as_str()).collect();
@@ -330,15 +335,15 @@ fn choosing(
     warnings: &mut Vec<Diagnostic>,
 ) -> (
     Named<CatalogConfig>,
-    Named<RouteConfig>,
-    Named<RouterConfig>,
+    Named<RouteParams>,
+    Named<RouterParams>,
 ) {
     let catalog: Vec<(String, CatalogConfig)> = doc.map_section("catalog", diags);
-    let routes: Vec<(String, RouteConfig)> = doc.map_section("routes", diags);
+    let routes: Vec<(String, RouteParams)> = doc.map_section("routes", diags);
     choosing::catalog(doc, &catalog, diags);
     choosing::fallbacks(doc, models, diags);
     choosing::routes(doc, &routes, models, diags, warnings);
-    let routers: Vec<(String, RouterConfig)> = doc.map_section("routers", diags);
+    let routers: Vec<(String, RouterParams)> = doc.map_section("routers", diags);
     choosing::routers(doc, &routers, models, &routes, diags);
     (catalog, routes, routers)
 }
@@ -351,15 +356,15 @@ struct Read {
     cache: Option<CacheConfig>,
     prefixes: Option<PrefixesConfig>,
     billing: Option<BillingConfig>,
-    lanes: Vec<(String, LaneConfig)>,
+    lanes: Vec<(String, LaneParams)>,
     tenants: Vec<(String, TenantConfig)>,
     keys: Vec<(String, KeyConfig)>,
     prices: Vec<(String, PriceConfig)>,
     providers: Vec<(String, ProviderConfig)>,
     models: Vec<(String, ModelGroupConfig)>,
     catalog: Vec<(String, CatalogConfig)>,
-    routes: Vec<(String, RouteConfig)>,
-    routers: Vec<(String, RouterConfig)>,
+    routes: Vec<(String, RouteParams)>,
+    routers: Vec<(String, RouterParams)>,
     slos: Vec<(String, SloConfig)>,
     diagnose: Option<DiagnoseConfig>,
     traces: Option<TracesConfig>,
@@ -441,7 +446,7 @@ impl Read {
 fn jobs(
     doc: &Document<'_>,
     ledger: Option<&LedgerConfig>,
-    lanes: &[(String, LaneConfig)],
+    lanes: &[(String, LaneParams)],
     models: &[(String, ModelGroupConfig)],
     route_names: &[&str],
     diags: &mut Vec<Diagnostic>,

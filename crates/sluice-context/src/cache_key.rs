@@ -17,8 +17,11 @@ const WINDOW: Duration = Duration::from_secs(60);
 /// Prefixes remembered at most; past it the idle ones are forgotten.
 const PREFIXES_KEPT: usize = 10_000;
 
-/// How keys are spread.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How keys are spread: `prompt_cache_key = { ... }` of a `[models.GROUP]`, one key per
+/// tenant and stable prefix spread over up to `keys` keys so that none carries more than
+/// `per_key_rpm` requests a minute (every field optional, unknown fields refused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Spread {
     /// Requests a minute one key may carry.
     pub per_key_rpm: u32,
@@ -32,6 +35,20 @@ impl Default for Spread {
             per_key_rpm: 15,
             keys: 4,
         }
+    }
+}
+
+impl Spread {
+    /// What is wrong with it, if anything: (field, message).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if self.per_key_rpm == 0 {
+            out.push(("per_key_rpm", "must be at least 1".into()));
+        }
+        if self.keys == 0 {
+            out.push(("keys", "must be at least 1".into()));
+        }
+        out
     }
 }
 

@@ -14,12 +14,25 @@ use crate::passages::Passages;
 /// Room left for the JSON around the compressed document, in tokens.
 const MARGIN: u64 = 16;
 
-/// How a route compresses.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How a group compresses: `compress = { ... }` of a `[models.GROUP]`; over `budget` prompt
+/// tokens, the document in the newest user message loses its boilerplate and duplicates
+/// and keeps the passages most relevant to the question (unknown fields refused).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Compress {
     /// Prompt tokens a request may have before it is compressed; absent: what the group's
     /// smallest context window leaves after the request's `max_tokens`.
     pub budget: Option<u64>,
+}
+
+impl Compress {
+    /// What is wrong with it, if anything: (field, message).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        if self.budget == Some(0) {
+            return vec![("budget", "must be at least 1 token".into())];
+        }
+        Vec::new()
+    }
 }
 
 /// A compressed request and what it saved.

@@ -12,12 +12,15 @@ use sluice_core::{ChatRequest, GatewayError};
 use crate::churn::sorted_keys;
 use crate::churn::volatile::holds_volatile;
 
-/// What to normalise.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What to normalise so that requests share a cached prefix: `normalise = { ... }` of a
+/// `[models.GROUP]` (every field optional, unknown fields refused).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Normalise {
-    /// Sort tools by function name and their JSON keys.
+    /// Tools in a stable order (by function name), their JSON keys sorted.
     pub tools: bool,
-    /// Move volatile lines of the system prompt to the end.
+    /// Lines of the system prompt holding a timestamp, date, UUID or id moved to a system
+    /// message at the end of the conversation.
     pub volatile: bool,
 }
 

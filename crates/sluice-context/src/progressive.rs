@@ -19,8 +19,12 @@ use crate::passages::Passages;
 /// The sentinel a model answers with when the excerpts do not hold the answer.
 pub const DEFAULT_SENTINEL: &str = "INSUFFICIENT_CONTEXT";
 
-/// How a route loads documents progressively.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// How a group loads documents progressively: `progressive = { ... }` of a
+/// `[models.GROUP]`; a document longer than `round_tokens` is sent a round at a time, most
+/// relevant passages first, while the answer is `sentinel` (every field optional, unknown
+/// fields refused).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Progressive {
     /// Tokens of document passages each round sends.
     pub round_tokens: u64,
@@ -37,6 +41,23 @@ impl Default for Progressive {
             rounds: 3,
             sentinel: DEFAULT_SENTINEL.into(),
         }
+    }
+}
+
+impl Progressive {
+    /// What is wrong with it, if anything: (field, message).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if self.rounds == 0 {
+            out.push(("rounds", "must be at least 1".into()));
+        }
+        if self.round_tokens < 100 {
+            out.push(("round_tokens", "must be at least 100 tokens".into()));
+        }
+        if self.sentinel.trim().is_empty() {
+            out.push(("sentinel", "must not be empty".into()));
+        }
+        out
     }
 }
 

@@ -9,6 +9,7 @@ pub mod ids;
 pub mod prefix;
 pub mod ratelimit;
 pub mod record;
+pub mod reply;
 pub mod trace;
 pub mod usage;
 

@@ -4,6 +4,8 @@
 
 pub mod accounts;
 pub mod book;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 pub mod currency;
 pub mod estimate;
 pub mod hold;
@@ -11,11 +13,13 @@ pub mod keys;
 pub mod models;
 pub mod money;
 pub mod prices;
+pub mod tenants;
 
 pub use accounts::{Accounts, Balance, Limits, Refusal, Reservation};
-pub use book::{AccountBook, Books, SharedBook};
+pub use book::{AccountBook, Books};
 pub use currency::{BadCurrency, Currency, Rate};
 pub use keys::{ApiKey, KeyDirectory, KeyError, KeyRing, KeySpec};
 pub use models::{InfoOverride, ModelInfo};
 pub use money::Micros;
 pub use prices::{Catalog, Price, Published, Unpriced};
+pub use tenants::{LocalTenants, TenantDirectory};

@@ -150,19 +150,20 @@ pub(crate) fn shipped() -> impl Iterator<Item = (&'static str, ModelInfo)> {
 
 /// A partial override of a model's entry (`[catalog.MODEL]`): each field given replaces the
 /// shipped one; a model sluice does not ship must give `context_window` and `max_output`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct InfoOverride {
-    /// `context_window`.
+    /// Tokens of prompt and answer together.
     pub context_window: Option<u64>,
-    /// `max_output`.
+    /// The longest answer, in tokens.
     pub max_output: Option<u64>,
-    /// `tools`.
+    /// Calls tools.
     pub tools: Option<bool>,
-    /// `vision`.
+    /// Reads images.
     pub vision: Option<bool>,
-    /// `json`.
+    /// Answers in JSON on request.
     pub json: Option<bool>,
-    /// `reasoning`.
+    /// Reasons before answering.
     pub reasoning: Option<bool>,
 }
 

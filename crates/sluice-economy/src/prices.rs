@@ -133,8 +133,9 @@ impl Price {
     }
 }
 
-/// What a call to a model with no price gets.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What a call to a model with no price gets (`[billing] unpriced`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Unpriced {
     /// Refused for a tenant who pays by credits or a spend quota (served, and counted, for
     /// everyone else).

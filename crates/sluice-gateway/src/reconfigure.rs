@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 
 use sluice_config::gateway::GatewayConfig;
-use sluice_economy::{AccountBook, Limits};
+use sluice_economy::Limits;
 use sluice_ledger::{LedgerError, Store};
 use tokio::time::Instant;
 

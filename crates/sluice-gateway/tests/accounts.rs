@@ -7,7 +7,7 @@ mod scripted;
 
 use std::time::Duration;
 
-use sluice_economy::{AccountBook, Limits, Micros, Price};
+use sluice_economy::{Limits, Micros, Price};
 use tokio::time::sleep;
 
 use crate::scripted::{ask_with, get_json, rig, send};

@@ -8,7 +8,7 @@
 mod scripted;
 
 use sluice_core::Usage;
-use sluice_economy::{AccountBook, Catalog, Currency, Limits, Micros, Price, Rate};
+use sluice_economy::{Catalog, Currency, Limits, Micros, Price, Rate};
 
 use crate::scripted::{ask_with, get_json, ledgered, rig};
 

@@ -27,19 +27,40 @@ mod body;
 
 pub use body::{Chunks, TimedBody};
 
-/// Connection and timeout settings of one upstream.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Connection and timeout settings of one upstream, as `[providers.NAME]` writes them
+/// (every field optional).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(default)]
 pub struct HttpSettings {
     /// Limit on opening a connection.
+    #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
     /// Limit from sending the request to the first byte of the answer.
+    #[serde(with = "humantime_serde")]
     pub first_byte_timeout: Duration,
-    /// Limit on silence between two chunks.
+    /// Limit on silence between two chunks of an answer.
+    #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
     /// Idle connections kept per host.
     pub pool_max_idle: usize,
     /// How long an idle connection is kept.
+    #[serde(with = "humantime_serde")]
     pub pool_idle_timeout: Duration,
+}
+
+impl HttpSettings {
+    /// What is wrong with it, if anything: (field, message).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        [
+            ("connect_timeout", self.connect_timeout),
+            ("first_byte_timeout", self.first_byte_timeout),
+            ("idle_timeout", self.idle_timeout),
+        ]
+        .into_iter()
+        .filter(|(_, d)| d.is_zero())
+        .map(|(field, _)| (field, "must be longer than zero".to_string()))
+        .collect()
+    }
 }
 
 impl Default for HttpSettings {

@@ -11,6 +11,7 @@ pub mod anthropic;
 pub mod embeddings;
 pub mod http;
 pub mod openai;
+pub mod params;
 mod pump;
 pub mod ratelimit;
 pub mod sse;
@@ -28,6 +29,7 @@ use tokio::time::Instant;
 pub use anthropic::{Anthropic, AnthropicSettings};
 pub use http::HttpSettings;
 pub use openai::{OpenAiCompat, OpenAiSettings};
+pub use params::{KindParams, ProviderKind, ProviderParams};
 pub use ratelimit::RateReport;
 pub use timeout::WithTimeouts;
 

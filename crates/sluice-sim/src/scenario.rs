@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use sluice_config::document::Seg;
-use sluice_config::gateway::{
-    HedgeConfig, LimitConfig, ModelGroupConfig, RetryConfig, RouterConfig,
-};
+use sluice_config::gateway::{ModelGroupConfig, RouterParams};
 use sluice_config::{Diagnostic, Diagnostics, Document};
 use sluice_economy::{Micros, Price};
+use sluice_tail::limit::LimitParams;
+use sluice_tail::{HedgePolicy, RetryPolicy};
 
 use sluice_gateway::GatewayBuilder;
 use sluice_gateway::assemble::policies;
@@ -59,11 +59,11 @@ pub struct GatewaySection {
     #[serde(with = "sluice_config::duration")]
     pub idle_timeout: Duration,
     /// Hedging for every model group that sets none of its own (off when absent).
-    pub hedge: Option<HedgeConfig>,
+    pub hedge: Option<HedgePolicy>,
     /// Concurrency limits for every model group that sets none of its own (none when absent).
-    pub limit: Option<LimitConfig>,
+    pub limit: Option<LimitParams>,
     /// Retries for every model group that sets none of its own (none when absent).
-    pub retry: Option<RetryConfig>,
+    pub retry: Option<RetryPolicy>,
     /// The semantic cache (with the exact cache before it, under the same time to live and
     /// size) in the columns that cache: every one but the plain proxy. Its
     /// `embeddings.provider` names an upstream whose `/v1/embeddings` the simulator serves
@@ -96,7 +96,7 @@ pub struct Scenario {
     /// `[models.GROUP]`, whose deployments name upstreams as providers.
     pub models: Vec<(String, ModelGroupConfig)>,
     /// `[routers.NAME]`: automatic routers over the groups.
-    pub routers: Vec<(String, RouterConfig)>,
+    pub routers: Vec<(String, RouterParams)>,
     /// `[[traffic]]`.
     pub traffic: Vec<Traffic>,
     /// `[[bursts]]`.
@@ -160,7 +160,7 @@ impl Scenario {
         let gateway: Option<GatewaySection> = doc.section("gateway", &mut diags);
         let upstreams: Vec<(String, UpstreamSpec)> = doc.map_section("upstreams", &mut diags);
         let models: Vec<(String, ModelGroupConfig)> = doc.map_section("models", &mut diags);
-        let routers: Vec<(String, RouterConfig)> = doc.map_section("routers", &mut diags);
+        let routers: Vec<(String, RouterParams)> = doc.map_section("routers", &mut diags);
         let traffic: Vec<Traffic> = doc.list_section("traffic", &mut diags);
         let bursts: Vec<Burst> = doc.list_section("bursts", &mut diags);
         for (name, spec) in &upstreams {
@@ -244,13 +244,13 @@ impl Scenario {
     pub fn configure(&self, mut b: GatewayBuilder) -> GatewayBuilder {
         let g = &self.gateway;
         if let Some(h) = &g.hedge {
-            b = b.hedging(policies::hedge(h));
+            b = b.hedging(*h);
         }
         if let Some(l) = &g.limit {
-            b = b.limits(policies::limit(l));
+            b = b.limits(l.spec());
         }
         if let Some(r) = &g.retry {
-            b = b.retries(policies::retry(r));
+            b = b.retries(*r);
         }
         for (group, m) in &self.models {
             b = b.model_with(group, m.deployments.clone(), policies::of_group(m));
@@ -261,7 +261,7 @@ impl Scenario {
             }
         }
         for (name, r) in &self.routers {
-            b = b.router(name, &r.candidates, policies::router(r));
+            b = b.router(name, &r.candidates, r.policy());
         }
         b
     }

@@ -8,6 +8,11 @@
 //! in which order; its `glue` alone reads the clock and hands permits over channels),
 //! `pace/` (holding calls back under rate limits, and what a 429 decides). `deadline` says
 //! whether a late attempt still fits.
+//!
+//! Each policy owns its parameters: the configuration reads `hedge = { ... }`, `retry`,
+//! `breaker`, `limit` and `[lanes.*]` straight into [`HedgePolicy`], [`RetryPolicy`],
+//! [`BreakerPolicy`], [`limit::LimitParams`] and [`admission::LaneParams`], whose defaults
+//! and `problems()` are the only ones.
 
 pub mod admission;
 pub mod breaker;
@@ -27,4 +32,7 @@ pub use budget::Budget;
 pub use hedge::{FairBudget, HedgePolicy, Hedging};
 pub use pace::{Cooldowns, Pace, PaceSpec, Pacer};
 pub use retry::{RetryPolicy, Retrying};
+/// What is wrong with a parameter: the field (empty for the whole table) and why.
+pub type Problem = (&'static str, String);
+
 pub use window::{LatencyWindow, Percentiles, WindowConfig, WindowError};

@@ -18,7 +18,7 @@ pub(super) use cache::{cache, prefixes, semantic_refs};
 pub(super) fn keys(
     doc: &Document<'_>,
     keys: &[(String, KeyConfig)],
-    lanes: &[(String, LaneConfig)],
+    lanes: &[(String, LaneParams)],
     models: &[(String, ModelGroupConfig)],
     routes: &[&str],
     diags: &mut Vec<Diagnostic>,
@@ -53,27 +53,16 @@ pub(super) fn keys(
 
 pub(super) fn lanes(
     doc: &Document<'_>,
-    lanes: &[(String, LaneConfig)],
+    lanes: &[(String, LaneParams)],
     diags: &mut Vec<Diagnostic>,
 ) {
-    let mut total = 0.0;
     for (name, l) in lanes {
-        if !(0.0..=1.0).contains(&l.share) {
-            diags.push(doc.diag(&key(&["lanes", name, "share"]), "must be between 0 and 1"));
+        for (field, problem) in l.problems() {
+            diags.push(doc.diag(&key(&["lanes", name, field]), problem));
         }
-        if l.max_wait.is_zero() {
-            diags.push(doc.diag(
-                &key(&["lanes", name, "max_wait"]),
-                "must be longer than zero",
-            ));
-        }
-        total += l.share;
     }
-    if total > 1.0 + 1e-9 {
-        diags.push(doc.diag(
-            &key(&["lanes"]),
-            format!("shares add up to {total}, more than 1"),
-        ));
+    if let Some(problem) = sluice_tail::admission::shares_problem(lanes.iter().map(|(_, l)| l)) {
+        diags.push(doc.diag(&key(&["lanes"]), problem));
     }
 }
 
@@ -83,95 +72,31 @@ fn group_policies(
     m: &ModelGroupConfig,
     diags: &mut Vec<Diagnostic>,
 ) {
-    let at = |section: &str, field: &str| key(&["models", group, section, field]);
-    for (field, problem) in m.hedge.iter().flat_map(HedgeConfig::problems) {
-        diags.push(doc.diag(&at("hedge", field), problem));
-    }
-    if let Some(a) = &m.affinity {
-        if !(0.0..=1.0).contains(&a.min_share) {
-            diags.push(doc.diag(&at("affinity", "min_share"), "must be between 0 and 1"));
+    let at = |section: &str, field: &str| {
+        let mut at = key(&["models", group, section]);
+        if !field.is_empty() {
+            at.push(Seg::Key(field.to_string()));
         }
-        if a.ttl.is_zero() {
-            diags.push(doc.diag(&at("affinity", "ttl"), "must be longer than zero"));
-        }
-    }
-    if let Some(c) = &m.compress
-        && c.budget == Some(0)
-    {
-        diags.push(doc.diag(&at("compress", "budget"), "must be at least 1 token"));
-    }
-    if let Some(k) = &m.prompt_cache_key {
-        if k.per_key_rpm == 0 {
-            diags.push(doc.diag(&at("prompt_cache_key", "per_key_rpm"), "must be at least 1"));
-        }
-        if k.keys == 0 {
-            diags.push(doc.diag(&at("prompt_cache_key", "keys"), "must be at least 1"));
-        }
-    }
-    if let Some(p) = &m.progressive {
-        if p.rounds == 0 {
-            diags.push(doc.diag(&at("progressive", "rounds"), "must be at least 1"));
-        }
-        if p.round_tokens < 100 {
-            diags.push(doc.diag(
-                &at("progressive", "round_tokens"),
-                "must be at least 100 tokens",
-            ));
-        }
-        if p.sentinel.trim().is_empty() {
-            diags.push(doc.diag(&at("progressive", "sentinel"), "must not be empty"));
-        }
-    }
-    if let Some(l) = m.limit.written()
-        && (l.min == 0 || l.min > l.max || !(l.min..=l.max).contains(&l.initial))
-    {
-        diags.push(doc.diag(
-            &key(&["models", group, "limit"]),
-            format!(
-                "needs 1 <= min <= initial <= max (got min {}, initial {}, max {})",
-                l.min, l.initial, l.max
-            ),
-        ));
-    }
-    if let Some(b) = m.breaker.written() {
-        if !(b.failure_rate > 0.0 && b.failure_rate <= 1.0) {
-            diags.push(doc.diag(
-                &at("breaker", "failure_rate"),
-                "must be above 0 and at most 1",
-            ));
-        }
-        if b.min_calls == 0 {
-            diags.push(doc.diag(&at("breaker", "min_calls"), "must be at least 1"));
-        }
-        if b.window < Duration::from_secs(1) {
-            diags.push(doc.diag(&at("breaker", "window"), "must be at least 1s"));
-        }
-        if b.close_after == 0 {
-            diags.push(doc.diag(&at("breaker", "close_after"), "must be at least 1"));
-        }
-        if !(b.slow_call_rate > 0.0 && b.slow_call_rate <= 1.0) {
-            diags.push(doc.diag(
-                &at("breaker", "slow_call_rate"),
-                "must be above 0 and at most 1",
-            ));
-        }
-        if b.slow_call.is_zero() {
-            diags.push(doc.diag(&at("breaker", "slow_call"), "must be longer than zero"));
+        at
+    };
+    // Each policy's own checks, named at its section.
+    let owned = [
+        ("hedge", m.hedge.map(|h| h.problems())),
+        ("affinity", m.affinity.map(|a| a.problems())),
+        ("limit", m.limit.written().map(|l| l.problems())),
+        ("breaker", m.breaker.written().map(|b| b.problems())),
+        ("retry", m.retry.written().map(|r| r.problems())),
+        ("compress", m.compress.map(|c| c.problems())),
+        ("prompt_cache_key", m.prompt_cache_key.map(|k| k.problems())),
+        ("progressive", m.progressive.as_ref().map(|p| p.problems())),
+    ];
+    for (section, problems) in owned {
+        for (field, problem) in problems.unwrap_or_default() {
+            diags.push(doc.diag(&at(section, field), problem));
         }
     }
     if m.timeout.is_some_and(|t| t < Duration::from_millis(1)) {
         diags.push(doc.diag(&key(&["models", group, "timeout"]), "must be at least 1ms"));
-    }
-    if let Some(r) = m.retry.written() {
-        if !(1..=10).contains(&r.max_attempts) {
-            diags.push(doc.diag(&at("retry", "max_attempts"), "must be between 1 and 10"));
-        }
-        if !(0.0..=1.0).contains(&r.budget) {
-            diags.push(doc.diag(&at("retry", "budget"), "must be between 0 and 1"));
-        }
-        if !(r.min_per_second >= 0.0 && r.min_per_second <= 1000.0) {
-            diags.push(doc.diag(&at("retry", "min_per_second"), "must be between 0 and 1000"));
-        }
     }
 }
 
@@ -179,7 +104,7 @@ fn group_policies(
 pub(super) fn tenants(
     doc: &Document<'_>,
     tenants: &[(String, TenantConfig)],
-    lanes: &[(String, LaneConfig)],
+    lanes: &[(String, LaneParams)],
     diags: &mut Vec<Diagnostic>,
 ) {
     for (name, t) in tenants {
@@ -324,14 +249,15 @@ pub(super) fn provider(
     unset: &mut Vec<Diagnostic>,
 ) {
     let at = |field: &str| key(&["providers", name, field]);
-    match url::Url::parse(&p.base_url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+    let u = &p.upstream;
+    match url::Url::parse(&u.base_url) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => {}
         _ => diags.push(doc.diag(
             &at("base_url"),
-            format!("`{}` is not an http(s) URL", p.base_url),
+            format!("`{}` is not an http(s) URL", u.base_url),
         )),
     }
-    if let Some(var) = &p.api_key_env
+    if let Some(var) = &u.api_key_env
         && env.get(var).is_none()
     {
         unset.push(doc.diag(
@@ -339,7 +265,7 @@ pub(super) fn provider(
             format!("environment variable `{var}` is not set"),
         ));
     }
-    for (header, value) in &p.headers {
+    for (header, value) in &u.headers {
         let name_ok = http_token(header);
         let value_ok = value
             .bytes()
@@ -351,30 +277,8 @@ pub(super) fn provider(
             ));
         }
     }
-    for (field, d) in [
-        ("connect_timeout", p.connect_timeout),
-        ("first_byte_timeout", p.first_byte_timeout),
-        ("idle_timeout", p.idle_timeout),
-    ] {
-        if d.is_zero() {
-            diags.push(doc.diag(&at(field), "must be longer than zero"));
-        }
-    }
-    if p.kind == ProviderKind::Openai {
-        for (field, set) in [
-            ("anthropic_version", p.anthropic_version.is_some()),
-            ("default_max_tokens", p.default_max_tokens.is_some()),
-            ("cache_breakpoints", p.cache_breakpoints.is_some()),
-            ("cache_min_tokens", p.cache_min_tokens.is_some()),
-            ("cache_ttl", p.cache_ttl.is_some()),
-        ] {
-            if set {
-                diags.push(doc.diag(&at(field), "only applies to kind = \"anthropic\""));
-            }
-        }
-    }
-    if p.kind == ProviderKind::Anthropic && p.responses.is_some() {
-        diags.push(doc.diag(&at("responses"), "only applies to kind = \"openai\""));
+    for (field, problem) in p.problems() {
+        diags.push(doc.diag(&at(field), problem));
     }
 }
 

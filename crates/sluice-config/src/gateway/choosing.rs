@@ -9,7 +9,7 @@ use crate::diagnostic::Diagnostic;
 use crate::document::words::closest;
 use crate::document::{Document, Seg};
 
-use super::{CatalogConfig, ModelGroupConfig, RouteConfig, RouterConfig};
+use super::{CatalogConfig, ModelGroupConfig, RouteParams, RouterParams};
 
 fn key(parts: &[&str]) -> Vec<Seg> {
     parts.iter().map(|p| Seg::Key((*p).to_string())).collect()
@@ -126,7 +126,7 @@ fn cycle_from<'m>(
 /// rule that can never fire (an error), and rules whose order decides (a warning).
 pub(super) fn routes(
     doc: &Document<'_>,
-    routes: &[(String, RouteConfig)],
+    routes: &[(String, RouteParams)],
     models: &[(String, ModelGroupConfig)],
     diags: &mut Vec<Diagnostic>,
     warnings: &mut Vec<Diagnostic>,
@@ -139,7 +139,7 @@ pub(super) fn routes(
                 format!("`{name}` is already a model group; a route needs a name of its own"),
             ));
         }
-        if !groups.contains(&r.default.as_str()) {
+        if !groups.contains(&&*r.default) {
             diags.push(doc.diag(
                 &key(&["routes", name, "default"]),
                 unknown_group(&r.default, &groups),
@@ -159,7 +159,7 @@ pub(super) fn routes(
                     &at(i, Some("group")),
                     "is required: the group this rule sends requests to",
                 ));
-            } else if !groups.contains(&rule.group.as_str()) {
+            } else if !groups.contains(&&*rule.group) {
                 diags.push(doc.diag(&at(i, Some("group")), unknown_group(&rule.group, &groups)));
             }
             if let (Some(lo), Some(hi)) = (rule.min_prompt_tokens, rule.max_prompt_tokens)
@@ -170,12 +170,7 @@ pub(super) fn routes(
                     format!("is below min_prompt_tokens ({lo}): no prompt fits"),
                 ));
             }
-            let label = |j: usize| {
-                r.rules[j]
-                    .name
-                    .clone()
-                    .unwrap_or_else(|| format!("rules[{j}]"))
-            };
+            let label = |j: usize| r.label(j);
             if let Some(j) = (0..i).find(|&j| r.rules[j].covers(rule)) {
                 diags.push(doc.diag(
                     &at(i, None),
@@ -203,9 +198,9 @@ pub(super) fn routes(
 /// `[routers.NAME]`: a name of its own, candidates that exist (each once), settings in range.
 pub(super) fn routers(
     doc: &Document<'_>,
-    routers: &[(String, RouterConfig)],
+    routers: &[(String, RouterParams)],
     models: &[(String, ModelGroupConfig)],
-    routes: &[(String, RouteConfig)],
+    routes: &[(String, RouteParams)],
     diags: &mut Vec<Diagnostic>,
 ) {
     let groups: Vec<&str> = models.iter().map(|(g, _)| g.as_str()).collect();
@@ -230,54 +225,8 @@ pub(super) fn routers(
                 diags.push(doc.diag(&at("candidates"), format!("`{c}` is named twice")));
             }
         }
-        let ranges: [(&str, f64, bool, &str); 7] = [
-            (
-                "floor",
-                r.floor,
-                r.floor > 0.0 && r.floor < 1.0,
-                "must be above 0 and below 1",
-            ),
-            (
-                "confidence",
-                r.confidence,
-                r.confidence > 0.5 && r.confidence < 1.0,
-                "must be above 0.5 and below 1",
-            ),
-            (
-                "explore",
-                r.explore,
-                (0.0..=1.0).contains(&r.explore),
-                "must be from 0 to 1",
-            ),
-            (
-                "revisit",
-                r.revisit.unwrap_or(0.0),
-                r.revisit.is_none_or(|v| (0.0..=1.0).contains(&v)),
-                "must be from 0 to 1",
-            ),
-            (
-                "memory",
-                r.memory.unwrap_or(1.0),
-                r.memory.is_none_or(|v| v >= 1.0),
-                "must be at least 1",
-            ),
-            (
-                "latency_weight",
-                r.latency_weight,
-                r.latency_weight >= 0.0,
-                "must not be negative",
-            ),
-            (
-                "good_answer_value",
-                r.good_answer_value.unwrap_or(1.0),
-                r.good_answer_value.is_none_or(|v| v > 0.0 && v.is_finite()),
-                "must be above 0 (USD a good answer is worth)",
-            ),
-        ];
-        for (field, v, ok, rule) in ranges {
-            if !ok || !v.is_finite() {
-                diags.push(doc.diag(&at(field), format!("{rule} (is {v})")));
-            }
+        for (field, problem) in r.problems() {
+            diags.push(doc.diag(&at(field), problem));
         }
     }
 }

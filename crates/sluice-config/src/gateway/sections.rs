@@ -143,22 +143,6 @@ impl Default for LedgerConfig {
     }
 }
 
-/// `[lanes.NAME]`: a class of traffic with its own queue. Lanes are listed in priority order;
-/// requests name theirs in `x-sluice-lane` and default to the first.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-#[serde(default)]
-pub struct LaneConfig {
-    /// Share of an upstream's concurrency limit the lane is guaranteed under contention
-    /// (a guarantee, not a cap: idle slots go to whoever waits).
-    pub share: f64,
-    /// Requests that may wait; beyond that sluice answers 503 with `Retry-After`.
-    pub max_queue: usize,
-    /// How long a request may wait for a slot (and for retries) before 503.
-    #[serde(with = "humantime_serde")]
-    pub max_wait: Duration,
-}
-
 /// `[tenants.NAME]`: what sluice knows of a tenant (requests name theirs in
 /// `x-sluice-tenant`).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -197,24 +181,13 @@ pub struct KeyConfig {
     pub models: Vec<String>,
 }
 
-/// What a call to a model with no price gets (`[billing] unpriced`).
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum UnpricedPolicy {
-    /// Refused for a tenant who pays by credits or a spend quota.
-    #[default]
-    Refuse,
-    /// Served at no charge (counted in `sluice_unpriced_calls_total`).
-    Free,
-}
-
 /// `[billing]`: how calls are charged.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 #[serde(default)]
 pub struct BillingConfig {
     /// What a call to a model with no price gets.
-    pub unpriced: UnpricedPolicy,
+    pub unpriced: sluice_economy::Unpriced,
     /// The currency tenants are billed in: their credits, spend quotas, costs in the
     /// ledger and reports (default USD).
     pub currency: CurrencyCode,
@@ -279,55 +252,5 @@ pub struct PriceConfig {
     pub currency: Option<CurrencyCode>,
 }
 
-/// `[catalog.MODEL]`: what an upstream model can take and do, overriding (field by field)
-/// what sluice ships; a model sluice does not ship gives both sizes.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-#[serde(default)]
-pub struct CatalogConfig {
-    /// Tokens of prompt and answer together.
-    pub context_window: Option<u64>,
-    /// The longest answer, in tokens.
-    pub max_output: Option<u64>,
-    /// Calls tools.
-    pub tools: Option<bool>,
-    /// Reads images.
-    pub vision: Option<bool>,
-    /// Answers in JSON on request.
-    pub json: Option<bool>,
-    /// Reasons before answering.
-    pub reasoning: Option<bool>,
-}
-
-impl Default for LaneConfig {
-    fn default() -> Self {
-        Self {
-            share: 0.5,
-            max_queue: 1000,
-            max_wait: Duration::from_secs(60),
-        }
-    }
-}
-
-/// The lanes used when a config defines none: interactive (80% guaranteed, a short wait)
-/// before batch (20%, a long wait: batch work waits rather than fails).
-pub fn default_lanes() -> Vec<(String, LaneConfig)> {
-    vec![
-        (
-            "interactive".into(),
-            LaneConfig {
-                share: 0.8,
-                max_queue: 256,
-                max_wait: Duration::from_secs(30),
-            },
-        ),
-        (
-            "batch".into(),
-            LaneConfig {
-                share: 0.2,
-                max_queue: 10_000,
-                max_wait: Duration::from_secs(600),
-            },
-        ),
-    ]
-}
+/// `[catalog.MODEL]`: what a model can take and do, read into the catalog's own override.
+pub type CatalogConfig = sluice_economy::InfoOverride;

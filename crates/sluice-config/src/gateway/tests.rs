@@ -42,10 +42,13 @@ fn a_good_file_loads_with_defaults_filled() {
     assert_eq!(cfg.telemetry.latency_window, Duration::from_secs(60));
     assert_eq!(cfg.providers[0].0, "deepseek");
     assert_eq!(
-        cfg.providers[0].1.first_byte_timeout,
+        cfg.providers[0].1.http.first_byte_timeout,
         Duration::from_secs(20)
     );
-    assert_eq!(cfg.providers[0].1.idle_timeout, Duration::from_secs(30));
+    assert_eq!(
+        cfg.providers[0].1.http.idle_timeout,
+        Duration::from_secs(30)
+    );
     let chat = &cfg.models[0].1;
     assert_eq!(chat.deployments[0].weight, 3);
     assert_eq!(chat.deployments[1].weight, 1);
@@ -176,7 +179,7 @@ hedge = { quantile = 1.5, burst = 0.5 }
     );
     let ok = text.split("[models.bad]").next().unwrap();
     let cfg = load(ok, &env(&[]), &[]).unwrap();
-    let h = cfg.models[0].1.hedge.clone().unwrap();
+    let h = cfg.models[0].1.hedge.unwrap();
     assert_eq!((h.quantile, h.budget, h.min_samples), (0.9, 0.08, 20));
 }
 
@@ -226,7 +229,10 @@ retry = { max_attempts = 20, budget = 3.0 }
     assert_eq!(cfg.lanes[0].1.max_wait, Duration::from_secs(5));
     assert_eq!(cfg.lanes[1].1.max_queue, 50000);
     let a = &cfg.models[0].1;
-    assert_eq!(a.limit.written().unwrap().algorithm, LimitAlgorithm::Vegas);
+    assert_eq!(
+        a.limit.written().unwrap().algorithm,
+        sluice_tail::limit::LimitAlgorithm::Vegas
+    );
     assert_eq!(a.retry.written().unwrap().max_attempts, 2);
 }
 
@@ -438,14 +444,17 @@ fn prefix_affinity_is_read_and_checked() {
     let cfg = load(&with(""), &env(&[]), &[]).unwrap();
     assert_eq!(cfg.models[0].1.affinity, None);
     let cfg = load(&with("affinity = {}"), &env(&[]), &[]).unwrap();
-    assert_eq!(cfg.models[0].1.affinity, Some(AffinityConfig::default()));
+    assert_eq!(
+        cfg.models[0].1.affinity,
+        Some(sluice_routing::affinity::AffinityPolicy::default())
+    );
     let cfg = load(
         &with("affinity = { min_share = 0.8, ttl = \"1h\" }"),
         &env(&[]),
         &[],
     )
     .unwrap();
-    let a = cfg.models[0].1.affinity.clone().unwrap();
+    let a = cfg.models[0].1.affinity.unwrap();
     assert_eq!((a.min_share, a.ttl), (0.8, Duration::from_secs(3600)));
     let err = load(
         &with("affinity = { min_share = 1.5, ttl = \"0s\", sticky = true }"),
@@ -473,21 +482,54 @@ fn cache_breakpoint_settings_are_anthropic_only() {
         )
     };
     let cfg = load(&with("anthropic"), &env(&[]), &[]).unwrap();
-    let p = &cfg.providers[0].1;
-    assert_eq!(
-        (p.cache_breakpoints, p.cache_min_tokens),
-        (Some(false), Some(2048))
-    );
+    let sluice_providers::KindParams::Anthropic(a) = &cfg.providers[0].1.settings else {
+        panic!("an anthropic provider read as another kind");
+    };
+    assert_eq!((a.cache_breakpoints, a.cache_min_tokens), (false, 2048));
     let err = load(&with("openai"), &env(&[]), &[]).unwrap_err();
     for (path, line) in [
         ("providers.p.cache_breakpoints", 6),
         ("providers.p.cache_min_tokens", 7),
     ] {
         assert!(
-            err.iter().any(|d| d.path == path && d.line == Some(line)),
+            err.iter().any(|d| d.path == path
+                && d.line == Some(line)
+                && d.message == "only applies to kind = \"anthropic\""),
             "missing {path} at line {line} in:\n{err}"
         );
     }
+}
+
+/// A provider's table is read in parts by its kind; a key no part takes is named once, with
+/// the nearest key any part takes, and each kind's own checks run.
+#[test]
+fn a_providers_keys_are_checked_against_its_kind() {
+    let text = "[server]\nlisten = \"127.0.0.1:0\"\n[providers.p]\nkind = \"anthropic\"\n\
+                base_url = \"http://localhost\"\nidle_timeot = \"5s\"\n\
+                default_max_tokens = 0\nconnect_timeout = \"0s\"\n";
+    let err = load(text, &env(&[]), &[]).unwrap_err();
+    let at = |path: &str| {
+        err.iter()
+            .filter(|d| d.path == path)
+            .map(|d| d.message.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        at("providers.p.idle_timeot"),
+        ["unknown key `idle_timeot`; did you mean `idle_timeout`?"]
+    );
+    assert_eq!(at("providers.p.default_max_tokens"), ["must be at least 1"]);
+    assert_eq!(
+        at("providers.p.connect_timeout"),
+        ["must be longer than zero"]
+    );
+    let bad_kind = text.replace("\"anthropic\"", "\"anthropc\"");
+    let err = load(&bad_kind, &env(&[]), &[]).unwrap_err();
+    assert!(
+        err.iter()
+            .any(|d| d.path == "providers.p.kind" && d.message.contains("did you mean `anthropic`")),
+        "{err}"
+    );
 }
 
 #[test]
@@ -498,11 +540,18 @@ fn the_responses_setting_is_openai_only() {
         )
     };
     let cfg = load(&with("openai"), &env(&[]), &[]).unwrap();
-    assert_eq!(cfg.providers[0].1.responses, Some(true));
+    assert_eq!(
+        cfg.providers[0]
+            .1
+            .openai_settings(None)
+            .map(|o| o.responses),
+        Some(true)
+    );
     let err = load(&with("anthropic"), &env(&[]), &[]).unwrap_err();
     assert!(
-        err.iter()
-            .any(|d| d.path == "providers.p.responses" && d.line == Some(6)),
+        err.iter().any(|d| d.path == "providers.p.responses"
+            && d.line == Some(6)
+            && d.message == "only applies to kind = \"openai\""),
         "{err}"
     );
 }
@@ -524,10 +573,14 @@ deployments = [{ provider = "p", model = "x" }]
     let err = load(&text, &env(&[]), &[]).unwrap_err();
     assert!(err.to_string().contains("0 or more"), "{err}");
     let cfg = load(base, &env(&[]), &[]).unwrap();
-    assert_eq!(cfg.billing.unpriced, UnpricedPolicy::Refuse, "the default");
+    assert_eq!(
+        cfg.billing.unpriced,
+        sluice_economy::Unpriced::Refuse,
+        "the default"
+    );
     let text = format!("{base}[billing]\nunpriced = \"free\"\n");
     let cfg = load(&text, &env(&[]), &[]).unwrap();
-    assert_eq!(cfg.billing.unpriced, UnpricedPolicy::Free);
+    assert_eq!(cfg.billing.unpriced, sluice_economy::Unpriced::Free);
     let text = format!("{base}[prices.x]\ninput = 0.5\noutput = 2\n");
     let cfg = load(&text, &env(&[]), &[]).unwrap();
     assert_eq!(
@@ -691,7 +744,10 @@ models = ["auto"]
     assert_eq!(cfg.models[0].1.fallbacks, ["big"]);
     assert_eq!(cfg.catalog[0].1.context_window, Some(32_000));
     assert_eq!(cfg.routes[0].1.rules.len(), 3);
-    assert_eq!(cfg.routes[0].1.rules[2].script, Some(Script::Cjk));
+    assert_eq!(
+        cfg.routes[0].1.rules[2].script,
+        Some(sluice_routing::rules::Script::Cjk)
+    );
     assert!(c.warnings.is_empty(), "{}", c.warnings);
 
     let bad = r#"
@@ -766,7 +822,10 @@ deployments = [{ provider = "sim", model = "y" }]
     let c = check(&good, &env(&[]), &["sim"], Secrets::Required);
     let cfg = c.config.unwrap_or_else(|| panic!("{}", c.errors));
     let (name, r) = &cfg.routers[0];
-    assert_eq!((name.as_str(), r.floor, r.explore), ("auto", 0.9, 0.15));
+    assert_eq!(
+        (name.as_str(), r.policy().floor, r.policy().explore),
+        ("auto", 0.9, 0.15)
+    );
     assert_eq!(r.candidates, ["cheap", "strong"]);
 
     let bad = format!(
@@ -948,12 +1007,24 @@ limit = true
 "#;
     let cfg = load(text, &env(&[]), &["sim"]).unwrap();
     let (quiet, off, set) = (&cfg.models[0].1, &cfg.models[1].1, &cfg.models[2].1);
-    assert_eq!(quiet.retry.in_force(), Some(RetryConfig::default()));
-    assert_eq!(quiet.breaker.in_force(), Some(BreakerConfig::default()));
-    assert_eq!(quiet.limit.in_force(), Some(LimitConfig::default()));
+    assert_eq!(
+        quiet.retry.in_force(),
+        Some(sluice_tail::RetryPolicy::default())
+    );
+    assert_eq!(
+        quiet.breaker.in_force(),
+        Some(sluice_tail::BreakerPolicy::default())
+    );
+    assert_eq!(
+        quiet.limit.in_force(),
+        Some(sluice_tail::limit::LimitParams::default())
+    );
     assert!(off.retry.is_off() && off.breaker.is_off() && off.limit.is_off());
     assert_eq!(set.retry.in_force().unwrap().max_attempts, 2);
-    assert_eq!(set.limit.in_force(), Some(LimitConfig::default()));
+    assert_eq!(
+        set.limit.in_force(),
+        Some(sluice_tail::limit::LimitParams::default())
+    );
     let c = check(
         "[models.m]\ndeployments = [{ provider = \"sim\", model = \"x\" }]\nretry = 3\n",
         &env(&[]),

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_core::{ErrorKind, GatewayError};
-use sluice_economy::{AccountBook, Limits};
+use sluice_economy::Limits;
 use sluice_ledger::{Store, StoredTenant};
 use tokio::time::Instant;
 
@@ -146,7 +146,7 @@ async fn apply(gw: &Gateway, t: StoredTenant) -> Result<(), GatewayError> {
         .lane
         .as_deref()
         .and_then(|l| gw.lanes.iter().position(|x| &*x.name == l));
-    gw.tenants.directory.set(t, lane);
+    gw.tenants.directory.set(&t.name, lane);
     Ok(())
 }
 

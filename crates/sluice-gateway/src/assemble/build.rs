@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use parking_lot::Mutex;
-use sluice_economy::{AccountBook, KeyRing, KeySpec};
-use sluice_ledger::StoredTenant;
+use sluice_economy::{KeyRing, KeySpec};
 use sluice_routing::{Deployment, ModelGroup, Routes, ticket_hash};
 use sluice_tail::Breaker;
 use sluice_tail::limit::LimitSpec;
@@ -27,7 +26,7 @@ use crate::tenants::{KeyCheck, LocalTenants, Tenants};
 struct TenantState {
     accounts: sluice_economy::Books,
     configured: HashSet<Arc<str>>,
-    stored: BTreeMap<Arc<str>, StoredTenant>,
+    stored: std::collections::BTreeSet<Arc<str>>,
     lanes: HashMap<Arc<str>, usize>,
 }
 
@@ -241,7 +240,7 @@ impl GatewayBuilder {
         Ok(TenantState {
             accounts,
             configured: configured_tenants,
-            stored: api_tenants,
+            stored: api_tenants.into_keys().collect(),
             lanes: tenant_lanes,
         })
     }

@@ -36,7 +36,7 @@ pub fn from_config(cfg: &GatewayConfig) -> Result<Catalog, BuildError> {
         }
     }
     for (model, c) in &cfg.catalog {
-        if !catalog.set_info(model, &policies::info_override(c)) {
+        if !catalog.set_info(model, c) {
             return Err(BuildError::Catalog {
                 model: model.clone(),
             });

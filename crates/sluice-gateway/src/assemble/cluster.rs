@@ -24,8 +24,8 @@ impl GatewayBuilder {
 /// The book of a gateway: the cluster's, else one in this process.
 pub(super) fn books(cluster: Option<&sluice_cluster::Cluster>) -> Books {
     match cluster {
-        Some(c) => Books::Shared(c.book() as Arc<dyn sluice_economy::SharedBook>),
-        None => Books::default(),
+        Some(c) => c.book(),
+        None => sluice_economy::book::local(),
     }
 }
 
@@ -36,11 +36,7 @@ pub(super) fn answer_cache(
     max_bytes: u64,
 ) -> sluice_cache::AnswerCache {
     match cluster {
-        Some(c) => sluice_cache::AnswerCache::in_store(
-            sluice_cache::Answers::Shared(c.answers(ttl, max_bytes)),
-            ttl,
-            max_bytes,
-        ),
+        Some(c) => sluice_cache::AnswerCache::in_store(c.answers(ttl, max_bytes), ttl, max_bytes),
         None => sluice_cache::AnswerCache::new(ttl, max_bytes),
     }
 }

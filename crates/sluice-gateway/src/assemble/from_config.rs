@@ -3,9 +3,11 @@
 
 use std::sync::Arc;
 
-use sluice_config::gateway::{AccessLogFormat, Env, GatewayConfig, UnpricedPolicy};
-use sluice_economy::{KeySpec, Limits, Micros, Unpriced};
+use sluice_config::gateway::{AccessLogFormat, Env, GatewayConfig};
+use sluice_economy::{KeySpec, Limits, Micros};
+use sluice_routing::rules::TaskRoute;
 use sluice_tail::WindowConfig;
+use sluice_tail::admission::LaneSpec;
 use sluice_telemetry::AccessFormat;
 
 use super::{BuildError, GatewayBuilder, policies};
@@ -122,7 +124,17 @@ impl GatewayBuilder {
                     .ok_or_else(|| {
                         BuildError::Embeddings(format!("no provider `{}`", e.provider))
                     })?;
-                let settings = crate::assemble::providers::openai_settings(provider, env);
+                let key = provider
+                    .upstream
+                    .api_key_env
+                    .as_deref()
+                    .and_then(|var| env.get(var));
+                let settings = provider.openai_settings(key).ok_or_else(|| {
+                    BuildError::Embeddings(format!(
+                        "`{}` is not OpenAI-compatible (kind = \"openai\")",
+                        e.provider
+                    ))
+                })?;
                 let upstream = sluice_providers::embeddings::Embeddings::new(
                     &e.provider,
                     settings,
@@ -165,7 +177,12 @@ impl GatewayBuilder {
                 length: cfg.telemetry.latency_window,
                 slices: cfg.telemetry.latency_window_slices,
             })
-            .lanes(policies::lane_specs(&cfg.lanes));
+            .lanes(
+                cfg.lanes
+                    .iter()
+                    .map(|(name, l)| LaneSpec::named(name, l))
+                    .collect(),
+            );
         if cfg.cache.enabled {
             b = b.answer_cache(cfg.cache.ttl, cfg.cache.max_bytes);
         }
@@ -179,16 +196,22 @@ impl GatewayBuilder {
             b = b.access_log(format, Box::new(std::io::stdout()));
         }
         for (name, p) in &cfg.providers {
-            let provider =
-                crate::assemble::providers::from_config(name, p, env).map_err(|source| {
-                    BuildError::Provider {
-                        name: name.clone(),
-                        source,
-                    }
+            let key = p
+                .upstream
+                .api_key_env
+                .as_deref()
+                .and_then(|var| env.get(var));
+            let provider = p
+                .provider(name, key)
+                .map_err(|source| BuildError::Provider {
+                    name: name.clone(),
+                    source,
                 })?;
-            b = b
-                .provider(name, provider)
-                .provider_server(name, protocol(p.kind), &p.base_url);
+            b = b.provider(name, provider).provider_server(
+                name,
+                p.kind().name(),
+                &p.upstream.base_url,
+            );
         }
         if let Some(setup) = super::TraceSetup::from_config(&cfg.traces) {
             b = b.traces(setup);
@@ -205,10 +228,7 @@ impl GatewayBuilder {
             b = b.key(key_spec(name, k), &k.sha256);
         }
         b = b.catalog(super::catalog::from_config(cfg)?);
-        b = b.unpriced(match cfg.billing.unpriced {
-            UnpricedPolicy::Refuse => Unpriced::Refuse,
-            UnpricedPolicy::Free => Unpriced::Free,
-        });
+        b = b.unpriced(cfg.billing.unpriced);
         for (tenant, t) in &cfg.tenants {
             if let Some(lane) = &t.lane {
                 b = b.tenant_lane(tenant, lane);
@@ -223,38 +243,16 @@ impl GatewayBuilder {
         }
         for (group, m) in &cfg.models {
             if let Some(n) = m.normalise {
-                b = b.normalise(
-                    group,
-                    sluice_context::normalise::Normalise {
-                        tools: n.tools,
-                        volatile: n.volatile,
-                    },
-                );
+                b = b.normalise(group, n);
             }
             if let Some(c) = m.compress {
-                b = b.compress(
-                    group,
-                    sluice_context::compress::Compress { budget: c.budget },
-                );
+                b = b.compress(group, c);
             }
             if let Some(k) = m.prompt_cache_key {
-                b = b.prompt_cache_key(
-                    group,
-                    sluice_context::cache_key::Spread {
-                        per_key_rpm: k.per_key_rpm,
-                        keys: k.keys,
-                    },
-                );
+                b = b.prompt_cache_key(group, k);
             }
             if let Some(p) = &m.progressive {
-                b = b.progressive(
-                    group,
-                    sluice_context::progressive::Progressive {
-                        round_tokens: p.round_tokens,
-                        rounds: p.rounds,
-                        sentinel: p.sentinel.clone(),
-                    },
-                );
+                b = b.progressive(group, p.clone());
             }
             b = b.model_with(group, m.deployments.clone(), policies::of_group(m));
             if !m.fallbacks.is_empty() {
@@ -262,14 +260,14 @@ impl GatewayBuilder {
             }
         }
         for (name, r) in &cfg.routers {
-            b = b.router(name, &r.candidates, policies::router(r));
+            b = b.router(name, &r.candidates, r.policy());
         }
         for slo in policies::slos(cfg) {
             b = b.slo(slo);
         }
         b = b.diagnose_keep(cfg.diagnose.keep);
         for (name, r) in &cfg.routes {
-            b = b.task_route(policies::task_route(name, r));
+            b = b.task_route(TaskRoute::new(name, r));
         }
         Ok(b)
     }
@@ -293,13 +291,5 @@ pub(crate) fn tenant_limits(t: &sluice_config::gateway::TenantConfig) -> Limits 
         tpm: t.tpm,
         tokens_per_day: t.tokens_per_day,
         spend_per_month: t.spend_per_month.map(|m| Micros(m.0)),
-    }
-}
-
-/// The protocol a provider speaks, by name.
-fn protocol(kind: sluice_config::gateway::ProviderKind) -> &'static str {
-    match kind {
-        sluice_config::gateway::ProviderKind::Openai => "openai",
-        sluice_config::gateway::ProviderKind::Anthropic => "anthropic",
     }
 }

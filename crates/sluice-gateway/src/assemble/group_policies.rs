@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use sluice_routing::affinity::AffinityPolicy;
-use sluice_tail::limit::LimitSpec;
+use sluice_tail::limit::{LimitParams, LimitSpec};
 use sluice_tail::{BreakerPolicy, HedgePolicy, RetryPolicy};
 
 /// A policy a group may inherit, turn off or set.
@@ -50,11 +50,7 @@ impl<T> From<Option<T>> for Setting<T> {
 /// The admission sluice applies to every deployment unless told otherwise: Gradient2 from 64
 /// requests in flight (at most 256), the queue in lanes, pacing under the rate limits the
 /// upstream's headers report, and a pause until a 429's `retry-after`.
-pub const DEFAULT_LIMIT: LimitSpec = LimitSpec::Gradient2 {
-    initial: 64,
-    min: 1,
-    max: 256,
-};
+pub const DEFAULT_LIMIT: LimitSpec = LimitParams::DEFAULT.spec();
 
 /// The policies of one model group; `Inherit` (and `None`) takes the builder's default.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -8,8 +8,7 @@ mod cluster;
 pub(crate) mod from_config;
 mod group_policies;
 pub mod policies;
-pub mod providers;
-mod routers;
+pub mod routers;
 mod tenancy;
 mod traces;
 
@@ -165,7 +164,10 @@ impl Default for GatewayBuilder {
             providers: HashMap::new(),
             models: Vec::new(),
             defaults: GroupPolicies::protective(),
-            lanes: policies::lane_specs(&sluice_config::gateway::default_lanes()),
+            lanes: sluice_tail::admission::default_lanes()
+                .iter()
+                .map(|(name, l)| LaneSpec::named(name, l))
+                .collect(),
             tenant_defaults: tenancy::TenantDefaults::default(),
             keys: Vec::new(),
             stored: Vec::new(),

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use sluice_economy::{AccountBook, KeySpec, Limits};
+use sluice_economy::{KeySpec, Limits};
 use sluice_ledger::{LedgerError, Store};
 use tokio::time::Instant;
 
@@ -106,7 +106,7 @@ async fn reload(gw: &Gateway) -> Result<(), LedgerError> {
             .lane
             .as_deref()
             .and_then(|l| gw.lanes.iter().position(|x| &*x.name == l));
-        gw.tenants.directory.set(t, lane);
+        gw.tenants.directory.set(&t.name, lane);
     }
     Ok(())
 }

@@ -8,8 +8,8 @@
 
 mod shared;
 
-use shared::Told;
 pub(crate) use shared::share;
+use sluice_routing::auto::Told;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,7 +82,7 @@ pub struct Learning {
     /// Each router's version when it was last saved to the store.
     saved: parking_lot::Mutex<Vec<(Arc<str>, u64)>>,
     /// The cluster's log of routers' learning, when the gateway is one of several.
-    shared: std::sync::OnceLock<sluice_cluster::Writer>,
+    shared: std::sync::OnceLock<Arc<dyn sluice_routing::auto::RouterLog>>,
 }
 
 impl Default for Learning {
@@ -216,7 +216,7 @@ impl Learning {
 
     /// Remembers `routed` under `id` for feedback, telling the other instances.
     fn remember(&self, id: RequestId, routed: Routed) {
-        self.tell(|| Told::routed(&id, &routed));
+        self.tell(|| shared::routed(&id, &routed));
         self.answers.insert(id, routed);
     }
 

@@ -4,9 +4,7 @@
 //! price gets. One handle: the steps that identify a caller and hold its money, and the
 //! admin API that changes keys and tenants, take it.
 
-pub mod directory;
-
-pub use directory::{LocalTenants, TenantDirectory};
+pub use sluice_economy::{LocalTenants, TenantDirectory};
 
 use std::collections::HashSet;
 use std::sync::Arc;

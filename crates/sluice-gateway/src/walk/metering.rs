@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use sluice_core::calendar;
 use sluice_core::{ChatRequest, DEFAULT_OUTPUT_ESTIMATE, ErrorKind, GatewayError};
-use sluice_economy::{AccountBook, Micros, Refusal, Reservation, hold};
+use sluice_economy::{Micros, Refusal, Reservation, hold};
 use sluice_ledger::{GroupBy, LedgerError, Store, UsageQuery, UsageRow};
 use tokio::time::Instant;
 

@@ -4,6 +4,7 @@
 //! as they came beside their chat form, for that client.
 
 mod breakpoints;
+mod params;
 mod request;
 pub(crate) mod response;
 mod stream;
@@ -19,6 +20,7 @@ use sluice_core::{ErrorKind, GatewayError, Original};
 use crate::http::{self, HttpSettings};
 use crate::{Completion, Provider, UpstreamCall, UpstreamResponse};
 
+pub use params::AnthropicParams;
 pub use request::translate_request;
 pub use response::translate_response;
 pub use stream::StreamTranslator;
@@ -53,15 +55,18 @@ pub struct AnthropicSettings {
     pub http: HttpSettings,
 }
 
-/// How long placed breakpoints keep their prefix.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How long placed breakpoints keep their prefix (`"auto"`, `"5m"` or `"1h"` as written).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 pub enum CacheTtl {
     /// Chosen per prefix from how often it is reused ([`ttl`]).
     #[default]
+    #[serde(rename = "auto")]
     Auto,
     /// Always 5 minutes.
+    #[serde(rename = "5m")]
     FiveMinutes,
     /// Always 1 hour.
+    #[serde(rename = "1h")]
     OneHour,
 }
 

@@ -24,10 +24,12 @@ mod budget_mix;
 mod choose;
 #[cfg(test)]
 mod mixes;
+mod params;
 mod pick;
 mod store;
 #[cfg(test)]
 mod tests;
+pub mod told;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +37,8 @@ use std::time::Duration;
 use hashbrown::HashMap;
 
 pub use belief::{Belief, Mean, PRIOR, normal_quantile};
+pub use params::RouterParams;
+pub use told::{RouterLog, Told};
 
 /// The task of requests that declare none.
 pub const NO_TASK: &str = "default";

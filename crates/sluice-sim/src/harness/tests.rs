@@ -153,7 +153,7 @@ fn hedged_runs_repeat_exactly() {
 fn a_scenario_can_switch_hedging_on_itself() {
     let text = Scenario::builtin("heavy-tail").unwrap().unwrap();
     let mut s = text;
-    s.gateway.hedge = Some(sluice_config::gateway::HedgeConfig::default());
+    s.gateway.hedge = Some(sluice_tail::HedgePolicy::default());
     let r = run(&s).unwrap();
     assert!(r.extra_requests > 0);
 }

@@ -12,27 +12,34 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// When to open, how long to stay open, how to probe.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// When to open, how long to stay open, how to probe: `breaker = { ... }` of a
+/// `[models.GROUP]`, read as it is written (every field optional, unknown fields refused).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct BreakerPolicy {
     /// Open when at least this share of the window's calls failed...
     pub failure_rate: f64,
     /// ...and the window holds at least this many calls.
     pub min_calls: u32,
     /// The span of calls the rate is taken over.
+    #[serde(with = "humantime_serde")]
     pub window: Duration,
     /// How long the first opening lasts; each reopening without a full recovery doubles it.
+    #[serde(with = "humantime_serde")]
     pub open_for: Duration,
     /// The longest an opening lasts.
+    #[serde(with = "humantime_serde")]
     pub max_open_for: Duration,
     /// While half-open, one probe call per this interval.
+    #[serde(with = "humantime_serde")]
     pub probe_every: Duration,
     /// Successful probes in a row that close the breaker.
     pub close_after: u32,
     /// A call whose first byte took this long or longer is slow...
+    #[serde(with = "humantime_serde")]
     pub slow_call: Duration,
     /// ...and the breaker opens when at least this share of the window's calls were slow
-    /// (with `min_calls`).
+    /// (with `min_calls`; 1: only when all were).
     pub slow_call_rate: f64,
     /// Opens after this many failures in a row, whatever the window says (0: never).
     pub consecutive_failures: u32,
@@ -52,6 +59,33 @@ impl Default for BreakerPolicy {
             slow_call_rate: 1.0,
             consecutive_failures: 5,
         }
+    }
+}
+
+impl BreakerPolicy {
+    /// What is wrong with it, if anything: (field, message).
+    pub fn problems(&self) -> Vec<crate::Problem> {
+        let mut out = Vec::new();
+        let rate = |r: f64| r > 0.0 && r <= 1.0;
+        if !rate(self.failure_rate) {
+            out.push(("failure_rate", "must be above 0 and at most 1".into()));
+        }
+        if self.min_calls == 0 {
+            out.push(("min_calls", "must be at least 1".into()));
+        }
+        if self.window < Duration::from_secs(1) {
+            out.push(("window", "must be at least 1s".into()));
+        }
+        if self.close_after == 0 {
+            out.push(("close_after", "must be at least 1".into()));
+        }
+        if !rate(self.slow_call_rate) {
+            out.push(("slow_call_rate", "must be above 0 and at most 1".into()));
+        }
+        if self.slow_call.is_zero() {
+            out.push(("slow_call", "must be longer than zero".into()));
+        }
+        out
     }
 }
 

@@ -123,14 +123,19 @@ pub fn may_take(now: Instant, deadline: Option<Instant>, c: &Candidate) -> bool 
     c.healthy && !c.held_back && worth_trying(now, deadline, c.median)
 }
 
-/// How a model group hedges.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// How a model group hedges: `hedge = { ... }` of a `[models.GROUP]`, read as it is written
+/// (every field optional, unknown fields refused). After the primary attempt has waited
+/// longer than the `quantile` of its upstream's time to first byte, a copy goes to another
+/// deployment; the first good first byte wins and the other attempt is cancelled.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct HedgePolicy {
-    /// Hedge after this quantile of the upstream's time to first byte.
+    /// Hedge after this quantile of the upstream's time to first byte (0 to 1, exclusive).
     pub quantile: f64,
     /// Samples the latency window needs before hedging starts.
     pub min_samples: u64,
     /// Never hedge sooner than this.
+    #[serde(with = "humantime_serde")]
     pub min_delay: Duration,
     /// Hedges allowed per request, on average (0.05: at most 5% extra requests).
     pub budget: f64,
@@ -155,6 +160,33 @@ impl Default for HedgePolicy {
 }
 
 impl HedgePolicy {
+    /// What is wrong with it, if anything: (field, message).
+    pub fn problems(&self) -> Vec<crate::Problem> {
+        let mut out = Vec::new();
+        if !(self.quantile > 0.0 && self.quantile < 1.0) {
+            out.push((
+                "quantile",
+                format!("must be between 0 and 1 (got {})", self.quantile),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.budget) {
+            out.push((
+                "budget",
+                format!("must be between 0 and 1 (got {})", self.budget),
+            ));
+        }
+        if self.burst < 1.0 {
+            out.push(("burst", format!("must be at least 1 (got {})", self.burst)));
+        }
+        if !(0.0..=100.0).contains(&self.min_per_second) {
+            out.push((
+                "min_per_second",
+                format!("must be between 0 and 100 (got {})", self.min_per_second),
+            ));
+        }
+        out
+    }
+
     /// A fresh budget for this policy.
     pub fn budget(&self) -> Budget {
         Budget::new(self.budget, self.burst).with_floor(self.min_per_second)

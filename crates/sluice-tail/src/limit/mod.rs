@@ -9,6 +9,7 @@ mod aimd;
 mod ema;
 mod gradient2;
 mod normalized;
+mod params;
 mod vegas;
 mod windowed;
 
@@ -20,6 +21,7 @@ use tokio::time::Instant;
 pub use aimd::Aimd;
 pub use gradient2::Gradient2;
 pub use normalized::{CLASSES, Normalized};
+pub use params::{LimitAlgorithm, LimitParams};
 pub use vegas::Vegas;
 pub use windowed::Windowed;
 

@@ -13,6 +13,8 @@
 //!
 //! A 429 itself is decided in [`cooldown`]: how long admission pauses and hedges keep away.
 
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 pub mod cooldown;
 pub mod learn;
 

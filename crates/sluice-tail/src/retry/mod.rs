@@ -12,21 +12,27 @@ use crate::budget::Budget;
 use crate::deadline::worth_trying;
 use crate::pace::DEFAULT_RETRY_AFTER;
 
-/// How a model group retries failed attempts.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// How a model group retries failed attempts: `retry = { ... }` of a `[models.GROUP]`, read
+/// as it is written (every field optional, unknown fields refused). A failed attempt (a 429,
+/// a 5xx, a timeout, a lost connection) is tried again, on another deployment when one is
+/// free, after `retry-after` for a 429, within the lane's `max_wait`.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RetryPolicy {
     /// Attempts in all, the first included.
     pub max_attempts: u32,
-    /// Retries allowed per request on average.
+    /// Retries allowed per request on average (0.2: at most 20% extra requests).
     pub budget: f64,
     /// Retries that may be spent at once after a quiet spell.
     pub burst: f64,
     /// Retries earned per second whatever the traffic (the floor that lets a quiet service
     /// retry its rare failure).
     pub min_per_second: f64,
-    /// Base of the backoff between attempts that failed fast.
+    /// Base of the backoff between attempts that failed fast (not configurable).
+    #[serde(skip)]
     pub backoff_base: Duration,
-    /// Longest backoff.
+    /// Longest backoff (not configurable).
+    #[serde(skip)]
     pub backoff_cap: Duration,
 }
 
@@ -44,6 +50,21 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// What is wrong with it, if anything: (field, message).
+    pub fn problems(&self) -> Vec<crate::Problem> {
+        let mut out = Vec::new();
+        if !(1..=10).contains(&self.max_attempts) {
+            out.push(("max_attempts", "must be between 1 and 10".into()));
+        }
+        if !(0.0..=1.0).contains(&self.budget) {
+            out.push(("budget", "must be between 0 and 1".into()));
+        }
+        if !(self.min_per_second >= 0.0 && self.min_per_second <= 1000.0) {
+            out.push(("min_per_second", "must be between 0 and 1000".into()));
+        }
+        out
+    }
+
     /// A fresh budget for this policy.
     pub fn budget(&self) -> Budget {
         Budget::new(self.budget, self.burst).with_floor(self.min_per_second)

@@ -4,17 +4,22 @@
 //! whether its upstream is rate-limiting right now); [`rules`] writes the Prometheus rules
 //! that turn the counts into multi-window, multi-burn-rate alerts per culprit.
 
+mod params;
 pub mod rules;
+
+pub use params::{SloKind, SloParams};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_core::{CallRecord, ErrorKind};
 
-/// Which latency a latency objective bounds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which latency a latency objective bounds (`measure`, default `ttfb`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Measure {
     /// Arrival to the first byte of the answer.
+    #[default]
     Ttfb,
     /// Arrival to the last byte.
     Total,

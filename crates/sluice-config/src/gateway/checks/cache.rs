@@ -97,13 +97,15 @@ pub(crate) fn semantic_refs(
         let at = key(&["cache", "semantic", "embeddings", "provider"]);
         match providers.iter().find(|(n, _)| *n == e.provider) {
             None => diags.push(doc.diag(&at, format!("`{}` is not in [providers]", e.provider))),
-            Some((_, p)) if p.kind != ProviderKind::Openai => diags.push(doc.diag(
-                &at,
-                format!(
-                    "`{}` is not OpenAI-compatible (kind = \"openai\")",
-                    e.provider
-                ),
-            )),
+            Some((_, p)) if p.kind() != sluice_providers::ProviderKind::Openai => {
+                diags.push(doc.diag(
+                    &at,
+                    format!(
+                        "`{}` is not OpenAI-compatible (kind = \"openai\")",
+                        e.provider
+                    ),
+                ))
+            }
             Some(_) => {}
         }
     }

@@ -9,7 +9,7 @@ use sluice_cache::semantic::Pending;
 use sluice_cache::{Key, Stored};
 use sluice_core::record::CLIENT_CLOSED;
 use sluice_core::{Attempt, AttemptKind, AttemptOutcome, CallRecord, ErrorKind, Marks, RequestId};
-use sluice_economy::{AccountBook, Micros, Reservation};
+use sluice_economy::{Micros, Reservation};
 use sluice_ingress::Dialect;
 use sluice_routing::Deployment;
 use sluice_telemetry::InflightGuard;

@@ -1,11 +1,17 @@
 //! Task routes: a model name (`auto`, say) whose group is chosen per request by rules over
 //! what the request says of itself. The decision is a pure function of the facts the walk
 //! gathers; first match wins, and a request no rule takes goes to the route's default.
+//!
+//! `[routes.NAME]` is read straight into [`RouteParams`]; [`order`] says which rules a rule
+//! before them hides or overlaps, for the configuration's checks.
+
+pub mod order;
 
 use std::sync::Arc;
 
 /// The script most of a prompt is written in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Script {
     /// Chinese, Japanese or Korean: CJK characters are at least [`CJK_SHARE`] of its units.
     Cjk,
@@ -55,20 +61,24 @@ fn is_cjk(c: char) -> bool {
         | 0x20000..=0x2FFFF) // CJK extensions B and beyond
 }
 
-/// One rule: every condition it gives must hold.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// One rule: every condition it gives must hold; the ones it leaves out hold for any
+/// request. Read as it is written in `[routes.NAME] rules` (unknown fields refused).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Rule {
-    /// Its name in `x-sluice-route` and the call record.
+    /// Its name in `x-sluice-route`, the call record and metrics (empty as written:
+    /// `rules[i]`, given by [`TaskRoute::new`]).
     pub name: Arc<str>,
-    /// The group it sends requests to.
+    /// The group it sends requests to (required).
     pub group: Arc<str>,
-    /// The declared task is one of these (empty: any).
+    /// The declared task is one of these (`x-sluice-task`, else the body's
+    /// `metadata.task`; empty: any).
     pub task: Vec<String>,
     /// The tenant is one of these (empty: any).
     pub tenant: Vec<String>,
     /// The key's name is one of these (empty: any).
     pub key: Vec<String>,
-    /// At least this many prompt tokens.
+    /// At least this many prompt tokens (counted as the ledger counts them).
     pub min_prompt_tokens: Option<u64>,
     /// At most this many prompt tokens.
     pub max_prompt_tokens: Option<u64>,
@@ -78,8 +88,30 @@ pub struct Rule {
     pub images: Option<bool>,
     /// Asks for a `response_format`, or not.
     pub response_format: Option<bool>,
-    /// Its text's script.
+    /// Its text is mostly CJK, or mostly Latin.
     pub script: Option<Script>,
+}
+
+/// `[routes.NAME]` as it is written: the rules in the order they are tried, and the group of
+/// a request no rule takes.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteParams {
+    /// The rules, in the order they are tried.
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+    /// The group of a request no rule takes.
+    pub default: Arc<str>,
+}
+
+impl RouteParams {
+    /// The label of rule `i`: its name, else `rules[i]`.
+    pub fn label(&self, i: usize) -> String {
+        match self.rules.get(i) {
+            Some(r) if !r.name.is_empty() => r.name.to_string(),
+            _ => format!("rules[{i}]"),
+        }
+    }
 }
 
 /// What the walk knows of a request when a task route decides.
@@ -149,6 +181,24 @@ pub struct Routed<'a> {
 pub const DEFAULT_RULE: &str = "default";
 
 impl TaskRoute {
+    /// The route `[routes.NAME]` describes, each unnamed rule named `rules[i]`.
+    pub fn new(name: &str, p: &RouteParams) -> Self {
+        let rules = p
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Rule {
+                name: Arc::from(p.label(i).as_str()),
+                ..r.clone()
+            })
+            .collect();
+        Self {
+            name: Arc::from(name),
+            rules,
+            default: p.default.clone(),
+        }
+    }
+
     /// Whether some rule looks at the prompt's size (so the walk counts its tokens).
     pub fn counts_tokens(&self) -> bool {
         self.rules

@@ -9,6 +9,9 @@
 //! otherwise pull the whole group onto one deployment. The algorithm takes `now` and knows
 //! nothing of HTTP; the router asks it and tells it where each request went.
 
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+
 use std::hash::BuildHasher;
 use std::time::Duration;
 
@@ -24,13 +27,32 @@ pub use sluice_core::prefix::BLOCK_BYTES;
 /// was not enough) all, which only costs the next requests their affinity.
 const MAX_ENTRIES: usize = 100_000;
 
-/// How affinity decides.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// How affinity decides: `affinity = { ... }` of a `[models.GROUP]`, read as it is written
+/// (every field optional, unknown fields refused).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AffinityPolicy {
-    /// The least share of a request's `messages` its remembered prefix must cover.
+    /// The least share of a request's `messages` its remembered prefix must cover (0 to 1):
+    /// a system prompt every request shares must not pull all traffic onto one deployment.
     pub min_share: f64,
-    /// How long a prefix is remembered after it was last sent.
+    /// How long a prefix is remembered after it was last sent (providers keep prompt caches
+    /// for 5 to 60 minutes).
+    #[serde(with = "humantime_serde")]
     pub ttl: Duration,
+}
+
+impl AffinityPolicy {
+    /// What is wrong with it, if anything: (field, message).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if !(0.0..=1.0).contains(&self.min_share) {
+            out.push(("min_share", "must be between 0 and 1".into()));
+        }
+        if self.ttl.is_zero() {
+            out.push(("ttl", "must be longer than zero".into()));
+        }
+        out
+    }
 }
 
 impl Default for AffinityPolicy {

@@ -1,6 +1,10 @@
 //! The OpenAI-compatible adapter: OpenAI, DeepSeek, GLM, Kimi, MiniMax, Hunyuan, vLLM, SGLang,
 //! Ollama. Bodies pass through; sluice only swaps the model name and asks streams for usage.
 
+mod params;
+
+pub use params::OpenAiParams;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, LazyLock};
 

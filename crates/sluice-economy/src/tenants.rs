@@ -1,14 +1,14 @@
 //! Tenants set at run time, and every tenant's default lane: the [`TenantDirectory`] trait
-//! the admin API and the walk go through. One process keeps a [`LocalTenants`]; several
-//! instances keep one directory between them by another implementation (the store's rows,
-//! with a change feed), no step changing. Tenants the configuration sets are the same on
-//! every instance and are put in at assembly.
+//! the admin API and the walk go through, beside the key directory ([`crate::keys`]). One
+//! process keeps a [`LocalTenants`]; instances of a cluster each keep theirs and follow the
+//! changes made anywhere (from the ledger's rows, on a change counter), no step changing.
+//! Tenants the configuration sets are the same on every instance and are put in at
+//! assembly.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use sluice_ledger::StoredTenant;
 
 /// Tenants' default lanes and the tenants set through the admin API.
 pub trait TenantDirectory: Send + Sync + std::fmt::Debug {
@@ -16,7 +16,7 @@ pub trait TenantDirectory: Send + Sync + std::fmt::Debug {
     /// when it has one.
     fn lane(&self, tenant: &str) -> Option<usize>;
     /// Sets `tenant` as the admin API set it, with its lane (`None`: the first).
-    fn set(&self, tenant: StoredTenant, lane: Option<usize>);
+    fn set(&self, tenant: &str, lane: Option<usize>);
     /// Whether `tenant` was set through the admin API.
     fn is_set(&self, tenant: &str) -> bool;
     /// Forgets `tenant` and its lane.
@@ -29,13 +29,13 @@ pub trait TenantDirectory: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Default)]
 pub struct LocalTenants {
     lanes: RwLock<HashMap<Arc<str>, usize>>,
-    set: Mutex<BTreeMap<Arc<str>, StoredTenant>>,
+    set: Mutex<BTreeSet<Arc<str>>>,
 }
 
 impl LocalTenants {
     /// A directory with the configured tenants' `lanes` and the tenants `set` before (from
-    /// the store), with theirs.
-    pub fn new(lanes: HashMap<Arc<str>, usize>, set: BTreeMap<Arc<str>, StoredTenant>) -> Self {
+    /// the store).
+    pub fn new(lanes: HashMap<Arc<str>, usize>, set: BTreeSet<Arc<str>>) -> Self {
         Self {
             lanes: RwLock::new(lanes),
             set: Mutex::new(set),
@@ -48,19 +48,19 @@ impl TenantDirectory for LocalTenants {
         self.lanes.read().get(tenant).copied()
     }
 
-    fn set(&self, tenant: StoredTenant, lane: Option<usize>) {
-        let name: Arc<str> = Arc::from(tenant.name.as_str());
+    fn set(&self, tenant: &str, lane: Option<usize>) {
+        let name: Arc<str> = Arc::from(tenant);
         let mut lanes = self.lanes.write();
         match lane {
             Some(i) => lanes.insert(name.clone(), i),
             None => lanes.remove(&name),
         };
         drop(lanes);
-        self.set.lock().insert(name, tenant);
+        self.set.lock().insert(name);
     }
 
     fn is_set(&self, tenant: &str) -> bool {
-        self.set.lock().contains_key(tenant)
+        self.set.lock().contains(tenant)
     }
 
     fn remove(&self, tenant: &str) {
@@ -70,7 +70,9 @@ impl TenantDirectory for LocalTenants {
 
     fn names(&self) -> Vec<Arc<str>> {
         let mut v: Vec<Arc<str>> = self.lanes.read().keys().cloned().collect();
-        v.extend(self.set.lock().keys().cloned());
+        v.extend(self.set.lock().iter().cloned());
+        v.sort();
+        v.dedup();
         v
     }
 }
@@ -79,20 +81,14 @@ impl TenantDirectory for LocalTenants {
 mod tests {
     use super::*;
 
-    fn tenant(name: &str) -> StoredTenant {
-        StoredTenant {
-            name: name.into(),
-            ..StoredTenant::default()
-        }
-    }
-
     #[test]
     fn a_tenant_set_and_removed_leaves_no_lane_behind() {
-        let d = LocalTenants::new(HashMap::from([(Arc::from("cfg"), 1)]), BTreeMap::new());
-        d.set(tenant("a"), Some(2));
+        let d = LocalTenants::new(HashMap::from([(Arc::from("cfg"), 1)]), BTreeSet::new());
+        d.set("a", Some(2));
         assert_eq!(d.lane("a"), Some(2));
         assert!(d.is_set("a") && !d.is_set("cfg"));
-        d.set(tenant("a"), None);
+        assert_eq!(d.names(), vec![Arc::<str>::from("a"), Arc::from("cfg")]);
+        d.set("a", None);
         assert_eq!(
             d.lane("a"),
             None,
@@ -100,8 +96,6 @@ mod tests {
         );
         d.remove("a");
         assert!(!d.is_set("a"));
-        let mut names = d.names();
-        names.sort();
-        assert_eq!(names, vec![Arc::<str>::from("cfg")]);
+        assert_eq!(d.names(), vec![Arc::<str>::from("cfg")]);
     }
 }

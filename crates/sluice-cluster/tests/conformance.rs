@@ -1,0 +1,185 @@
+//! The Redis implementations of shared state pass the same conformance suites as the
+//! in-process ones: the account book (credits held and settled, concurrent reservations,
+//! quotas, restored spend), the answer store (kept, removed, purged, forgotten after its
+//! time), pacing (three instances send what one would), 429 cool-downs, prefix affinity and routers' learning (each told from one instance to another and
+//! ended by its time). Each test starts a Redis server of its own (Debian's `redis-server`, which
+//! `scripts/test` installs and names in `SLUICE_REDIS_SERVER`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use sluice_cluster::{BudgetPolicy, Cluster, Settings};
+
+/// A Redis server on a private port, stopped when dropped.
+struct Redis {
+    port: u16,
+    child: Child,
+}
+
+impl Redis {
+    async fn start() -> Self {
+        let bin = std::env::var("SLUICE_REDIS_SERVER").unwrap_or_else(|_| {
+            panic!(
+                "SLUICE_REDIS_SERVER is not set: run ./scripts/test, which installs Debian's \
+                 redis-server, or point it at a redis-server binary"
+            )
+        });
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = Self {
+            port,
+            child: Command::new(bin)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        };
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return server;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("redis-server did not start");
+    }
+
+    async fn cluster(&self) -> Cluster {
+        Cluster::connect(Settings {
+            url: format!("redis://127.0.0.1:{}", self.port),
+            url_from: "SLUICE_REDIS_URL".into(),
+            key_prefix: "conformance:".into(),
+            connect_timeout: Duration::from_secs(2),
+            command_timeout: Duration::from_secs(2),
+            connections: 2,
+            budgets: BudgetPolicy::FailClosed,
+            per_instance_share: 0.25,
+            hold_ttl: Duration::from_secs(60),
+            probe_every: Duration::from_millis(500),
+        })
+        .await
+        .unwrap()
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_book_conforms() {
+    let redis = Redis::start().await;
+    let cluster = redis.cluster().await;
+    sluice_economy::conformance::run(&*cluster.book(), "redis").await;
+}
+
+/// Two instances on one Redis are one book: what one holds, the other cannot spend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_on_one_redis_are_one_book() {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use sluice_economy::{AccountBook, Limits, Micros};
+    use tokio::time::Instant;
+
+    let redis = Redis::start().await;
+    let (a, b) = (redis.cluster().await, redis.cluster().await);
+    let t: Arc<str> = Arc::from("shared");
+    let limits = Limits {
+        credits: Some(Micros(1_000)),
+        ..Limits::default()
+    };
+    let (a, b) = (a.book(), b.book());
+    a.set_limits(&t, limits, Instant::now());
+    b.set_limits(&t, limits, Instant::now());
+    let calls = (0..20).map(|i| {
+        let book: &dyn AccountBook = if i % 2 == 0 { &*a } else { &*b };
+        book.reserve(&t, Instant::now(), SystemTime::now(), 1, Micros(100))
+    });
+    let got = futures::future::join_all(calls).await;
+    let held = got.iter().filter(|r| matches!(r, Ok(Some(_)))).count();
+    assert_eq!(
+        held, 10,
+        "20 calls of 100 against 1,000, from two instances"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_answer_store_conforms() {
+    let redis = Redis::start().await;
+    let cluster = redis.cluster().await;
+    sluice_cache::conformance::run(|ttl| cluster.answers(ttl, 1 << 20)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cooldowns_conform() {
+    let redis = Redis::start().await;
+    let (a, b) = (redis.cluster().await, redis.cluster().await);
+    sluice_tail::pace::conformance::run(&a.cooling(), &b.cooling(), "redis").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_prefix_memory_conforms() {
+    use sluice_routing::affinity::AffinityPolicy;
+    let redis = Redis::start().await;
+    let (a, b) = (redis.cluster().await, redis.cluster().await);
+    let policy = AffinityPolicy::default();
+    sluice_routing::affinity::conformance::run(
+        &a.prefixes("chat", policy),
+        &b.prefixes("chat", policy),
+        11,
+    )
+    .await;
+}
+
+/// Three instances pacing one deployment through Redis send what one would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_pacing_conforms() {
+    use sluice_tail::pace::PaceSpec;
+    let redis = Redis::start().await;
+    let spec = PaceSpec {
+        rpm: Some(600),
+        tpm: None,
+    };
+    let mut instances = Vec::new();
+    for _ in 0..3 {
+        instances.push(redis.cluster().await.pacer("paced", spec));
+    }
+    sluice_tail::pace::conformance::pacing(instances, 600).await;
+}
+
+/// Routers' learning told by one instance reaches another typed, whole and once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_router_log_conforms() {
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
+    use sluice_routing::auto::Told;
+
+    let redis = Redis::start().await;
+    let (a, b) = (redis.cluster().await, redis.cluster().await);
+    let heard = |into: &Arc<Mutex<Vec<Told>>>| {
+        let into = into.clone();
+        Arc::new(move |t: Told| into.lock().push(t))
+    };
+    let (by_a, by_b) = (
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let log_a = a.router_log(heard(&by_a));
+    let _log_b = b.router_log(heard(&by_b));
+    sluice_routing::auto::told::conformance::run(
+        &log_a,
+        || by_a.lock().clone(),
+        || by_b.lock().clone(),
+    )
+    .await;
+}
