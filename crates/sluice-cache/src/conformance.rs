@@ -1,8 +1,9 @@
-//! The behaviour every [`AnswerStore`] keeps, whatever holds the answers: one suite, run
-//! against the in-process store here and against the Redis store in `sluice-cluster`'s
-//! tests (with the `conformance` feature). A store may write in the background: the checks
-//! wait for a write to be seen, up to [`LANDS_WITHIN`]. `make(ttl)` gives a fresh, empty
-//! store keeping answers `ttl`.
+//! The behaviour every [`AnswerStore`] and every [`SemanticEntries`] keeps, whatever holds
+//! them: one suite per kind, run against the in-process implementation here and against the
+//! Redis one in `sluice-cluster`'s tests (with the `conformance` feature). A store may write
+//! in the background: the checks wait for a write to be seen, up to [`LANDS_WITHIN`].
+//! `make(ttl)` gives a fresh, empty answer store keeping answers `ttl`; `a` and `b` are two
+//! instances' semantic entries on one store (the same object in one process).
 
 // Test support: a check that fails panics, as a test's assertion does.
 #![allow(clippy::panic, clippy::expect_used, clippy::unwrap_used)]
@@ -13,6 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 
+use crate::semantic::{Facts, Lookup, Mode, SemanticEntries, Threshold};
 use crate::store::AnswerStore;
 use crate::{Key, Stored};
 
@@ -115,6 +117,103 @@ async fn an_answer_is_forgotten_after_its_time<S: AnswerStore + ?Sized>(store: &
     until(store, &key(30), "forgotten after its time", |a| a.is_none()).await;
 }
 
+/// The static mode the semantic check matches under.
+pub const SEMANTIC_MODE: Mode = Mode::Static {
+    threshold: 0.9,
+    audit: 0.0,
+};
+
+/// A unit vector of 8 dimensions along axis `i`, leaning `lean` towards the next one.
+fn vector(i: usize, lean: f32) -> Vec<f32> {
+    let mut v = [0.0f32; 8];
+    v[i % 8] = 1.0;
+    v[(i + 1) % 8] = lean;
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter().map(|x| x / norm).collect()
+}
+
+/// Runs every semantic check; both instances keep entries for `ttl` under
+/// [`SEMANTIC_MODE`], and `partition` keeps this run apart from others on one store.
+pub async fn semantic(a: &dyn SemanticEntries, b: &dyn SemanticEntries, partition: u64) {
+    let ttl = a.policy().ttl;
+    let now = Instant::now();
+    let question = "What is the capital of France?";
+    let facts = Facts::of(question);
+    let pooled = Threshold::default();
+    let look = |e: &dyn SemanticEntries, p: u64, v: &[f32], at: Instant| {
+        e.lookup(p, v, &facts, at, 0.5, SEMANTIC_MODE, &pooled)
+    };
+    assert!(
+        matches!(
+            look(a, partition, &vector(0, 0.0), now),
+            Lookup::Miss { .. }
+        ),
+        "nothing kept yet"
+    );
+    let Some(id) = a.insert(
+        partition,
+        vector(0, 0.0),
+        facts.clone(),
+        Bytes::from_static(b"{\"answer\":\"Paris\"}"),
+        700,
+        now,
+    ) else {
+        panic!("an entry under its size bound was not kept");
+    };
+    let near = vector(0, 0.1);
+    assert!(
+        matches!(look(a, partition, &near, now), Lookup::Hit { id: hit, similarity } if hit == id && similarity > 0.99),
+        "a question that means the same is a hit"
+    );
+    let kept = a
+        .answer(partition, id)
+        .map(|s| (s.body.clone(), s.cost_micros));
+    assert_eq!(
+        kept,
+        Some((Bytes::from_static(b"{\"answer\":\"Paris\"}"), 700))
+    );
+    assert!(
+        matches!(
+            look(a, partition, &vector(3, 0.0), now),
+            Lookup::Miss { .. }
+        ),
+        "a question that means something else is a miss"
+    );
+    assert!(
+        matches!(look(a, partition + 1, &near, now), Lookup::Miss { .. }),
+        "another partition holds nothing"
+    );
+    assert!(
+        matches!(
+            look(a, partition, &near, now + ttl + Duration::from_secs(1)),
+            Lookup::Miss { .. }
+        ),
+        "an entry is not served after its time"
+    );
+    assert!(a.size().0 >= 1 && a.size().1 > 0);
+    let deadline = Instant::now() + LANDS_WITHIN;
+    while !matches!(look(b, partition, &near, Instant::now()), Lookup::Hit { id: hit, .. } if hit == id)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the other instance never served the entry under its id"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        b.answer(partition, id).map(|s| s.body.clone()),
+        Some(Bytes::from_static(b"{\"answer\":\"Paris\"}"))
+    );
+    assert!(a.purge() >= 1);
+    assert!(
+        matches!(
+            look(a, partition, &near, Instant::now()),
+            Lookup::Miss { .. }
+        ),
+        "a purge forgets every entry"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use crate::LocalAnswers;
@@ -123,5 +222,17 @@ mod tests {
     #[tokio::test]
     async fn the_local_store_conforms() {
         super::run(|ttl| std::sync::Arc::new(LocalAnswers::new(ttl, 1 << 20))).await;
+    }
+
+    /// The in-process semantic index keeps the behaviour every store of entries keeps.
+    #[tokio::test]
+    async fn the_local_semantic_index_conforms() {
+        use crate::semantic::{Index, Policy};
+        let local = parking_lot::Mutex::new(Index::new(Policy {
+            mode: super::SEMANTIC_MODE,
+            ttl: std::time::Duration::from_secs(60),
+            max_bytes: 1 << 20,
+        }));
+        super::semantic(&local, &local, 1).await;
     }
 }

@@ -1,7 +1,7 @@
 //! The Redis implementations of shared state pass the same conformance suites as the
 //! in-process ones: the account book (credits held and settled, concurrent reservations,
 //! quotas, restored spend), the answer store (kept, removed, purged, forgotten after its
-//! time), pacing (three instances send what one would), 429 cool-downs, prefix affinity and routers' learning (each told from one instance to another and
+//! time), semantic entries (served by another instance under one id), pacing (three instances send what one would), 429 cool-downs, prefix affinity and routers' learning (each told from one instance to another and
 //! ended by its time). Each test starts a Redis server of its own (Debian's `redis-server`, which
 //! `scripts/test` installs and names in `SLUICE_REDIS_SERVER`).
 
@@ -180,6 +180,25 @@ async fn the_redis_router_log_conforms() {
         &log_a,
         || by_a.lock().clone(),
         || by_b.lock().clone(),
+    )
+    .await;
+}
+
+/// Semantic entries stored by one instance are served by another under the same id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_semantic_entries_conform() {
+    use sluice_cache::semantic::Policy;
+    let redis = Redis::start().await;
+    let (a, b) = (redis.cluster().await, redis.cluster().await);
+    let policy = Policy {
+        mode: sluice_cache::conformance::SEMANTIC_MODE,
+        ttl: Duration::from_secs(60),
+        max_bytes: 1 << 20,
+    };
+    sluice_cache::conformance::semantic(
+        &a.semantic_entries(policy),
+        &b.semantic_entries(policy),
+        1,
     )
     .await;
 }

@@ -107,29 +107,9 @@ impl<'a> Document<'a> {
     where
         T: DeserializeOwned,
     {
-        let Some(value) = self.root.get_ref().get(key) else {
-            return Vec::new();
-        };
-        let DeValue::Table(table) = value.get_ref() else {
-            diags.push(self.diag_span(
-                key.to_string(),
-                value.span(),
-                format!("`{key}` must be a table"),
-            ));
-            return Vec::new();
-        };
-        let mut entries: Vec<_> = table.iter().collect();
-        entries.sort_by_key(|(k, _)| k.span().start);
-        entries
+        self.entries(key, diags)
             .into_iter()
-            .filter_map(|(name, v)| {
-                let path = [
-                    Seg::Key(key.to_string()),
-                    Seg::Key(name.get_ref().to_string()),
-                ];
-                self.item(&path, v, diags)
-                    .map(|t| (name.get_ref().to_string(), t))
-            })
+            .filter_map(|(name, path, v)| self.item(&path, v, diags).map(|t| (name, t)))
             .collect()
     }
 
@@ -141,6 +121,21 @@ impl<'a> Document<'a> {
         diags: &mut Vec<Diagnostic>,
         mut read: impl FnMut(&mut Parts<'_, 'a>) -> Option<T>,
     ) -> Vec<(String, T)> {
+        self.entries(key, diags)
+            .into_iter()
+            .filter_map(|(name, path, v)| {
+                let mut parts = Parts::new(self, path, v.clone(), diags);
+                read(&mut parts).map(|t| (name, t))
+            })
+            .collect()
+    }
+
+    /// The entries of the top-level table `key` in document order: name, path and value.
+    fn entries(
+        &self,
+        key: &str,
+        diags: &mut Vec<Diagnostic>,
+    ) -> Vec<(String, Vec<Seg>, &Spanned<DeValue<'a>>)> {
         let Some(value) = self.root.get_ref().get(key) else {
             return Vec::new();
         };
@@ -156,14 +151,10 @@ impl<'a> Document<'a> {
         entries.sort_by_key(|(k, _)| k.span().start);
         entries
             .into_iter()
-            .filter_map(|(name, v)| {
-                let path = vec![
-                    Seg::Key(key.to_string()),
-                    Seg::Key(name.get_ref().to_string()),
-                ];
-                let mut parts = Parts::new(self, path, v.clone(), diags);
-                let t = read(&mut parts);
-                t.map(|t| (name.get_ref().to_string(), t))
+            .map(|(name, v)| {
+                let name = name.get_ref().to_string();
+                let path = vec![Seg::Key(key.to_string()), Seg::Key(name.clone())];
+                (name, path, v)
             })
             .collect()
     }

@@ -68,7 +68,7 @@ pub struct GatewaySection {
     /// size) in the columns that cache: every one but the plain proxy. Its
     /// `embeddings.provider` names an upstream whose `/v1/embeddings` the simulator serves
     /// over HTTP ([`crate::faq`]), so only `sluice demo` runs it.
-    pub semantic: Option<sluice_config::gateway::SemanticCacheConfig>,
+    pub semantic: Option<sluice_config::gateway::SemanticParams>,
 }
 
 impl Default for GatewaySection {
@@ -377,7 +377,7 @@ fn hedge_problems(
 /// The simulated semantic cache's embeddings upstream: named, and one of `known`.
 fn semantic_problems(
     doc: &Document<'_>,
-    sem: &sluice_config::gateway::SemanticCacheConfig,
+    sem: &sluice_config::gateway::SemanticParams,
     known: &HashSet<&str>,
     diags: &mut Vec<Diagnostic>,
 ) {

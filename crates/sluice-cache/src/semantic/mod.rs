@@ -24,6 +24,7 @@ pub mod cache;
 pub mod entries;
 pub mod estimate;
 pub mod guard;
+mod params;
 mod partition;
 pub mod question;
 pub mod verified;
@@ -43,6 +44,10 @@ pub use cache::SemanticCache;
 pub use entries::{SemanticEntries, Verdict};
 pub use estimate::ErrorEstimate;
 pub use guard::{Facts, Mismatch};
+pub use params::{
+    DEFAULT_CACHE_BYTES, DEFAULT_VERIFY_BUDGET, EmbeddingsParams, SemanticGroupParams,
+    SemanticMode, SemanticParams,
+};
 use partition::Partition;
 pub use partition::{Quantised, cosine, quantise};
 pub use question::{Ineligible, Limits, Pending, Question};

@@ -204,10 +204,16 @@ impl SemanticParams {
         }
         if let Some(e) = &self.embeddings {
             if e.model.trim().is_empty() {
-                at(&["embeddings", "model"], "must name the embedding model".into());
+                at(
+                    &["embeddings", "model"],
+                    "must name the embedding model".into(),
+                );
             }
             if e.timeout.is_zero() {
-                at(&["embeddings", "timeout"], "must be longer than zero".into());
+                at(
+                    &["embeddings", "timeout"],
+                    "must be longer than zero".into(),
+                );
             }
             if e.dimensions == Some(0) {
                 at(&["embeddings", "dimensions"], "must be at least 1".into());

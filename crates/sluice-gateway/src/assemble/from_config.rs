@@ -153,16 +153,14 @@ impl GatewayBuilder {
     /// embedded by `embedder`.
     pub fn semantic_as(
         self,
-        c: &sluice_config::gateway::SemanticCacheConfig,
+        c: &sluice_config::gateway::SemanticParams,
         embedder: Arc<sluice_embed::Embedder>,
     ) -> Self {
-        let mut cache = sluice_cache::semantic::SemanticCache::new(
-            policies::semantic(c),
-            c.temperature_ceiling,
-        )
-        .with_max_chars(c.max_question_chars);
+        let mut cache =
+            sluice_cache::semantic::SemanticCache::new(c.policy(), c.temperature_ceiling)
+                .with_max_chars(c.max_question_chars);
         for (name, g) in &c.groups {
-            let mode = (g.enabled != Some(false)).then(|| policies::semantic_mode(c, Some(g)));
+            let mode = (g.enabled != Some(false)).then(|| c.mode(Some(g)));
             cache = cache.with_route(name, mode);
         }
         self.semantic_cache_from(cache, embedder)

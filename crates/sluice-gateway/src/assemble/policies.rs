@@ -1,4 +1,5 @@
-//! Configuration sections turned into the policies of `sluice-tail`.
+//! What the gateway builds of the sections no policy crate reads itself: prices, and each
+//! group's protective policies as it inherits, turns off or sets them.
 
 use sluice_config::gateway::ModelGroupConfig;
 use sluice_tail::limit::LimitParams;
@@ -15,37 +16,6 @@ pub fn price(p: &sluice_config::gateway::PriceConfig) -> sluice_economy::Price {
         cache_write: Micros(p.cache_write.unwrap_or(p.input).0),
         output: Micros(p.output.0),
         published: None,
-    }
-}
-
-/// The semantic cache's policy `[cache.semantic]` describes.
-pub fn semantic(c: &sluice_config::gateway::SemanticCacheConfig) -> sluice_cache::semantic::Policy {
-    sluice_cache::semantic::Policy {
-        mode: semantic_mode(c, None),
-        ttl: c.ttl,
-        max_bytes: usize::try_from(c.max_bytes).unwrap_or(usize::MAX),
-    }
-}
-
-/// The mode of `[cache.semantic]`, with a group's own threshold and error bound over it.
-pub fn semantic_mode(
-    c: &sluice_config::gateway::SemanticCacheConfig,
-    group: Option<&sluice_config::gateway::SemanticGroupConfig>,
-) -> sluice_cache::semantic::Mode {
-    use sluice_cache::semantic::Mode;
-    use sluice_config::gateway::SemanticMode;
-    match c.mode {
-        SemanticMode::Static => Mode::Static {
-            threshold: group.and_then(|g| g.threshold).unwrap_or(c.threshold),
-            audit: c.verify_share,
-        },
-        SemanticMode::Verified => Mode::Verified {
-            delta: group.and_then(|g| g.max_error).unwrap_or(c.max_error),
-            floor: c.min_similarity,
-            budget: group
-                .and_then(|g| g.verify_budget)
-                .unwrap_or(c.verify_budget),
-        },
     }
 }
 
