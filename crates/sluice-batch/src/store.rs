@@ -76,11 +76,27 @@ impl Jobs {
             Database::Sqlite(p) => Pool::Sqlite(p.clone()),
             Database::Postgres(p) => Pool::Postgres(p.clone()),
         };
-        let jobs = Self { pool };
-        for statement in sql::SCHEMA {
-            on!(jobs, p => sqlx::query(*statement).execute(p).await.map(|_| ()))?;
+        match db {
+            Database::Sqlite(p) => {
+                for statement in sql::SCHEMA {
+                    sqlx::query(*statement).execute(p).await?;
+                }
+            }
+            // Under the schema lock, as the ledger's tables: instances started together
+            // against an empty database take turns.
+            Database::Postgres(p) => {
+                let mut tx = p.begin().await?;
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(sluice_ledger::SCHEMA_LOCK)
+                    .execute(&mut *tx)
+                    .await?;
+                for statement in sql::SCHEMA {
+                    sqlx::query(*statement).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+            }
         }
-        Ok(jobs)
+        Ok(Self { pool })
     }
 
     /// Whether the jobs live in a database several gateways share.

@@ -19,6 +19,11 @@ async fn sqlite(dir: &tempfile::TempDir) -> AnyStore {
 }
 
 async fn postgres() -> AnyStore {
+    AnyStore::Postgres(PgStore::connect(&postgres_url().await).await.unwrap())
+}
+
+/// A fresh database on the test server: its URL.
+async fn postgres_url() -> String {
     let Ok(server) = std::env::var("SLUICE_TEST_POSTGRES") else {
         panic!("SLUICE_TEST_POSTGRES is not set: run ./scripts/test, which starts PostgreSQL");
     };
@@ -30,7 +35,28 @@ async fn postgres() -> AnyStore {
         .execute(&admin)
         .await
         .unwrap();
-    AnyStore::Postgres(PgStore::connect(&format!("{server}/{name}")).await.unwrap())
+    format!("{server}/{name}")
+}
+
+/// Instances started together against one database all open the jobs' tables: they are
+/// made under the schema lock the ledger's tables are made under.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_started_together_all_open_the_jobs_tables() {
+    for _ in 0..3 {
+        let url = postgres_url().await;
+        let stores = futures::future::join_all((0..3).map(|_| PgStore::connect(&url))).await;
+        let stores: Vec<AnyStore> = stores
+            .into_iter()
+            .map(|s| AnyStore::Postgres(s.unwrap()))
+            .collect();
+        let opens = futures::future::join_all(stores.iter().map(|s| Jobs::open(s.database())));
+        for jobs in opens.await {
+            assert!(
+                jobs.is_ok(),
+                "an instance failed to open the jobs: {jobs:?}"
+            );
+        }
+    }
 }
 
 fn uuid_like() -> String {

@@ -11,6 +11,8 @@ pub mod query;
 pub mod records;
 pub mod report;
 mod sql;
+
+pub use sql::SCHEMA_LOCK;
 pub mod store;
 pub mod writer;
 

@@ -79,6 +79,18 @@ where
     DB::Arguments: Default + IntoArguments<DB>,
     for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
 {
+    for statement in creation(row_id, missing) {
+        // Audited: built from this module's constants only.
+        sqlx::query::<DB>(AssertSqlSafe(statement))
+            .execute(pool)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The statements that make the tables and their indexes if absent, the columns `missing`
+/// added between them.
+pub(crate) fn creation(row_id: &str, missing: &[&str]) -> Vec<String> {
     let (tables, indexes): (Vec<String>, Vec<String>) = schema(row_id)
         .into_iter()
         .partition(|s| s.starts_with("CREATE TABLE"));
@@ -88,14 +100,13 @@ where
             .find(|(n, _)| n == name)
             .map(|(n, ty)| format!("ALTER TABLE {TABLE} ADD COLUMN {n} {ty}"))
     });
-    for statement in tables.into_iter().chain(added).chain(indexes) {
-        // Audited: built from this module's constants only.
-        sqlx::query::<DB>(AssertSqlSafe(statement))
-            .execute(pool)
-            .await?;
-    }
-    Ok(())
+    tables.into_iter().chain(added).chain(indexes).collect()
 }
+
+/// The PostgreSQL advisory lock every sluice takes while it makes or changes its tables
+/// (the ledger's and the batch jobs'), so that instances started together do not create the
+/// same table at once: one makes them, the others find them made.
+pub const SCHEMA_LOCK: i64 = 0x736c_7569_6365_5f31;
 
 /// The ledger columns added since the first sluice, newest last: a table that lacks one
 /// gains it at start.

@@ -246,21 +246,31 @@ impl PgStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
+        // One transaction under the schema lock: instances started together against an
+        // empty database take turns, and each finds what the one before made.
+        let mut tx = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(sql::SCHEMA_LOCK)
+            .execute(&mut *tx)
+            .await?;
         let existing: Vec<String> = sqlx::query_scalar(
             "SELECT column_name::text FROM information_schema.columns \
              WHERE table_name = 'sluice_ledger' AND table_schema = current_schema()",
         )
-        .fetch_all(&pool)
+        .fetch_all(&mut *tx)
         .await?;
-        sql::create(&pool, "BIGSERIAL PRIMARY KEY", &missing(&existing)).await?;
         // A ledger written by an earlier sluice holds `cost_micros` as NOT NULL; dropping
         // the constraint again is a no-op.
-        for statement in sql::unknown_cost_migration(false) {
+        let statements = sql::creation("BIGSERIAL PRIMARY KEY", &missing(&existing))
+            .into_iter()
+            .chain(sql::unknown_cost_migration(false));
+        for statement in statements {
             // Audited: built from the SQL module's constants only.
             sqlx::query(sqlx::AssertSqlSafe(statement))
-                .execute(&pool)
+                .execute(&mut *tx)
                 .await?;
         }
+        tx.commit().await?;
         Ok(Self {
             pool,
             insert: Arc::new(sql::InsertSql::new::<sqlx::Postgres>()?),

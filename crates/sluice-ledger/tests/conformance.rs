@@ -334,6 +334,24 @@ async fn a_cost_not_known_is_stored_as_unknown_and_counted_apart<S: Store>(s: S)
     assert_eq!(total.unpriced_calls, 1);
 }
 
+/// Instances started together against an empty database (a Deployment's replicas) all come
+/// up: the tables are made under one lock, and the others find them made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_started_together_against_an_empty_database_all_open_it() {
+    for _ in 0..3 {
+        let url = postgres_database().await;
+        let opens = (0..4).map(|_| PgStore::connect(&url));
+        let stores = futures::future::join_all(opens).await;
+        for s in &stores {
+            assert!(s.is_ok(), "an instance failed to open the ledger: {s:?}");
+        }
+        let s = stores.into_iter().next().unwrap().unwrap();
+        s.append(&[entry(0, "acme", "gpt-4o", 1_000)])
+            .await
+            .unwrap();
+    }
+}
+
 /// A ledger written when `cost_micros` was NOT NULL takes unknown costs once opened again.
 #[tokio::test]
 async fn an_older_postgres_ledger_takes_unknown_costs() {
