@@ -3,7 +3,7 @@
 //! [`LocalAnswers`] (moka, weighed by bytes, least used out first); several instances keep
 //! one store between them by another implementation (in `sluice-cluster`), held the same
 //! way, the cache and the walk unchanged. Every implementation passes the same conformance
-//! suite ([`crate::conformance`], with the `conformance` feature).
+//! suite (its `conformance` module, with the `conformance` feature).
 //!
 //! Whether an answer is still fresh is the cache's decision, on the gateway's clock; a store
 //! only keeps and forgets. Reading may wait for a store; writing never makes a call wait (a

@@ -3,7 +3,7 @@
 //! a lock); several instances keep one book between them by another implementation (a
 //! server-side script that reserves and settles atomically, in `sluice-cluster`), held the
 //! same way, no step changing. Every implementation passes the same conformance suite
-//! ([`crate::conformance`], with the `conformance` feature).
+//! (its `conformance` module, with the `conformance` feature).
 //!
 //! Reserving may wait for a store; settling never makes a call wait (an implementation that
 //! writes elsewhere does so in the background); limits are read from a local copy.

@@ -38,11 +38,6 @@ impl<'d, 'a> Parts<'d, 'a> {
         }
     }
 
-    /// The table's path.
-    pub fn path(&self) -> &[Seg] {
-        &self.path
-    }
-
     /// Reads the part `T`, reporting its errors where they stand.
     pub fn read<T: DeserializeOwned>(&mut self) -> Option<T> {
         let (t, unknown) = self.doc.item_collect(&self.path, &self.value, self.diags);
@@ -73,18 +68,6 @@ impl<'d, 'a> Parts<'d, 'a> {
         !refused && unknown.is_empty()
     }
 
-    /// The keys no part took, each as its name (reported by the caller, which knows why).
-    pub fn untaken(&self) -> Vec<String> {
-        self.untaken
-            .iter()
-            .flatten()
-            .filter_map(|rel| match rel.as_slice() {
-                [Seg::Key(k)] => Some(k.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-
     /// Reports each key no part took as unknown, unless `why` says why it is not taken here.
     pub fn finish(&mut self, why: impl Fn(&Self, &str) -> Option<String>) {
         let mut out = Vec::new();
@@ -106,16 +89,6 @@ impl<'d, 'a> Parts<'d, 'a> {
             out.push(self.doc.diag(&full, message));
         }
         self.diags.extend(out);
-    }
-
-    /// A diagnostic at the table's `field`.
-    pub fn diag(&mut self, field: &str, message: impl Into<String>) {
-        let mut at = self.path.clone();
-        if !field.is_empty() {
-            at.push(Seg::Key(field.to_string()));
-        }
-        let d = self.doc.diag(&at, message);
-        self.diags.push(d);
     }
 }
 
