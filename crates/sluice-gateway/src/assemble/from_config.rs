@@ -124,17 +124,14 @@ impl GatewayBuilder {
                     .ok_or_else(|| {
                         BuildError::Embeddings(format!("no provider `{}`", e.provider))
                     })?;
-                let key = provider
-                    .upstream
-                    .api_key_env
-                    .as_deref()
-                    .and_then(|var| env.get(var));
-                let settings = provider.openai_settings(key).ok_or_else(|| {
-                    BuildError::Embeddings(format!(
-                        "`{}` is not OpenAI-compatible (kind = \"openai\")",
-                        e.provider
-                    ))
-                })?;
+                let settings = provider
+                    .openai_settings(api_key(provider, env))
+                    .ok_or_else(|| {
+                        BuildError::Embeddings(format!(
+                            "`{}` is not OpenAI-compatible (kind = \"openai\")",
+                            e.provider
+                        ))
+                    })?;
                 let upstream = sluice_providers::embeddings::Embeddings::new(
                     &e.provider,
                     settings,
@@ -194,17 +191,12 @@ impl GatewayBuilder {
             b = b.access_log(format, Box::new(std::io::stdout()));
         }
         for (name, p) in &cfg.providers {
-            let key = p
-                .upstream
-                .api_key_env
-                .as_deref()
-                .and_then(|var| env.get(var));
-            let provider = p
-                .provider(name, key)
-                .map_err(|source| BuildError::Provider {
-                    name: name.clone(),
-                    source,
-                })?;
+            let provider =
+                p.provider(name, api_key(p, env))
+                    .map_err(|source| BuildError::Provider {
+                        name: name.clone(),
+                        source,
+                    })?;
             b = b.provider(name, provider).provider_server(
                 name,
                 p.kind().name(),
@@ -269,6 +261,14 @@ impl GatewayBuilder {
         }
         Ok(b)
     }
+}
+
+/// A provider's API key, from the environment variable its entry names.
+fn api_key(p: &sluice_config::gateway::ProviderConfig, env: &dyn Env) -> Option<String> {
+    p.upstream
+        .api_key_env
+        .as_deref()
+        .and_then(|var| env.get(var))
 }
 
 /// The key `[keys.NAME]` defines.
