@@ -108,13 +108,14 @@ impl Cluster {
         self.book.clone()
     }
 
-    /// A pacer for `deployment` with `spec`'s limits that every instance shares (a local
-    /// share of them while Redis cannot answer). Must be called inside a Tokio runtime.
+    /// A pacer for `deployment` that every instance shares: `spec`'s limits, those the
+    /// upstream announces, or one learnt from its 429s (a local share of them while Redis
+    /// cannot answer). Must be called inside a Tokio runtime.
     pub fn pacer(&self, deployment: &str, spec: PaceSpec) -> Box<dyn Pace> {
         Box::new(RedisPace::start(
             self.redis.clone(),
             self.health.clone(),
-            deployment,
+            (deployment, self.instance.clone()),
             spec,
             self.settings.per_instance_share,
         ))

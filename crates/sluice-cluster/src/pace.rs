@@ -4,24 +4,38 @@
 //! synchronously and Redis is asked about once per lease, in the background. A lease unused
 //! after [`LEASE_LIFE`] is dropped, never given back: the cluster can only send less than the
 //! limit, never more. A 429's pause and the provider's rate-limit reports reach the shared
-//! bucket with the next lease. While Redis cannot answer, the instance paces alone at its
-//! share of each limit.
+//! bucket with the next lease.
+//!
+//! The limit is one for the cluster however it is known: configured (`rpm`, `tpm`),
+//! announced by the upstream's rate-limit headers (any instance's report reaches the bucket),
+//! or learnt from bare 429s. Learning is [`sluice_tail::pace::learn`]'s rule made the
+//! cluster's: a 429 starts a cut, each instance tells what the upstream accepted from it over
+//! the last second (as one instance alone measures it), and the cluster paces at the sum;
+//! while that pace holds calls back it grows as one. An instance with nothing paced still
+//! asks every [`TELL_EVERY`] while it sends, so it hears of a cut or a pause.
+//!
+//! While Redis cannot answer, the instance paces alone at its share of each limit.
+
+mod lease;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::Script;
+use sluice_tail::pace::learn::Learner;
 use sluice_tail::pace::{Dimension, DimensionState, Pace, PaceSpec, Pacer};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::health::{Health, Kind};
+use crate::health::Health;
 use crate::store::Redis;
 
 /// How long a lease may be spent: a unit leased early and spent late arrives closer to the
 /// next than the bucket allowed, so leases are short-lived.
 pub const LEASE_LIFE: Duration = Duration::from_millis(250);
+/// How often an instance whose calls go unpaced asks anyway while it sends: how soon it hears
+/// that another instance met the limit.
+pub const TELL_EVERY: Duration = Duration::from_millis(25);
 /// The share of the assumed burst the shared bucket allows: units leased by several
 /// instances reach the provider with a few milliseconds of jitter each, and a bucket as
 /// deep as the provider's would meet its edge.
@@ -33,6 +47,20 @@ const KEEP_FOR_FIRST_LANE: f64 = 0.25;
 const LEASE_SHARE: f64 = 0.05;
 /// How soon admission looks again while a lease is on its way.
 const POLL: Duration = Duration::from_millis(1);
+
+/// What this instance learns of a limit no answer announces, and has yet to tell.
+#[derive(Debug)]
+struct Learning {
+    /// What it sent and the upstream refused, over the last second.
+    learner: Learner,
+    /// 429s met since the last lease.
+    refused: u32,
+    /// The last cut heard of.
+    epoch: i64,
+    /// This instance's share of a cut: requests a second, when measured, and the cut it is
+    /// of (`None`: whichever its 429 starts or refines).
+    share: Option<(f64, Instant, Option<i64>)>,
+}
 
 /// What this instance holds of the shared bucket, and what it must tell it.
 #[derive(Debug)]
@@ -53,9 +81,23 @@ struct Stock {
     pause: Option<Duration>,
     /// What the upstream last said is left (requests, tokens).
     left: [Option<u64>; 2],
-    /// The rates in force: configured, lowered by what answers report.
+    /// The bounds in force: configured, lowered by what answers announce (0: none).
     rpm: u64,
     tpm: u64,
+    /// Whether an answer announced the request limit (then nothing is learnt).
+    announced: bool,
+    /// The request rate the shared bucket paces at, as Redis last said (0: unpaced).
+    paced_rpm: u64,
+    learning: Learning,
+    /// When Redis was last asked.
+    told_at: Option<Instant>,
+}
+
+impl Stock {
+    /// Whether nothing is paced: calls go without a lease.
+    fn unpaced(&self) -> bool {
+        self.paced_rpm == 0 && self.tpm == 0
+    }
 }
 
 #[derive(Debug)]
@@ -87,22 +129,17 @@ fn burst(per_minute: u64) -> u64 {
     ((per_minute.div_ceil(60) as f64 * BURST_SHARE).floor() as u64).max(1)
 }
 
-/// What lanes after the first leave in a bucket of `burst`.
-fn keep(burst: u64) -> u64 {
-    (burst as f64 * KEEP_FOR_FIRST_LANE).floor() as u64
-}
-
 fn lease(per_minute: u64) -> u64 {
     ((per_minute as f64 / 60.0 * LEASE_SHARE).ceil() as u64).max(1)
 }
 
 impl RedisPace {
-    /// Starts the pacer of `deployment` with `spec`, keeping `share` of it while Redis cannot
-    /// answer.
+    /// Starts the pacer of `deployment` with `spec` for `instance`, keeping `share` of it
+    /// while Redis cannot answer.
     pub(crate) fn start(
         redis: Arc<Redis>,
         health: Arc<Health>,
-        deployment: &str,
+        (deployment, instance): (&str, Arc<str>),
         spec: PaceSpec,
         share: f64,
     ) -> Self {
@@ -115,6 +152,7 @@ impl RedisPace {
             },
             now,
         );
+        let rpm = spec.rpm.unwrap_or(0);
         let shared = Arc::new(Shared {
             stock: Mutex::new(Stock {
                 requests: 0,
@@ -126,13 +164,28 @@ impl RedisPace {
                 not_before: None,
                 pause: None,
                 left: [None, None],
-                rpm: spec.rpm.unwrap_or(0),
+                rpm,
                 tpm: spec.tpm.unwrap_or(0),
+                announced: false,
+                paced_rpm: rpm,
+                learning: Learning {
+                    learner: Learner::new(now),
+                    refused: 0,
+                    epoch: 0,
+                    share: None,
+                },
+                told_at: None,
             }),
             wake: Notify::new(),
         });
         let key = redis.key(&format!("pace:{{{deployment}}}"));
-        let worker = tokio::spawn(lease_loop(redis, health.clone(), shared.clone(), key));
+        let worker = tokio::spawn(lease::run(
+            redis,
+            health.clone(),
+            shared.clone(),
+            key,
+            instance,
+        ));
         Self {
             shared,
             health,
@@ -141,89 +194,13 @@ impl RedisPace {
             worker,
         }
     }
-
-    fn ask(&self, s: &mut Stock) {
-        if !s.asking {
-            s.asking = true;
-            self.shared.wake.notify_one();
-        }
-    }
 }
 
-/// Asks Redis for a lease each time the pacer wakes it.
-async fn lease_loop(redis: Arc<Redis>, health: Arc<Health>, shared: Arc<Shared>, key: String) {
-    let script = Script::new(include_str!("pace/lease.lua"));
-    loop {
-        shared.wake.notified().await;
-        let (args, pause) = {
-            let mut s = shared.stock.lock();
-            let pause = s.pause.take();
-            let want_req = lease(s.rpm.max(1));
-            let least_tok = s.want_tokens.min(burst(s.tpm.max(1)));
-            let want_tok = lease(s.tpm.max(1)).max(s.want_tokens);
-            let left = s.left;
-            s.left = [None, None];
-            let (rb, tb) = (burst(s.rpm.max(1)), burst(s.tpm.max(1)));
-            let later = !s.first_lane_asked;
-            s.first_lane_asked = false;
-            (
-                [
-                    s.rpm,
-                    rb,
-                    want_req,
-                    s.tpm,
-                    tb,
-                    want_tok,
-                    least_tok,
-                    if later { keep(rb) } else { 0 },
-                    if later { keep(tb) } else { 0 },
-                ],
-                (pause, left),
-            )
-        };
-        let (pause, left) = pause;
-        let opt = |v: Option<u64>| v.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
-        let got = redis
-            .eval::<Vec<i64>>(&script, |i| {
-                i.key(&key);
-                for a in &args[..7] {
-                    i.arg(*a);
-                }
-                i.arg(pause.map_or(0, |p| p.as_micros() as u64))
-                    .arg(opt(left[0]))
-                    .arg(opt(left[1]))
-                    .arg(args[7])
-                    .arg(args[8]);
-            })
-            .await;
-        let now = Instant::now();
-        let mut s = shared.stock.lock();
-        s.asking = false;
-        match got {
-            Ok(v) => {
-                let n = |i: usize| u64::try_from(v.get(i).copied().unwrap_or(0)).unwrap_or(0);
-                let wait = Duration::from_micros(n(2));
-                if wait.is_zero() {
-                    if s.expires <= now {
-                        s.requests = 0;
-                        s.tokens = 0;
-                    }
-                    s.requests += n(0);
-                    s.tokens += n(1);
-                    s.expires = now + LEASE_LIFE;
-                    s.not_before = None;
-                } else {
-                    s.not_before = Some((now + wait, args[7] > 0 || args[8] > 0));
-                }
-            }
-            Err(e) => {
-                // What was not told is told with the next lease.
-                if s.pause.is_none() {
-                    s.pause = pause;
-                }
-                health.failed(Kind::Pacing, &e);
-            }
-        }
+/// Wakes the lease loop unless it is already on its way.
+fn ask(shared: &Shared, s: &mut Stock) {
+    if !s.asking {
+        s.asking = true;
+        shared.wake.notify_one();
     }
 }
 
@@ -237,6 +214,17 @@ impl Pace for RedisPace {
             return self.local.ready_at(now, tokens);
         }
         let mut s = self.shared.stock.lock();
+        if let Some((at, later)) = s.not_before
+            && at > now
+            && s.unpaced()
+            && (!later || lane > 0)
+        {
+            // Unpaced, but the cluster is paused.
+            return at;
+        }
+        if s.unpaced() {
+            return now;
+        }
         if s.expires <= now {
             s.requests = 0;
             s.tokens = 0;
@@ -246,7 +234,7 @@ impl Pace for RedisPace {
         } else {
             0
         };
-        let fits = (s.rpm == 0 || s.requests >= 1) && (s.tpm == 0 || s.tokens >= need);
+        let fits = (s.paced_rpm == 0 || s.requests >= 1) && (s.tpm == 0 || s.tokens >= need);
         if fits {
             return now;
         }
@@ -261,24 +249,30 @@ impl Pace for RedisPace {
         {
             return at;
         }
-        self.ask(&mut s);
+        ask(&self.shared, &mut s);
         now + POLL
     }
 
     fn take(&mut self, now: Instant, tokens: u64) {
         // The local share counts too, so an outage does not start from a full bucket.
         self.local.take(now, tokens);
+        let mut s = self.shared.stock.lock();
+        s.learning.learner.sent(now, false);
         if self.health.is_down() {
             return;
         }
-        let mut s = self.shared.stock.lock();
         s.requests = s.requests.saturating_sub(1);
         s.tokens = s.tokens.saturating_sub(tokens);
-        // The next lease is asked for before this one is spent.
-        let low = (s.rpm > 0 && s.requests < lease(s.rpm).div_ceil(2))
-            || (s.tpm > 0 && s.tokens < lease(s.tpm).div_ceil(2));
+        let low = if s.unpaced() {
+            // Nothing to lease: ask now and then, to hear of cuts and pauses.
+            s.told_at.is_none_or(|t| now >= t + TELL_EVERY)
+        } else {
+            // The next lease is asked for before this one is spent.
+            (s.paced_rpm > 0 && s.requests < lease(s.paced_rpm).div_ceil(2))
+                || (s.tpm > 0 && s.tokens < lease(s.tpm).div_ceil(2))
+        };
         if low {
-            self.ask(&mut s);
+            ask(&self.shared, &mut s);
         }
     }
 
@@ -296,6 +290,12 @@ impl Pace for RedisPace {
             Dimension::Requests => {
                 s.rpm = self.spec.rpm.map_or(limit, |c| c.min(limit));
                 s.left[0] = Some(remaining);
+                if !s.announced {
+                    // The first report: the bucket paces at it from now on.
+                    s.announced = true;
+                    s.paced_rpm = s.rpm;
+                    ask(&self.shared, &mut s);
+                }
             }
             Dimension::Tokens => {
                 s.tpm = self.spec.tpm.map_or(limit, |c| c.min(limit));
@@ -309,6 +309,12 @@ impl Pace for RedisPace {
         let mut s = self.shared.stock.lock();
         s.requests = 0;
         s.tokens = 0;
+        let l = &mut s.learning;
+        l.refused = l.refused.saturating_add(1);
+        if let Some(rate) = l.learner.refused(now) {
+            l.share = Some((rate, now, None));
+        }
+        ask(&self.shared, &mut s);
     }
 
     fn paused(&mut self, now: Instant, until: Instant) {
@@ -317,7 +323,7 @@ impl Pace for RedisPace {
         let d = until.saturating_duration_since(now);
         s.pause = Some(s.pause.map_or(d, |p| p.max(d)));
         s.not_before = Some((until, false));
-        self.ask(&mut s);
+        ask(&self.shared, &mut s);
     }
 
     fn state(&mut self, now: Instant) -> (Option<DimensionState>, Option<DimensionState>) {
@@ -332,6 +338,6 @@ impl Pace for RedisPace {
                 available: have,
             })
         };
-        (dim(s.rpm, s.requests), dim(s.tpm, s.tokens))
+        (dim(s.paced_rpm, s.requests), dim(s.tpm, s.tokens))
     }
 }

@@ -35,6 +35,14 @@ pub enum ClusterError {
     /// A command took longer than the command timeout.
     #[error("Redis took longer than {0:?}")]
     Timeout(Duration),
+    /// An answer of a shape sluice does not read (never taken as zero).
+    #[error("Redis answered {what} in a shape sluice does not read: {got}")]
+    Malformed {
+        /// What was asked.
+        what: &'static str,
+        /// What came back.
+        got: String,
+    },
 }
 
 /// The cluster's connections.

@@ -156,6 +156,18 @@ async fn redis_pacing_conforms() {
     sluice_tail::pace::conformance::pacing(instances, 600).await;
 }
 
+/// Three instances with no limit configured, against an upstream that announces none, learn
+/// one limit between them from its 429s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_pacing_learns_one_limit_for_three_instances() {
+    let redis = Redis::start().await;
+    let mut instances = Vec::new();
+    for _ in 0..3 {
+        instances.push(redis.cluster().await.pacer("learnt", Default::default()));
+    }
+    sluice_tail::pace::conformance::learning(instances, 600).await;
+}
+
 /// Routers' learning told by one instance reaches another typed, whole and once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_redis_router_log_conforms() {

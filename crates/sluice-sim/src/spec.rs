@@ -66,6 +66,9 @@ pub struct UpstreamSpec {
     /// Whether answers announce the rate limits (`x-ratelimit-*`); some providers send only a
     /// 429's `Retry-After` (default true).
     pub rate_headers: bool,
+    /// Whether a 429 says when to come back (`Retry-After`); some providers answer a bare 429
+    /// (default true).
+    pub retry_after: bool,
     /// The model reads ([`crate::reader`]): it answers "what is the X?" only when its prompt
     /// holds "the X is V.", and answers `INSUFFICIENT_CONTEXT` otherwise.
     pub reader: bool,
@@ -112,6 +115,7 @@ impl Default for UpstreamSpec {
             price: None,
             prefill_per_token: Duration::ZERO,
             rate_headers: true,
+            retry_after: true,
             reader: false,
             faq: false,
         }

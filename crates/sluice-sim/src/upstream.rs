@@ -320,6 +320,9 @@ impl SimUpstream {
                 r.requests = None;
                 r.tokens = None;
             }
+            if !spec.retry_after {
+                r.retry_after = None;
+            }
             r
         };
         if let Some(limited) = rate_limit(st, now, req.prompt_tokens + expected_out) {

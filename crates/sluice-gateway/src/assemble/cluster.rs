@@ -42,8 +42,8 @@ pub(super) fn answer_cache(
 }
 
 /// The limiter of deployment `name`, paced by `pace`: through the cluster when there is one
-/// and the deployment has a configured limit (a limit only its answers report, or one learnt
-/// from 429s, is paced by each instance on its own).
+/// (whether its limit is configured, announced by its answers or learnt from its 429s, the
+/// instances pace it as one).
 pub(super) fn limiter(
     cluster: Option<&sluice_cluster::Cluster>,
     (spec, lanes, seed): (&LimitSpec, &[LaneSpec], u64),
@@ -51,10 +51,8 @@ pub(super) fn limiter(
     pace: PaceSpec,
 ) -> Limiter {
     match cluster {
-        Some(c) if pace != PaceSpec::default() => {
-            Limiter::paced_by(spec, lanes, seed, c.pacer(name, pace))
-        }
-        _ => Limiter::new(spec, lanes, seed, pace),
+        Some(c) => Limiter::paced_by(spec, lanes, seed, c.pacer(name, pace)),
+        None => Limiter::new(spec, lanes, seed, pace),
     }
 }
 

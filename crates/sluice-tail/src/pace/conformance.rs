@@ -95,6 +95,81 @@ pub async fn pacing(instances: Vec<Box<dyn Pace>>, per_minute: u64) {
     );
 }
 
+/// How long the learning check sends.
+pub const LEARNING_FOR: Duration = Duration::from_secs(8);
+/// What the learning check forgives: the first calls, sent before anything is known.
+pub const LEARNING_FROM: Duration = Duration::from_secs(2);
+
+/// `instances` with no limit configured, offered twice what an upstream of `per_minute`
+/// (one second's burst, announcing nothing) takes for [`LEARNING_FOR`], each 429 pausing
+/// the instance that met it for [`super::DEFAULT_RETRY_AFTER`] as the gateway does: after
+/// [`LEARNING_FROM`], under 2% of the calls sent meet a 429 and the upstream takes at least
+/// four fifths of its limit. (Together the instances learn one limit: each pacing to all
+/// of what it measured would send several times it.)
+pub async fn learning(instances: Vec<Box<dyn Pace>>, per_minute: u64) {
+    let start = Instant::now();
+    let upstream = Arc::new(parking_lot::Mutex::new(crate::MinuteBucket::new(
+        per_minute,
+        Some(per_minute.div_ceil(60)),
+        start,
+    )));
+    let n = instances.len() as f64;
+    let every = Duration::from_secs_f64(60.0 / per_minute as f64 * n / 2.0);
+    let tasks: Vec<_> = instances
+        .into_iter()
+        .map(|mut p| {
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                // (sent, refused, taken) after LEARNING_FROM.
+                let mut counts = (0u64, 0u64, 0u64);
+                let mut next = Instant::now();
+                while next < start + LEARNING_FOR {
+                    tokio::time::sleep_until(next).await;
+                    loop {
+                        let now = Instant::now();
+                        let at = p.ready_at(now, 1);
+                        if at <= now {
+                            break;
+                        }
+                        tokio::time::sleep_until(at.min(now + Duration::from_millis(5))).await;
+                    }
+                    let now = Instant::now();
+                    p.take(now, 1);
+                    let taken = upstream.lock().try_take(now, 1);
+                    if !taken {
+                        p.paused(now, now + super::DEFAULT_RETRY_AFTER);
+                    }
+                    if now >= start + LEARNING_FROM {
+                        counts.0 += 1;
+                        counts.1 += u64::from(!taken);
+                        counts.2 += u64::from(taken);
+                    }
+                    next = (next + every).max(now);
+                }
+                counts
+            })
+        })
+        .collect();
+    let (mut sent, mut refused, mut taken) = (0, 0, 0);
+    for t in tasks {
+        let (s, r, k) = t.await.unwrap_or_default();
+        sent += s;
+        refused += r;
+        taken += k;
+    }
+    let secs = (LEARNING_FOR - LEARNING_FROM).as_secs_f64();
+    let limit = per_minute as f64 / 60.0 * secs;
+    eprintln!("learning: {sent} sent, {refused} refused, {taken} taken of {limit:.0} allowed");
+    assert!(
+        refused as f64 <= 0.02 * sent as f64,
+        "{refused} of {sent} calls met a 429 once the limit was learnt"
+    );
+    assert!(
+        taken as f64 >= 0.8 * limit,
+        "the upstream took {taken} calls where its limit allows {limit:.0}"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use parking_lot::Mutex;
@@ -117,5 +192,12 @@ mod tests {
         };
         let p = crate::pace::Pacer::new(spec, tokio::time::Instant::now());
         super::pacing(vec![Box::new(p)], 600).await;
+    }
+
+    /// One in-process pacer learns a limit no answer announces from its 429s.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_local_pacer_learns_a_bare_limit() {
+        let p = crate::pace::Pacer::new(Default::default(), tokio::time::Instant::now());
+        super::learning(vec![Box::new(p)], 600).await;
     }
 }
