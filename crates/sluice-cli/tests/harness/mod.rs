@@ -329,13 +329,34 @@ pub async fn until_ended(url: &str, key: &str, id: &str, limit: Duration) -> ser
 
 /// One chat call to `url` as `key`: its status and how long it took.
 pub async fn chat(client: &reqwest::Client, url: &str, key: &str, i: usize) -> (u16, Duration) {
+    chat_in(client, url, key, None, i).await
+}
+
+/// One chat call to `url` as `key`, in `lane` when named (`x-sluice-lane`): its status and
+/// how long it took.
+pub async fn chat_in(
+    client: &reqwest::Client,
+    url: &str,
+    key: &str,
+    lane: Option<&str>,
+    i: usize,
+) -> (u16, Duration) {
     let start = tokio::time::Instant::now();
-    let status = client
+    let mut req = client
         .post(format!("{url}/v1/chat/completions"))
-        .bearer_auth(key)
+        .bearer_auth(key);
+    if let Some(lane) = lane {
+        req = req.header("x-sluice-lane", lane);
+    }
+    // Calls of different lanes never share a prompt (nor an answer cache entry).
+    let content = match lane {
+        Some(lane) => format!("Question {i} in {lane}: is this clause fair?"),
+        None => format!("Question {i}: is this clause fair?"),
+    };
+    let status = req
         .json(
             &serde_json::json!({"model": "chat", "max_tokens": 20, "messages": [
-            {"role": "user", "content": format!("Question {i}: is this clause fair?")}]}),
+            {"role": "user", "content": content}]}),
         )
         .send()
         .await
