@@ -94,6 +94,33 @@ struct Stock {
 }
 
 impl Stock {
+    /// Nothing leased, nothing heard, bounded by `spec`.
+    fn new(spec: &PaceSpec, now: Instant) -> Self {
+        let rpm = spec.rpm.unwrap_or(0);
+        Self {
+            requests: 0,
+            tokens: 0,
+            expires: now,
+            want_tokens: 0,
+            first_lane_asked: false,
+            asking: false,
+            not_before: None,
+            pause: None,
+            left: [None, None],
+            rpm,
+            tpm: spec.tpm.unwrap_or(0),
+            announced: false,
+            paced_rpm: rpm,
+            learning: Learning {
+                learner: Learner::new(now),
+                refused: 0,
+                epoch: 0,
+                share: None,
+            },
+            told_at: None,
+        }
+    }
+
     /// Whether nothing is paced: calls go without a lease.
     fn unpaced(&self) -> bool {
         self.paced_rpm == 0 && self.tpm == 0
@@ -152,30 +179,8 @@ impl RedisPace {
             },
             now,
         );
-        let rpm = spec.rpm.unwrap_or(0);
         let shared = Arc::new(Shared {
-            stock: Mutex::new(Stock {
-                requests: 0,
-                tokens: 0,
-                expires: now,
-                want_tokens: 0,
-                first_lane_asked: false,
-                asking: false,
-                not_before: None,
-                pause: None,
-                left: [None, None],
-                rpm,
-                tpm: spec.tpm.unwrap_or(0),
-                announced: false,
-                paced_rpm: rpm,
-                learning: Learning {
-                    learner: Learner::new(now),
-                    refused: 0,
-                    epoch: 0,
-                    share: None,
-                },
-                told_at: None,
-            }),
+            stock: Mutex::new(Stock::new(&spec, now)),
             wake: Notify::new(),
         });
         let key = redis.key(&format!("pace:{{{deployment}}}"));
@@ -313,12 +318,16 @@ impl Pace for RedisPace {
         l.refused = l.refused.saturating_add(1);
         if let Some(rate) = l.learner.refused(now) {
             l.share = Some((rate, now, None));
+            if s.paced_rpm == 0 && !s.announced {
+                // Until Redis answers with the cluster's cut, this instance paces at its own
+                // share of it (less than the cluster's rate: never more than it may send).
+                s.paced_rpm = ((rate * 60.0).floor() as u64).max(1);
+            }
         }
         ask(&self.shared, &mut s);
     }
 
     fn paused(&mut self, now: Instant, until: Instant) {
-        self.exhausted(now);
         let mut s = self.shared.stock.lock();
         let d = until.saturating_duration_since(now);
         s.pause = Some(s.pause.map_or(d, |p| p.max(d)));

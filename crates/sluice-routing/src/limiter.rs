@@ -30,10 +30,22 @@ impl Limiter {
 
     /// A limiter by `spec` over `lanes` paced by `pacer` (one shared with other instances,
     /// say); `seed` feeds the algorithm's jitter, if any.
-    pub fn paced_by(spec: &LimitSpec, lanes: &[LaneSpec], seed: u64, pacer: Box<dyn Pace>) -> Self {
+    pub fn paced_by(
+        spec: &LimitSpec,
+        lanes: &[LaneSpec],
+        seed: u64,
+        mut pacer: Box<dyn Pace>,
+    ) -> Self {
         let algorithm = spec.build(seed);
+        // A configured rate limit paces from the first call, and a concurrency limit written
+        // by hand is the operator's: no slow start then.
+        let slow = pacer.state(Instant::now()).0.is_none() && !matches!(spec, LimitSpec::Fixed(_));
+        let mut admission = Admission::paced_by(algorithm.limit(), lanes.to_vec(), pacer);
+        if slow {
+            admission = admission.slow_start();
+        }
         Self {
-            admission: Admission::paced_by(algorithm.limit(), lanes.to_vec(), pacer),
+            admission,
             algorithm: Mutex::new(algorithm),
         }
     }
@@ -63,12 +75,26 @@ impl Limiter {
                 self.admission.observe(dim, q.limit, q.remaining, q.reset);
             }
         }
+        // Once the pacer knows the limit, the slow start ends.
+        if limits.requests.is_some() || limits.tokens.is_some() {
+            self.admission.known();
+        }
     }
 
     /// Feeds one attempt's outcome to the algorithm and applies the new limit.
     pub fn sample(&self, now: Instant, sample: Sample) {
         let limit = self.algorithm.lock().update(now, sample);
         self.admission.set_limit(limit);
+    }
+
+    /// A 429: the pacer hears that nothing is left. Whether it paces requests from now on.
+    pub fn refused(&self) -> bool {
+        self.admission.refused()
+    }
+
+    /// Whether the pacer paces requests now.
+    pub fn paces_requests(&self) -> bool {
+        self.admission.paces_requests()
     }
 
     /// Grants no slot before `until`.

@@ -150,8 +150,8 @@ impl Drop for Sim {
     }
 }
 
-/// Three gateways started from one configuration (only their listen address differs, by
-/// `SLUICE_LISTEN`).
+/// Gateways started together from one configuration (only their listen address differs, by
+/// `SLUICE_LISTEN`): three, unless said.
 pub struct Fleet {
     pub urls: Vec<String>,
     pub children: Vec<Option<Child>>,
@@ -162,9 +162,14 @@ pub struct Fleet {
 
 impl Fleet {
     pub async fn start(dir: &Path, config: &str, env: Vec<(String, String)>) -> Self {
+        Self::start_n(dir, config, env, 3).await
+    }
+
+    /// `n` gateways.
+    pub async fn start_n(dir: &Path, config: &str, env: Vec<(String, String)>, n: usize) -> Self {
         let path = dir.join("gw.toml");
         std::fs::write(&path, config).unwrap();
-        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let mut fleet = Self {
             urls: ports
                 .iter()
@@ -175,7 +180,7 @@ impl Fleet {
             env,
             ports,
         };
-        for i in 0..3 {
+        for i in 0..n {
             let c = fleet.spawn(i).await;
             fleet.children.push(Some(c));
         }

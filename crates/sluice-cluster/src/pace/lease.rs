@@ -136,7 +136,14 @@ pub(super) async fn run(
 
 /// Carries Redis's answer `a` to what was told `t` into the stock.
 fn carry(shared: &Shared, s: &mut Stock, t: &Told, a: &Answer, now: Instant) {
-    s.paced_rpm = a.paced_rpm;
+    if s.rpm != t.rpm || s.announced != t.announced || s.learning.refused > 0 {
+        // An answer announced the limit, or a 429 came, while this lease was on its way: the
+        // pace Redis answered is of what it was told, not of what is now known (read as such,
+        // an instance that had just started pacing would stop). Ask again with it.
+        ask(shared, s);
+    } else {
+        s.paced_rpm = a.paced_rpm;
+    }
     if a.wait.is_zero() {
         if s.expires <= now {
             s.requests = 0;
@@ -166,5 +173,59 @@ fn carry(shared: &Shared, s: &mut Stock, t: &Told, a: &Answer, now: Instant) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use parking_lot::Mutex;
+    use sluice_tail::pace::PaceSpec;
+    use tokio::sync::Notify;
+
+    use super::*;
+
+    fn unpaced() -> Answer {
+        Answer {
+            requests: 1,
+            tokens: 0,
+            wait: Duration::ZERO,
+            paced_rpm: 0,
+            epoch: 0,
+        }
+    }
+
+    #[test]
+    fn a_lease_asked_before_a_limit_was_announced_does_not_unpace_the_instance() {
+        let now = Instant::now();
+        let shared = Shared {
+            stock: Mutex::new(Stock::new(&PaceSpec::default(), now)),
+            wake: Notify::new(),
+        };
+        let mut s = shared.stock.lock();
+        // The lease goes out knowing nothing; then an answer announces 600 a minute.
+        let t = told(&mut s, now);
+        s.rpm = 600;
+        s.announced = true;
+        s.paced_rpm = 600;
+        carry(&shared, &mut s, &t, &unpaced(), now);
+        assert_eq!(s.paced_rpm, 600, "still paced at what was announced");
+        assert!(s.asking, "and Redis is asked again with it");
+        // Told the same bounds, the answer's pace is carried.
+        s.asking = false;
+        let t = told(&mut s, now);
+        carry(
+            &shared,
+            &mut s,
+            &t,
+            &Answer {
+                paced_rpm: 540,
+                ..unpaced()
+            },
+            now,
+        );
+        assert_eq!(s.paced_rpm, 540);
+        assert!(!s.asking);
     }
 }

@@ -29,16 +29,19 @@ impl Pacing {
         Self { cooling }
     }
 
-    /// Notes an attempt's failure. A 429 pauses the deployment's admission until its
-    /// `retry-after` (queued work waits in sluice rather than meet the same wall), and keeps
-    /// hedges away from it a while longer.
+    /// Notes an attempt's failure. A 429 empties the deployment's pacer and pauses its
+    /// admission until its `retry-after` (queued work waits in sluice rather than meet the
+    /// same wall; with none, the pacer's wait when it paces requests, else a second: see
+    /// [`after_429`]), and keeps hedges away from it a while longer.
     pub(crate) fn attempt_failed(&self, deployment: &Deployment, e: &GatewayError, now: Instant) {
         if !e.is_rate_limited() {
             return;
         }
-        let pushback = after_429(now, e.upstream.as_deref().and_then(|r| r.retry_after()));
-        if let Some(limiter) = &deployment.limiter {
-            limiter.pause_until(pushback.pause_until);
+        let paced = deployment.limiter.as_ref().is_some_and(|l| l.refused());
+        let asked = e.upstream.as_deref().and_then(|r| r.retry_after());
+        let pushback = after_429(now, asked, paced);
+        if let (Some(limiter), Some(until)) = (&deployment.limiter, pushback.pause_until) {
+            limiter.pause_until(until);
         }
         self.cooling
             .start(&deployment.name, now, pushback.quiet_for);

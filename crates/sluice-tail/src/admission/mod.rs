@@ -9,7 +9,9 @@
 //! when a pause or the pacer lets the next waiter go.
 
 mod fair;
+mod lanes;
 mod scheduler;
+pub mod slow_start;
 mod state;
 
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, timeout_at};
 
 pub use fair::FairQueue;
+pub use lanes::{LaneParams, LaneSpec, default_lanes, shares_problem};
 pub use scheduler::{LaneLoad, guaranteed, next_lane};
 
 use crate::pace::{Dimension, DimensionState, Pace, PaceSpec, Pacer};
@@ -45,105 +48,6 @@ impl From<usize> for Ask {
             tokens: 0,
         }
     }
-}
-
-/// One lane's rules.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LaneSpec {
-    /// Name, as clients send it in `x-sluice-lane`.
-    pub name: Arc<str>,
-    /// Guaranteed share of the limit under contention.
-    pub share: f64,
-    /// Requests that may wait.
-    pub max_queue: usize,
-    /// How long one may wait.
-    pub max_wait: Duration,
-}
-
-impl LaneSpec {
-    /// The lane `[lanes.NAME]` describes.
-    pub fn named(name: &str, p: &LaneParams) -> Self {
-        let LaneParams {
-            share,
-            max_queue,
-            max_wait,
-        } = *p;
-        Self {
-            name: Arc::from(name),
-            share,
-            max_queue,
-            max_wait,
-        }
-    }
-}
-
-/// `[lanes.NAME]` as it is written (every field optional, unknown fields refused): a class
-/// of traffic with its own queue.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LaneParams {
-    /// Share of an upstream's concurrency limit the lane is guaranteed under contention
-    /// (a guarantee, not a cap: idle slots go to whoever waits).
-    pub share: f64,
-    /// Requests that may wait; beyond that sluice answers 503 with `Retry-After`.
-    pub max_queue: usize,
-    /// How long a request may wait for a slot (and for retries) before 503.
-    #[serde(with = "humantime_serde")]
-    pub max_wait: Duration,
-}
-
-impl Default for LaneParams {
-    fn default() -> Self {
-        Self {
-            share: 0.5,
-            max_queue: 1000,
-            max_wait: Duration::from_secs(60),
-        }
-    }
-}
-
-/// The lanes used when a config defines none: interactive (80% guaranteed, a short wait)
-/// before batch (20%, a long wait: batch work waits rather than fails).
-pub fn default_lanes() -> Vec<(String, LaneParams)> {
-    vec![
-        (
-            "interactive".into(),
-            LaneParams {
-                share: 0.8,
-                max_queue: 256,
-                max_wait: Duration::from_secs(30),
-            },
-        ),
-        (
-            "batch".into(),
-            LaneParams {
-                share: 0.2,
-                max_queue: 10_000,
-                max_wait: Duration::from_secs(600),
-            },
-        ),
-    ]
-}
-
-impl LaneParams {
-    /// What is wrong with one lane, if anything: (field, message). Shares adding up to more
-    /// than 1 is the lanes' problem together, [`shares_problem`].
-    pub fn problems(&self) -> Vec<crate::Problem> {
-        let mut out = Vec::new();
-        if !(0.0..=1.0).contains(&self.share) {
-            out.push(("share", "must be between 0 and 1".into()));
-        }
-        if self.max_wait.is_zero() {
-            out.push(("max_wait", "must be longer than zero".into()));
-        }
-        out
-    }
-}
-
-/// Why lanes' shares together are wrong, if they are: more than 1 in all.
-pub fn shares_problem<'a>(lanes: impl IntoIterator<Item = &'a LaneParams>) -> Option<String> {
-    let total: f64 = lanes.into_iter().map(|l| l.share).sum();
-    (total > 1.0 + 1e-9).then(|| format!("shares add up to {total}, more than 1"))
 }
 
 /// Why a request was not admitted.
@@ -224,6 +128,23 @@ pub struct Permit {
     /// While it waited, the upstream's rate limit held the queue back (the pacer, or a
     /// pause after a 429): its wait is the provider's limit's, not sluice's own.
     pub rate_limited: bool,
+    /// Whether its call had its answer (see [`Permit::answered`]).
+    answered: bool,
+}
+
+impl Permit {
+    /// Its call had its answer (the first byte, or a failure; `dropped`: a refusal for
+    /// load): while the upstream's limit is unknown, one more call may go.
+    pub fn answered(&mut self, dropped: bool) {
+        if self.answered {
+            return;
+        }
+        self.answered = true;
+        if let Some(inner) = &self.admission {
+            inner.state.lock().slow.answered(dropped);
+            grant_and_wake(inner);
+        }
+    }
 }
 
 impl std::fmt::Debug for Inner {
@@ -235,7 +156,10 @@ impl std::fmt::Debug for Inner {
 impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(inner) = self.admission.take() {
-            inner.state.lock().release(self.lane, Instant::now());
+            inner
+                .state
+                .lock()
+                .release(self.lane, Instant::now(), self.answered);
             grant_and_wake(&inner);
         }
     }
@@ -321,6 +245,7 @@ fn permit(inner: &Arc<Inner>, lane: usize, inflight: usize) -> Permit {
         lane,
         inflight,
         rate_limited: false,
+        answered: false,
     }
 }
 
@@ -356,15 +281,46 @@ impl Admission {
             .position(|l| &*l.spec.name == name)
     }
 
+    /// Holds calls awaiting an answer to a slow start's window until [`Admission::known`]
+    /// (an upstream whose limit nothing configured: see [`slow_start`]).
+    pub fn slow_start(self) -> Self {
+        self.0.state.lock().slow = slow_start::SlowStart::new();
+        self
+    }
+
+    /// The upstream's limit is known (announced, or taught by a refusal): no slow start
+    /// holds calls from now on.
+    pub fn known(&self) {
+        let mut st = self.0.state.lock();
+        if st.slow.opening() {
+            st.slow.known();
+            drop(st);
+            grant_and_wake(&self.0);
+        }
+    }
+
     /// Changes the limit; a higher one admits waiters at once.
     pub fn set_limit(&self, limit: usize) {
         self.0.state.lock().limit = limit.max(1);
         grant_and_wake(&self.0);
     }
 
+    /// A 429: the pacer hears that nothing is left. Whether it paces requests from now on
+    /// (then its emptied bucket is the wait: see [`crate::pace::after_429`]).
+    pub fn refused(&self) -> bool {
+        let mut st = self.0.state.lock();
+        let now = Instant::now();
+        st.refused(now)
+    }
+
+    /// Whether the pacer paces requests now (a limit configured, announced or learnt).
+    pub fn paces_requests(&self) -> bool {
+        self.0.state.lock().paces_requests(Instant::now())
+    }
+
     /// Grants no slot before `until`: the upstream asked us to wait (a 429's `retry-after`).
-    /// Requests keep queueing meanwhile; at `until` the queue resumes. The pacer hears that
-    /// nothing is left.
+    /// Requests keep queueing meanwhile; at `until` the queue resumes. The pacer hears of the
+    /// pause (one shared by several instances pauses them all).
     pub fn pause_until(&self, until: Instant) {
         if self.0.state.lock().pause_until(Instant::now(), until) {
             grant_and_wake(&self.0);

@@ -111,6 +111,8 @@ pub(crate) struct State<W> {
     /// The last instant the next waiter was held back by the upstream's rate limit (the
     /// pacer or a 429's pause), not by the concurrency limit.
     pub(crate) rate_held: Option<Instant>,
+    /// Calls awaiting an answer while the upstream's limit is unknown.
+    pub(crate) slow: super::slow_start::SlowStart,
 }
 
 impl<W: Waiting> State<W> {
@@ -138,11 +140,26 @@ impl<W: Waiting> State<W> {
             pacer,
             wake_at: None,
             rate_held: None,
+            slow: super::slow_start::SlowStart::open(),
         }
     }
 
+    /// Whether a slot is free at `now` and no pause holds calls back.
     pub(crate) fn open(&self, now: Instant) -> bool {
         self.paused_until.is_none_or(|p| now >= p) && self.inflight < self.limit
+    }
+
+    /// Whether the slow start lets one more call go. It ends once the pacer paces requests
+    /// (a limit announced, or one learnt from 429s, here or by another instance), or once
+    /// its window has grown to the concurrency limit (the upstream took that many calls at
+    /// once without a refusal: the window no longer holds anything back).
+    fn slow_allows(&mut self, now: Instant) -> bool {
+        if self.slow.opening()
+            && (self.slow.window() >= self.limit || self.pacer.state(now).0.is_some())
+        {
+            self.slow.known();
+        }
+        self.slow.allows()
     }
 
     /// When a call of `tokens` could go, if the slot is there: `now`, or later when paused or
@@ -159,15 +176,25 @@ impl<W: Waiting> State<W> {
     /// Whether a request of `tokens` goes straight through at `now`: a slot is free, the
     /// pacer lets it out, and nobody waits ahead of it.
     pub(crate) fn goes_at_once(&mut self, now: Instant, tokens: u64) -> bool {
-        self.open(now) && self.waiting() == 0 && self.ready_at(now, tokens) <= now
+        self.open(now)
+            && self.waiting() == 0
+            && self.ready_at(now, tokens) <= now
+            && self.slow_allows(now)
     }
 
     /// Whether `ask` would get a slot at `now` without waiting: one is free, the pacer lets
     /// a call of its cost out, nobody of its lane waits, and its lane would be chosen over
-    /// the lanes whose requests do.
+    /// the lanes whose requests do. During a slow start a free slot is enough: calls wait for
+    /// its window, which opens with the next answers, so routing keeps a call where it was
+    /// headed (where its prompt's prefix went, say) and a hedge, rare and optional, is not
+    /// held to it.
     pub(crate) fn admits_now(&mut self, ask: &Ask, now: Instant) -> bool {
         if !self.open(now) || self.ready_at(now, ask.tokens) > now {
             return false;
+        }
+        if self.slow.opening() {
+            // Calls wait for the window, not for a slot.
+            return true;
         }
         let mut loads = self.loads(now);
         match loads.get_mut(ask.lane) {
@@ -213,6 +240,10 @@ impl<W: Waiting> State<W> {
                 // The lane held only requests that had gone: weigh the lanes again.
                 continue;
             };
+            if !self.slow_allows(now) {
+                // An answer will wake the queue.
+                break;
+            }
             let (i, tokens) = match self.paced(now, i, tokens) {
                 Ok(go) => go,
                 Err(ready) => {
@@ -266,6 +297,7 @@ impl<W: Waiting> State<W> {
     /// flight, this one included.
     pub(crate) fn take(&mut self, i: usize, now: Instant, tokens: u64) -> usize {
         self.pacer.take(now, tokens);
+        self.slow.sent();
         self.inflight += 1;
         if let Some(l) = self.lanes.get_mut(i) {
             l.inflight += 1;
@@ -274,8 +306,11 @@ impl<W: Waiting> State<W> {
         self.inflight
     }
 
-    /// Frees a slot of lane `i` at `now`.
-    pub(crate) fn release(&mut self, i: usize, now: Instant) {
+    /// Frees a slot of lane `i` at `now` (`answered`: its call had its answer).
+    pub(crate) fn release(&mut self, i: usize, now: Instant, answered: bool) {
+        if !answered {
+            self.slow.gone();
+        }
         self.inflight = self.inflight.saturating_sub(1);
         if let Some(l) = self.lanes.get_mut(i) {
             l.inflight = l.inflight.saturating_sub(1);
@@ -312,8 +347,20 @@ impl<W: Waiting> State<W> {
         ask.lane.min(self.lanes.len().saturating_sub(1))
     }
 
-    /// Grants no slot before `until` (a later pause wins); the pacer hears that nothing is
-    /// left. Whether the pause changed.
+    /// A 429 at `now`: the pacer hears that nothing is left. Whether it paces requests
+    /// from now on (a limit configured, announced, or learnt from this refusal).
+    pub(crate) fn refused(&mut self, now: Instant) -> bool {
+        self.pacer.exhausted(now);
+        self.paces_requests(now)
+    }
+
+    /// Whether the pacer paces requests at `now`.
+    pub(crate) fn paces_requests(&mut self, now: Instant) -> bool {
+        self.pacer.state(now).0.is_some()
+    }
+
+    /// Grants no slot before `until` (a later pause wins); the pacer hears of the pause.
+    /// Whether the pause changed.
     pub(crate) fn pause_until(&mut self, now: Instant, until: Instant) -> bool {
         self.pacer.paused(now, until);
         if self.paused_until.is_some_and(|p| p >= until) {

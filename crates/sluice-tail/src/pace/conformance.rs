@@ -101,8 +101,8 @@ pub const LEARNING_FOR: Duration = Duration::from_secs(8);
 pub const LEARNING_FROM: Duration = Duration::from_secs(2);
 
 /// `instances` with no limit configured, offered twice what an upstream of `per_minute`
-/// (one second's burst, announcing nothing) takes for [`LEARNING_FOR`], each 429 pausing
-/// the instance that met it for [`super::DEFAULT_RETRY_AFTER`] as the gateway does: after
+/// (one second's burst, announcing nothing) takes for [`LEARNING_FOR`], each 429 met as the
+/// gateway meets it ([`super::after_429`]: a pause only while nothing is paced): after
 /// [`LEARNING_FROM`], under 2% of the calls sent meet a 429 and the upstream takes at least
 /// four fifths of its limit. (Together the instances learn one limit: each pacing to all
 /// of what it measured would send several times it.)
@@ -137,7 +137,11 @@ pub async fn learning(instances: Vec<Box<dyn Pace>>, per_minute: u64) {
                     p.take(now, 1);
                     let taken = upstream.lock().try_take(now, 1);
                     if !taken {
-                        p.paused(now, now + super::DEFAULT_RETRY_AFTER);
+                        p.exhausted(now);
+                        let paced = p.state(now).0.is_some();
+                        if let Some(until) = super::after_429(now, None, paced).pause_until {
+                            p.paused(now, until);
+                        }
                     }
                     if now >= start + LEARNING_FROM {
                         counts.0 += 1;

@@ -23,18 +23,36 @@ pub const HEDGE_QUIET_AFTER_429: Duration = Duration::from_secs(10);
 /// What a 429 at `now` decides for its deployment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pushback {
-    /// Its admission grants no slot before this.
-    pub pause_until: Instant,
+    /// Its admission grants no slot before this (`None`: its pacer's emptied bucket is the
+    /// wait).
+    pub pause_until: Option<Instant>,
     /// No hedge goes to it for this long.
     pub quiet_for: Duration,
 }
 
-/// What a 429 that asked for `retry_after` (if it said) decides at `now`.
-pub fn after_429(now: Instant, retry_after: Option<Duration>) -> Pushback {
-    let asked = retry_after.unwrap_or(DEFAULT_RETRY_AFTER);
+/// How long a 429 asks its deployment to wait: its `retry-after` when it said; nothing more
+/// than the pacer's own wait when the deployment's requests are `paced` (a limit configured,
+/// announced, or learnt from this very refusal: its bucket was just emptied, and refills at
+/// the rate the upstream takes); else [`DEFAULT_RETRY_AFTER`]. (A whole second's pause after
+/// each 429 that names no wait would stall every instance's calls, interactive ones too,
+/// where the learnt pace alone keeps the upstream under its limit.)
+pub fn wait_after_429(retry_after: Option<Duration>, paced: bool) -> Duration {
+    match retry_after {
+        Some(d) => d,
+        None if paced => Duration::ZERO,
+        None => DEFAULT_RETRY_AFTER,
+    }
+}
+
+/// What a 429 that asked for `retry_after` (if it said) decides at `now`, its deployment's
+/// requests `paced` or not once the pacer heard of it.
+pub fn after_429(now: Instant, retry_after: Option<Duration>, paced: bool) -> Pushback {
+    let wait = wait_after_429(retry_after, paced);
     Pushback {
-        pause_until: now + asked,
-        quiet_for: asked.max(HEDGE_QUIET_AFTER_429),
+        pause_until: (!wait.is_zero()).then(|| now + wait),
+        quiet_for: retry_after
+            .unwrap_or(DEFAULT_RETRY_AFTER)
+            .max(HEDGE_QUIET_AFTER_429),
     }
 }
 
@@ -100,12 +118,21 @@ mod tests {
     #[test]
     fn a_429_pauses_for_what_it_asked_and_keeps_hedges_away_longer() {
         let t = Instant::now();
-        let p = after_429(t, Some(Duration::from_secs(3)));
-        assert_eq!(p.pause_until, t + Duration::from_secs(3));
+        let p = after_429(t, Some(Duration::from_secs(3)), true);
+        assert_eq!(p.pause_until, Some(t + Duration::from_secs(3)));
         assert_eq!(p.quiet_for, HEDGE_QUIET_AFTER_429);
-        let p = after_429(t, None);
-        assert_eq!(p.pause_until, t + DEFAULT_RETRY_AFTER);
-        let p = after_429(t, Some(Duration::from_secs(30)));
+        let p = after_429(t, None, false);
+        assert_eq!(p.pause_until, Some(t + DEFAULT_RETRY_AFTER));
+        let p = after_429(t, None, true);
+        assert_eq!(
+            p.pause_until, None,
+            "the pacer's emptied bucket is the wait"
+        );
+        assert_eq!(
+            p.quiet_for, HEDGE_QUIET_AFTER_429,
+            "hedges keep away all the same"
+        );
+        let p = after_429(t, Some(Duration::from_secs(30)), false);
         assert_eq!(p.quiet_for, Duration::from_secs(30), "a longer ask wins");
     }
 

@@ -9,9 +9,10 @@
 //! estimate, and sluice paces at nineteen twentieths of it. (Counting only the last second would
 //! take a full bucket's burst for rate, and pace at up to twice the limit.) Further
 //! 429s within a second (the rest of the same burst) only refine that estimate downward,
-//! never compound it. While the pace is what holds calls back, it grows by 0.3% a second, so
-//! a limit that rose is found again. The decision is a pure function of the instants it is
-//! told of.
+//! never compound it. While the pace is what holds calls back, it grows by 0.6% a second, so
+//! the headroom is taken back within about ten seconds and a limit that rose is found again
+//! (a 429 that names no wait then only cuts the pace: see `cooldown::after_429`). The
+//! decision is a pure function of the instants it is told of.
 //!
 //! In a cluster each instance keeps one of these for what it sent, and the shared pacer
 //! paces at the sum of the instances' measures (`sluice-cluster`).
@@ -32,7 +33,7 @@ const SLOTS: usize = (WINDOW.as_millis() / SLOT.as_millis()) as usize;
 /// The share of the measured rate paced at.
 pub const HEADROOM: f64 = 0.95;
 /// Growth per second while the pace holds calls back.
-pub const GROWTH_PER_SECOND: f64 = 0.003;
+pub const GROWTH_PER_SECOND: f64 = 0.006;
 /// Further 429s this soon after a cut refine it, not cut again.
 pub const HOLD: Duration = Duration::from_secs(1);
 
@@ -251,7 +252,7 @@ mod tests {
             l.sent(at, true);
         }
         let grown = l.rate().unwrap();
-        let expected = start * 1.003f64.powi(100);
+        let expected = start * (1.0 + GROWTH_PER_SECOND).powi(100);
         assert!((grown - expected).abs() < 1e-6, "{grown} vs {expected}");
     }
 }

@@ -20,6 +20,7 @@ pub mod learn;
 
 pub use cooldown::{
     Cooldowns, Cooling, DEFAULT_RETRY_AFTER, HEDGE_QUIET_AFTER_429, Pushback, after_429,
+    wait_after_429,
 };
 
 use std::time::Duration;
@@ -137,11 +138,11 @@ pub trait Pace: Send + std::fmt::Debug {
     );
     /// A 429 at `now`: nothing is left.
     fn exhausted(&mut self, now: Instant);
-    /// A 429 at `now` whose upstream asked for nothing to be sent before `until`: nothing is
-    /// left (a pacer shared by several instances pauses them all).
+    /// The upstream asked for nothing to be sent before `until` (told at `now`, after
+    /// [`Pace::exhausted`]): a pacer shared by several instances pauses them all; one of this
+    /// instance alone leaves the pause to admission.
     fn paused(&mut self, now: Instant, until: Instant) {
-        let _ = until;
-        self.exhausted(now);
+        let _ = (now, until);
     }
     /// (requests, tokens) as the buckets hold them at `now`.
     fn state(&mut self, now: Instant) -> (Option<DimensionState>, Option<DimensionState>);

@@ -10,7 +10,7 @@ use tokio::time::{Duration, Instant};
 
 use crate::budget::Budget;
 use crate::deadline::worth_trying;
-use crate::pace::DEFAULT_RETRY_AFTER;
+use crate::pace::wait_after_429;
 
 /// How a model group retries failed attempts: `retry = { ... }` of a `[models.GROUP]`, read
 /// as it is written (every field optional, unknown fields refused). A failed attempt (a 429,
@@ -98,6 +98,10 @@ pub struct Failure {
     pub retryable: bool,
     /// What the upstream's `retry-after` asked for, if it said.
     pub retry_after: Option<Duration>,
+    /// The failed deployment's requests are paced (by a limit configured, announced or
+    /// learnt): a 429 that asked for no wait is retried through its pacer, not after a
+    /// second.
+    pub paced: bool,
 }
 
 /// Where a retry would go, as routing found it: another deployment that is healthy and not
@@ -155,8 +159,8 @@ impl Retrying {
     }
 
     /// Whether and when to try again at `now`. Another deployment takes the retry at once;
-    /// the same one after its 429's `retry-after` (or [`DEFAULT_RETRY_AFTER`]) or a short
-    /// jittered backoff. No retry when the error is the client's, the target's breaker is
+    /// the same one after its 429's `retry-after` (with none, through its pacer when it paces
+    /// requests, else after [`crate::pace::DEFAULT_RETRY_AFTER`]) or a short jittered backoff. No retry when the error is the client's, the target's breaker is
     /// open, the tries reached `max_attempts`, the wait would outlast `give_up`, or what the
     /// deadline leaves is shorter than the target's median first byte; and none when the
     /// budget is empty (spent only on a `Go`). A 429 is retried like any failure, within the
@@ -174,7 +178,7 @@ impl Retrying {
         let wait = if f.target.other {
             Duration::ZERO
         } else if paced {
-            f.failure.retry_after.unwrap_or(DEFAULT_RETRY_AFTER)
+            wait_after_429(f.failure.retry_after, f.failure.paced)
         } else {
             self.policy.backoff(f.tries, f.jitter)
         };
@@ -192,6 +196,7 @@ impl Retrying {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pace::DEFAULT_RETRY_AFTER;
 
     #[test]
     fn backoff_grows_then_caps_and_follows_the_jitter() {
@@ -214,6 +219,7 @@ mod tests {
                 rate_limited: false,
                 retryable: true,
                 retry_after: None,
+                paced: false,
             },
             tries: 1,
             target: Target {
@@ -281,6 +287,13 @@ mod tests {
         assert_eq!(r.decide(t, &f), Decision::Go(s(3)));
         f.failure.retry_after = None;
         assert_eq!(r.decide(t, &f), Decision::Go(DEFAULT_RETRY_AFTER));
+        f.failure.paced = true;
+        assert_eq!(
+            r.decide(t, &f),
+            Decision::Go(Duration::ZERO),
+            "a paced deployment's pacer is the wait"
+        );
+        f.failure.paced = false;
         f.give_up = t + Duration::from_millis(500);
         assert_eq!(r.decide(t, &f), Decision::No, "the wait outlasts patience");
     }

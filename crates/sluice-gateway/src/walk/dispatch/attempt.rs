@@ -29,7 +29,7 @@ pub(crate) async fn first_byte(
     d: Deployment,
     job: Job,
     attempt: usize,
-    permit: Option<Permit>,
+    mut permit: Option<Permit>,
 ) -> Result<Answer, GatewayError> {
     let started = Instant::now();
     let inflight = permit.as_ref().map_or(1, |p| p.inflight);
@@ -61,6 +61,9 @@ pub(crate) async fn first_byte(
         let says_something = result.is_ok() || sample.dropped;
         if says_something {
             limiter.sample(now, sample);
+        }
+        if let Some(p) = permit.as_mut() {
+            p.answered(sample.dropped);
         }
     }
     let mut answer = result?;

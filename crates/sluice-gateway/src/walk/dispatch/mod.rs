@@ -214,6 +214,7 @@ fn retry<'a>(
             rate_limited: err.is_rate_limited(),
             retryable: err.kind.retryable(),
             retry_after: err.upstream.as_deref().and_then(|r| r.retry_after()),
+            paced: failed.limiter.as_ref().is_some_and(|l| l.paces_requests()),
         },
         tries,
         target: Target {

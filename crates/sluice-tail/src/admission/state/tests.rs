@@ -76,7 +76,7 @@ fn a_freed_slot_goes_to_the_next_waiter_passing_over_those_who_left() {
     st.enqueue(&ask(0, "a"), W(1, true), t).ok();
     st.enqueue(&ask(0, "b"), W(2, false), t).ok();
     assert!(matches!(st.next(t), Next::Idle), "no slot free");
-    st.release(0, t);
+    st.release(0, t, true);
     match st.next(t) {
         Next::Grant {
             lane,
@@ -155,7 +155,7 @@ fn a_hedge_is_admitted_only_when_it_would_be_next_in_line() {
     st.take(0, t, 0);
     st.take(0, t, 0);
     assert!(!st.admits_now(&ask(1, "a"), t), "no slot free");
-    st.release(0, t);
+    st.release(0, t, true);
     st.enqueue(&ask(1, "b"), W(0, false), t).ok();
     assert!(!st.admits_now(&ask(1, "a"), t), "someone of its lane waits");
 }
@@ -167,7 +167,7 @@ fn come_back_when_the_queue_has_drained_at_its_measured_rate() {
     assert_eq!(st.retry_after(t), Duration::from_secs(1), "no rate yet");
     for _ in 0..10 {
         st.take(0, t, 0);
-        st.release(0, t);
+        st.release(0, t, true);
     }
     // 10 drained in ten seconds: 1/s; 4 waiting and the newcomer: 5 s.
     st.take(0, t, 0);
@@ -190,4 +190,30 @@ fn a_wake_is_set_only_when_none_is_due_sooner() {
     assert!(!st.should_wake(t + s(2), t), "one is due sooner");
     assert!(st.should_wake(t + s(2), t + s(1)), "that one has run");
     assert!(st.should_wake(t + Duration::from_millis(500), t));
+}
+
+#[test]
+fn a_slow_start_holds_direct_calls_not_routing_and_ends_at_the_concurrency_limit() {
+    use crate::admission::slow_start::{INITIAL, SlowStart};
+    let t = Instant::now();
+    let mut st = state(INITIAL + 1, t);
+    st.slow = SlowStart::new();
+    for _ in 0..INITIAL {
+        assert!(st.goes_at_once(t, 0));
+        st.take(0, t, 0);
+    }
+    assert!(!st.goes_at_once(t, 0), "the window is full");
+    assert!(
+        st.admits_now(&ask(0, "a"), t),
+        "routing and hedges see the free slot: the window opens with the next answer"
+    );
+    // One answer while the window held a call back: it grows to the concurrency limit,
+    // and the slow start is over.
+    st.slow.answered(false);
+    st.release(0, t, true);
+    assert!(st.goes_at_once(t, 0));
+    assert!(
+        !st.slow.opening(),
+        "a window as wide as the limit holds nothing back"
+    );
 }
