@@ -57,6 +57,9 @@ pub enum ErrorKind {
     DeadlineExceeded,
     /// The thing the request names (a request id given feedback, say) is not known.
     NotFound,
+    /// Its caller withdrew the request before anything of it was sent (a batch item of a
+    /// job cancelled while it waited for a slot).
+    Withdrawn,
     /// The request conflicts with what was already done (feedback given twice).
     Conflict,
     /// A bug in sluice.
@@ -77,7 +80,7 @@ impl ErrorKind {
             Self::QuotaExceeded => 429,
             Self::PermissionDenied | Self::ModelNotAllowed => 403,
             Self::ModelNotFound | Self::RouteNotFound | Self::NotFound => 404,
-            Self::Conflict => 409,
+            Self::Conflict | Self::Withdrawn => 409,
             Self::MethodNotAllowed => 405,
             Self::PayloadTooLarge => 413,
             Self::UpstreamConnect | Self::UpstreamServerError | Self::UpstreamProtocol => 502,
@@ -97,6 +100,7 @@ impl ErrorKind {
             | Self::MethodNotAllowed
             | Self::UpstreamRejected
             | Self::Conflict
+            | Self::Withdrawn
             | Self::Unauthorized => "invalid_request_error",
             Self::PermissionDenied | Self::ModelNotAllowed => "permission_error",
             Self::InsufficientCredits => "insufficient_quota",
@@ -139,6 +143,7 @@ impl ErrorKind {
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::NotFound => "not_found",
             Self::Conflict => "conflict",
+            Self::Withdrawn => "withdrawn",
             Self::Internal => "internal_error",
         }
     }

@@ -407,6 +407,162 @@ async fn a_job_is_checked_before_anything_is_kept() {
     assert_eq!(list["data"], json!([]), "nothing kept");
 }
 
+/// Items claimed and still waiting for a slot when their job is cancelled are withdrawn:
+/// never sent, never billed. The one in flight finishes and is billed; the job counts each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_withdraws_claimed_items_still_waiting_for_a_slot() {
+    // Eight items claimed at a time, one slot upstream: seven of them wait in admission.
+    let b = start(
+        BatchSettings {
+            concurrency: 8,
+            ..quick()
+        },
+        |b| b.limits(sluice_tail::limit::LimitSpec::Fixed(1)),
+    )
+    .await;
+    for _ in 0..40 {
+        b.r.a.push(200, true);
+    }
+    let job = submit(&b, "acme", &file_of(20)).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    for _ in 0..500 {
+        let (_, now, _) = call(&b, "GET", &format!("/v1/batches/{id}"), "acme", None).await;
+        if now["request_counts"]["completed"].as_u64().unwrap_or(0) >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (status, at_cancel, _) = call(
+        &b,
+        "POST",
+        &format!("/v1/batches/{id}/cancel"),
+        "acme",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let sent_at_cancel = b.r.a.calls();
+    let done = ended(&b, "acme", &id).await;
+    let sent = b.r.a.calls();
+    let progress = &done["sluice"];
+    eprintln!("at the cancel: {sent_at_cancel} sent, {at_cancel}; at the end: {sent} sent, {done}");
+    assert_eq!(done["status"], "cancelled");
+    let (completed, failed, cancelled) = (
+        progress["done"].as_u64().unwrap(),
+        progress["failed"].as_u64().unwrap(),
+        progress["cancelled"].as_u64().unwrap(),
+    );
+    assert_eq!(
+        u64::from(sent),
+        completed,
+        "every item sent finished, and nothing more was sent"
+    );
+    // At most the one granted the slot as the cancel came was sent after it.
+    assert!(
+        sent <= sent_at_cancel + 1,
+        "items were sent after the cancel: {sent_at_cancel} then {sent}"
+    );
+    assert_eq!(failed, 0);
+    assert_eq!(completed + cancelled, 20, "each item counted once");
+    assert!(cancelled >= 20 - 8, "{cancelled} cancelled");
+    // Billed once for each item sent, nothing for the withdrawn.
+    let rows = b
+        .store
+        .entries(&UsageQuery::default(), 1_000)
+        .await
+        .unwrap();
+    let billed = rows.iter().filter(|e| e.batch_item.is_some()).count();
+    assert_eq!(billed as u64, completed, "one row per item sent");
+}
+
+/// The same when another gateway holds the claimed items: a cancel taken by one gateway
+/// withdraws the items another has claimed, once its keeper sees the cancel in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_through_one_gateway_withdraws_what_another_claimed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ledger, store) = ledgered(&dir.path().join("ledger.db")).await;
+    let settings = BatchSettings {
+        concurrency: 8,
+        ..quick()
+    };
+    let gateway = |ledger: sluice_ledger::Ledger, store, jobs, limit: bool| {
+        let settings = settings.clone();
+        rig_with(
+            move |b| {
+                let b = b.price("m", PRICE).ledger(ledger, store);
+                if limit {
+                    b.limits(sluice_tail::limit::LimitSpec::Fixed(1))
+                } else {
+                    b
+                }
+            },
+            move |app| app.batches(jobs, settings, None),
+        )
+    };
+    // The front takes the API calls and runs nothing; the back runs the items, one at a
+    // time upstream.
+    let front = gateway(
+        ledger.clone(),
+        store.clone(),
+        Jobs::open(store.database()).await.unwrap(),
+        false,
+    );
+    let back = gateway(
+        ledger,
+        store.clone(),
+        Jobs::open(store.database()).await.unwrap(),
+        true,
+    );
+    *back.a.usage.lock() = Some(PLAIN_USAGE);
+    for _ in 0..40 {
+        back.a.push(200, true);
+    }
+    tokio::spawn(back.app.clone().run_batches());
+    let upstream = back.a.clone();
+    let b = Batched {
+        r: front,
+        store,
+        _dir: dir,
+    };
+    let job = submit(&b, "acme", &file_of(20)).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    for _ in 0..500 {
+        let (_, now, _) = call(&b, "GET", &format!("/v1/batches/{id}"), "acme", None).await;
+        if now["request_counts"]["completed"].as_u64().unwrap_or(0) >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (status, _, _) = call(
+        &b,
+        "POST",
+        &format!("/v1/batches/{id}/cancel"),
+        "acme",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let sent_at_cancel = upstream.calls();
+    let done = ended(&b, "acme", &id).await;
+    let sent = upstream.calls();
+    let progress = &done["sluice"];
+    eprintln!("at the cancel: {sent_at_cancel} sent; at the end: {sent} sent, {progress}");
+    assert_eq!(done["status"], "cancelled");
+    let completed = progress["done"].as_u64().unwrap();
+    assert_eq!(u64::from(sent), completed, "every item sent finished");
+    // The back hears of the cancel within its keeper's poll (20 ms): an item or two may be
+    // granted the slot meanwhile, where without it all eight claimed would go.
+    assert!(
+        sent <= sent_at_cancel + 2,
+        "items were sent after the cancel: {sent_at_cancel} then {sent}"
+    );
+    assert_eq!(
+        completed + progress["cancelled"].as_u64().unwrap(),
+        20,
+        "each item counted once"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_mid_run_ends_what_is_queued_and_keeps_what_ran() {
     let b = start(

@@ -53,7 +53,8 @@ pub struct TraceLabels {
 /// Labels of the batch-item counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BatchLabels {
-    /// `done`, `failed`, `requeued` (refused before reaching an upstream, queued again),
+    /// `done`, `failed`, `cancelled` (withdrawn unsent), `requeued` (refused before reaching
+    /// an upstream, queued again),
     /// `lost_claim` (another gateway had taken it), `store_failed` (its end could not be
     /// written; it is sent again).
     pub outcome: &'static str,
@@ -115,7 +116,7 @@ impl ContextMetrics {
         );
         r.register(
             "batch_items",
-            "Batch-job items this gateway ran, by outcome: done, failed, requeued (refused before reaching an upstream, queued again), lost_claim (another gateway had taken it), store_failed (its end could not be written; it is sent again)",
+            "Batch-job items this gateway ran, by outcome: done, failed, cancelled (withdrawn unsent: their job was cancelled while they waited for a slot), requeued (refused before reaching an upstream, queued again), lost_claim (another gateway had taken it), store_failed (its end could not be written; it is sent again)",
             self.batch_items.clone(),
         );
         r.register(

@@ -125,6 +125,7 @@ impl Jobs {
                 None,
                 [0; 3],
             ),
+            Ending::Cancelled => ("cancelled", None, None, None, None, None, [0; 3]),
         };
         let n = on!(self, p => sqlx::query(sql::END_ITEM)
             .bind(state)

@@ -143,6 +143,8 @@ pub enum Ending {
         /// What happened.
         message: String,
     },
+    /// Its job was cancelled before it was sent: never sent, never billed.
+    Cancelled,
 }
 
 /// One ended item, as the output or error file writes it.

@@ -236,7 +236,8 @@ pub async fn retrieve(
     }
 }
 
-/// `POST /v1/batches/{id}/cancel`: queued items end at once, running ones finish.
+/// `POST /v1/batches/{id}/cancel`: queued items end at once, and so do those claimed and
+/// still waiting for a slot; items already sent finish and are billed.
 pub async fn cancel(
     State(served): State<Served>,
     headers: HeaderMap,
@@ -260,6 +261,9 @@ pub async fn cancel(
             .await
             .map_err(stored)?
             .ok_or_else(|| not_found("batch", &id))?;
+        // Its items this gateway holds unsent end at once; other gateways' keepers see the
+        // cancel in the store.
+        scope.batches.withdrawals.withdraw(&id);
         describe(&scope.gw, &scope.batches, &b)
             .await
             .map_err(stored)

@@ -13,7 +13,7 @@ use sluice_ledger::Entry;
 use super::Batches;
 use crate::Gateway;
 use crate::walk::auth::Identity;
-use crate::walk::entry::{Caller, Request, Walker};
+use crate::walk::entry::{Asks, Caller, Request, Walker};
 
 /// How long an item refused before reaching an upstream waits, at least, before it is
 /// queued again (a `Retry-After` longer than this is honoured).
@@ -99,11 +99,19 @@ pub(crate) async fn run(
         identity,
         lane: batches.settings.lane,
     };
-    let request = Request::ready(id.clone(), dialect, Bytes::from(c.body.clone()));
+    if b.cancel_ms.is_some() {
+        return Outcome::Ended(Ending::Cancelled, None);
+    }
+    // Withdrawn, unsent and unbilled, if its job is cancelled while it waits for a slot.
+    let asks = Asks::default().withdrawn_by(batches.withdrawals.token(&b.id));
+    let request = Request::ready(id.clone(), dialect, Bytes::from(c.body.clone())).asking(asks);
     let (status, body, entry) = match walker.run(known, request).await {
         Ok(answered) => {
             let done = answered.complete().await;
             (200, done.body, done.entry)
+        }
+        Err(refused) if refused.kind() == ErrorKind::Withdrawn => {
+            return Outcome::Ended(Ending::Cancelled, None);
         }
         Err(refused) => {
             if refused.unsent().is_some() {

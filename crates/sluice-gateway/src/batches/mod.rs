@@ -9,6 +9,7 @@ pub mod api;
 mod files;
 mod item;
 pub mod runner;
+mod withdrawals;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -97,6 +98,8 @@ pub struct Batches {
     submitted: [Notify; 2],
     /// Who runs document jobs' items, when documents are analysed here.
     pub(crate) documents: OnceLock<Arc<dyn Documents>>,
+    /// What withdraws the unsent items of a job cancelled.
+    pub(crate) withdrawals: withdrawals::Withdrawals,
 }
 
 impl Batches {
@@ -108,6 +111,7 @@ impl Batches {
             owner: format!("sluice-{}", uuid::Uuid::new_v4().simple()),
             submitted: [Notify::new(), Notify::new()],
             documents: OnceLock::new(),
+            withdrawals: withdrawals::Withdrawals::default(),
         })
     }
 

@@ -140,6 +140,7 @@ async fn run_item(walker: Walker, batches: Arc<Batches>, c: Claimed, _slot: Owne
                 sluice_batch::Ending::Answered { status, .. } if (200..300).contains(status) => {
                     "done"
                 }
+                sluice_batch::Ending::Cancelled => "cancelled",
                 _ => "failed",
             };
             match jobs.end_item(&c, &ending, now_ms()).await {
@@ -196,6 +197,10 @@ async fn keeper(gw: Arc<Gateway>, batches: Arc<Batches>) {
 /// One look at the open jobs.
 pub(crate) async fn look(gw: &Gateway, batches: &Batches) -> Result<(), sluice_batch::BatchError> {
     for b in batches.jobs.open_batches().await? {
+        if b.cancel_ms.is_some() {
+            // Cancelled, maybe through another gateway: what waits here is withdrawn.
+            batches.withdrawals.withdraw(&b.id);
+        }
         let now = now_ms();
         let counts = batches.jobs.counts(&b.id).await?;
         match state::due(api::facts(&b, now), &counts) {
@@ -203,7 +208,10 @@ pub(crate) async fn look(gw: &Gateway, batches: &Batches) -> Result<(), sluice_b
             Due::ExpireQueued => {
                 batches.jobs.expire_queued(&b.id, now).await?;
             }
-            Due::End(status) => api::end(gw, batches, &b.id, status, now).await?,
+            Due::End(status) => {
+                api::end(gw, batches, &b.id, status, now).await?;
+                batches.withdrawals.forget(&b.id);
+            }
         }
     }
     Ok(())

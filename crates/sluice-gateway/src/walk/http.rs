@@ -108,6 +108,7 @@ fn asks(h: &HeaderMap, dialect: Dialect, traced: bool) -> Asks {
             (None, None)
         },
         forwarded,
+        withdrawn: None,
     }
 }
 

@@ -65,6 +65,9 @@ async fn answer(
     if matches!(caller, Caller::Known { .. }) {
         call.hand_back();
     }
+    if let Some(token) = &asks.withdrawn {
+        call.withdrawable(token.clone());
+    }
     match walk(&gw, &mut call, &asks, body, caller).await {
         Ok(Answer::Cached(served)) => respond::cached(call, served),
         Ok(Answer::Complete {

@@ -12,6 +12,7 @@ pub fn kind_and_status(e: &GatewayError) -> (&'static str, u16) {
         | ErrorKind::InvalidRequest
         | ErrorKind::ContextLengthExceeded
         | ErrorKind::Conflict
+        | ErrorKind::Withdrawn
         | ErrorKind::MethodNotAllowed => ("invalid_request_error", e.kind.status()),
         ErrorKind::Unauthorized => ("authentication_error", 401),
         ErrorKind::InsufficientCredits => ("billing_error", 402),

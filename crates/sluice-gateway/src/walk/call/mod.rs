@@ -53,6 +53,8 @@ pub struct Call {
     hands_back: bool,
     /// The row handed back, once settled.
     handed: Option<sluice_ledger::Entry>,
+    /// Cancelled when its caller withdraws it (see [`Call::withdrawn`]).
+    withdrawn: Option<tokio_util::sync::CancellationToken>,
     _inflight: InflightGuard,
 }
 
@@ -73,6 +75,7 @@ impl Call {
             settled: false,
             dialect,
             hands_back: false,
+            withdrawn: None,
             handed: None,
             _inflight: inflight,
         }
@@ -89,6 +92,19 @@ impl Call {
     /// [`Call::finish`]), instead of to the ledger's writer.
     pub fn hand_back(&mut self) {
         self.hands_back = true;
+    }
+
+    /// Its caller may withdraw it by cancelling `token`.
+    pub fn withdrawable(&mut self, token: tokio_util::sync::CancellationToken) {
+        self.withdrawn = Some(token);
+    }
+
+    /// What withdraws it while nothing of it was sent: `None` once an attempt began (an
+    /// attempt sent finishes), or when its caller cannot withdraw it.
+    pub fn withdrawn(&self) -> Option<tokio_util::sync::CancellationToken> {
+        self.withdrawn
+            .clone()
+            .filter(|_| self.record.attempts.is_empty())
     }
 
     /// The API the client spoke.

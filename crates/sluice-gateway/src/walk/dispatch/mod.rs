@@ -111,7 +111,15 @@ pub async fn dispatch(
     let mut kind = AttemptKind::Primary;
     let mut tries = 1;
     loop {
-        let permit = admit(gw, target, &job).await?;
+        let permit = match call.withdrawn() {
+            // Nothing of it was sent yet: its caller may still withdraw it while it waits.
+            Some(token) => tokio::select! {
+                biased;
+                () = token.cancelled() => return Err(withdrawn()),
+                permit = admit(gw, target, &job) => permit?,
+            },
+            None => admit(gw, target, &job).await?,
+        };
         if permit.as_ref().is_some_and(|p| p.rate_limited) {
             call.rate_waited();
         }
@@ -158,6 +166,14 @@ pub(crate) fn window_key(group: &ModelGroup, d: &Deployment, stream: bool) -> Wi
         upstream: d.name.clone(),
         stream,
     }
+}
+
+/// The refusal of a request its caller withdrew before it was sent.
+fn withdrawn() -> GatewayError {
+    GatewayError::new(
+        ErrorKind::Withdrawn,
+        "withdrawn by its caller before it was sent",
+    )
 }
 
 /// A slot at `d` in the job's lane, waiting if needed; `None` when `d` has no limiter.

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use sluice_cache::Directive;
 use sluice_core::{GatewayError, RequestId};
 use sluice_ingress::Dialect;
+use tokio_util::sync::CancellationToken;
 
 pub use super::ingress::Body;
 pub use answer::{Answer, AnswerStream, Answered, Complete, Head, Refused};
@@ -135,6 +136,9 @@ pub struct Asks {
     pub(crate) trace: (Option<Bytes>, Option<Bytes>),
     /// Headers its own API's upstream takes as they came (Anthropic's version and betas).
     pub(crate) forwarded: Vec<(String, String)>,
+    /// Cancelled when its caller withdraws it: until its first attempt is sent it ends
+    /// unsent ([`sluice_core::ErrorKind::Withdrawn`]); once sent, it finishes.
+    pub(crate) withdrawn: Option<CancellationToken>,
 }
 
 impl Default for Asks {
@@ -146,6 +150,7 @@ impl Default for Asks {
             cache: Directive::Use,
             trace: (None, None),
             forwarded: Vec::new(),
+            withdrawn: None,
         }
     }
 }
@@ -172,6 +177,12 @@ impl Asks {
     /// Tells the caches what they may do.
     pub fn cache(mut self, directive: Directive) -> Self {
         self.cache = directive;
+        self
+    }
+
+    /// Withdrawn when `token` is cancelled, as long as nothing of it was sent.
+    pub fn withdrawn_by(mut self, token: CancellationToken) -> Self {
+        self.withdrawn = Some(token);
         self
     }
 }
