@@ -221,6 +221,9 @@ pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Resul
             tokio::spawn(c.watch(hash_rx, tx));
             tokio::spawn(sluice_gateway::cluster::follow(gw.clone(), rx));
         }
+        // Key and tenant changes reach this instance through the shared store too, whether
+        // or not Redis answers.
+        tokio::spawn(sluice_gateway::cluster::follow_store(gw.clone()));
         let reloads = tokio::spawn(reload_on_hangup(
             gw.clone(),
             config.to_path_buf(),

@@ -1,6 +1,6 @@
 //! What each kind of shared state does while Redis cannot answer, and whether it is so now.
 //! The decision is stated here, once: budgets fail closed (or keep a local share, as
-//! configured), pacing keeps a local share of each limit, the directory keeps what it holds,
+//! configured), pacing keeps a local share of each limit, the directory keeps what it holds (and follows PostgreSQL when the ledger is there),
 //! the caches are skipped, hints (affinity, breakers, routers' observations) stay each
 //! instance's own, and the moment Redis answers again every kind is whole. Entering and leaving is logged;
 //! failures are counted per kind.
@@ -76,6 +76,8 @@ pub struct Health {
     errors: [AtomicU64; 5],
     budgets: BudgetPolicy,
     share: f64,
+    /// Whether keys and tenants are also followed through a shared store (PostgreSQL).
+    directory_in_store: AtomicBool,
     /// Peers whose configuration differs from this one's, as the last comparison found.
     pub(crate) disagreement: Mutex<Option<String>>,
 }
@@ -89,8 +91,15 @@ impl Health {
             errors: Default::default(),
             budgets,
             share,
+            directory_in_store: AtomicBool::new(false),
             disagreement: Mutex::new(None),
         }
+    }
+
+    /// Says that keys and tenants are also followed through a shared store, so that the
+    /// directory stays shared while Redis cannot answer (only slower).
+    pub fn directory_followed_in_store(&self) {
+        self.directory_in_store.store(true, Ordering::Relaxed);
     }
 
     /// Whether Redis is taken as down (every kind degraded).
@@ -166,6 +175,10 @@ impl Health {
                     Kind::Budgets => budgets.clone(),
                     Kind::Pacing => {
                         format!("each instance paces at {pct:.0}% of each deployment's limit")
+                    }
+                    Kind::Directory if self.directory_in_store.load(Ordering::Relaxed) => {
+                        "keys and tenants made elsewhere are read from PostgreSQL every second"
+                            .to_string()
                     }
                     Kind::Directory => {
                         "keys and tenants made elsewhere are not seen until Redis is back"

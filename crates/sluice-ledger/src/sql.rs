@@ -19,6 +19,10 @@ pub(crate) const TENANTS: &str = "sluice_tenants";
 /// key was defined.
 pub(crate) const REVOKED: &str = "sluice_revoked_keys";
 
+/// One row: the directory's version, moved by every change of keys, tenants and revocations,
+/// which every instance reads to know when to read them again.
+pub(crate) const DIRECTORY: &str = "sluice_directory";
+
 /// What automatic routers learnt, per router, task and candidate group.
 pub(crate) const BELIEFS: &str = "sluice_router_beliefs";
 
@@ -159,6 +163,9 @@ fn schema(row_id: &str) -> Vec<String> {
              spend_per_month_micros BIGINT)"
         ),
         format!(
+            "CREATE TABLE IF NOT EXISTS {DIRECTORY} (id BIGINT PRIMARY KEY, version BIGINT NOT NULL)"
+        ),
+        format!(
             "CREATE TABLE IF NOT EXISTS {BELIEFS} (router TEXT NOT NULL, task TEXT NOT NULL, \
              grp TEXT NOT NULL, alpha DOUBLE PRECISION NOT NULL, beta DOUBLE PRECISION NOT NULL, \
              output_tokens DOUBLE PRECISION, cached_share DOUBLE PRECISION, \
@@ -195,5 +202,6 @@ pub(crate) use read::{entries, usage};
 
 pub(crate) use beliefs::{beliefs, save_beliefs};
 pub(crate) use stored::{
-    keys, remove_named, revoke_keys, revoked_keys, save_key, save_tenant, tenants,
+    directory_version, keys, remove_named, revoke_keys, revoked_keys, save_key, save_tenant,
+    tenants,
 };

@@ -66,6 +66,11 @@ pub trait Store: Send + Sync + 'static {
     /// Every saved tenant, by name.
     fn tenants(&self) -> impl Future<Output = Result<Vec<StoredTenant>, LedgerError>> + Send;
 
+    /// The directory's version: moved, in the same transaction, by every change of keys,
+    /// tenants and revocations (0 before any), so that each instance sharing the store can
+    /// tell cheaply when to read them again.
+    fn directory_version(&self) -> impl Future<Output = Result<u64, LedgerError>> + Send;
+
     /// Replaces what is stored of automatic router `router` with `beliefs`, at once.
     fn save_beliefs(
         &self,
@@ -115,6 +120,10 @@ macro_rules! sql_store {
 
             async fn tenants(&self) -> Result<Vec<StoredTenant>, LedgerError> {
                 sql::tenants(&self.pool).await
+            }
+
+            async fn directory_version(&self) -> Result<u64, LedgerError> {
+                sql::directory_version(&self.pool).await
             }
 
             async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
@@ -362,6 +371,10 @@ impl Store for AnyStore {
 
     async fn tenants(&self) -> Result<Vec<StoredTenant>, LedgerError> {
         each!(self, s => s.tenants().await)
+    }
+
+    async fn directory_version(&self) -> Result<u64, LedgerError> {
+        each!(self, s => s.directory_version().await)
     }
 
     async fn save_beliefs(

@@ -238,6 +238,9 @@ mod tests {
         async fn remove_tenant(&self, _: &str) -> Result<bool, LedgerError> {
             Ok(false)
         }
+        async fn directory_version(&self) -> Result<u64, LedgerError> {
+            Ok(0)
+        }
         async fn tenants(&self) -> Result<Vec<StoredTenant>, LedgerError> {
             Ok(vec![])
         }

@@ -118,7 +118,64 @@ conformance!(
     router_beliefs_are_replaced_whole_per_router,
     a_batch_item_is_kept_once,
     answers_in_another_currency_are_totalled_in_it_too,
+    every_change_of_keys_and_tenants_moves_the_directory_version,
 );
+
+async fn every_change_of_keys_and_tenants_moves_the_directory_version<S: Store>(s: S) {
+    assert_eq!(
+        s.directory_version().await.unwrap(),
+        0,
+        "nothing changed yet"
+    );
+    let key = StoredKey {
+        name: "ci".into(),
+        tenant: "acme".into(),
+        sha256: "ab".repeat(32),
+        lane: None,
+        models: vec![],
+    };
+    let tenant = StoredTenant {
+        name: "acme".into(),
+        ..StoredTenant::default()
+    };
+    let mut seen = 0;
+    let mut moved = |v: u64, what: &str| {
+        assert!(v > seen, "{what} moved the version: {seen} then {v}");
+        seen = v;
+    };
+    s.save_key(&key).await.unwrap();
+    moved(s.directory_version().await.unwrap(), "a key saved");
+    s.save_tenant(&tenant).await.unwrap();
+    moved(s.directory_version().await.unwrap(), "a tenant saved");
+    s.save_tenant(&StoredTenant {
+        rpm: Some(5),
+        ..tenant
+    })
+    .await
+    .unwrap();
+    moved(
+        s.directory_version().await.unwrap(),
+        "a tenant's limits changed",
+    );
+    s.revoke_keys(&[RevokedKey {
+        sha256: key.sha256.clone(),
+        name: "ci".into(),
+        tenant: "acme".into(),
+        revoked_ms: 1,
+    }])
+    .await
+    .unwrap();
+    moved(s.directory_version().await.unwrap(), "a key revoked");
+    assert!(s.remove_tenant("acme").await.unwrap());
+    moved(s.directory_version().await.unwrap(), "a tenant removed");
+    let before = s.directory_version().await.unwrap();
+    assert!(!s.remove_key("nobody").await.unwrap());
+    assert_eq!(
+        s.directory_version().await.unwrap(),
+        before,
+        "removing nothing changes nothing"
+    );
+}
 
 /// A call priced in yuan is billed converted (its `cost_micros`) and keeps what the provider
 /// bills in yuan; usage totals both, by currency, per row and in all.

@@ -153,11 +153,11 @@ pub async fn list(State(gw): State<Arc<Gateway>>) -> Response {
 
 /// Revokes `keys` (name, SHA-256 in hex, tenant) in the ledger's store first, when there is
 /// one, then here: a revocation the store could not keep is not made. Whether it is durable
-/// (there is a store).
+/// (there is a store), and how far the other instances were told.
 pub(crate) async fn revoke_all(
     gw: &Gateway,
     keys: &[(String, String, String)],
-) -> Result<bool, GatewayError> {
+) -> Result<(bool, Value), GatewayError> {
     let durable = match gw.usage_store() {
         Some(store) => {
             let at_ms = std::time::SystemTime::now()
@@ -183,10 +183,12 @@ pub(crate) async fn revoke_all(
     for (name, _, _) in keys {
         gw.tenants.keys.revoke(name);
     }
-    if !keys.is_empty() {
-        crate::cluster::announce(gw).await;
-    }
-    Ok(durable)
+    let told = if keys.is_empty() {
+        Value::Null
+    } else {
+        crate::cluster::announce(gw).await
+    };
+    Ok((durable, told))
 }
 
 /// What an answer says of a revocation without a store to keep it.
@@ -210,8 +212,8 @@ pub async fn revoke(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) ->
     };
     let revoked = [(name.clone(), sha256, key.spec.tenant.to_string())];
     match revoke_all(&gw, &revoked).await {
-        Ok(durable) => {
-            let mut v = json!({ "revoked": name, "tenant": &*key.spec.tenant, "durable": durable });
+        Ok((durable, told)) => {
+            let mut v = json!({ "revoked": name, "tenant": &*key.spec.tenant, "durable": durable, "told": told });
             if !durable {
                 v["note"] = json!(NOT_DURABLE);
             }

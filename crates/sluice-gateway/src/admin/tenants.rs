@@ -213,7 +213,7 @@ pub async fn delete(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) ->
     }
     // The keys first: a tenant half removed must not leave a key that still works.
     let durable = match super::keys::revoke_all(&gw, &keys).await {
-        Ok(d) => d,
+        Ok((d, _)) => d,
         Err(e) => return refuse(&e),
     };
     if set_here
@@ -226,9 +226,10 @@ pub async fn delete(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) ->
         .accounts
         .set_limits(&name, Limits::default(), Instant::now());
     gw.tenants.directory.remove(&name);
-    crate::cluster::announce(&gw).await;
+    let told = crate::cluster::announce(&gw).await;
     let revoked: Vec<&str> = keys.iter().map(|(n, _, _)| n.as_str()).collect();
-    let mut v = json!({ "removed": name, "revoked_keys": revoked, "durable": durable });
+    let mut v =
+        json!({ "removed": name, "revoked_keys": revoked, "durable": durable, "told": told });
     if !durable && !revoked.is_empty() {
         v["note"] = json!(super::keys::NOT_DURABLE);
     }

@@ -1,9 +1,10 @@
-//! The SQL of what the admin API saves: keys and tenants, by name.
+//! The SQL of what the admin API saves: keys and tenants, by name; each change moves the
+//! directory's version in the same transaction.
 
 use sqlx::query_builder::QueryBuilder;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
-use super::{KEYS, REVOKED, TENANTS, int, narrow};
+use super::{DIRECTORY, KEYS, REVOKED, TENANTS, int, narrow};
 use crate::LedgerError;
 use crate::records::{RevokedKey, StoredKey, StoredTenant};
 
@@ -12,7 +13,7 @@ pub(crate) async fn save_key<DB>(pool: &Pool<DB>, k: &StoredKey) -> Result<(), L
 where
     DB: Database,
     DB::Arguments: Default + IntoArguments<DB>,
-    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     String: for<'q> Encode<'q, DB> + Type<DB>,
     Option<String>: for<'q> Encode<'q, DB> + Type<DB>,
 {
@@ -32,7 +33,10 @@ where
             ") ON CONFLICT (name) DO UPDATE SET tenant = excluded.tenant, \
              sha256 = excluded.sha256, lane = excluded.lane, models = excluded.models",
         );
-    b.build().execute(pool).await?;
+    let mut tx = pool.begin().await?;
+    b.build().execute(&mut *tx).await?;
+    bump::<DB>(&mut tx).await?;
+    tx.commit().await?;
     Ok(())
 }
 
@@ -74,7 +78,7 @@ pub(crate) async fn save_tenant<DB>(pool: &Pool<DB>, t: &StoredTenant) -> Result
 where
     DB: Database,
     DB::Arguments: Default + IntoArguments<DB>,
-    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     String: for<'q> Encode<'q, DB> + Type<DB>,
     Option<String>: for<'q> Encode<'q, DB> + Type<DB>,
     Option<i64>: for<'q> Encode<'q, DB> + Type<DB>,
@@ -98,7 +102,10 @@ where
          tokens_per_day = excluded.tokens_per_day, \
          spend_per_month_micros = excluded.spend_per_month_micros",
     );
-    b.build().execute(pool).await?;
+    let mut tx = pool.begin().await?;
+    b.build().execute(&mut *tx).await?;
+    bump::<DB>(&mut tx).await?;
+    tx.commit().await?;
     Ok(())
 }
 
@@ -111,12 +118,18 @@ pub(crate) async fn remove_named<DB>(
 where
     DB: Database,
     DB::Arguments: Default + IntoArguments<DB>,
-    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     String: for<'q> Encode<'q, DB> + Type<DB>,
 {
     let mut b = QueryBuilder::<DB>::new(format!("DELETE FROM {table} WHERE name = "));
     b.push_bind(name.to_string()).push(" RETURNING name");
-    Ok(!b.build().fetch_all(pool).await?.is_empty())
+    let mut tx = pool.begin().await?;
+    let removed = !b.build().fetch_all(&mut *tx).await?.is_empty();
+    if removed {
+        bump::<DB>(&mut tx).await?;
+    }
+    tx.commit().await?;
+    Ok(removed)
 }
 
 /// Every saved tenant, by name.
@@ -183,6 +196,7 @@ where
         b.push_bind(k.name.clone());
         b.build().execute(&mut *tx).await?;
     }
+    bump::<DB>(&mut tx).await?;
     tx.commit().await?;
     Ok(())
 }
@@ -212,4 +226,36 @@ where
         })
         .collect::<Result<_, sqlx::Error>>()
         .map_err(LedgerError::from)
+}
+
+/// Moves the directory's version by one, within `tx`.
+async fn bump<DB>(tx: &mut sqlx::Transaction<'_, DB>) -> Result<(), LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!(
+        "INSERT INTO {DIRECTORY} (id, version) VALUES (1, 1) \
+         ON CONFLICT (id) DO UPDATE SET version = {DIRECTORY}.version + 1"
+    ));
+    b.build().execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// The directory's version: 0 before any change.
+pub(crate) async fn directory_version<DB>(pool: &Pool<DB>) -> Result<u64, LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    i64: for<'r> Decode<'r, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let mut b = QueryBuilder::<DB>::new(format!("SELECT version FROM {DIRECTORY} WHERE id = 1"));
+    let Some(row) = b.build().fetch_optional(pool).await? else {
+        return Ok(0);
+    };
+    let v: i64 = row.try_get(0usize)?;
+    Ok(narrow(v, 0)?)
 }
