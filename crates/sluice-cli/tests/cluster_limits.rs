@@ -189,6 +189,12 @@ async fn one_limit(announces: bool, most_429: f64, after_10s: bool) {
     };
     let loaded = harness::p99(e.interactive.iter().map(|(_, d)| *d).collect());
     let failed = e.interactive.iter().filter(|(s, _)| *s != 200).count();
+    let failures: Vec<u16> = e
+        .interactive
+        .iter()
+        .map(|(s, _)| *s)
+        .filter(|s| *s != 200)
+        .collect();
     // What the limit allows a burst beside the interactive calls (less the second's burst
     // the provider's bucket holds at its start).
     let allowed = (BURST as f64 - LIMIT) / (LIMIT - INTERACTIVE);
@@ -203,7 +209,10 @@ async fn one_limit(announces: bool, most_429: f64, after_10s: bool) {
             .map(|(s, d)| (s.iter().filter(|s| **s == 200).count(), d.as_secs_f64()))
             .collect::<Vec<_>>()
     );
-    assert_eq!(failed, 0, "every interactive call is answered");
+    assert_eq!(
+        failed, 0,
+        "every interactive call is answered: {failures:?}"
+    );
     for (statuses, took) in &e.bursts {
         assert!(
             statuses.iter().all(|s| *s == 200),

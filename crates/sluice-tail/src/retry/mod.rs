@@ -12,6 +12,10 @@ use crate::budget::Budget;
 use crate::deadline::worth_trying;
 use crate::pace::wait_after_429;
 
+/// Attempts in all for a call whose 429s are retried at their deployment through its pacer
+/// (see [`Retrying::decide`]).
+pub const PACED_TRIES: u32 = 10;
+
 /// How a model group retries failed attempts: `retry = { ... }` of a `[models.GROUP]`, read
 /// as it is written (every field optional, unknown fields refused). A failed attempt (a 429,
 /// a 5xx, a timeout, a lost connection) is tried again, on another deployment when one is
@@ -114,6 +118,9 @@ pub struct Target {
     pub healthy: bool,
     /// Its median time to first byte, once its window knows it.
     pub median: Option<Duration>,
+    /// Its requests are paced (a limit configured, announced or learnt): a retry there
+    /// waits for its pacer's grant.
+    pub paced: bool,
 }
 
 /// Everything a retry decision reads.
@@ -172,7 +179,17 @@ impl Retrying {
         if !(paced || f.failure.retryable) {
             return Decision::No;
         }
-        if f.tries >= self.policy.max_attempts || !f.target.healthy {
+        // A 429 retried through a pacer (at a deployment whose requests are paced) waits for
+        // the pacer's grant: it cannot send faster than the limit the pacer keeps, so it
+        // spends neither attempts (up to `PACED_TRIES`) nor budget. While a limit was being
+        // learnt, a call met 429 three times and failed although the cluster had slowed.
+        let through_pacer = paced && f.target.paced;
+        let attempts = if through_pacer {
+            PACED_TRIES.max(self.policy.max_attempts)
+        } else {
+            self.policy.max_attempts
+        };
+        if f.tries >= attempts || !f.target.healthy {
             return Decision::No;
         }
         let wait = if f.target.other {
@@ -186,7 +203,7 @@ impl Retrying {
         if at > f.give_up || !worth_trying(at, f.deadline, f.target.median) {
             return Decision::No;
         }
-        if !self.budget.lock().try_spend(now) {
+        if !through_pacer && !self.budget.lock().try_spend(now) {
             return Decision::Denied;
         }
         Decision::Go(wait)
@@ -226,6 +243,7 @@ mod tests {
                 other: true,
                 healthy: true,
                 median: Some(Duration::from_millis(100)),
+                paced: false,
             },
             give_up: now + s(60),
             deadline: Some(now + s(10)),
@@ -288,12 +306,23 @@ mod tests {
         f.failure.retry_after = None;
         assert_eq!(r.decide(t, &f), Decision::Go(DEFAULT_RETRY_AFTER));
         f.failure.paced = true;
+        f.target.paced = true;
         assert_eq!(
             r.decide(t, &f),
             Decision::Go(Duration::ZERO),
             "a paced deployment's pacer is the wait"
         );
+        f.tries = 3;
+        assert_eq!(
+            r.decide(t, &f),
+            Decision::Go(Duration::ZERO),
+            "through the pacer, past max_attempts"
+        );
+        f.tries = PACED_TRIES;
+        assert_eq!(r.decide(t, &f), Decision::No, "up to PACED_TRIES");
+        f.tries = 1;
         f.failure.paced = false;
+        f.target.paced = false;
         f.give_up = t + Duration::from_millis(500);
         assert_eq!(r.decide(t, &f), Decision::No, "the wait outlasts patience");
     }
@@ -322,6 +351,12 @@ mod tests {
         let mut paced = facts(t);
         paced.failure.rate_limited = true;
         assert_eq!(r.decide(t, &paced), Decision::Denied);
+        paced.target.paced = true;
+        assert_eq!(
+            r.decide(t, &paced),
+            Decision::Go(Duration::ZERO),
+            "a 429 retried through its pacer spends no budget"
+        );
         for _ in 0..5 {
             r.deposit();
         }

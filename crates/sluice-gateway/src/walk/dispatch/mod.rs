@@ -237,6 +237,7 @@ fn retry<'a>(
             other: next.name != failed.name,
             healthy: next.healthy(now),
             median: median_ttfb(gw, group, next, job),
+            paced: next.limiter.as_ref().is_some_and(|l| l.paces_requests()),
         },
         give_up,
         deadline: job.deadline,
