@@ -172,6 +172,24 @@ async fn ended(b: &Batched, tenant: &str, id: &str) -> Value {
     panic!("batch {id} did not end");
 }
 
+/// Submits a job of 20 items for `acme`, cancels it once two are done; its id and the
+/// cancel's answer.
+async fn cancel_after_two_done(b: &Batched) -> (String, Value) {
+    let job = submit(b, "acme", &file_of(20)).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    for _ in 0..500 {
+        let (_, now, _) = call(b, "GET", &format!("/v1/batches/{id}"), "acme", None).await;
+        if now["request_counts"]["completed"].as_u64().unwrap_or(0) >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (status, at_cancel, _) =
+        call(b, "POST", &format!("/v1/batches/{id}/cancel"), "acme", None).await;
+    assert_eq!(status, 200);
+    (id, at_cancel)
+}
+
 fn lines_of(text: &str) -> Vec<Value> {
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -423,24 +441,7 @@ async fn cancelling_withdraws_claimed_items_still_waiting_for_a_slot() {
     for _ in 0..40 {
         b.r.a.push(200, true);
     }
-    let job = submit(&b, "acme", &file_of(20)).await;
-    let id = job["id"].as_str().unwrap().to_string();
-    for _ in 0..500 {
-        let (_, now, _) = call(&b, "GET", &format!("/v1/batches/{id}"), "acme", None).await;
-        if now["request_counts"]["completed"].as_u64().unwrap_or(0) >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let (status, at_cancel, _) = call(
-        &b,
-        "POST",
-        &format!("/v1/batches/{id}/cancel"),
-        "acme",
-        None,
-    )
-    .await;
-    assert_eq!(status, 200);
+    let (id, at_cancel) = cancel_after_two_done(&b).await;
     let sent_at_cancel = b.r.a.calls();
     let done = ended(&b, "acme", &id).await;
     let sent = b.r.a.calls();
@@ -524,24 +525,7 @@ async fn a_cancel_through_one_gateway_withdraws_what_another_claimed() {
         store,
         _dir: dir,
     };
-    let job = submit(&b, "acme", &file_of(20)).await;
-    let id = job["id"].as_str().unwrap().to_string();
-    for _ in 0..500 {
-        let (_, now, _) = call(&b, "GET", &format!("/v1/batches/{id}"), "acme", None).await;
-        if now["request_counts"]["completed"].as_u64().unwrap_or(0) >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let (status, _, _) = call(
-        &b,
-        "POST",
-        &format!("/v1/batches/{id}/cancel"),
-        "acme",
-        None,
-    )
-    .await;
-    assert_eq!(status, 200);
+    let (id, _) = cancel_after_two_done(&b).await;
     let sent_at_cancel = upstream.calls();
     let done = ended(&b, "acme", &id).await;
     let sent = upstream.calls();
