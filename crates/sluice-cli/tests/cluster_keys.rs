@@ -1,7 +1,8 @@
 //! Keys through the shared store: three `sluice serve` processes on one Redis and one
 //! PostgreSQL ledger. With Redis stopped, a key revoked through one instance is refused by
 //! the other two within 2 s (each reads the store's directory version every second), and
-//! the admin answer says how far the revocation was told.
+//! the admin answer says how far the revocation was told. With PostgreSQL stopped (a server
+//! of the test's own), readiness and a metric name it and admin writes fail within a second.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -125,4 +126,136 @@ async fn a_key_revoked_while_redis_is_down_is_refused_everywhere_within_two_seco
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Instance `i`'s `/readyz`.
+async fn ready(client: &reqwest::Client, url: &str) -> serde_json::Value {
+    client
+        .get(format!("{url}/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Waits (up to 5 s) until every instance's readiness says the ledger's store is `state`.
+async fn ledger_becomes(client: &reqwest::Client, fleet: &Fleet, state: &str) -> Duration {
+    let at = Instant::now();
+    for url in &fleet.urls {
+        loop {
+            let r = ready(client, url).await;
+            if r["ledger"]["state"] == state {
+                assert_eq!(r["ledger"]["store"], "PostgreSQL", "{r}");
+                break;
+            }
+            assert!(
+                at.elapsed() < Duration::from_secs(5),
+                "{url} never said the store is {state}: {r}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    at.elapsed()
+}
+
+/// Makes key `name` through `url`: the status, the answer and how long it took.
+async fn make_key(
+    client: &reqwest::Client,
+    url: &str,
+    name: &str,
+) -> (u16, serde_json::Value, Duration) {
+    let at = Instant::now();
+    let r = client
+        .post(format!("{url}/admin/keys"))
+        .bearer_auth(ADMIN)
+        .json(&serde_json::json!({"name": name, "tenant": "acme"}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap(), at.elapsed())
+}
+
+/// PostgreSQL stopped mid-run (Redis up): every instance's `/readyz` names it unreachable
+/// and `sluice_store_degraded{store="postgresql"}` is 1 within 2 s; an admin write fails
+/// within about a second with 503 `store_unavailable` naming PostgreSQL, and makes nothing;
+/// calls go on being served. Once it is back, readiness says so and admin writes work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopped_postgresql_is_named_and_admin_writes_fail_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = Redis::start().await;
+    let mut pg = harness::postgres::OwnPostgres::start().await;
+    let sim = Sim::start(
+        dir.path(),
+        "ttft_median = \"20ms\"\noutput_tokens_median = 5\nper_token = \"1ms\"\n",
+    );
+    let env = vec![
+        ("SLUICE_LEDGER_URL".to_string(), pg.url()),
+        ("SLUICE_REDIS_URL".to_string(), redis.url()),
+        ("SLUICE_ADMIN_TOKEN".to_string(), ADMIN.to_string()),
+    ];
+    let fleet = Fleet::start(dir.path(), &config(sim.port), env).await;
+    let client = reqwest::Client::new();
+    ledger_becomes(&client, &fleet, "ok").await;
+    pg.stop();
+    let named = ledger_becomes(&client, &fleet, "unreachable").await;
+    eprintln!("every instance named PostgreSQL unreachable within {named:?}");
+    assert!(named <= Duration::from_secs(3), "{named:?}");
+    let metrics = client
+        .get(format!("{}/metrics", fleet.urls[1]))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("sluice_store_degraded{store=\"postgresql\"} 1")),
+        "no degraded store in the metrics"
+    );
+    let (status, answer, took) = make_key(&client, &fleet.urls[0], "while-down").await;
+    eprintln!("an admin write with PostgreSQL down: {status} after {took:?}: {answer}");
+    assert_eq!(status, 503, "{answer}");
+    assert_eq!(answer["error"]["code"], "store_unavailable", "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("PostgreSQL")),
+        "{answer}"
+    );
+    assert!(took < Duration::from_millis(1_500), "{took:?}");
+    for (i, url) in fleet.urls.iter().enumerate() {
+        assert_eq!(
+            harness::chat(&client, url, KEY, i).await.0,
+            200,
+            "instance {i} serves while the ledger's store is down"
+        );
+    }
+    pg.resume().await;
+    ledger_becomes(&client, &fleet, "ok").await;
+    let (status, answer, _) = make_key(&client, &fleet.urls[0], "after").await;
+    assert_eq!(status, 201, "{answer}");
+    let listed: serde_json::Value = client
+        .get(format!("{}/admin/keys", fleet.urls[0]))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = listed["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|k| k["name"].as_str())
+        .collect();
+    assert!(
+        !names.contains(&"while-down"),
+        "a refused key was made: {names:?}"
+    );
 }

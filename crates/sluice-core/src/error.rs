@@ -62,6 +62,9 @@ pub enum ErrorKind {
     Withdrawn,
     /// The request conflicts with what was already done (feedback given twice).
     Conflict,
+    /// A store sluice keeps its state in (the ledger's database) failed or did not answer in
+    /// time; nothing was changed. `Retry-After` says when to try again.
+    StoreUnavailable,
     /// A bug in sluice.
     Internal,
 }
@@ -84,7 +87,10 @@ impl ErrorKind {
             Self::MethodNotAllowed => 405,
             Self::PayloadTooLarge => 413,
             Self::UpstreamConnect | Self::UpstreamServerError | Self::UpstreamProtocol => 502,
-            Self::ShuttingDown | Self::Overloaded | Self::UpstreamUnavailable => 503,
+            Self::ShuttingDown
+            | Self::Overloaded
+            | Self::UpstreamUnavailable
+            | Self::StoreUnavailable => 503,
             Self::UpstreamTimeout | Self::DeadlineExceeded => 504,
             Self::Internal => 500,
         }
@@ -113,7 +119,7 @@ impl ErrorKind {
             | Self::UpstreamUnavailable => "upstream_error",
             Self::DeadlineExceeded => "timeout_error",
             Self::ShuttingDown | Self::Overloaded => "overloaded_error",
-            Self::Internal => "server_error",
+            Self::Internal | Self::StoreUnavailable => "server_error",
         }
     }
 
@@ -144,6 +150,7 @@ impl ErrorKind {
             Self::NotFound => "not_found",
             Self::Conflict => "conflict",
             Self::Withdrawn => "withdrawn",
+            Self::StoreUnavailable => "store_unavailable",
             Self::Internal => "internal_error",
         }
     }

@@ -41,6 +41,8 @@ pub struct Gateway {
     pub(crate) cluster: Option<sluice_cluster::Cluster>,
     pub(crate) max_body_bytes: usize,
     pub(crate) draining: AtomicBool,
+    /// Whether the ledger's store answers (`cluster::follow_store` reads it every second).
+    pub(crate) store_health: crate::cluster::StoreHealth,
 }
 
 impl std::fmt::Debug for Gateway {

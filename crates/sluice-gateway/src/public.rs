@@ -86,6 +86,9 @@ pub async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
         if let Some(c) = crate::cluster::readiness(&gw) {
             v["cluster"] = c;
         }
+        if let Some(l) = crate::cluster::store_readiness(&gw) {
+            v["ledger"] = l;
+        }
         Json(v).into_response()
     }
 }

@@ -330,6 +330,16 @@ pub enum AnyStore {
     Postgres(PgStore),
 }
 
+impl AnyStore {
+    /// The database's name, for what readiness and refusals say.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Sqlite(_) => "SQLite",
+            Self::Postgres(_) => "PostgreSQL",
+        }
+    }
+}
+
 /// Forwards a call to whichever store this is.
 macro_rules! each {
     ($self:ident, $s:ident => $call:expr) => {

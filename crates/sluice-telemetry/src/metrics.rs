@@ -124,6 +124,8 @@ pub struct Metrics {
     pub cluster_degraded: Family<StateLabels, Gauge>,
     /// Commands to the cluster's Redis that failed, by the kind of state they served.
     pub cluster_errors: Family<StateLabels, Counter>,
+    /// 1 while the ledger's store does not answer.
+    pub store_degraded: Family<StoreLabels, Gauge>,
 }
 
 impl Metrics {
@@ -174,6 +176,7 @@ impl Metrics {
             context: crate::context::ContextMetrics::default(),
             cluster_degraded: Family::default(),
             cluster_errors: Family::default(),
+            store_degraded: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         m.register_calls(r);
@@ -403,6 +406,11 @@ impl Metrics {
             "cluster_errors",
             "Commands to the cluster's Redis that failed or timed out, by the kind of state they served",
             self.cluster_errors.clone(),
+        );
+        r.register(
+            "store_degraded",
+            "1 while the ledger's store (PostgreSQL or SQLite) does not answer: admin writes are refused with 503, and what it keeps waits in the ledger writer's backlog",
+            self.store_degraded.clone(),
         );
     }
 }

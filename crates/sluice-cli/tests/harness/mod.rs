@@ -1,9 +1,12 @@
 //! The pieces of the cluster tests: a Redis server of the test's own (Debian's
 //! `redis-server`, which `scripts/test` installs and names in `SLUICE_REDIS_SERVER`), a
-//! PostgreSQL database of its own (on the server `SLUICE_TEST_POSTGRES` names), a simulated
+//! PostgreSQL database of its own (on the server `SLUICE_TEST_POSTGRES` names, or on a server
+//! of its own that it can stop: [`postgres::OwnPostgres`]), a simulated
 //! provider, and three `sluice serve` processes sharing one configuration.
 
 #![allow(dead_code)]
+
+pub mod postgres;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -14,7 +14,7 @@ use sluice_core::{ErrorKind, GatewayError};
 use sluice_economy::{KeySpec, keys};
 use sluice_ledger::{RevokedKey, Store, StoredKey};
 
-use super::{managing, refuse, store_failed};
+use super::{kept, managing, refuse};
 use crate::Gateway;
 
 /// `POST /admin/keys` body.
@@ -98,14 +98,14 @@ pub async fn create(State(gw): State<Arc<Gateway>>, body: axum::body::Bytes) -> 
                 lane: spec.lane.clone(),
                 models: spec.models.clone(),
             };
-            match store.save_key(&stored).await {
+            match kept(store, "keep the key", store.save_key(&stored)).await {
                 Ok(()) => {
                     crate::cluster::announce(&gw).await;
                     Ok((spec, secret))
                 }
                 Err(e) => {
                     gw.tenants.keys.revoke(&spec.name);
-                    Err(store_failed(&e))
+                    Err(e)
                 }
             }
         }
@@ -172,10 +172,7 @@ pub(crate) async fn revoke_all(
                     revoked_ms: at_ms,
                 })
                 .collect();
-            store
-                .revoke_keys(&revoked)
-                .await
-                .map_err(|e| store_failed(&e))?;
+            kept(store, "keep the revocation", store.revoke_keys(&revoked)).await?;
             true
         }
         None => false,

@@ -53,12 +53,30 @@ pub async fn guard(State(gw): State<Arc<Gateway>>, req: Request, next: Next) -> 
     next.run(req).await
 }
 
-pub(crate) fn store_failed(e: &sluice_ledger::LedgerError) -> GatewayError {
-    tracing::error!(error = %e, "saving a key failed");
-    GatewayError::new(
-        ErrorKind::Internal,
-        format!("the key store could not be written: {e}"),
+/// How long an admin write waits for the ledger's store before it is refused.
+pub(crate) const STORE_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `write` to the ledger's `store`, within [`STORE_WITHIN`]: a store that fails or does not
+/// answer in time is a 503 naming it (`store_unavailable`, retry after a second), and the
+/// caller changes nothing here. A write that timed out may still have reached the store:
+/// every instance then follows it from there as from any other change.
+pub(crate) async fn kept<T>(
+    store: &sluice_ledger::AnyStore,
+    what: &str,
+    write: impl std::future::Future<Output = Result<T, sluice_ledger::LedgerError>>,
+) -> Result<T, GatewayError> {
+    let name = store.name();
+    let cause = match tokio::time::timeout(STORE_WITHIN, write).await {
+        Ok(Ok(v)) => return Ok(v),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {} s", STORE_WITHIN.as_secs()),
+    };
+    tracing::error!(store = name, cause = %cause, "an admin write to the ledger's store failed: {what}");
+    Err(GatewayError::new(
+        ErrorKind::StoreUnavailable,
+        format!("the ledger's store ({name}) could not {what}: {cause}; nothing was changed"),
     )
+    .with_retry_after(std::time::Duration::from_secs(1)))
 }
 
 /// The admin routes that change something (keys, tenants, the answer cache) are off unless

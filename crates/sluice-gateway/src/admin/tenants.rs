@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::Gateway;
 use crate::admin::keys::{invalid, is_name};
-use crate::admin::{managing, refuse, store_failed};
+use crate::admin::{kept, managing, refuse};
 use crate::tenants::limits_of;
 
 /// `PUT /admin/tenants/{name}` body: every field optional, absent means none. Money is in
@@ -167,9 +167,9 @@ pub async fn put(
         Err(e) => return refuse(&e),
     };
     if let Some(store) = gw.usage_store()
-        && let Err(e) = store.save_tenant(&tenant).await
+        && let Err(e) = kept(store, "keep the tenant", store.save_tenant(&tenant)).await
     {
-        return refuse(&store_failed(&e));
+        return refuse(&e);
     }
     if let Err(e) = apply(&gw, tenant).await {
         return refuse(&e);
@@ -218,9 +218,9 @@ pub async fn delete(State(gw): State<Arc<Gateway>>, Path(name): Path<String>) ->
     };
     if set_here
         && let Some(store) = gw.usage_store()
-        && let Err(e) = store.remove_tenant(&name).await
+        && let Err(e) = kept(store, "remove the tenant", store.remove_tenant(&name)).await
     {
-        return refuse(&store_failed(&e));
+        return refuse(&e);
     }
     gw.tenants
         .accounts

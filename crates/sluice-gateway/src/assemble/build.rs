@@ -114,6 +114,7 @@ impl GatewayBuilder {
             cluster: self.cluster,
             max_body_bytes: self.max_body_bytes,
             draining: AtomicBool::new(false),
+            store_health: crate::cluster::StoreHealth::default(),
         });
         crate::learning::share(&gw);
         Ok(gw)

@@ -13,13 +13,13 @@ use tokio::time::Instant;
 use crate::Gateway;
 use crate::tenants::limits_of;
 
-/// How often each instance reads the shared store's directory version (off the request
-/// path): a key or tenant change reaches every instance within about this long, whether or
-/// not Redis answers.
-pub const FOLLOW_STORE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+mod store;
+
+pub(crate) use store::readiness as store_readiness;
+pub use store::{StoreHealth, follow_store};
 
 /// Tells the other instances that keys or tenants changed here; a failure is logged (they
-/// see the change within [`FOLLOW_STORE_EVERY`] when the ledger's store is shared, else once
+/// see the change within [`store::FOLLOW_STORE_EVERY`] when the ledger's store is shared, else once
 /// Redis answers and the counter moves again, or at their restart). What an admin answer
 /// says of how far the change was told.
 pub(crate) async fn announce(gw: &Gateway) -> Value {
@@ -34,65 +34,15 @@ pub(crate) async fn announce(gw: &Gateway) -> Value {
             }
         },
     };
-    let store = if shared_store(gw) {
+    let store = if store::shared(gw) {
         json!(format!(
             "kept; every instance reads it within {} s",
-            FOLLOW_STORE_EVERY.as_secs()
+            store::FOLLOW_STORE_EVERY.as_secs()
         ))
     } else {
         Value::Null
     };
     json!({ "redis": redis, "postgres": store })
-}
-
-/// Whether the ledger's store is one every instance shares (PostgreSQL).
-fn shared_store(gw: &Gateway) -> bool {
-    matches!(
-        gw.usage_store().map(|s| &**s),
-        Some(sluice_ledger::AnyStore::Postgres(_))
-    )
-}
-
-/// Follows key and tenant changes in the shared store: reads its directory version every
-/// [`FOLLOW_STORE_EVERY`] and, when it moved, takes the keys and tenants again. Redis's
-/// change counter tells sooner; this holds when Redis cannot answer. Nothing to follow
-/// without a shared store. A failed read is logged once per outage and retried.
-pub async fn follow_store(gw: Arc<Gateway>) {
-    let Some(store) = gw.usage_store().filter(|_| shared_store(&gw)).cloned() else {
-        return;
-    };
-    if let Some(c) = &gw.cluster {
-        c.health().directory_followed_in_store();
-    }
-    let mut seen = None;
-    let mut failing = false;
-    let mut tick = tokio::time::interval(FOLLOW_STORE_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let read = store.directory_version().await;
-        let version = match read {
-            Ok(v) => v,
-            Err(e) => {
-                if !std::mem::replace(&mut failing, true) {
-                    tracing::error!(error = %e, "reading the key and tenant directory's version failed; retried every second");
-                }
-                continue;
-            }
-        };
-        if std::mem::replace(&mut failing, false) {
-            tracing::info!("the key and tenant directory's version reads again");
-        }
-        if seen.is_some_and(|s| s == version) {
-            continue;
-        }
-        match reload(&gw).await {
-            Ok(()) => seen = Some(version),
-            Err(e) => {
-                tracing::error!(error = %e, "reading keys and tenants from the store failed; retried in a second")
-            }
-        }
-    }
 }
 
 /// Takes the keys and tenants other instances made, each time the change counter moves;
@@ -117,7 +67,7 @@ pub async fn follow(gw: Arc<Gateway>, mut changes: tokio::sync::watch::Receiver<
 }
 
 /// Makes this instance's keys and tenants set at run time the store's.
-async fn reload(gw: &Gateway) -> Result<(), LedgerError> {
+pub(crate) async fn reload(gw: &Gateway) -> Result<(), LedgerError> {
     let Some(store) = gw.usage_store() else {
         return Ok(());
     };

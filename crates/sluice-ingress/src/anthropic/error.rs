@@ -45,6 +45,7 @@ pub fn kind_and_status(e: &GatewayError) -> (&'static str, u16) {
         | ErrorKind::UpstreamServerError
         | ErrorKind::UpstreamProtocol => ("api_error", e.kind.status()),
         ErrorKind::Internal => ("api_error", 500),
+        ErrorKind::StoreUnavailable => ("api_error", 503),
     }
 }
 

@@ -100,4 +100,12 @@ impl Telemetry {
         let c = m.cluster_errors.get_or_create(&labels);
         c.inc_by(errors.saturating_sub(c.get()));
     }
+
+    /// Whether the ledger's store `store` answers now.
+    pub fn set_store(&self, store: &'static str, degraded: bool) {
+        self.metrics
+            .store_degraded
+            .get_or_create(&crate::metrics::StoreLabels { store })
+            .set(i64::from(degraded));
+    }
 }

@@ -75,6 +75,13 @@ pub struct PairLabels {
     pub mode: &'static str,
 }
 
+/// Labels of a store's series: which store.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreLabels {
+    /// `postgresql` or `sqlite` (the ledger's store).
+    pub store: &'static str,
+}
+
 /// Labels of the cluster's series: the kind of shared state.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabels {
