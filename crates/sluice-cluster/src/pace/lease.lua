@@ -9,8 +9,10 @@
 -- included), and for `hold` the learnt rate is the sum of the shares told. After that, while
 -- the learnt pace is what empties the bucket, the rate grows by `growth` a second.
 --
+-- A 429 reported empties the request bucket as of the report (the upstream's was empty).
+--
 -- KEYS[1] the deployment's hash (req_tat, tok_tat, pause, announced, epoch, cut, learnt,
---         grown, and `s:<instance>` for each share of the current cut)
+--         grown, emptied, and `s:<instance>` for each share of the current cut)
 -- ARGV: 1 rpm bound (configured or announced; 0: none), 2 lease share (of a second's rate),
 --       3 tpm (0: none), 4 tokens the waiting call needs, 5 pause in µs (0: none),
 --       6 requests the upstream says are left (-1: no report), 7 tokens left (-1),
@@ -70,6 +72,11 @@ else
   end
 end
 
+-- A 429 says the upstream's own bucket is empty: the shared one is emptied with it, and
+-- refills from now at the rate paced (it would otherwise hand out a full burst at once).
+if tonumber(A[9]) > 0 then redis.call('HSET', key, 'emptied', num(now)) end
+local emptied = tonumber(redis.call('HGET', key, 'emptied'))
+
 local rpm = bound
 local by_learnt = false
 if learnt and learnt > 0 and (rpm == 0 or learnt * 60 < rpm) then
@@ -83,7 +90,8 @@ end
 
 -- What one dimension can lease now: the theoretical arrival time after a report, how many
 -- units may go (at most `want`), the wait when fewer than `least` may, and how many could.
-local function look(field, rate, want, least, left)
+-- `empty_at`, when given, is when the bucket was last known empty.
+local function look(field, rate, want, least, left, empty_at)
   local step = minute / rate
   local burst = burst_of(rate)
   local keep = 0
@@ -91,6 +99,7 @@ local function look(field, rate, want, least, left)
   local tau = step * burst
   local tat = math.max(tonumber(redis.call('HGET', key, field)) or now, now)
   if left >= 0 then tat = math.max(tat, now + tau - left * step) end
+  if empty_at then tat = math.max(tat, empty_at + tau) end
   local avail = math.floor((now + tau - tat) / step) - keep
   if avail < least then
     return tat, 0, math.ceil(tat + (least + keep) * step - tau - now), step, avail
@@ -101,7 +110,7 @@ end
 local rtat, rgot, rwait, rstep, ravail, ttat, tgot, twait, tstep
 local rwant = math.max(1, math.ceil(rpm / 60 * lease_share))
 if rpm > 0 then
-  rtat, rgot, rwait, rstep, ravail = look('req_tat', rpm, rwant, 1, tonumber(A[6]))
+  rtat, rgot, rwait, rstep, ravail = look('req_tat', rpm, rwant, 1, tonumber(A[6]), emptied)
   if by_learnt and now - cut >= hold then
     -- The learnt pace holds calls back when this lease empties the bucket: it grows.
     if ravail <= rwant then

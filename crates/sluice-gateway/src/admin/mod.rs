@@ -68,13 +68,17 @@ pub(crate) async fn kept<T>(
     let name = store.name();
     let cause = match tokio::time::timeout(STORE_WITHIN, write).await {
         Ok(Ok(v)) => return Ok(v),
-        Ok(Err(e)) => e.to_string(),
-        Err(_) => format!("no answer within {} s", STORE_WITHIN.as_secs()),
+        Ok(Err(e)) => format!("{e}; nothing was changed"),
+        Err(_) => format!(
+            "no answer within {} s; nothing was changed here, and should the write still \
+             land, every instance takes it from the store",
+            STORE_WITHIN.as_secs()
+        ),
     };
     tracing::error!(store = name, cause = %cause, "an admin write to the ledger's store failed: {what}");
     Err(GatewayError::new(
         ErrorKind::StoreUnavailable,
-        format!("the ledger's store ({name}) could not {what}: {cause}; nothing was changed"),
+        format!("the ledger's store ({name}) could not {what}: {cause}"),
     )
     .with_retry_after(std::time::Duration::from_secs(1)))
 }
