@@ -99,14 +99,7 @@ async fn a_key_revoked_while_redis_is_down_is_refused_everywhere_within_two_seco
     // What readiness says of the directory while Redis is down: it still follows PostgreSQL.
     let started = Instant::now();
     loop {
-        let ready: serde_json::Value = client
-            .get(format!("{}/readyz", fleet.urls[1]))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let ready = ready(&client, &fleet.urls[1]).await;
         let said = ready["cluster"]["degraded"]
             .as_array()
             .into_iter()
@@ -128,7 +121,7 @@ async fn a_key_revoked_while_redis_is_down_is_refused_everywhere_within_two_seco
     }
 }
 
-/// Instance `i`'s `/readyz`.
+/// The `/readyz` of the instance at `url`.
 async fn ready(client: &reqwest::Client, url: &str) -> serde_json::Value {
     client
         .get(format!("{url}/readyz"))
