@@ -3,8 +3,12 @@
 //! dispatch), and its settlement is another, sent in the background (one after). Limits are
 //! read from each instance's copy of the configuration; the ledger still records every call.
 //!
-//! While Redis cannot answer, budgets do what [`BudgetPolicy`] says; spend made of a local
-//! share, and settlements Redis did not hear, are kept and told to it once it is back.
+//! While Redis cannot answer, reservations and settlements go to the book behind it (the
+//! ledger's PostgreSQL database, which holds the truth) when there is one; when that cannot
+//! answer either, budgets do what [`BudgetPolicy`] says. Spend made elsewhere, and
+//! settlements Redis did not hear, are kept and told to it once it is back.
+
+mod owed;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -18,34 +22,10 @@ use sluice_core::reply::{Reply, later};
 use sluice_economy::{AccountBook, Accounts, Balance, Limits, Micros, Refusal, Reservation};
 use tokio::time::Instant;
 
+use crate::Settings;
 use crate::health::{BudgetPolicy, Health, Kind};
 use crate::store::Redis;
-use crate::{ClusterError, Settings};
-
-/// The most settlements kept for Redis while it cannot answer; past it the oldest are
-/// dropped, counted and logged (the ledger still has every call).
-const MAX_OWED: usize = 100_000;
-
-/// A settlement or spend Redis has not heard yet.
-#[derive(Debug)]
-enum Owed {
-    /// A hold to settle at what its call used.
-    Settle {
-        tenant: Arc<str>,
-        hold: u64,
-        tokens: u64,
-        cost: Micros,
-        tpm: u64,
-        wall: SystemTime,
-    },
-    /// Spend of a local share, made while Redis could not answer.
-    Spend {
-        tenant: Arc<str>,
-        tokens: u64,
-        cost: Micros,
-        wall: SystemTime,
-    },
-}
+use owed::Owed;
 
 /// The book every instance shares.
 pub struct RedisAccounts {
@@ -67,6 +47,8 @@ pub struct RedisAccounts {
     hold_ttl: Duration,
     instance: Arc<str>,
     next_hold: AtomicU64,
+    /// The book that keeps accounts while Redis cannot answer.
+    behind: std::sync::OnceLock<sluice_economy::Books>,
     reserve: Script,
     settle: Script,
     adjust: Script,
@@ -165,6 +147,7 @@ impl RedisAccounts {
             hold_ttl: settings.hold_ttl,
             instance: instance.clone(),
             next_hold: AtomicU64::new(1),
+            behind: std::sync::OnceLock::new(),
             reserve: Script::new(include_str!("book/reserve.lua")),
             settle: Script::new(include_str!("book/settle.lua")),
             adjust: Script::new(include_str!("book/adjust.lua")),
@@ -186,49 +169,41 @@ impl RedisAccounts {
         format!("{}-{hold}", self.instance)
     }
 
-    /// Settlements and spend Redis has not heard yet.
-    pub fn owed(&self) -> usize {
-        self.owed.lock().len()
-    }
-
-    /// Settlements dropped because too many were owed while Redis could not answer.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
-    }
-
-    fn owe(owed: &Mutex<VecDeque<Owed>>, dropped: &AtomicU64, o: Owed) {
-        let mut q = owed.lock();
-        if q.len() >= MAX_OWED {
-            q.pop_front();
-            dropped.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(
-                "too many settlements owed to the cluster's Redis; the oldest is dropped (the ledger keeps the call)"
-            );
-        }
-        q.push_back(o);
-    }
-
-    /// Tells Redis what it is owed, now that it answers; starts afresh the local shares of
-    /// the outage that ended.
-    pub(crate) async fn flush(&self) {
-        if !self.shared_out.lock().is_empty() {
-            self.shared_out.lock().clear();
-            *self.fallback.lock() = Arc::new(Accounts::default());
-        }
-        loop {
-            let Some(o) = self.owed.lock().pop_front() else {
-                return;
-            };
-            if let Err(e) = self.send(&o).await {
-                self.owed.lock().push_front(o);
-                self.health.failed(Kind::Budgets, &e);
-                return;
+    /// Has `book` keep accounts while Redis cannot answer (once; later calls are ignored):
+    /// it is given every tenant's limits from now on.
+    pub fn back_with(&self, book: sluice_economy::Books) {
+        let now = Instant::now();
+        for tenant in self.limits.tenants() {
+            if let Some(limits) = self.limits.limits(&tenant) {
+                book.set_limits(&tenant, limits, now);
             }
         }
+        if self.behind.set(book).is_ok() {
+            self.health.budgets_kept_behind();
+        }
     }
 
-    /// A reservation made without Redis, by the policy.
-    fn degraded(
+    /// A reservation made without Redis: by the book behind it, else by the policy.
+    async fn degraded(
+        &self,
+        tenant: &Arc<str>,
+        limits: Limits,
+        cause: String,
+        call: (Instant, SystemTime, u64, Micros),
+    ) -> Result<Option<Reservation>, Refusal> {
+        let (now, wall, tokens, cost) = call;
+        let cause = match self.behind.get() {
+            Some(behind) => match behind.reserve(tenant, now, wall, tokens, cost).await {
+                Err(Refusal::Unavailable { cause: also, .. }) => format!("{cause}; {also}"),
+                kept => return kept,
+            },
+            None => cause,
+        };
+        self.by_policy(tenant, limits, cause, call)
+    }
+
+    /// A reservation made without Redis or the book behind it, by the policy.
+    fn by_policy(
         &self,
         tenant: &Arc<str>,
         limits: Limits,
@@ -259,62 +234,12 @@ impl RedisAccounts {
     }
 }
 
-impl RedisAccounts {
-    /// Sends `o` to Redis.
-    async fn send(&self, o: &Owed) -> Result<(), ClusterError> {
-        let (redis, book) = (&self.redis, self);
-        match o {
-            Owed::Settle {
-                tenant,
-                hold,
-                tokens,
-                cost,
-                tpm,
-                wall,
-            } => {
-                let (acct, holds) = book.keys(tenant);
-                let id = book.hold_id(*hold);
-                redis
-                    .eval::<i64>(&book.settle, |i| {
-                        i.key(&acct)
-                            .key(&holds)
-                            .arg(&id)
-                            .arg(*tokens)
-                            .arg(cost.0)
-                            .arg(*tpm)
-                            .arg(day(*wall))
-                            .arg(month(*wall));
-                    })
-                    .await?;
-            }
-            Owed::Spend {
-                tenant,
-                tokens,
-                cost,
-                wall,
-            } => {
-                let (acct, _) = book.keys(tenant);
-                redis
-                    .eval::<i64>(&book.adjust, |i| {
-                        i.key(&acct)
-                            .arg(*tokens)
-                            .arg(cost.0)
-                            .arg(day(*wall))
-                            .arg(month(*wall))
-                            .arg(0)
-                            .arg(0)
-                            .arg(0);
-                    })
-                    .await?;
-            }
-        }
-        Ok(())
-    }
-}
-
 impl AccountBook for RedisAccounts {
     fn set_limits(&self, tenant: &str, limits: Limits, now: Instant) {
         self.limits.set_limits(tenant, limits, now);
+        if let Some(behind) = self.behind.get() {
+            behind.set_limits(tenant, limits, now);
+        }
     }
 
     fn limits(&self, tenant: &str) -> Option<Limits> {
@@ -339,7 +264,7 @@ impl AccountBook for RedisAccounts {
                     .health
                     .cause()
                     .unwrap_or_else(|| "Redis is down".into());
-                return self.degraded(tenant, limits, cause, call);
+                return self.degraded(tenant, limits, cause, call).await;
             }
             let hold = self.next_hold.fetch_add(1, Ordering::Relaxed);
             let (acct, holds) = self.keys(tenant);
@@ -377,7 +302,7 @@ impl AccountBook for RedisAccounts {
                 Ok(a) => Err(refusal(tenant, &limits, cost, &a)),
                 Err(e) => {
                     self.health.failed(Kind::Budgets, &e);
-                    self.degraded(tenant, limits, e.to_string(), call)
+                    self.degraded(tenant, limits, e.to_string(), call).await
                 }
             }
         })
@@ -385,6 +310,22 @@ impl AccountBook for RedisAccounts {
 
     fn settle(&self, r: Reservation, now: Instant, wall: SystemTime, tokens: u64, cost: Micros) {
         let tenant = r.tenant().clone();
+        if r.is_in_ledger() {
+            // Held by the book behind Redis: settled there, and told to Redis (now, or once
+            // it is back) as spend without a hold.
+            if let Some(behind) = self.behind.get() {
+                behind.settle(r, now, wall, tokens, cost);
+            }
+            if tokens > 0 || cost > Micros::ZERO {
+                self.tell(Owed::Spend {
+                    tenant,
+                    tokens,
+                    cost,
+                    wall,
+                });
+            }
+            return;
+        }
         let Some(hold) = r.hold() else {
             // Spent of a local share: counted here, and told to Redis once it is back.
             self.fallback.lock().settle(r, now, wall, tokens, cost);
@@ -409,20 +350,7 @@ impl AccountBook for RedisAccounts {
             tpm,
             wall,
         };
-        if self.health.is_down() {
-            Self::owe(&self.owed, &self.dropped, o);
-            return;
-        }
-        let Some(me) = self.weak() else {
-            Self::owe(&self.owed, &self.dropped, o);
-            return;
-        };
-        tokio::spawn(async move {
-            if let Err(e) = me.send(&o).await {
-                me.health.failed(Kind::Budgets, &e);
-                Self::owe(&me.owed, &me.dropped, o);
-            }
-        });
+        self.tell(o);
     }
 
     fn restore(
@@ -461,6 +389,11 @@ impl AccountBook for RedisAccounts {
         later(async move {
             let limits = self.limits.limits(tenant)?;
             let (acct, _) = self.keys(tenant);
+            if self.health.is_down()
+                && let Some(behind) = self.behind.get()
+            {
+                return behind.balance(tenant).await;
+            }
             let f: Vec<Option<String>> = self
                 .redis
                 .query(

@@ -78,6 +78,8 @@ pub struct Health {
     share: f64,
     /// Whether keys and tenants are also followed through a shared store (PostgreSQL).
     directory_in_store: AtomicBool,
+    /// Whether budgets are kept in the ledger's PostgreSQL database while Redis is down.
+    budgets_behind: AtomicBool,
     /// Peers whose configuration differs from this one's, as the last comparison found.
     pub(crate) disagreement: Mutex<Option<String>>,
 }
@@ -92,6 +94,7 @@ impl Health {
             budgets,
             share,
             directory_in_store: AtomicBool::new(false),
+            budgets_behind: AtomicBool::new(false),
             disagreement: Mutex::new(None),
         }
     }
@@ -100,6 +103,12 @@ impl Health {
     /// directory stays shared while Redis cannot answer (only slower).
     pub fn directory_followed_in_store(&self) {
         self.directory_in_store.store(true, Ordering::Relaxed);
+    }
+
+    /// Says that budgets are kept in the ledger's PostgreSQL database while Redis cannot
+    /// answer (the policy applies only when that cannot answer either).
+    pub fn budgets_kept_behind(&self) {
+        self.budgets_behind.store(true, Ordering::Relaxed);
     }
 
     /// Whether Redis is taken as down (every kind degraded).
@@ -158,7 +167,7 @@ impl Health {
             return Vec::new();
         }
         let pct = self.share * 100.0;
-        let budgets = match self.budgets {
+        let policy = match self.budgets {
             BudgetPolicy::FailClosed => {
                 "fail closed: calls of tenants with credits or quotas get 503".to_string()
             }
@@ -166,6 +175,15 @@ impl Health {
                 "each instance spends {pct:.0}% of each limit alone (of the credits left when \
                  Redis last answered); Redis hears it once back"
             ),
+        };
+        let budgets = if self.budgets_behind.load(Ordering::Relaxed) {
+            format!(
+                "reserved and settled in PostgreSQL, exact across instances (each keeps \
+                 {pct:.0}% of each rpm and tpm); Redis hears the spend once back; if \
+                 PostgreSQL cannot answer either: {policy}"
+            )
+        } else {
+            policy
         };
         Kind::ALL
             .into_iter()

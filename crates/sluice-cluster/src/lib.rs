@@ -103,6 +103,11 @@ impl Cluster {
         })
     }
 
+    /// What the cluster was connected with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     /// The book of credits and quotas every instance shares.
     pub fn book(&self) -> Arc<RedisAccounts> {
         self.book.clone()

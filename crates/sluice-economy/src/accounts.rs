@@ -104,6 +104,9 @@ pub struct Reservation {
     cost: Micros,
     /// The hold's id in a shared book (0: held in this process).
     hold: u64,
+    /// Whether the ledger's database holds it (and settles it, spend included, so that the
+    /// ledger's writer does not count its row's spend again).
+    in_ledger: bool,
 }
 
 impl Reservation {
@@ -115,7 +118,25 @@ impl Reservation {
             tokens,
             cost,
             hold,
+            in_ledger: false,
         }
+    }
+
+    /// A hold `hold` (not 0) that the ledger's database keeps for `tenant` (while the shared
+    /// book in Redis cannot answer): it settles there, spend and all.
+    pub fn in_ledger(tenant: Arc<str>, tokens: u64, cost: Micros, hold: u64) -> Self {
+        Self {
+            tenant,
+            tokens,
+            cost,
+            hold,
+            in_ledger: true,
+        }
+    }
+
+    /// Whether the ledger's database holds it (see [`Reservation::in_ledger`]).
+    pub fn is_in_ledger(&self) -> bool {
+        self.in_ledger
     }
 
     /// The tenant it holds for.
@@ -186,6 +207,77 @@ pub struct Balance {
     pub limits: Limits,
 }
 
+/// What a tenant has spent and holds, against which its credits, its daily tokens and its
+/// monthly spend are checked (by whichever book keeps it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Standing {
+    /// Settled spend, in all.
+    pub spent: Micros,
+    /// Money held by calls in flight.
+    pub reserved: Micros,
+    /// Tokens settled today (UTC).
+    pub day_tokens: u64,
+    /// Tokens held by calls in flight.
+    pub day_reserved: u64,
+    /// Spend settled this month (UTC).
+    pub month_spent: Micros,
+}
+
+impl Standing {
+    /// The refusal of a call of up to `tokens` costing up to `cost` at `wall` for `tenant`
+    /// with `limits`, when its daily tokens, monthly spend or credits cannot take it.
+    pub fn refusal(
+        &self,
+        tenant: &Arc<str>,
+        limits: &Limits,
+        wall: SystemTime,
+        tokens: u64,
+        cost: Micros,
+    ) -> Option<Refusal> {
+        if let Some(limit) = limits.tokens_per_day
+            && self.day_tokens + self.day_reserved + tokens > limit
+        {
+            return Some(Refusal::OverQuota {
+                tenant: tenant.clone(),
+                policy: "tokens_per_day",
+                limit,
+                window_secs: 86_400,
+                remaining: limit.saturating_sub(self.day_tokens + self.day_reserved),
+                retry_after: calendar::day_of(wall).1,
+            });
+        }
+        if let Some(limit) = limits.spend_per_month
+            && (self.month_spent + self.reserved + cost).0 > limit.0
+        {
+            let ((y, m), left) = calendar::month_of(wall);
+            let first = calendar::days_from_civil(y, m, 1);
+            let next = if m == 12 {
+                calendar::days_from_civil(y + 1, 1, 1)
+            } else {
+                calendar::days_from_civil(y, m + 1, 1)
+            };
+            return Some(Refusal::OverQuota {
+                tenant: tenant.clone(),
+                policy: "spend_per_month",
+                limit: limit.0,
+                window_secs: u64::try_from(next - first).unwrap_or(31) * 86_400,
+                remaining: limit.0.saturating_sub((self.month_spent + self.reserved).0),
+                retry_after: left,
+            });
+        }
+        let credits = limits.credits?;
+        let committed = self.spent + self.reserved;
+        (committed.0.saturating_add(cost.0) > credits.0).then(|| Refusal::OutOfCredits {
+            tenant: tenant.clone(),
+            credits,
+            spent: self.spent,
+            reserved: self.reserved,
+            left: Micros(credits.0.saturating_sub(committed.0)),
+            needed: cost,
+        })
+    }
+}
+
 /// Every tenant's account.
 #[derive(Debug, Default)]
 pub struct Accounts {
@@ -242,50 +334,15 @@ impl Accounts {
             return Ok(None);
         };
         a.roll(wall);
-        if let Some(limit) = a.limits.tokens_per_day
-            && a.day_tokens + a.day_reserved + tokens > limit
-        {
-            return Err(Refusal::OverQuota {
-                tenant: tenant.clone(),
-                policy: "tokens_per_day",
-                limit,
-                window_secs: 86_400,
-                remaining: limit.saturating_sub(a.day_tokens + a.day_reserved),
-                retry_after: calendar::day_of(wall).1,
-            });
-        }
-        if let Some(limit) = a.limits.spend_per_month
-            && (a.month_spent + a.reserved + cost).0 > limit.0
-        {
-            let ((y, m), left) = calendar::month_of(wall);
-            let first = calendar::days_from_civil(y, m, 1);
-            let next = if m == 12 {
-                calendar::days_from_civil(y + 1, 1, 1)
-            } else {
-                calendar::days_from_civil(y, m + 1, 1)
-            };
-            return Err(Refusal::OverQuota {
-                tenant: tenant.clone(),
-                policy: "spend_per_month",
-                limit: limit.0,
-                window_secs: u64::try_from(next - first).unwrap_or(31) * 86_400,
-                remaining: limit.0.saturating_sub((a.month_spent + a.reserved).0),
-                retry_after: left,
-            });
-        }
-        if let Some(credits) = a.limits.credits {
-            let committed = a.spent + a.reserved;
-            let left = Micros(credits.0.saturating_sub(committed.0));
-            if committed.0.saturating_add(cost.0) > credits.0 {
-                return Err(Refusal::OutOfCredits {
-                    tenant: tenant.clone(),
-                    credits,
-                    spent: a.spent,
-                    reserved: a.reserved,
-                    left,
-                    needed: cost,
-                });
-            }
+        let standing = Standing {
+            spent: a.spent,
+            reserved: a.reserved,
+            day_tokens: a.day_tokens,
+            day_reserved: a.day_reserved,
+            month_spent: a.month_spent,
+        };
+        if let Some(refusal) = standing.refusal(tenant, &a.limits, wall, tokens, cost) {
+            return Err(refusal);
         }
         let over = |policy: &'static str, b: &mut MinuteBucket, n: u64| Refusal::OverQuota {
             tenant: tenant.clone(),
@@ -319,6 +376,7 @@ impl Accounts {
             tokens,
             cost,
             hold: 0,
+            in_ledger: false,
         }))
     }
 

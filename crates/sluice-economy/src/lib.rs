@@ -15,7 +15,7 @@ pub mod money;
 pub mod prices;
 pub mod tenants;
 
-pub use accounts::{Accounts, Balance, Limits, Refusal, Reservation};
+pub use accounts::{Accounts, Balance, Limits, Refusal, Reservation, Standing};
 pub use book::{AccountBook, Books};
 pub use currency::{BadCurrency, Currency, Rate};
 pub use keys::{ApiKey, KeyDirectory, KeyError, KeyRing, KeySpec};

@@ -128,6 +128,11 @@ pub struct Entry {
     pub currency: Option<Arc<str>>,
     /// The answer's cost in `currency`: what the provider bills for it.
     pub native_micros: Option<u64>,
+    /// Whether the call's spend was settled in the ledger's database already (its hold was
+    /// kept there while Redis could not answer): the writer then does not add it to the
+    /// tenant's balance again. Not a column.
+    #[serde(skip)]
+    pub settled_in_ledger: bool,
 }
 
 /// The UTC calendar day (`YYYY-MM-DD`) of a Unix time in milliseconds.

@@ -6,6 +6,7 @@
 //! Both databases sit behind one [`Store`] trait, and one conformance suite
 //! (`tests/conformance.rs`) runs against each.
 
+pub mod balances;
 pub mod entry;
 pub mod query;
 pub mod records;
@@ -16,6 +17,7 @@ pub use sql::SCHEMA_LOCK;
 pub mod store;
 pub mod writer;
 
+pub use balances::LedgerBook;
 pub use entry::{CacheOutcome, Entry, Tokens};
 pub use query::{GroupBy, QueryError, UsageQuery, UsageRow};
 pub use records::{RevokedKey, StoredBelief, StoredKey, StoredTenant};

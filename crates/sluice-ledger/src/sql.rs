@@ -197,7 +197,7 @@ mod insert;
 mod read;
 mod stored;
 
-pub(crate) use insert::{InsertSql, insert, prepare_inserts};
+pub(crate) use insert::{InsertSql, insert, insert_in, prepare_inserts};
 pub(crate) use read::{entries, usage};
 
 pub(crate) use beliefs::{beliefs, save_beliefs};

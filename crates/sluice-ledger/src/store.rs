@@ -13,6 +13,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+use crate::balances::{self, LedgerBook};
 use crate::query::{UsageQuery, UsageRow};
 use crate::records::{RevokedKey, StoredBelief, StoredKey, StoredTenant};
 use crate::{Entry, LedgerError, sql};
@@ -91,7 +92,7 @@ macro_rules! sql_store {
     ($store:ty) => {
         impl Store for $store {
             async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
-                sql::insert(&self.pool, &self.insert, entries).await
+                self.append_rows(entries).await
             }
 
             async fn usage(&self, q: &UsageQuery) -> Result<Vec<UsageRow>, LedgerError> {
@@ -231,6 +232,10 @@ impl SqliteStore {
             .await?;
         Ok(Self { pool, insert })
     }
+
+    async fn append_rows(&self, entries: &[Entry]) -> Result<(), LedgerError> {
+        sql::insert(&self.pool, &self.insert, entries).await
+    }
 }
 
 sql_store!(SqliteStore);
@@ -279,12 +284,66 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await?;
         }
+        balances::create(&mut tx, balances::Today::at(std::time::SystemTime::now())).await?;
         tx.commit().await?;
         Ok(Self {
             pool,
             insert: Arc::new(sql::InsertSql::new::<sqlx::Postgres>()?),
         })
     }
+
+    /// Writes `entries` and, in the same transaction, adds each tenant's spend to its balance
+    /// row (but for calls settled there already).
+    async fn append_rows(&self, entries: &[Entry]) -> Result<(), LedgerError> {
+        let spend = spend_by_tenant(entries);
+        if spend.is_empty() {
+            return sql::insert(&self.pool, &self.insert, entries).await;
+        }
+        let mut tx = self.pool.begin().await?;
+        sql::insert_in(&mut tx, &self.insert, entries).await?;
+        for (tenant, spent) in spend {
+            balances::spend(&mut tx, tenant, spent).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The book of tenants' credits and quotas kept in this database, giving this instance
+    /// `share` of each tenant's request and token rates and releasing a hold after
+    /// `hold_ttl` (see [`LedgerBook`]).
+    pub fn book(&self, share: f64, hold_ttl: Duration) -> Arc<LedgerBook> {
+        LedgerBook::new(self.pool.clone(), share, hold_ttl)
+    }
+}
+
+/// Each tenant's spend in `entries` not settled in the database already (its tokens on the
+/// latest day among them, its month's spend in the latest month), in tenant order, so that
+/// two writers lock balance rows in the same order.
+fn spend_by_tenant(entries: &[Entry]) -> Vec<(&str, balances::Spend)> {
+    let mut by: std::collections::BTreeMap<&str, balances::Spend> = Default::default();
+    for e in entries.iter().filter(|e| !e.settled_in_ledger) {
+        let Some(tenant) = e.tenant.as_deref() else {
+            continue;
+        };
+        let cost = e.cost_micros.map_or(0, sql::int);
+        let day = e.at_ms.div_euclid(86_400_000);
+        let month = balances::Today::month_of_ms(e.at_ms);
+        let t = by.entry(tenant).or_default();
+        t.cost += cost;
+        if day > t.day {
+            (t.tokens, t.day) = (0, day);
+        }
+        if day == t.day {
+            t.tokens += sql::int(e.tokens.total());
+        }
+        if month > t.month {
+            (t.month, t.month_cost) = (month, 0);
+        }
+        if month == t.month {
+            t.month_cost += cost;
+        }
+    }
+    by.into_iter().collect()
 }
 
 sql_store!(PgStore);

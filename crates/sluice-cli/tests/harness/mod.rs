@@ -378,3 +378,9 @@ pub fn p99(mut v: Vec<Duration>) -> Duration {
         .saturating_sub(1)
         .min(v.len() - 1)]
 }
+
+#[allow(dead_code)]
+pub fn p50(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}

@@ -21,10 +21,22 @@ impl GatewayBuilder {
     }
 }
 
-/// The book of a gateway: the cluster's, else one in this process.
-pub(super) fn books(cluster: Option<&sluice_cluster::Cluster>) -> Books {
+/// The book of a gateway: the cluster's, else one in this process. The cluster's is backed
+/// by the ledger's PostgreSQL database, when that is the ledger, for while Redis cannot
+/// answer.
+pub(super) fn books(
+    cluster: Option<&sluice_cluster::Cluster>,
+    store: Option<&sluice_ledger::AnyStore>,
+) -> Books {
     match cluster {
-        Some(c) => c.book(),
+        Some(c) => {
+            let book = c.book();
+            if let Some(sluice_ledger::AnyStore::Postgres(pg)) = store {
+                let s = c.settings();
+                book.back_with(pg.book(s.per_instance_share, s.hold_ttl));
+            }
+            book
+        }
         None => sluice_economy::book::local(),
     }
 }

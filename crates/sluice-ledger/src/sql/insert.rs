@@ -245,6 +245,19 @@ where
     Ok(())
 }
 
+/// Inserts `entries`, [`ROWS_PER_INSERT`] to a statement, in the transaction `tx` (which
+/// moves tenants' balances with them).
+pub(crate) async fn insert_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    sql: &InsertSql,
+    entries: &[Entry],
+) -> Result<(), LedgerError> {
+    for chunk in entries.chunks(ROWS_PER_INSERT) {
+        insert_statement(sql, chunk, &mut **tx).await?;
+    }
+    Ok(())
+}
+
 /// Inserts `rows` (at most [`ROWS_PER_INSERT`]) with one statement on `on`.
 async fn insert_statement<'c, DB, E>(
     sql: &InsertSql,

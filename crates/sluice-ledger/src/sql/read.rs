@@ -229,6 +229,7 @@ where
                     .try_get::<Option<i64>, usize>(27)?
                     .map(|v| narrow(v, 27))
                     .transpose()?,
+                settled_in_ledger: false,
             })
         })
         .collect::<Result<_, sqlx::Error>>()

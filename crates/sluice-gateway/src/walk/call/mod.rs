@@ -284,7 +284,9 @@ impl Call {
         }
         r.cost_micros = s.costs.total();
         r.extra_cost_micros = s.costs.extra;
+        let mut settled_in_ledger = false;
         if let Some(held) = self.reservation.take() {
+            settled_in_ledger = held.is_in_ledger();
             let (tokens, cost) = s.reservation;
             self.gw.tenants.accounts.settle(
                 held,
@@ -300,7 +302,11 @@ impl Call {
             .gw
             .ledger
             .is_some()
-            .then(|| billing::entry(&self.record, priced));
+            .then(|| billing::entry(&self.record, priced))
+            .map(|mut e| {
+                e.settled_in_ledger = settled_in_ledger;
+                e
+            });
         if self.hands_back {
             // A call dropped unfinished loses it with its caller (a runner shutting down):
             // the item stays claimed and is sent again, billed once.
