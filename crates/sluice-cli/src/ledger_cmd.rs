@@ -109,15 +109,36 @@ pub fn usage(a: &UsageArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Starts the writer for `store`.
+/// Starts the writer for `store`: on PostgreSQL, rows wait in the journal `journal` (a
+/// local file) while the database cannot answer.
 pub fn start(
     store: AnyStore,
-) -> (
+    journal: &Path,
+) -> anyhow::Result<(
     sluice_ledger::Ledger,
     Arc<AnyStore>,
     tokio::task::JoinHandle<()>,
-) {
+)> {
     let store = Arc::new(store);
-    let (ledger, task) = sluice_ledger::Ledger::start(store.clone());
-    (ledger, store, task)
+    let (ledger, task) = match &*store {
+        AnyStore::Postgres(_) => sluice_ledger::Ledger::start_with_journal(store.clone(), journal)
+            .with_context(|| format!("opening the ledger's journal {}", journal.display()))?,
+        AnyStore::Sqlite(_) => sluice_ledger::Ledger::start(store.clone()),
+    };
+    Ok((ledger, store, task))
+}
+
+/// The journal of the instance listening on `listen`: beside `[ledger] path`, one per port
+/// (instances of one file on one host each keep their own).
+pub fn journal_path(
+    cfg: &LedgerConfig,
+    config_dir: &Path,
+    listen: std::net::SocketAddr,
+) -> std::path::PathBuf {
+    let path = config_dir.join(&cfg.path);
+    let stem = path.file_stem().map_or_else(
+        || "sluice-ledger".into(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    path.with_file_name(format!("{stem}-{}.journal", listen.port()))
 }

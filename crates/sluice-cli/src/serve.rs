@@ -158,7 +158,9 @@ async fn build(cfg: &GatewayConfig, config: &Path) -> anyhow::Result<Built> {
             if cfg.batches.enabled {
                 jobs = Some(sluice_batch::Jobs::open(store.database()).await?);
             }
-            let (ledger, store, writer) = ledger_cmd::start(store);
+            let journal =
+                ledger_cmd::journal_path(&cfg.ledger, &ledger_cmd::config_dir(config), cfg.listen);
+            let (ledger, store, writer) = ledger_cmd::start(store, &journal)?;
             builder = builder.ledger(ledger.clone(), store);
             Some((ledger, writer))
         }

@@ -121,6 +121,23 @@ async fn a_key_revoked_while_redis_is_down_is_refused_everywhere_within_two_seco
     }
 }
 
+/// Whether the instance at `url` counts rows in its journal (`sluice_ledger_journal` > 0).
+async fn journal_gauge(client: &reqwest::Client, url: &str) -> bool {
+    let metrics = client
+        .get(format!("{url}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    metrics.lines().any(|l| {
+        l.strip_prefix("sluice_ledger_journal ")
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .is_some_and(|v| v > 0.0)
+    })
+}
+
 /// The `/readyz` of the instance at `url`.
 async fn ready(client: &reqwest::Client, url: &str) -> serde_json::Value {
     client
@@ -228,8 +245,63 @@ async fn a_stopped_postgresql_is_named_and_admin_writes_fail_within_a_second() {
             "instance {i} serves while the ledger's store is down"
         );
     }
+    // Rows of calls made meanwhile wait in each instance's journal on the disk.
+    for i in 0..30 {
+        let url = &fleet.urls[i % 3];
+        assert_eq!(harness::chat(&client, url, KEY, 100 + i).await.0, 200);
+    }
+    let started = Instant::now();
+    let journaled = loop {
+        let mut n = 0;
+        for url in &fleet.urls {
+            n += ready(&client, url).await["ledger"]["journal"]
+                .as_u64()
+                .unwrap_or(0);
+        }
+        if n >= 33 {
+            break n;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "rows never reached the journals: {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!("{journaled} rows in the instances' journals while PostgreSQL was down");
+    let started = Instant::now();
+    while !journal_gauge(&client, &fleet.urls[0]).await {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "sluice_ledger_journal never counted the rows"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     pg.resume().await;
     ledger_becomes(&client, &fleet, "ok").await;
+    // Replayed once it answers: every call has its row, and the journals are empty.
+    let pool = sqlx::PgPool::connect(&pg.url()).await.unwrap();
+    let started = Instant::now();
+    loop {
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sluice_ledger")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        let mut left = 0;
+        for url in &fleet.urls {
+            left += ready(&client, url).await["ledger"]["journal"]
+                .as_u64()
+                .unwrap_or(0);
+        }
+        if rows >= 33 && left == 0 {
+            assert_eq!(rows, 33, "each call's row once");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{rows} rows in the ledger, {left} still in the journals"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let (status, answer, _) = make_key(&client, &fleet.urls[0], "after").await;
     assert_eq!(status, 201, "{answer}");
     let listed: serde_json::Value = client

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sluice_core::calendar::civil_from_days;
 
 /// Tokens of one call by kind. `prompt` counts every input token, `cached` and `cache_write`
 /// are parts of it; `reasoning` is the part of `completion` spent thinking.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tokens {
     /// All input tokens.
     pub prompt: u64,
@@ -29,7 +29,7 @@ impl Tokens {
 }
 
 /// Whether (and where) the call's input was served from a cache.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CacheOutcome {
     /// No cached input.
@@ -74,7 +74,7 @@ impl CacheOutcome {
 /// One finished call, as the ledger keeps it. Its texts are shared (`Arc<str>`): the
 /// gateway fills them from the call record's names without copying, and the store binds
 /// them to its `INSERT` without copying again.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
     /// The request id (`x-request-id`).
     pub request_id: Arc<str>,

@@ -8,6 +8,7 @@
 
 pub mod balances;
 pub mod entry;
+mod journal;
 pub mod query;
 pub mod records;
 pub mod report;
@@ -19,6 +20,7 @@ pub mod writer;
 
 pub use balances::LedgerBook;
 pub use entry::{CacheOutcome, Entry, Tokens};
+pub use journal::JournalError;
 pub use query::{GroupBy, QueryError, UsageQuery, UsageRow};
 pub use records::{RevokedKey, StoredBelief, StoredKey, StoredTenant};
 pub use store::{AnyStore, Database, Durability, PgStore, SqliteStore, Store};

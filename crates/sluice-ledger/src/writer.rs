@@ -1,8 +1,9 @@
 //! The ledger's writer: calls hand their entries over without waiting, and one task writes
 //! whatever has gathered as one transaction (group commit), at most every
 //! [`COMMIT_EVERY`], so the database sees a few large writes rather than one per call and
-//! never stands in a request's way. A failed write is
-//! retried, with backoff, until it lands: entries are never dropped.
+//! never stands in a request's way. A failed write is retried, with backoff, until it lands:
+//! entries are never dropped. With a journal, rows wait there (on the disk, in order) while
+//! the store cannot answer, not in memory.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::journal::{Journal, JournalError};
 use crate::{Entry, LedgerError, Store};
 
 /// Entries written per transaction at most.
@@ -38,6 +40,9 @@ struct Counters {
     committed: AtomicU64,
     batches: AtomicU64,
     failures: AtomicU64,
+    spilled: AtomicU64,
+    spill_failures: AtomicU64,
+    unreadable: AtomicU64,
 }
 
 /// How far the writer has got.
@@ -51,6 +56,12 @@ pub struct LedgerStats {
     pub batches: u64,
     /// Writes that failed and were retried.
     pub failures: u64,
+    /// Rows waiting in the journal for the store.
+    pub spilled: u64,
+    /// Journal writes that failed (a full disk): those rows were held in memory.
+    pub spill_failures: u64,
+    /// Journal lines that did not parse and were passed over.
+    pub unreadable: u64,
 }
 
 impl LedgerStats {
@@ -78,11 +89,26 @@ impl std::fmt::Debug for Job {
 }
 
 impl Ledger {
-    /// Starts a writer into `store`.
+    /// Starts a writer into `store`; while it cannot answer, rows wait in memory.
     pub fn start<S: Store>(store: Arc<S>) -> (Self, JoinHandle<()>) {
+        Self::started(store, None)
+    }
+
+    /// Starts a writer into `store` that, while it cannot answer, appends rows to the
+    /// journal at `journal` (flushed to the disk) rather than holding them in memory, and
+    /// replays them in order once it answers; rows a journal kept from an earlier run are
+    /// replayed first.
+    pub fn start_with_journal<S: Store>(
+        store: Arc<S>,
+        journal: &std::path::Path,
+    ) -> Result<(Self, JoinHandle<()>), JournalError> {
+        Ok(Self::started(store, Some(Journal::open(journal)?)))
+    }
+
+    fn started<S: Store>(store: Arc<S>, journal: Option<Journal>) -> (Self, JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let counters = Arc::new(Counters::default());
-        let task = tokio::spawn(write_loop(store, rx, counters.clone()));
+        let task = tokio::spawn(write_loop(store, rx, counters.clone(), journal));
         (Self { tx, counters }, task)
     }
 
@@ -117,6 +143,9 @@ impl Ledger {
             committed: c.committed.load(Ordering::Relaxed),
             batches: c.batches.load(Ordering::Relaxed),
             failures: c.failures.load(Ordering::Relaxed),
+            spilled: c.spilled.load(Ordering::Relaxed),
+            spill_failures: c.spill_failures.load(Ordering::Relaxed),
+            unreadable: c.unreadable.load(Ordering::Relaxed),
         }
     }
 
@@ -131,44 +160,212 @@ impl Ledger {
     }
 }
 
+/// Where the write loop stands: tickets of those waiting for their rows, how many rows of
+/// this run are written (in the order they came), the journal and its retry.
+struct Loop {
+    counters: Arc<Counters>,
+    journal: Option<Journal>,
+    acks: Vec<(u64, oneshot::Sender<()>)>,
+    received: u64,
+    done: u64,
+    /// Rows a journal held from an earlier run, replayed before this run's.
+    carried: u64,
+    backoff: Duration,
+    retry_at: Instant,
+}
+
+impl Loop {
+    /// Takes `job` into `batch`.
+    fn take(&mut self, job: Job, batch: &mut Vec<Entry>) {
+        match job {
+            Job::Append(e, ack) => {
+                batch.push(*e);
+                self.received += 1;
+                if let Some(ack) = ack {
+                    self.acks.push((self.received, ack));
+                }
+            }
+            Job::Flush(ack) => self.acks.push((self.received, ack)),
+        }
+    }
+
+    /// `n` more rows of this run are written (or passed over): tells those waiting for them.
+    fn written(&mut self, n: u64) {
+        self.done += n;
+        let done = self.done;
+        let (ready, waiting): (Vec<_>, Vec<_>) =
+            self.acks.drain(..).partition(|(ticket, _)| *ticket <= done);
+        self.acks = waiting;
+        for (_, ack) in ready {
+            // The waiter may have gone; the entry is committed all the same.
+            let _ = ack.send(());
+        }
+    }
+
+    fn spilling(&self) -> bool {
+        self.journal.as_ref().is_some_and(|j| j.pending() > 0)
+    }
+
+    /// Puts `batch` in the journal; on success it is emptied. A journal that cannot be
+    /// written (a full disk) is logged and counted every time, and the batch stays in memory.
+    fn spill(&mut self, batch: &mut Vec<Entry>) -> bool {
+        let Some(journal) = self.journal.as_mut() else {
+            return false;
+        };
+        match journal.append(batch) {
+            Ok(()) => {
+                self.counters
+                    .spilled
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                batch.clear();
+                true
+            }
+            Err(e) => {
+                self.counters.spill_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, entries = batch.len(), "the ledger's store cannot answer and its journal cannot be written: rows are held in memory until one of them can");
+                false
+            }
+        }
+    }
+
+    /// Writes the journal's next chunk into `store`; on failure, waits longer before the next.
+    async fn replay<S: Store>(&mut self, store: &S) {
+        let Some(journal) = self.journal.as_mut() else {
+            return;
+        };
+        let mut unreadable = 0;
+        let read = journal.read(MAX_BATCH, &mut unreadable);
+        self.counters
+            .unreadable
+            .fetch_add(unreadable, Ordering::Relaxed);
+        let (entries, to, lines) = match read {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "the ledger's journal cannot be read");
+                self.retry_later();
+                return;
+            }
+        };
+        if let Err(e) = store.append(&entries).await {
+            self.counters.failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %e, spilled = journal.pending(), retry_in = ?self.backoff, "ledger write failed; rows wait in the journal");
+            self.retry_later();
+            return;
+        }
+        if let Err(e) = journal.advance(to, lines) {
+            tracing::error!(error = %e, "the ledger's journal's replay was not marked; its rows may be written again at a restart");
+        }
+        self.counters.spilled.fetch_sub(
+            lines.min(self.counters.spilled.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
+        let of_earlier = lines.min(self.carried);
+        self.carried -= of_earlier;
+        let this_run = lines - of_earlier;
+        self.counters
+            .committed
+            .fetch_add(this_run, Ordering::Relaxed);
+        self.counters.batches.fetch_add(1, Ordering::Relaxed);
+        self.backoff = FIRST_BACKOFF;
+        self.retry_at = Instant::now();
+        self.written(this_run);
+    }
+
+    fn retry_later(&mut self) {
+        self.retry_at = Instant::now() + self.backoff;
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+    }
+
+    /// Writes `batch` into `store`, or (failing, with a journal) spills it there.
+    async fn write<S: Store>(&mut self, store: &S, batch: &mut Vec<Entry>) {
+        if batch.is_empty() {
+            return;
+        }
+        if self.journal.is_none() {
+            write_until_done(store, batch, &self.counters).await;
+        } else if let Err(e) = store.append(batch).await {
+            self.counters.failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %e, entries = batch.len(), "ledger write failed; rows go to the journal until the store answers");
+            self.retry_later();
+            if !self.spill(batch) {
+                tokio::time::sleep(self.backoff).await;
+            }
+            return;
+        }
+        let n = batch.len() as u64;
+        self.counters.committed.fetch_add(n, Ordering::Relaxed);
+        self.counters.batches.fetch_add(1, Ordering::Relaxed);
+        self.backoff = FIRST_BACKOFF;
+        batch.clear();
+        self.written(n);
+    }
+}
+
 async fn write_loop<S: Store>(
     store: Arc<S>,
     mut rx: mpsc::UnboundedReceiver<Job>,
     counters: Arc<Counters>,
+    journal: Option<Journal>,
 ) {
+    let carried = journal.as_ref().map_or(0, Journal::pending);
+    counters.spilled.store(carried, Ordering::Relaxed);
+    let mut l = Loop {
+        counters,
+        journal,
+        acks: Vec::new(),
+        received: 0,
+        done: 0,
+        carried,
+        backoff: FIRST_BACKOFF,
+        retry_at: Instant::now(),
+    };
     let mut batch: Vec<Entry> = Vec::new();
-    let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
     let mut last_commit: Option<Instant> = None;
-    while let Some(first) = rx.recv().await {
-        if let Some(at) = last_commit {
-            tokio::time::sleep_until(at + COMMIT_EVERY).await;
+    loop {
+        if l.spilling() {
+            // Older rows wait in the journal: new ones join them there, in order.
+            tokio::select! {
+                biased;
+                () = tokio::time::sleep_until(l.retry_at) => l.replay(&*store).await,
+                job = rx.recv() => {
+                    let Some(job) = job else { break };
+                    l.take(job, &mut batch);
+                    while batch.len() < MAX_BATCH && let Ok(job) = rx.try_recv() {
+                        l.take(job, &mut batch);
+                    }
+                    if !l.spill(&mut batch) {
+                        tokio::time::sleep(l.backoff).await;
+                    }
+                    if l.received == l.done {
+                        l.written(0);
+                    }
+                }
+            }
+            continue;
+        }
+        if batch.is_empty() {
+            let Some(first) = rx.recv().await else {
+                break;
+            };
+            if let Some(at) = last_commit {
+                tokio::time::sleep_until(at + COMMIT_EVERY).await;
+            }
+            l.take(first, &mut batch);
         }
         last_commit = Some(Instant::now());
-        let mut next = Some(first);
-        while let Some(job) = next.take() {
-            match job {
-                Job::Append(e, ack) => {
-                    batch.push(*e);
-                    acks.extend(ack);
-                }
-                Job::Flush(ack) => acks.push(ack),
-            }
-            if batch.len() < MAX_BATCH {
-                next = rx.try_recv().ok();
-            }
+        while batch.len() < MAX_BATCH
+            && let Ok(job) = rx.try_recv()
+        {
+            l.take(job, &mut batch);
         }
-        if !batch.is_empty() {
-            write_until_done(&*store, &batch, &counters).await;
-            counters
-                .committed
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            counters.batches.fetch_add(1, Ordering::Relaxed);
-            batch.clear();
+        l.write(&*store, &mut batch).await;
+        if batch.is_empty() {
+            // Flushes with nothing before them to wait for.
+            l.written(0);
         }
-        for ack in acks.drain(..) {
-            // The waiter may have gone; the entry is committed all the same.
-            let _ = ack.send(());
-        }
+    }
+    if !batch.is_empty() && !l.spill(&mut batch) {
+        write_until_done(&*store, &batch, &l.counters).await;
     }
 }
 
@@ -188,117 +385,4 @@ async fn write_until_done<S: Store>(store: &S, batch: &[Entry], counters: &Count
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::query::{UsageQuery, UsageRow};
-    use crate::records::{StoredBelief, StoredKey, StoredTenant};
-    use parking_lot::Mutex;
-
-    /// A store that fails its first `failing` writes, then keeps what it is given.
-    #[derive(Default)]
-    struct Flaky {
-        failing: Mutex<u32>,
-        rows: Mutex<Vec<Entry>>,
-    }
-
-    impl Store for Flaky {
-        async fn append(&self, entries: &[Entry]) -> Result<(), LedgerError> {
-            let mut f = self.failing.lock();
-            if *f > 0 {
-                *f -= 1;
-                return Err(LedgerError::Db(sqlx::Error::PoolTimedOut));
-            }
-            self.rows.lock().extend_from_slice(entries);
-            Ok(())
-        }
-        async fn usage(&self, _: &UsageQuery) -> Result<Vec<UsageRow>, LedgerError> {
-            Ok(vec![])
-        }
-        async fn entries(&self, _: &UsageQuery, _: u32) -> Result<Vec<Entry>, LedgerError> {
-            Ok(self.rows.lock().clone())
-        }
-        async fn save_key(&self, _: &StoredKey) -> Result<(), LedgerError> {
-            Ok(())
-        }
-        async fn remove_key(&self, _: &str) -> Result<bool, LedgerError> {
-            Ok(false)
-        }
-        async fn keys(&self) -> Result<Vec<StoredKey>, LedgerError> {
-            Ok(vec![])
-        }
-        async fn revoke_keys(&self, _: &[crate::records::RevokedKey]) -> Result<(), LedgerError> {
-            Ok(())
-        }
-        async fn revoked_keys(&self) -> Result<Vec<crate::records::RevokedKey>, LedgerError> {
-            Ok(vec![])
-        }
-        async fn save_tenant(&self, _: &StoredTenant) -> Result<(), LedgerError> {
-            Ok(())
-        }
-        async fn remove_tenant(&self, _: &str) -> Result<bool, LedgerError> {
-            Ok(false)
-        }
-        async fn directory_version(&self) -> Result<u64, LedgerError> {
-            Ok(0)
-        }
-        async fn tenants(&self) -> Result<Vec<StoredTenant>, LedgerError> {
-            Ok(vec![])
-        }
-        async fn save_beliefs(&self, _: &str, _: &[StoredBelief]) -> Result<(), LedgerError> {
-            Ok(())
-        }
-        async fn beliefs(&self, _: &str) -> Result<Vec<StoredBelief>, LedgerError> {
-            Ok(vec![])
-        }
-    }
-
-    fn entry(i: u32) -> Entry {
-        Entry {
-            request_id: format!("r-{i}").into(),
-            ..Entry::default()
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_failing_store_delays_rows_but_loses_none() {
-        let store = Arc::new(Flaky {
-            failing: Mutex::new(4),
-            ..Flaky::default()
-        });
-        let (ledger, _task) = Ledger::start(store.clone());
-        for i in 0..100 {
-            ledger.record(entry(i));
-        }
-        let waited = tokio::time::Instant::now();
-        ledger.append(entry(100)).await.unwrap();
-        ledger.flush().await.unwrap();
-        // Four failures back off 50 + 100 + 200 + 400 ms before the write lands.
-        assert!(waited.elapsed() >= Duration::from_millis(750));
-        let s = ledger.stats();
-        assert_eq!(
-            (s.sent, s.committed, s.failures, s.pending()),
-            (101, 101, 4, 0)
-        );
-        let ids: Vec<String> = store
-            .rows
-            .lock()
-            .iter()
-            .map(|e| e.request_id.to_string())
-            .collect();
-        let want: Vec<String> = (0..=100).map(|i| format!("r-{i}")).collect();
-        assert_eq!(ids, want, "every row, in the order sent");
-    }
-
-    #[tokio::test]
-    async fn a_stopped_writer_says_so() {
-        let store = Arc::new(Flaky::default());
-        let (ledger, task) = Ledger::start(store);
-        task.abort();
-        let _ = task.await;
-        assert!(matches!(
-            ledger.append(entry(1)).await,
-            Err(LedgerError::Closed)
-        ));
-        assert!(matches!(ledger.flush().await, Err(LedgerError::Closed)));
-    }
-}
+mod tests;

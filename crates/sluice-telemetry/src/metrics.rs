@@ -126,6 +126,10 @@ pub struct Metrics {
     pub cluster_errors: Family<StateLabels, Counter>,
     /// 1 while the ledger's store does not answer.
     pub store_degraded: Family<StoreLabels, Gauge>,
+    /// Rows the ledger's writer holds that its store has not taken yet.
+    pub ledger_backlog: Gauge,
+    /// Of those, rows waiting in the writer's journal on the disk.
+    pub ledger_journal: Gauge,
 }
 
 impl Metrics {
@@ -177,6 +181,8 @@ impl Metrics {
             cluster_degraded: Family::default(),
             cluster_errors: Family::default(),
             store_degraded: Family::default(),
+            ledger_backlog: Gauge::default(),
+            ledger_journal: Gauge::default(),
         };
         let r = registry.sub_registry_with_prefix("sluice");
         m.register_calls(r);
@@ -411,6 +417,16 @@ impl Metrics {
             "store_degraded",
             "1 while the ledger's store (PostgreSQL or SQLite) does not answer: admin writes are refused with 503, and what it keeps waits in the ledger writer's backlog",
             self.store_degraded.clone(),
+        );
+        r.register(
+            "ledger_backlog",
+            "Rows the ledger's writer holds that its store has not taken yet",
+            self.ledger_backlog.clone(),
+        );
+        r.register(
+            "ledger_journal",
+            "Rows waiting in the ledger writer's journal on the disk while its store cannot answer (PostgreSQL)",
+            self.ledger_journal.clone(),
         );
     }
 }

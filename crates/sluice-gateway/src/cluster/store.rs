@@ -54,15 +54,19 @@ pub(crate) fn shared(gw: &Gateway) -> bool {
 }
 
 /// What `/readyz` says of the ledger: its store, whether it answers (and why not), and the
-/// rows its writer holds that the store has not taken yet.
+/// rows its writer holds that the store has not taken yet (`backlog`; of which `journal` wait
+/// on the disk, and `journal_failures` counts journal writes that failed, a full disk).
 pub(crate) fn readiness(gw: &Gateway) -> Option<Value> {
     let (ledger, store) = gw.ledger.as_ref()?;
     let h = &gw.store_health;
+    let stats = ledger.stats();
     Some(json!({
         "store": store.name(),
         "state": if h.is_down() { "unreachable" } else { "ok" },
         "cause": h.cause.lock().clone(),
-        "backlog": ledger.stats().pending(),
+        "backlog": stats.pending(),
+        "journal": stats.spilled,
+        "journal_failures": stats.spill_failures,
     }))
 }
 
@@ -84,6 +88,10 @@ pub async fn follow_store(gw: Arc<Gateway>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        if let Some((ledger, _)) = &gw.ledger {
+            let s = ledger.stats();
+            gw.telemetry().set_ledger_backlog(s.pending(), s.spilled);
+        }
         let read = tokio::time::timeout(FOLLOW_STORE_EVERY, store.directory_version()).await;
         let version = match read {
             Ok(Ok(v)) => v,
@@ -120,7 +128,7 @@ fn went_down(gw: &Gateway, label: &'static str, name: &str, cause: String) {
         tracing::error!(
             store = name,
             cause = %cause,
-            "the ledger's store does not answer: admin writes are refused with 503, the ledger writer keeps its rows until it answers"
+            "the ledger's store does not answer: admin writes are refused with 503, the ledger writer keeps its rows (on PostgreSQL, in its journal on the disk) until it answers"
         );
     }
 }

@@ -101,6 +101,13 @@ impl Telemetry {
         c.inc_by(errors.saturating_sub(c.get()));
     }
 
+    /// The ledger writer's rows not yet in its store, and of those the journal's.
+    pub fn set_ledger_backlog(&self, backlog: u64, journal: u64) {
+        let g = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.metrics.ledger_backlog.set(g(backlog));
+        self.metrics.ledger_journal.set(g(journal));
+    }
+
     /// Whether the ledger's store `store` answers now.
     pub fn set_store(&self, store: &'static str, degraded: bool) {
         self.metrics
