@@ -84,6 +84,7 @@ fn entry(prefix: &str, i: u64) -> Entry {
         batch_item: None,
         currency: None,
         native_micros: None,
+        hold: None,
         settled_in_ledger: false,
     }
 }

@@ -3,7 +3,8 @@
 //! and settled in PostgreSQL: every paying call is served, 400 requests at once over the
 //! three pass a tenant's credits by at most one reservation, and Redis hears the spend on
 //! its return. The run prints requests a second and latency with Redis and through
-//! PostgreSQL, side by side (the README's figures).
+//! PostgreSQL, side by side (the README's figures). An instance killed with calls in flight
+//! (the defaults: a heartbeat each 5 s) has its holds released by the others within 30 s.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -23,10 +24,15 @@ const TIGHT_CREDITS: f64 = 1.0;
 const ONE_RESERVATION_MICROS: i64 = 80_000;
 
 fn config(sim: u16) -> String {
+    config_probing(sim, "probe_every = \"250ms\"\n")
+}
+
+/// The configuration, with `probe` in `[cluster]` (empty: the default).
+fn config_probing(sim: u16, probe: &str) -> String {
     format!(
         "[server]\nlisten = \"127.0.0.1:1\"\nshutdown_grace = \"1s\"\n\
          [ledger]\nstore = \"postgres\"\nurl_env = \"SLUICE_LEDGER_URL\"\n\
-         [cluster]\nredis_url_env = \"SLUICE_REDIS_URL\"\ncommand_timeout = \"500ms\"\nprobe_every = \"250ms\"\n\
+         [cluster]\nredis_url_env = \"SLUICE_REDIS_URL\"\ncommand_timeout = \"500ms\"\n{probe}\
          [providers.up]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{sim}/up/v1\"\n\
          [prices.sim-model]\ninput = 1000.0\noutput = 2000.0\n\
          [models.chat]\ndeployments = [{{ provider = \"up\", model = \"sim-model\" }}]\n\
@@ -206,4 +212,69 @@ async fn with_redis_down_credits_stay_exact_through_postgresql() {
     let told = told_spend(&fleet.urls[1], "rich").await;
     eprintln!("after Redis returned: rich spent {told} told, {rich} in the ledger");
     assert!(fleet.all_alive(), "no instance died");
+}
+
+/// What `url`'s `/admin/tenants` says `tenant` holds for calls in flight.
+async fn reserved(url: &str, tenant: &str) -> i64 {
+    let all: serde_json::Value = reqwest::get(format!("{url}/admin/tenants"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    all["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tenant"] == tenant)
+        .and_then(|t| t["account"]["reserved_micros"].as_i64())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_instances_holds_are_released_within_thirty_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = Redis::start().await;
+    let sim = Sim::start(
+        dir.path(),
+        "ttft_median = \"4s\"\noutput_tokens_median = 10\nper_token = \"1ms\"\n",
+    );
+    let env = vec![
+        (
+            "SLUICE_LEDGER_URL".to_string(),
+            harness::postgres_database().await,
+        ),
+        ("SLUICE_REDIS_URL".to_string(), redis.url()),
+    ];
+    let mut fleet = Fleet::start(dir.path(), &config_probing(sim.port, ""), env).await;
+    // Ten calls in flight on instance 1, each holding its worst case.
+    let victim = vec![fleet.urls[1].clone()];
+    let calls = tokio::spawn(async move { load(&victim, RICH, 10, 10, 0).await });
+    let started = Instant::now();
+    while reserved(&fleet.urls[0], "rich").await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "no call was held"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    fleet.kill(1);
+    let killed = Instant::now();
+    let held = reserved(&fleet.urls[0], "rich").await;
+    eprintln!("instance 1 killed with {held} micro-units held for its calls in flight");
+    let _ = calls.await;
+    loop {
+        let left = reserved(&fleet.urls[2], "rich").await;
+        if left == 0 {
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "{left} micro-units still held 30 s after the instance died"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eprintln!("its holds were released after {:?}", killed.elapsed());
+    // Released unspent: none of those calls finished, and nothing was charged for them.
+    assert_eq!(told_spend(&fleet.urls[0], "rich").await, 0);
 }

@@ -9,6 +9,7 @@
 //! settlements Redis did not hear, are kept and told to it once it is back.
 
 mod owed;
+mod reap;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -49,6 +50,8 @@ pub struct RedisAccounts {
     next_hold: AtomicU64,
     /// The book that keeps accounts while Redis cannot answer.
     behind: std::sync::OnceLock<sluice_economy::Books>,
+    /// The ledger's rows, which settle a dead instance's holds.
+    rows: std::sync::OnceLock<Arc<dyn sluice_economy::HoldRows>>,
     reserve: Script,
     settle: Script,
     adjust: Script,
@@ -148,6 +151,7 @@ impl RedisAccounts {
             instance: instance.clone(),
             next_hold: AtomicU64::new(1),
             behind: std::sync::OnceLock::new(),
+            rows: std::sync::OnceLock::new(),
             reserve: Script::new(include_str!("book/reserve.lua")),
             settle: Script::new(include_str!("book/settle.lua")),
             adjust: Script::new(include_str!("book/adjust.lua")),
@@ -429,5 +433,12 @@ impl AccountBook for RedisAccounts {
 
     fn tenants(&self) -> Vec<Arc<str>> {
         self.limits.tenants()
+    }
+
+    fn hold_name(&self, r: &Reservation) -> Option<Arc<str>> {
+        if r.is_in_ledger() {
+            return None;
+        }
+        r.hold().map(|h| Arc::from(self.hold_id(h).as_str()))
     }
 }

@@ -66,6 +66,10 @@ pub struct Settings {
     pub probe_every: Duration,
 }
 
+/// Probes between two heartbeats (each instance's publication of its configuration's hash);
+/// an instance silent for three heartbeats is taken as dead.
+const HEARTBEAT_PROBES: u64 = 10;
+
 /// A connection to the cluster's Redis and everything kept there.
 #[derive(Debug, Clone)]
 pub struct Cluster {
@@ -243,10 +247,20 @@ impl Cluster {
                     continue;
                 }
             }
-            // Peers compare configurations every tenth probe (and at the first).
-            if n.is_multiple_of(10) {
+            // Peers compare configurations, and beat, every tenth probe (and at the first).
+            if n.is_multiple_of(HEARTBEAT_PROBES) {
                 let hash = config_hash.borrow().clone();
-                peers::publish_and_compare(&self.redis, &self.health, &self.instance, &hash).await;
+                let silent_ms = 3 * HEARTBEAT_PROBES * self.settings.probe_every.as_millis() as u64;
+                let dead = peers::publish_and_compare(
+                    &self.redis,
+                    &self.health,
+                    (&self.instance, &hash),
+                    silent_ms,
+                )
+                .await;
+                if !dead.is_empty() {
+                    self.book.reap(&dead).await;
+                }
             }
             n += 1;
         }

@@ -1,6 +1,8 @@
 //! Peers agree on the shared sections of the configuration: each instance publishes a hash
 //! of them, and one whose hash differs from a live peer's is named, loudly, in the log and
 //! `/readyz`. Limits and budgets enforced with different numbers would be no limits at all.
+//! The same publication is each instance's heartbeat: one silent for three of them is taken
+//! as dead, and its holds are settled by the others.
 
 use std::time::SystemTime;
 
@@ -28,8 +30,29 @@ pub fn disagreeing(me: &str, ours: &str, peers: &[(String, String)], now: u64) -
         .collect()
 }
 
-/// Publishes `hash` as `me`'s and compares the live peers'.
-pub(crate) async fn publish_and_compare(redis: &Redis, health: &Health, me: &str, hash: &str) {
+/// Peers that published once and then went silent for longer than `silent_ms` (taken as
+/// dead: their holds are settled), from `(instance, "hash ms")` pairs, at `now`.
+pub fn silent(me: &str, peers: &[(String, String)], now: u64, silent_ms: u64) -> Vec<String> {
+    peers
+        .iter()
+        .filter(|(id, _)| id != me)
+        .filter(|(_, v)| {
+            v.split_once(' ')
+                .and_then(|(_, at)| at.parse::<u64>().ok())
+                .is_some_and(|at| now.saturating_sub(at) > silent_ms)
+        })
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// Publishes `hash` as `me`'s (its heartbeat) and compares the live peers'; returns the
+/// peers silent for longer than `silent_ms` (none when Redis did not answer).
+pub(crate) async fn publish_and_compare(
+    redis: &Redis,
+    health: &Health,
+    (me, hash): (&str, &str),
+    silent_ms: u64,
+) -> Vec<String> {
     let key = redis.key("instances");
     let now = now_ms();
     let set = redis
@@ -42,7 +65,7 @@ pub(crate) async fn publish_and_compare(redis: &Redis, health: &Health, me: &str
         .await;
     let all: Result<Vec<(String, String)>, _> = redis.query(redis::cmd("HGETALL").arg(&key)).await;
     let (Ok(()), Ok(all)) = (set, all) else {
-        return;
+        return Vec::new();
     };
     let differ = disagreeing(me, hash, &all, now);
     let said = (!differ.is_empty()).then(|| {
@@ -76,11 +99,26 @@ pub(crate) async fn publish_and_compare(redis: &Redis, health: &Health, me: &str
             .query::<()>(redis::cmd("HDEL").arg(&key).arg(gone))
             .await;
     }
+    silent(me, &all, now, silent_ms)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peers_that_published_and_went_silent_are_dead() {
+        let peers = vec![
+            ("me".to_string(), "aaa 0".to_string()),
+            ("quiet".to_string(), "aaa 10000".to_string()),
+            ("beating".to_string(), "aaa 20000".to_string()),
+            ("garbled".to_string(), "aaa".to_string()),
+        ];
+        assert_eq!(
+            silent("me", &peers, 25_001, 15_000),
+            vec!["quiet".to_string()]
+        );
+    }
 
     #[test]
     fn only_live_peers_with_another_hash_disagree() {

@@ -214,3 +214,65 @@ async fn redis_semantic_entries_conform() {
     )
     .await;
 }
+
+/// What a ledger's rows say, for the holds named here.
+#[derive(Debug)]
+struct Rows(std::collections::HashMap<String, (u64, sluice_economy::Micros)>);
+
+impl sluice_economy::HoldRows for Rows {
+    fn spent_under<'a>(
+        &'a self,
+        holds: &'a [String],
+    ) -> sluice_core::reply::Reply<'a, sluice_economy::SpentUnder> {
+        sluice_core::reply::now(Ok(self
+            .0
+            .iter()
+            .filter(|(k, _)| holds.contains(k))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()))
+    }
+}
+
+/// A dead instance's holds are settled by another from the ledger's rows: at what a row says
+/// where one names the hold, released unspent where none does; never charged blind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_instances_holds_are_settled_from_the_ledgers_rows() {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use sluice_economy::{AccountBook, Limits, Micros};
+    use tokio::time::Instant;
+
+    let redis = Redis::start().await;
+    let (dead, alive) = (redis.cluster().await, redis.cluster().await);
+    let t: Arc<str> = Arc::from("reaped");
+    let limits = Limits {
+        credits: Some(Micros(1_000)),
+        ..Limits::default()
+    };
+    for c in [&dead, &alive] {
+        c.book().set_limits(&t, limits, Instant::now());
+    }
+    let book = dead.book();
+    let hold = |cost| book.reserve(&t, Instant::now(), SystemTime::now(), 10, Micros(cost));
+    let finished = hold(300).await.unwrap().unwrap();
+    let unfinished = hold(300).await.unwrap().unwrap();
+    let named = book.hold_name(&finished).unwrap();
+    assert!(named.starts_with(dead.instance()), "{named}");
+    assert_ne!(book.hold_name(&unfinished), Some(named.clone()));
+    alive.book().settle_dead_from(Arc::new(Rows(
+        [(named.to_string(), (7, Micros(120)))]
+            .into_iter()
+            .collect(),
+    )));
+    // Another instance's holds, or none dead, are left alone.
+    assert_eq!(alive.book().reap(&["someone-else".to_string()]).await, 0);
+    assert_eq!(alive.book().reap(&[dead.instance().to_string()]).await, 2);
+    let b = alive.book().balance(&t).await.unwrap();
+    assert_eq!((b.spent, b.reserved), (Micros(120), Micros::ZERO), "{b:?}");
+    // The dead instance's late settlement (it was only paused) counts nothing more.
+    book.settle(finished, Instant::now(), SystemTime::now(), 7, Micros(120));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let b = alive.book().balance(&t).await.unwrap();
+    assert_eq!(b.spent, Micros(120), "{b:?}");
+}

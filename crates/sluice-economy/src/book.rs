@@ -54,6 +54,24 @@ pub trait AccountBook: Send + Sync + std::fmt::Debug {
 
     /// Every tenant with an account.
     fn tenants(&self) -> Vec<Arc<str>>;
+
+    /// The name `r` is held under where instances share the book (`INSTANCE-N`), which the
+    /// call's ledger row carries; `None` in a book of one process.
+    fn hold_name(&self, r: &Reservation) -> Option<Arc<str>> {
+        let _ = r;
+        None
+    }
+}
+
+/// What calls spent under each hold a ledger's rows name: tokens and cost; or why the
+/// ledger could not say.
+pub type SpentUnder = Result<std::collections::HashMap<String, (u64, Micros)>, String>;
+
+/// What a ledger says calls spent under given holds: how a dead instance's holds are
+/// settled (at what their rows say), never charged blind.
+pub trait HoldRows: Send + Sync + std::fmt::Debug {
+    /// For each of `holds` that some row names: its tokens and cost, summed.
+    fn spent_under<'a>(&'a self, holds: &'a [String]) -> Reply<'a, SpentUnder>;
 }
 
 impl AccountBook for Accounts {

@@ -16,7 +16,7 @@ pub mod prices;
 pub mod tenants;
 
 pub use accounts::{Accounts, Balance, Limits, Refusal, Reservation, Standing};
-pub use book::{AccountBook, Books};
+pub use book::{AccountBook, Books, HoldRows, SpentUnder};
 pub use currency::{BadCurrency, Currency, Rate};
 pub use keys::{ApiKey, KeyDirectory, KeyError, KeyRing, KeySpec};
 pub use models::{InfoOverride, ModelInfo};

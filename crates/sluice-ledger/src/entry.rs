@@ -128,6 +128,9 @@ pub struct Entry {
     pub currency: Option<Arc<str>>,
     /// The answer's cost in `currency`: what the provider bills for it.
     pub native_micros: Option<u64>,
+    /// The hold its tenant's reservation was kept under in a cluster's shared book
+    /// (`INSTANCE-N`), so that a dead instance's holds are settled from their rows.
+    pub hold: Option<Arc<str>>,
     /// Whether the call's spend was settled in the ledger's database already (its hold was
     /// kept there while Redis could not answer): the writer then does not add it to the
     /// tenant's balance again. Not a column.

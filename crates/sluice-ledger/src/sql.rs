@@ -28,7 +28,7 @@ pub(crate) const BELIEFS: &str = "sluice_router_beliefs";
 
 /// The columns an entry fills, in binding order, with their SQL types (the same words in
 /// SQLite and PostgreSQL).
-const COLUMNS: [(&str, &str); 28] = [
+const COLUMNS: [(&str, &str); 29] = [
     ("request_id", "TEXT NOT NULL"),
     ("at_ms", "BIGINT NOT NULL"),
     ("day", "TEXT NOT NULL"),
@@ -58,6 +58,7 @@ const COLUMNS: [(&str, &str); 28] = [
     ("batch_item", "TEXT"),
     ("currency", "TEXT"),
     ("native_micros", "BIGINT"),
+    ("hold", "TEXT"),
 ];
 
 /// The column names, comma-separated, in binding order.
@@ -114,7 +115,7 @@ pub const SCHEMA_LOCK: i64 = 0x736c_7569_6365_5f31;
 
 /// The ledger columns added since the first sluice, newest last: a table that lacks one
 /// gains it at start.
-pub(crate) const ADDED_COLUMNS: [&str; 3] = ["batch_item", "currency", "native_micros"];
+pub(crate) const ADDED_COLUMNS: [&str; 4] = ["batch_item", "currency", "native_micros", "hold"];
 
 /// What makes a ledger table of an earlier sluice, whose `cost_micros` was `NOT NULL`, take
 /// a call of unknown cost. PostgreSQL drops the constraint in place; SQLite cannot, so its
@@ -173,6 +174,8 @@ fn schema(row_id: &str) -> Vec<String> {
         ),
         format!("CREATE INDEX IF NOT EXISTS {TABLE}_at ON {TABLE} (at_ms)"),
         format!("CREATE INDEX IF NOT EXISTS {TABLE}_tenant_at ON {TABLE} (tenant, at_ms)"),
+        // A dead instance's holds are settled from the rows that name them.
+        format!("CREATE INDEX IF NOT EXISTS {TABLE}_hold ON {TABLE} (hold)"),
         // One row per batch item at most (NULL, every other call, is never a conflict).
         format!("CREATE UNIQUE INDEX IF NOT EXISTS {TABLE}_batch_item ON {TABLE} (batch_item)"),
     ]
@@ -198,7 +201,7 @@ mod read;
 mod stored;
 
 pub(crate) use insert::{InsertSql, insert, insert_in, prepare_inserts};
-pub(crate) use read::{entries, usage};
+pub(crate) use read::{entries, spent_under, usage};
 
 pub(crate) use beliefs::{beliefs, save_beliefs};
 pub(crate) use stored::{

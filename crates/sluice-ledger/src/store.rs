@@ -473,3 +473,23 @@ impl Store for AnyStore {
 
 #[cfg(test)]
 mod tests;
+
+impl sluice_economy::HoldRows for AnyStore {
+    fn spent_under<'a>(
+        &'a self,
+        holds: &'a [String],
+    ) -> sluice_core::reply::Reply<'a, sluice_economy::SpentUnder> {
+        sluice_core::reply::later(async move {
+            let rows = match self {
+                Self::Sqlite(s) => sql::spent_under(&s.pool, holds).await,
+                Self::Postgres(s) => sql::spent_under(&s.pool, holds).await,
+            };
+            rows.map(|rows| {
+                rows.into_iter()
+                    .map(|(h, tokens, cost)| (h, (tokens, sluice_economy::Micros(cost))))
+                    .collect()
+            })
+            .map_err(|e| e.to_string())
+        })
+    }
+}

@@ -47,6 +47,7 @@ fn entry(i: u64, tenant: &str, model: &str, at_ms: i64) -> Entry {
         batch_item: None,
         currency: None,
         native_micros: None,
+        hold: i.is_multiple_of(3).then(|| format!("inst-{i}").into()),
         settled_in_ledger: false,
     }
 }

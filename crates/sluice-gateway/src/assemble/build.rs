@@ -191,7 +191,7 @@ impl GatewayBuilder {
     /// Tenants' accounts (configured and stored limits), the tenants configured, those set
     /// through the admin API, and each tenant's default lane.
     fn tenant_state(&mut self) -> Result<TenantState, BuildError> {
-        let store = self.ledger.as_ref().map(|(_, s)| &**s);
+        let store = self.ledger.as_ref().map(|(_, s)| s);
         let accounts = cluster::books(self.cluster.as_ref(), store);
         // Tenants' prompts are counted (those configured now, and any the admin API adds):
         // load the tokenizer now, before the gateway can answer `/readyz`, so no request pays

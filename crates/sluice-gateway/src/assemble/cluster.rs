@@ -23,17 +23,21 @@ impl GatewayBuilder {
 
 /// The book of a gateway: the cluster's, else one in this process. The cluster's is backed
 /// by the ledger's PostgreSQL database, when that is the ledger, for while Redis cannot
-/// answer.
+/// answer, and settles a dead instance's holds from the ledger's rows.
 pub(super) fn books(
     cluster: Option<&sluice_cluster::Cluster>,
-    store: Option<&sluice_ledger::AnyStore>,
+    store: Option<&Arc<sluice_ledger::AnyStore>>,
 ) -> Books {
     match cluster {
         Some(c) => {
             let book = c.book();
-            if let Some(sluice_ledger::AnyStore::Postgres(pg)) = store {
-                let s = c.settings();
-                book.back_with(pg.book(s.per_instance_share, s.hold_ttl));
+            if let Some(store) = store {
+                // A dead instance's holds are settled from the rows that name them.
+                book.settle_dead_from(store.clone());
+                if let sluice_ledger::AnyStore::Postgres(pg) = &**store {
+                    let s = c.settings();
+                    book.back_with(pg.book(s.per_instance_share, s.hold_ttl));
+                }
             }
             book
         }

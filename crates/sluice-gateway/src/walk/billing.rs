@@ -235,6 +235,7 @@ pub(crate) fn entry(record: &CallRecord, answered: Option<&Priced>) -> Entry {
         currency: native.map(|(c, _)| Arc::from(c.as_str())),
         native_micros: native.map(|(_, m)| m),
         // Set by the call when its hold was kept in the ledger's database.
+        hold: None,
         settled_in_ledger: false,
     }
 }

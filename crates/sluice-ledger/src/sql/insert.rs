@@ -102,6 +102,7 @@ where
     args.add(e.batch_item.clone())?;
     args.add(e.currency.clone())?;
     args.add(e.native_micros.map(int))?;
+    args.add(e.hold.clone())?;
     Ok(())
 }
 

@@ -229,8 +229,46 @@ where
                     .try_get::<Option<i64>, usize>(27)?
                     .map(|v| narrow(v, 27))
                     .transpose()?,
+                hold: s(28)?,
                 settled_in_ledger: false,
             })
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(LedgerError::from)
+}
+
+/// What the rows naming each of `holds` used: tokens (input plus output) and cost, summed by
+/// hold (rows of unknown cost count 0 for money, as the ledger's totals do).
+pub(crate) async fn spent_under<DB>(
+    pool: &Pool<DB>,
+    holds: &[String],
+) -> Result<Vec<(String, u64, u64)>, LedgerError>
+where
+    DB: Database,
+    DB::Arguments: Default + IntoArguments<DB>,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    i64: for<'r> Decode<'r, DB> + Type<DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB> + for<'r> Decode<'r, DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    if holds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut b = QueryBuilder::<DB>::new(format!(
+        "SELECT hold, CAST(COALESCE(SUM(prompt_tokens + completion_tokens), 0) AS BIGINT), \
+         CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) FROM {TABLE} WHERE hold IN ("
+    ));
+    let mut list = b.separated(", ");
+    for h in holds {
+        list.push_bind(h.clone());
+    }
+    b.push(") GROUP BY hold");
+    let rows = b.build().fetch_all(pool).await?;
+    rows.iter()
+        .map(|r| {
+            let tokens: i64 = r.try_get(1)?;
+            let cost: i64 = r.try_get(2)?;
+            Ok((r.try_get(0)?, narrow(tokens, 1)?, narrow(cost, 2)?))
         })
         .collect::<Result<_, sqlx::Error>>()
         .map_err(LedgerError::from)

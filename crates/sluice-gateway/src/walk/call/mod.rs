@@ -284,9 +284,10 @@ impl Call {
         }
         r.cost_micros = s.costs.total();
         r.extra_cost_micros = s.costs.extra;
-        let mut settled_in_ledger = false;
+        let (mut settled_in_ledger, mut hold) = (false, None);
         if let Some(held) = self.reservation.take() {
             settled_in_ledger = held.is_in_ledger();
+            hold = self.gw.tenants.accounts.hold_name(&held);
             let (tokens, cost) = s.reservation;
             self.gw.tenants.accounts.settle(
                 held,
@@ -305,6 +306,7 @@ impl Call {
             .then(|| billing::entry(&self.record, priced))
             .map(|mut e| {
                 e.settled_in_ledger = settled_in_ledger;
+                e.hold = hold;
                 e
             });
         if self.hands_back {
