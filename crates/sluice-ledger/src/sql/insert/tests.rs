@@ -10,11 +10,11 @@ fn insert_texts_number_their_placeholders_and_drop_null_rows() {
     assert!(one.starts_with(
         "INSERT INTO sluice_ledger (request_id, at_ms, day, tenant, api_key, model_group,"
     ));
-    assert!(one.ends_with("SELECT * FROM (VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)) AS v WHERE column1 IS NOT NULL ON CONFLICT DO NOTHING"));
+    assert!(one.ends_with("SELECT * FROM (VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)) AS v WHERE column1 IS NOT NULL ON CONFLICT DO NOTHING"));
     let (four, rows) = pg.for_rows(3);
     assert_eq!(rows, 4);
-    assert_eq!(four.matches('$').count(), 112);
-    assert!(four.ends_with("$111, $112)) AS v WHERE column1 IS NOT NULL ON CONFLICT DO NOTHING"));
+    assert_eq!(four.matches('$').count(), 116);
+    assert!(four.ends_with("$115, $116)) AS v WHERE column1 IS NOT NULL ON CONFLICT DO NOTHING"));
     let (all, rows) = pg.for_rows(ROWS_PER_INSERT);
     assert_eq!(rows, ROWS_PER_INSERT);
     assert!(all.ends_with(&format!(
@@ -25,9 +25,9 @@ fn insert_texts_number_their_placeholders_and_drop_null_rows() {
     let lite = InsertSql::new::<sqlx::Sqlite>().unwrap();
     let (two, rows) = lite.for_rows(2);
     assert_eq!(rows, 2);
-    assert_eq!(two.matches('?').count(), 56);
+    assert_eq!(two.matches('?').count(), 58);
     assert!(two.ends_with(
-        "?), (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)) AS v WHERE column1 IS NOT NULL ON CONFLICT DO NOTHING"
+        "?), (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)) AS v WHERE column1 IS NOT NULL ON CONFLICT DO NOTHING"
     ));
     // Out of range asks are held to the range.
     assert_eq!(lite.for_rows(0), lite.for_rows(1));
@@ -98,7 +98,8 @@ fn text_columns_are_columns() {
             "error",
             "cache",
             "batch_item",
-            "currency"
+            "currency",
+            "hold"
         ]
     );
     assert_eq!(
