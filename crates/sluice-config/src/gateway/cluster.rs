@@ -139,15 +139,18 @@ pub(super) fn check(
             &[Seg::Key("cluster".into())],
             "instances share limits and budgets through Redis, but the ledger is not PostgreSQL: \
              each instance keeps its own ledger and batch jobs, keys made through the admin API \
-             reach no other instance, and a restart restores spend from this instance's ledger alone",
+             reach no other instance, a restart restores spend from this instance's ledger alone, \
+             and while Redis cannot answer, budgets do what `budgets` says (a PostgreSQL ledger \
+             would keep them exact across instances then)",
         ));
     }
     if c.budgets == BudgetFallback::LocalShare {
         warnings.push(doc.diag(
             &at("budgets"),
             format!(
-                "while Redis cannot answer, each instance spends {:.0}% of each tenant's limits \
-                 alone: with more than {} instances, tenants can overspend by the difference",
+                "while Redis cannot answer (and, with the ledger on PostgreSQL, it cannot \
+                 either), each instance spends {:.0}% of each tenant's limits alone: with more \
+                 than {} instances, tenants can overspend by the difference",
                 c.per_instance_share * 100.0,
                 (1.0 / c.per_instance_share).floor()
             ),
@@ -245,5 +248,6 @@ mod tests {
             said.contains("not PostgreSQL") && said.contains("overspend"),
             "{said}"
         );
+        assert!(said.contains("budgets do what `budgets` says"), "{said}");
     }
 }
