@@ -10,6 +10,7 @@
 
 mod fair;
 mod lanes;
+pub mod predict;
 mod scheduler;
 pub mod slow_start;
 mod state;
@@ -61,6 +62,19 @@ pub enum Rejected {
         /// When the queue should have room.
         retry_after: Duration,
     },
+    /// The request would wait longer than its lane allows, by the lane's measured drain
+    /// rate: refused at once rather than after the wait.
+    #[error(
+        "would wait about {wait:?} in the {lane} queue, longer than the lane allows; retry after {retry_after:?}"
+    )]
+    WouldWait {
+        /// Lane index.
+        lane: usize,
+        /// The predicted wait.
+        wait: Duration,
+        /// When the queue should have drained what waits now.
+        retry_after: Duration,
+    },
     /// The request waited as long as its lane allows.
     #[error("waited in the {lane} queue for the lane's limit; retry after {retry_after:?}")]
     TimedOut {
@@ -75,9 +89,9 @@ impl Rejected {
     /// When to come back.
     pub fn retry_after(&self) -> Duration {
         match self {
-            Self::QueueFull { retry_after, .. } | Self::TimedOut { retry_after, .. } => {
-                *retry_after
-            }
+            Self::QueueFull { retry_after, .. }
+            | Self::TimedOut { retry_after, .. }
+            | Self::WouldWait { retry_after, .. } => *retry_after,
         }
     }
 }
@@ -182,6 +196,10 @@ pub struct AdmissionStats {
     pub lanes: Vec<(Arc<str>, usize, usize)>,
     /// Until when a 429 holds slots back, if one does.
     pub paused_until: Option<Instant>,
+    /// Requests refused at arrival because their predicted wait exceeded their lane's.
+    pub refused_at_arrival: u64,
+    /// Requests accepted that then waited out their lane's `max_wait`: mispredictions.
+    pub timed_out: u64,
 }
 
 /// Hands free slots to waiters as the state decides; returns the permits nobody took, and
@@ -387,7 +405,9 @@ impl Admission {
         match timeout_at(Instant::now() + max_wait, rx).await {
             Ok(Ok(permit)) => Ok(permit),
             _ => {
-                let retry_after = self.0.state.lock().retry_after(Instant::now());
+                let mut st = self.0.state.lock();
+                st.timed_out += 1;
+                let retry_after = st.retry_after(Instant::now());
                 Err(Rejected::TimedOut { lane, retry_after })
             }
         }
@@ -406,6 +426,8 @@ impl Admission {
             inflight: st.inflight,
             lanes: st.lane_stats(),
             paused_until: st.paused_until.filter(|p| *p > now),
+            refused_at_arrival: st.refused_at_arrival,
+            timed_out: st.timed_out,
         }
     }
 }

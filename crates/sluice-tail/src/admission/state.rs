@@ -69,6 +69,8 @@ pub(crate) struct Lane<W> {
     pub(crate) waiting: FairQueue<W>,
     /// Calls granted lately.
     granted: Recent,
+    /// How fast its queue drains while it is backlogged.
+    pub(crate) backlog: super::predict::Backlog,
 }
 
 impl<W: Waiting> Lane<W> {
@@ -104,6 +106,10 @@ pub(crate) struct State<W> {
     drained: Recent,
     /// No slot is granted before this (the upstream asked us to wait).
     pub(crate) paused_until: Option<Instant>,
+    /// Requests refused at arrival by their predicted wait, and requests accepted that
+    /// then waited out their lane's `max_wait` (mispredictions).
+    pub(crate) refused_at_arrival: u64,
+    pub(crate) timed_out: u64,
     /// Holds calls back until the upstream's rate limits can take them.
     pub(crate) pacer: Box<dyn Pace>,
     /// When a task will next wake to grant slots (a pause or the pacer ends then).
@@ -133,10 +139,13 @@ impl<W: Waiting> State<W> {
                     inflight: 0,
                     waiting: FairQueue::default(),
                     granted: Recent::new(now),
+                    backlog: super::predict::Backlog::default(),
                 })
                 .collect(),
             drained: Recent::new(now),
             paused_until: None,
+            refused_at_arrival: 0,
+            timed_out: 0,
             pacer,
             wake_at: None,
             rate_held: None,
@@ -251,7 +260,11 @@ impl<W: Waiting> State<W> {
                     return Next::HeldUntil(ready);
                 }
             };
-            let Some(waiter) = self.lanes.get_mut(i).and_then(|l| l.waiting.pop()) else {
+            let Some(waiter) = self.lanes.get_mut(i).and_then(|l| {
+                let w = l.waiting.pop();
+                l.backlog.granted(l.waiting.is_empty());
+                w
+            }) else {
                 break;
             };
             let inflight = self.take(i, now, tokens);
@@ -338,7 +351,27 @@ impl<W: Waiting> State<W> {
         if l.waiting.len() >= l.spec.max_queue {
             return Err(Rejected::QueueFull { lane, retry_after });
         }
+        if l.backlog
+            .refuses(l.waiting.len(), now, l.spec.max_wait)
+            .is_some()
+        {
+            // Those ahead may have gone: count only those still waiting.
+            l.waiting.retain(|w| !w.gone());
+            if l.waiting.is_empty() {
+                l.backlog.cleared();
+            } else if let Some(wait) = l.backlog.refuses(l.waiting.len(), now, l.spec.max_wait) {
+                self.refused_at_arrival += 1;
+                return Err(Rejected::WouldWait {
+                    lane,
+                    wait,
+                    retry_after: Duration::from_secs_f64(
+                        wait.as_secs_f64().clamp(1.0, 300.0).ceil(),
+                    ),
+                });
+            }
+        }
         l.waiting.push(&ask.tenant, waiter);
+        l.backlog.queued(now);
         Ok((lane, l.spec.max_wait))
     }
 

@@ -331,3 +331,48 @@ async fn a_permit_says_whether_its_wait_was_the_upstreams_rate_limit() {
     paused.pause_until(Instant::now() + Duration::from_secs(2));
     assert!(paused.acquire(I).await.unwrap().rate_limited);
 }
+
+/// Ten requests a second into a lane that drains one a second (one slot, each call holding
+/// it a second): once the queue's rate is measured, a newcomer whose predicted wait passes
+/// 90% of the lane's 30 s is refused at once, told when to come back; none accepted waits it
+/// out.
+#[tokio::test(start_paused = true)]
+async fn a_request_whose_predicted_wait_passes_its_lane_is_refused_at_arrival() {
+    let a = Admission::new(1, lanes());
+    let mut calls = Vec::new();
+    for _ in 0..60 {
+        let a = a.clone();
+        calls.push(tokio::spawn(async move {
+            let p = a.acquire(I).await?;
+            sleep(Duration::from_secs(1)).await;
+            drop(p);
+            Ok::<(), Rejected>(())
+        }));
+        sleep(Duration::from_millis(100)).await;
+    }
+    let mut served = 0;
+    let mut refused = Vec::new();
+    for c in calls {
+        match c.await.unwrap() {
+            Ok(()) => served += 1,
+            Err(r) => refused.push(r),
+        }
+    }
+    assert!(
+        refused
+            .iter()
+            .all(|r| matches!(r, Rejected::WouldWait { .. })),
+        "{refused:?}"
+    );
+    assert!((25..=40).contains(&served), "{served} served");
+    assert!(
+        refused
+            .iter()
+            // Past 90% of the lane's 30 s (the prediction's margin).
+            .all(|r| r.retry_after() >= Duration::from_secs(27)),
+        "{refused:?}"
+    );
+    let s = a.stats();
+    assert_eq!(s.timed_out, 0, "an accepted request waited out its lane");
+    assert_eq!(s.refused_at_arrival, refused.len() as u64);
+}

@@ -188,8 +188,14 @@ async fn admit(gw: &Gateway, d: &Deployment, job: &Job) -> Result<Option<Permit>
         .map_err(|r| {
             let lane_name = gw.lanes.get(job.ask.lane).map_or("default", |l| &*l.name);
             let why = match r {
-                Rejected::QueueFull { .. } => "is full",
-                Rejected::TimedOut { .. } => "held this request as long as the lane allows",
+                Rejected::QueueFull { .. } => "is full".to_string(),
+                Rejected::TimedOut { .. } => {
+                    "held this request as long as the lane allows".to_string()
+                }
+                Rejected::WouldWait { wait, .. } => format!(
+                    "would hold this request about {} s, longer than the lane allows",
+                    wait.as_secs().max(1)
+                ),
             };
             let secs = r.retry_after().as_secs();
             GatewayError::new(
