@@ -83,6 +83,8 @@ fn deployment(gw: &Gateway, d: &Deployment, now: Instant) -> Value {
             "pace_requests": pace(s.requests_pace),
             "pace_tokens": pace(s.tokens_pace),
             "lanes": lanes,
+            "refused_at_arrival": s.refused_at_arrival,
+            "waited_out": s.timed_out,
         })
     });
     json!({
