@@ -137,6 +137,7 @@ fn affinity_prefers_where_a_prefix_went_and_spills_when_it_is_sick() {
         lane: 0,
         tenant: Arc::from(""),
         tokens: 1,
+        deadline: None,
     };
     let request = |q: u32| {
         let doc = "d".repeat(8192);

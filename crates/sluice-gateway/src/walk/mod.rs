@@ -120,7 +120,7 @@ async fn walk(
     //    admission uses the lane (the key's or tenant's default when the request names none)
     //    and takes the lane's tenants in turn; everything after uses the deadline.
     //    A known caller (a batch item) comes with its lane.
-    let (caller, ask, asked) = identify(gw, call, asks, caller, &request)?;
+    let (caller, mut ask, asked) = identify(gw, call, asks, caller, &request)?;
     let tenant = caller.tenant.clone();
 
     // 3. Route: the model group the client named, or the one the rules of the task route it
@@ -136,6 +136,7 @@ async fn walk(
     let budget = asked.or(group.timeout);
     let deadline = budget.map(|b| call.record().timings.received + b);
     call.deadline(deadline);
+    ask.deadline = deadline;
 
     //    Normalisation (when its group asks for it): tools in a stable order, volatile
     //    system-prompt lines moved to the end, so requests share a cached prefix; before
@@ -290,6 +291,8 @@ fn identify(
         lane,
         tenant: tenant.clone().unwrap_or_else(|| Arc::from("")),
         tokens: request.token_estimate(),
+        // Set once the route is known (its group's timeout is the default deadline).
+        deadline: None,
     };
     call.identified(who);
     call.mark(|m| &mut m.identified);

@@ -39,6 +39,9 @@ pub struct Ask {
     pub tenant: Arc<str>,
     /// Tokens the call is expected to count against the upstream's limit.
     pub tokens: u64,
+    /// When the request's time runs out, if it has a deadline: a predicted wait past it
+    /// refuses the request at arrival, as one past its lane's `max_wait` does.
+    pub deadline: Option<Instant>,
 }
 
 impl From<usize> for Ask {
@@ -47,6 +50,7 @@ impl From<usize> for Ask {
             lane,
             tenant: Arc::from(""),
             tokens: 0,
+            deadline: None,
         }
     }
 }

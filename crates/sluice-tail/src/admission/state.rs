@@ -351,15 +351,16 @@ impl<W: Waiting> State<W> {
         if l.waiting.len() >= l.spec.max_queue {
             return Err(Rejected::QueueFull { lane, retry_after });
         }
-        if l.backlog
-            .refuses(l.waiting.len(), now, l.spec.max_wait)
-            .is_some()
-        {
+        // It may wait its lane's `max_wait`, or what is left of its deadline if that is less.
+        let may_wait = ask.deadline.map_or(l.spec.max_wait, |d| {
+            l.spec.max_wait.min(d.saturating_duration_since(now))
+        });
+        if l.backlog.refuses(l.waiting.len(), now, may_wait).is_some() {
             // Those ahead may have gone: count only those still waiting.
             l.waiting.retain(|w| !w.gone());
             if l.waiting.is_empty() {
                 l.backlog.cleared();
-            } else if let Some(wait) = l.backlog.refuses(l.waiting.len(), now, l.spec.max_wait) {
+            } else if let Some(wait) = l.backlog.refuses(l.waiting.len(), now, may_wait) {
                 self.refused_at_arrival += 1;
                 return Err(Rejected::WouldWait {
                     lane,

@@ -199,6 +199,7 @@ fn ask(lane: usize, tenant: &str, tokens: u64) -> Ask {
         lane,
         tenant: Arc::from(tenant),
         tokens,
+        deadline: None,
     }
 }
 
@@ -375,4 +376,38 @@ async fn a_request_whose_predicted_wait_passes_its_lane_is_refused_at_arrival() 
     let s = a.stats();
     assert_eq!(s.timed_out, 0, "an accepted request waited out its lane");
     assert_eq!(s.refused_at_arrival, refused.len() as u64);
+}
+
+/// A request whose deadline is nearer than its lane's `max_wait` is refused at arrival by
+/// the deadline: the queue would hold it past it.
+#[tokio::test(start_paused = true)]
+async fn a_predicted_wait_past_the_deadline_is_refused_at_arrival() {
+    let a = Admission::new(1, lanes());
+    let mut calls = Vec::new();
+    for _ in 0..12 {
+        let a = a.clone();
+        calls.push(tokio::spawn(async move {
+            let p = a.acquire(I).await?;
+            sleep(Duration::from_secs(1)).await;
+            drop(p);
+            Ok::<(), Rejected>(())
+        }));
+    }
+    // Three seconds of draining one a second: about nine wait ahead of a newcomer.
+    sleep(Duration::from_millis(3_500)).await;
+    let mut hurried = ask(I, "t", 0);
+    hurried.deadline = Some(Instant::now() + Duration::from_secs(5));
+    let refused = a.acquire(hurried).await;
+    assert!(
+        matches!(refused, Err(Rejected::WouldWait { .. })),
+        "{refused:?}"
+    );
+    // Without a deadline its lane's 30 s take it.
+    let patient = a.clone();
+    let queued = tokio::spawn(async move { patient.acquire(ask(I, "t", 0)).await.map(drop) });
+    for c in calls {
+        c.await.unwrap().unwrap();
+    }
+    queued.await.unwrap().unwrap();
+    assert_eq!(a.stats().timed_out, 0);
 }

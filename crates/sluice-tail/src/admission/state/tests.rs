@@ -40,6 +40,7 @@ fn ask(lane: usize, tenant: &str) -> Ask {
         lane,
         tenant: Arc::from(tenant),
         tokens: 0,
+        deadline: None,
     }
 }
 
