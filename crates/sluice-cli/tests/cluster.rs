@@ -409,7 +409,9 @@ async fn an_instance_killed_mid_batch_and_redis_stopped_lose_nothing() {
         i += 1;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(i >= 20, "calls kept being answered: {i}");
+    // Each turn is two calls of a 300 ms upstream and a 200 ms pause: about 20 in 20 s now
+    // that the paying tenant is served through PostgreSQL (503 at once before).
+    assert!(i >= 10, "calls kept being answered: {i}");
     assert_eq!(
         free_ok, i,
         "tenants without limits are served at the local share"
