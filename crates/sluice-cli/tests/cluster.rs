@@ -111,25 +111,6 @@ async fn paid_latencies(client: &reqwest::Client, urls: &[String], n: usize) -> 
     out
 }
 
-/// The metered tenant's spend in the ledger, once every answered call's row is in.
-async fn ledger_spend(url: &str, tenant: &str, rows: usize) -> i64 {
-    let pool = sqlx::PgPool::connect(url).await.unwrap();
-    for _ in 0..100 {
-        let (n, spend): (i64, Option<i64>) = sqlx::query_as(
-            "SELECT COUNT(*), SUM(cost_micros)::BIGINT FROM sluice_ledger WHERE tenant = $1 AND status = 200",
-        )
-        .bind(tenant)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if n as usize >= rows {
-            return spend.unwrap_or(0);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the ledger never held {rows} rows of {tenant}");
-}
-
 fn fast_upstream() -> &'static str {
     "ttft_median = \"20ms\"\noutput_tokens_median = 10\nper_token = \"1ms\"\n"
 }
@@ -164,7 +145,7 @@ async fn credits_and_quotas_hold_across_three_instances() {
         (fit_at_worst..=40).contains(&ok),
         "between {fit_at_worst} and about 30 calls fit the credits: {ok}"
     );
-    let spend = ledger_spend(&ledger, "metered", ok).await;
+    let spend = harness::ledger_spend(&ledger, "metered", ok).await;
     let credits = (CREDITS * 1e6) as i64;
     assert!(
         spend <= credits + ONE_RESERVATION_MICROS,
@@ -347,7 +328,7 @@ async fn an_instance_killed_mid_batch_and_redis_stopped_lose_nothing() {
         let (s, _) = harness::chat(&client, &live[i % 2], METERED, i).await;
         assert_eq!(s, 200);
     }
-    let spent_before = ledger_spend(&ledger, "metered", 5).await;
+    let spent_before = harness::ledger_spend(&ledger, "metered", 5).await;
     assert!(spent_before > 0);
     let up = paid_latencies(&client, &live, 20).await;
     redis.stop();
@@ -382,7 +363,7 @@ async fn an_instance_killed_mid_batch_and_redis_stopped_lose_nothing() {
         "served or refused for credits, nothing else"
     );
     let served = 4 + 40 + ok;
-    let spend = ledger_spend(&ledger, "payer", served).await;
+    let spend = harness::ledger_spend(&ledger, "payer", served).await;
     let credits = (PAYER_CREDITS * 1e6) as i64;
     assert!(
         spend <= credits + ONE_RESERVATION_MICROS,
@@ -416,7 +397,7 @@ async fn an_instance_killed_mid_batch_and_redis_stopped_lose_nothing() {
         free_ok, i,
         "tenants without limits are served at the local share"
     );
-    let metered_spend = ledger_spend(&ledger, "metered", 5 + metered_ok).await;
+    let metered_spend = harness::ledger_spend(&ledger, "metered", 5 + metered_ok).await;
     assert!(
         metered_spend <= (CREDITS * 1e6) as i64 + ONE_RESERVATION_MICROS,
         "{metered_spend}"

@@ -86,26 +86,9 @@ fn summary(what: &str, answers: &[(u16, Duration)], rate: f64) {
     );
 }
 
-async fn ledger_spend(url: &str, tenant: &str, rows: usize) -> i64 {
-    let pool = sqlx::PgPool::connect(url).await.unwrap();
-    for _ in 0..100 {
-        let (n, spend): (i64, Option<i64>) = sqlx::query_as(
-            "SELECT COUNT(*), SUM(cost_micros)::BIGINT FROM sluice_ledger WHERE tenant = $1 AND status = 200",
-        )
-        .bind(tenant)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if n as usize >= rows {
-            return spend.unwrap_or(0);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the ledger never held {rows} rows of {tenant}");
-}
-
-/// What `url`'s `/admin/tenants` says `tenant` has spent.
-async fn told_spend(url: &str, tenant: &str) -> i64 {
+/// What `url`'s `/admin/tenants` says of `tenant`'s account: its `field` (`spent_micros`,
+/// `reserved_micros`).
+async fn account(url: &str, tenant: &str, field: &str) -> i64 {
     let all: serde_json::Value = reqwest::get(format!("{url}/admin/tenants"))
         .await
         .unwrap()
@@ -117,7 +100,7 @@ async fn told_spend(url: &str, tenant: &str) -> i64 {
         .unwrap()
         .iter()
         .find(|t| t["tenant"] == tenant)
-        .and_then(|t| t["account"]["spent_micros"].as_i64())
+        .and_then(|t| t["account"][field].as_i64())
         .unwrap_or(0)
 }
 
@@ -186,7 +169,7 @@ async fn with_redis_down_credits_stay_exact_through_postgresql() {
         "served or refused for credits, nothing else"
     );
     assert!(served >= 10, "the credits were spent: {served}");
-    let spend = ledger_spend(&ledger, "tight", served).await;
+    let spend = harness::ledger_spend(&ledger, "tight", served).await;
     let credits = (TIGHT_CREDITS * 1e6) as i64;
     assert!(
         spend <= credits + ONE_RESERVATION_MICROS,
@@ -196,10 +179,10 @@ async fn with_redis_down_credits_stay_exact_through_postgresql() {
     // Back: Redis hears what was spent through PostgreSQL (it came back empty: the ledger's
     // restore and the instances' owed spend fill it).
     redis.resume().await;
-    let rich = ledger_spend(&ledger, "rich", 60 + 600 + 3 + 600).await;
+    let rich = harness::ledger_spend(&ledger, "rich", 60 + 600 + 3 + 600).await;
     let back = Instant::now();
     loop {
-        let told = told_spend(&fleet.urls[0], "tight").await;
+        let told = account(&fleet.urls[0], "tight", "spent_micros").await;
         if told >= spend {
             break;
         }
@@ -209,26 +192,9 @@ async fn with_redis_down_credits_stay_exact_through_postgresql() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let told = told_spend(&fleet.urls[1], "rich").await;
+    let told = account(&fleet.urls[1], "rich", "spent_micros").await;
     eprintln!("after Redis returned: rich spent {told} told, {rich} in the ledger");
     assert!(fleet.all_alive(), "no instance died");
-}
-
-/// What `url`'s `/admin/tenants` says `tenant` holds for calls in flight.
-async fn reserved(url: &str, tenant: &str) -> i64 {
-    let all: serde_json::Value = reqwest::get(format!("{url}/admin/tenants"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    all["tenants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["tenant"] == tenant)
-        .and_then(|t| t["account"]["reserved_micros"].as_i64())
-        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -251,7 +217,7 @@ async fn a_killed_instances_holds_are_released_within_thirty_seconds() {
     let victim = vec![fleet.urls[1].clone()];
     let calls = tokio::spawn(async move { load(&victim, RICH, 10, 10, 0).await });
     let started = Instant::now();
-    while reserved(&fleet.urls[0], "rich").await == 0 {
+    while account(&fleet.urls[0], "rich", "reserved_micros").await == 0 {
         assert!(
             started.elapsed() < Duration::from_secs(3),
             "no call was held"
@@ -260,11 +226,11 @@ async fn a_killed_instances_holds_are_released_within_thirty_seconds() {
     }
     fleet.kill(1);
     let killed = Instant::now();
-    let held = reserved(&fleet.urls[0], "rich").await;
+    let held = account(&fleet.urls[0], "rich", "reserved_micros").await;
     eprintln!("instance 1 killed with {held} micro-units held for its calls in flight");
     let _ = calls.await;
     loop {
-        let left = reserved(&fleet.urls[2], "rich").await;
+        let left = account(&fleet.urls[2], "rich", "reserved_micros").await;
         if left == 0 {
             break;
         }
@@ -276,5 +242,5 @@ async fn a_killed_instances_holds_are_released_within_thirty_seconds() {
     }
     eprintln!("its holds were released after {:?}", killed.elapsed());
     // Released unspent: none of those calls finished, and nothing was charged for them.
-    assert_eq!(told_spend(&fleet.urls[0], "rich").await, 0);
+    assert_eq!(account(&fleet.urls[0], "rich", "spent_micros").await, 0);
 }

@@ -384,3 +384,22 @@ pub fn p50(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
+
+/// `tenant`'s spend in the ledger at `url` (answered calls), once `rows` of them are in.
+pub async fn ledger_spend(url: &str, tenant: &str, rows: usize) -> i64 {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    for _ in 0..100 {
+        let (n, spend): (i64, Option<i64>) = sqlx::query_as(
+            "SELECT COUNT(*), SUM(cost_micros)::BIGINT FROM sluice_ledger WHERE tenant = $1 AND status = 200",
+        )
+        .bind(tenant)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if n as usize >= rows {
+            return spend.unwrap_or(0);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the ledger never held {rows} rows of {tenant}");
+}
