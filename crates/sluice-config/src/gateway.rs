@@ -43,6 +43,7 @@ mod protection;
 mod providers;
 mod sections;
 mod slos;
+mod tenancy;
 mod traces;
 
 pub use analysis::AnalysisConfig;
@@ -54,6 +55,7 @@ pub use providers::ProviderConfig;
 pub use sections::*;
 pub use slos::{DiagnoseConfig, SloConfig};
 pub use sluice_telemetry::slo::SloKind;
+pub use tenancy::{KeyConfig, TenantConfig};
 pub use traces::{TraceProtocol, TracesConfig};
 
 pub use sluice_routing::auto::RouterParams;
@@ -197,9 +199,9 @@ pub fn check(text: &str, env: &dyn Env, extra_providers: &[&str], secrets: Secre
     if lanes.is_empty() {
         lanes = sluice_tail::admission::default_lanes();
     }
-    let tenants: Vec<(String, TenantConfig)> = doc.map_section("tenants", &mut diags);
+    let tenants = tenancy::tenants(&doc, &mut diags);
     checks::tenants(&doc, &tenants, &lanes, &mut diags);
-    let keys: Vec<(String, KeyConfig)> = doc.map_section("keys", &mut diags);
+    let keys = tenancy::keys(&doc, &mut diags);
     let prices: Vec<(String, PriceConfig)> = doc.map_section("prices", &mut diags);
     if let Some(b) = &billing {
         billing::check(&doc, b, &prices, &mut diags);

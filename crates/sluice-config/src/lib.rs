@@ -9,7 +9,6 @@
 pub mod diagnostic;
 pub mod document;
 pub mod gateway;
-pub mod money;
 pub mod toggle;
 
 pub use diagnostic::{Diagnostic, Diagnostics};

@@ -17,10 +17,14 @@ use tokio::time::Instant;
 
 use crate::money::Micros;
 
-/// A tenant's limits; `None` is no limit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// A tenant's limits; `None` is no limit. Configuration writes them in a `[tenants.NAME]`
+/// table, money in whole units; that table holds other keys too, so this type takes its own
+/// and leaves the rest for the reader to account for (it denies none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default)]
 pub struct Limits {
     /// Money it may spend in all.
+    #[serde(deserialize_with = "crate::money::units::option")]
     pub credits: Option<Micros>,
     /// Requests per minute.
     pub rpm: Option<u64>,
@@ -29,10 +33,29 @@ pub struct Limits {
     /// Tokens per UTC day.
     pub tokens_per_day: Option<u64>,
     /// Money per UTC month.
+    #[serde(deserialize_with = "crate::money::units::option")]
     pub spend_per_month: Option<Micros>,
 }
 
 impl Limits {
+    /// What is wrong with them, as (field, problem): a count of 0 (left out is none).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        [
+            ("rpm", self.rpm),
+            ("tpm", self.tpm),
+            ("tokens_per_day", self.tokens_per_day),
+        ]
+        .into_iter()
+        .filter(|(_, v)| *v == Some(0))
+        .map(|(field, _)| {
+            (
+                field,
+                "must be at least 1 (leave it out for none)".to_string(),
+            )
+        })
+        .collect()
+    }
+
     /// Whether anything is limited.
     pub fn any(&self) -> bool {
         self.credits.is_some()

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
 use crate::money::Micros;
 
@@ -66,6 +66,14 @@ impl Serialize for Currency {
     }
 }
 
+/// Read from its code in any case (configuration's `currency = "cny"`).
+impl<'de> Deserialize<'de> for Currency {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::parse(&s).map_err(de::Error::custom)
+    }
+}
+
 /// How many units of the billing currency one unit of another is worth, kept in billionths
 /// so that conversion is integer arithmetic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -110,6 +118,10 @@ mod tests {
         assert!(Currency::parse("U$D").is_err());
         assert!(Currency::parse("元元元").is_err());
         assert_eq!(serde_json::to_string(&Currency::CNY).unwrap(), "\"CNY\"");
+        let read: Currency = serde_json::from_str("\"cny\"").unwrap();
+        assert_eq!(read, Currency::CNY);
+        let bad = serde_json::from_str::<Currency>("\"US\"").unwrap_err();
+        assert!(bad.to_string().contains("three letters"), "{bad}");
     }
 
     #[test]

@@ -11,10 +11,14 @@ use std::time::SystemTime;
 use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
 
-/// What a key grants.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What a key grants. Configuration writes it in a `[keys.NAME]` table, beside the key's
+/// hash: this type takes its own keys and leaves the rest for the reader (it denies none),
+/// and its name is the table's.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default)]
 pub struct KeySpec {
     /// The key's name (for listing and revoking; not secret).
+    #[serde(skip)]
     pub name: String,
     /// The tenant it belongs to.
     pub tenant: Arc<str>,
@@ -25,6 +29,15 @@ pub struct KeySpec {
 }
 
 impl KeySpec {
+    /// What is wrong with it on its own, as (field, problem): none when it names a tenant.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        if self.tenant.trim().is_empty() {
+            vec![("tenant", "is required".to_string())]
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Whether the key may use model group `group`.
     pub fn allows(&self, group: &str) -> bool {
         self.models.is_empty() || self.models.iter().any(|m| m == group)

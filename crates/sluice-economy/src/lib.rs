@@ -21,5 +21,5 @@ pub use currency::{BadCurrency, Currency, Rate};
 pub use keys::{ApiKey, KeyDirectory, KeyError, KeyRing, KeySpec};
 pub use models::{InfoOverride, ModelInfo};
 pub use money::Micros;
-pub use prices::{Catalog, Price, Published, Unpriced};
+pub use prices::{Catalog, Price, PriceParams, Published, Unpriced};
 pub use tenants::{LocalTenants, TenantDirectory};

@@ -12,6 +12,10 @@ use crate::currency::{Currency, Rate};
 use crate::models::{InfoOverride, ModelInfo};
 use crate::money::Micros;
 
+mod params;
+
+pub use params::PriceParams;
+
 /// What a million tokens of each kind cost, in the currency the gateway bills in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Price {

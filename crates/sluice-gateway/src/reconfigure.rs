@@ -12,7 +12,6 @@ use sluice_ledger::{LedgerError, Store};
 use tokio::time::Instant;
 
 use crate::Gateway;
-use crate::assemble::from_config::{key_spec, tenant_limits};
 
 /// What taking a configuration did.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -88,7 +87,7 @@ pub async fn apply(
     let now = Instant::now();
     for (name, t) in &new.tenants {
         if old.tenants.iter().all(|(n, o)| n != name || o != t) {
-            gw.tenants.accounts.set_limits(name, tenant_limits(t), now);
+            gw.tenants.accounts.set_limits(name, t.limits, now);
             applied.tenants += 1;
         }
     }
@@ -110,7 +109,7 @@ pub async fn apply(
         if keys.named(name).is_some() || revoked.contains(&sha) {
             continue;
         }
-        match keys.insert_hashed(key_spec(name, k), &sha) {
+        match keys.insert_hashed(k.spec.clone(), &sha) {
             Ok(()) => applied.keys_added += 1,
             Err(e) => {
                 tracing::warn!(key = %name, error = %e, "a key of the new configuration could not be taken")

@@ -10,6 +10,30 @@ use std::time::SystemTime;
 use prometheus_client::metrics::counter::Counter;
 use sluice_core::{AttemptKind, CallRecord};
 
+/// Whether and how the access log is written (`[telemetry] access_log`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessLogSetting {
+    /// No access log.
+    #[default]
+    Off,
+    /// One JSON object per line.
+    Json,
+    /// `key=value` pairs.
+    Logfmt,
+}
+
+impl AccessLogSetting {
+    /// The format lines are written in; `None`: none are.
+    pub fn format(self) -> Option<AccessFormat> {
+        match self {
+            Self::Off => None,
+            Self::Json => Some(AccessFormat::Json),
+            Self::Logfmt => Some(AccessFormat::Logfmt),
+        }
+    }
+}
+
 /// How lines are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccessFormat {

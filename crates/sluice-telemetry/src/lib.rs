@@ -17,6 +17,6 @@ pub mod slo;
 pub mod text004;
 pub mod windows;
 
-pub use access::{AccessFormat, AccessLog};
+pub use access::{AccessFormat, AccessLog, AccessLogSetting};
 pub use hub::{InflightGuard, Telemetry};
 pub use windows::{LatencyReport, UpstreamLatency, WindowKey};

@@ -18,7 +18,7 @@ pub(super) fn check(
 ) {
     let at = |parts: &[&str]| -> Vec<Seg> { parts.iter().map(|p| Seg::Key((*p).into())).collect() };
     for (code, rate) in &billing.rates {
-        let path = at(&["billing", "rates", &code.0]);
+        let path = at(&["billing", "rates", code.as_str()]);
         if !(rate.is_finite() && *rate > 0.0 && *rate < MAX_RATE) {
             diags.push(doc.diag(
                 &path,
@@ -72,7 +72,7 @@ deployments = [{ provider = "p", model = "glm-5.3" }]
     #[test]
     fn currencies_and_rates_are_read_and_a_price_without_a_rate_is_refused() {
         let cfg = load(BASE, &env(&[]), &[]).unwrap();
-        assert_eq!(cfg.billing.currency.0, "USD", "the default");
+        assert_eq!(cfg.billing.currency.as_str(), "USD", "the default");
         assert!(cfg.billing.rates.is_empty());
         let text = format!(
             "{BASE}[billing]\ncurrency = \"usd\"\nrates = {{ cny = 0.14 }}\n\
@@ -80,8 +80,8 @@ deployments = [{ provider = "p", model = "glm-5.3" }]
         );
         let cfg = load(&text, &env(&[]), &[]).unwrap();
         let (code, rate) = cfg.billing.rates.iter().next().unwrap();
-        assert_eq!((code.0.as_str(), *rate), ("CNY", 0.14));
-        assert_eq!(cfg.prices[0].1.currency.as_ref().unwrap().0, "CNY");
+        assert_eq!((code.as_str(), *rate), ("CNY", 0.14));
+        assert_eq!(cfg.prices[0].1.currency.unwrap().as_str(), "CNY");
         // A yuan price with no rate: refused at the price's currency, naming the fix.
         let text =
             format!("{BASE}[prices.\"glm-5.3\"]\ninput = 8\noutput = 28\ncurrency = \"CNY\"\n");

@@ -25,8 +25,8 @@ pub(super) fn keys(
 ) {
     for (name, k) in keys {
         let at = |field: &str| key(&["keys", name, field]);
-        if k.tenant.trim().is_empty() {
-            diags.push(doc.diag(&at("tenant"), "is required"));
+        for (field, problem) in k.spec.problems() {
+            diags.push(doc.diag(&at(field), problem));
         }
         let hex = k.sha256.len() == 64 && k.sha256.bytes().all(|b| b.is_ascii_hexdigit());
         if !hex {
@@ -35,12 +35,12 @@ pub(super) fn keys(
                 "must be the key's SHA-256, 64 hex digits (`sluice keys new` prints it)",
             ));
         }
-        if let Some(lane) = &k.lane
+        if let Some(lane) = &k.spec.lane
             && !lanes.iter().any(|(l, _)| l == lane)
         {
             diags.push(doc.diag(&at("lane"), format!("`{lane}` is not a lane")));
         }
-        for m in &k.models {
+        for m in &k.spec.models {
             if !models.iter().any(|(g, _)| g == m) && !routes.contains(&m.as_str()) {
                 diags.push(doc.diag(
                     &at("models"),
@@ -108,18 +108,8 @@ pub(super) fn tenants(
     diags: &mut Vec<Diagnostic>,
 ) {
     for (name, t) in tenants {
-        let counts = [
-            ("rpm", t.rpm),
-            ("tpm", t.tpm),
-            ("tokens_per_day", t.tokens_per_day),
-        ];
-        for (field, v) in counts {
-            if v == Some(0) {
-                diags.push(doc.diag(
-                    &key(&["tenants", name, field]),
-                    "must be at least 1 (leave it out for none)",
-                ));
-            }
+        for (field, problem) in t.limits.problems() {
+            diags.push(doc.diag(&key(&["tenants", name, field]), problem));
         }
         if let Some(lane) = &t.lane
             && !lanes.iter().any(|(l, _)| l == lane)

@@ -70,14 +70,14 @@ pub(super) fn warn(
         }
     }
     for (name, k) in keys {
-        if k.models.is_empty() {
+        if k.spec.models.is_empty() {
             continue;
         }
-        for m in &k.models {
+        for m in &k.spec.models {
             let Some((_, g)) = models.iter().find(|(n, _)| n == m) else {
                 continue;
             };
-            if !g.fallbacks.is_empty() && !g.fallbacks.iter().any(|f| k.models.contains(f)) {
+            if !g.fallbacks.is_empty() && !g.fallbacks.iter().any(|f| k.spec.models.contains(f)) {
                 warnings.push(doc.diag(
                     &key(&["keys", name, "models"]),
                     format!(

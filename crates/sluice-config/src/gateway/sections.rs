@@ -1,12 +1,13 @@
 //! The gateway configuration's own sections as they are written (server, telemetry, ledger,
-//! lanes, tenants, keys, billing, prices; the caches' are in `cache.rs`): one type per table, its
-//! defaults, and the checks a single value can have on its own.
+//! billing, prices; the caches' are in `cache.rs`, tenants' and keys' in `tenancy.rs`): one
+//! type per table, its defaults, and the checks a single value can have on its own.
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::money::Money;
+use sluice_economy::Currency;
+use sluice_telemetry::AccessLogSetting;
 
 /// Default body limit: 10 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * 1024;
@@ -66,20 +67,7 @@ pub struct TelemetryConfig {
     pub latency_window_slices: u32,
     /// One line per finished request on standard output: `off` (the default), `json` or
     /// `logfmt`.
-    pub access_log: AccessLogFormat,
-}
-
-/// The access log's format (`[telemetry] access_log`).
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum AccessLogFormat {
-    /// No access log.
-    #[default]
-    Off,
-    /// One JSON object per line.
-    Json,
-    /// `key=value` pairs.
-    Logfmt,
+    pub access_log: AccessLogSetting,
 }
 
 impl Default for TelemetryConfig {
@@ -87,7 +75,7 @@ impl Default for TelemetryConfig {
         Self {
             latency_window: Duration::from_secs(60),
             latency_window_slices: 6,
-            access_log: AccessLogFormat::Off,
+            access_log: AccessLogSetting::Off,
         }
     }
 }
@@ -143,44 +131,6 @@ impl Default for LedgerConfig {
     }
 }
 
-/// `[tenants.NAME]`: what sluice knows of a tenant (requests name theirs in
-/// `x-sluice-tenant`).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-#[serde(default)]
-pub struct TenantConfig {
-    /// The lane of the tenant's requests that name none (a `[lanes]` name).
-    pub lane: Option<String>,
-    /// Its class (`enterprise`, `free`, ...): client latency is reported per lane, group
-    /// and class, so a kind of customer's tail can be watched without a series per tenant.
-    pub class: Option<String>,
-    /// Money it may spend, written in whole currency units (the catalog's); none: no limit.
-    pub credits: Option<Money>,
-    /// Requests per minute; none: no limit.
-    pub rpm: Option<u64>,
-    /// Tokens per minute (prompt and output); none: no limit.
-    pub tpm: Option<u64>,
-    /// Tokens per UTC day; none: no limit.
-    pub tokens_per_day: Option<u64>,
-    /// Money per UTC month, written in whole currency units; none: no limit.
-    pub spend_per_month: Option<Money>,
-}
-
-/// `[keys.NAME]`: an API key, known by its SHA-256 (`sluice keys new` makes one).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-#[serde(default)]
-pub struct KeyConfig {
-    /// The tenant it belongs to.
-    pub tenant: String,
-    /// The key's SHA-256, 64 hex digits.
-    pub sha256: String,
-    /// The lane of its requests that name none (else its tenant's).
-    pub lane: Option<String>,
-    /// The model groups it may use; empty or absent: all.
-    pub models: Vec<String>,
-}
-
 /// `[billing]`: how calls are charged.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -190,67 +140,15 @@ pub struct BillingConfig {
     pub unpriced: sluice_economy::Unpriced,
     /// The currency tenants are billed in: their credits, spend quotas, costs in the
     /// ledger and reports (default USD).
-    pub currency: CurrencyCode,
+    pub currency: Currency,
     /// What one unit of each other currency is worth in `currency` (`{ CNY = 0.14 }`): a
     /// price in a currency without a rate is never converted one for one.
-    pub rates: std::collections::BTreeMap<CurrencyCode, f64>,
-}
-
-/// An ISO 4217 currency code: three letters, kept in capitals.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CurrencyCode(pub String);
-
-impl Default for CurrencyCode {
-    fn default() -> Self {
-        Self("USD".into())
-    }
-}
-
-impl std::fmt::Display for CurrencyCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl CurrencyCode {
-    /// `s` in capitals when it is three ASCII letters.
-    pub fn parse(s: &str) -> Option<Self> {
-        (s.len() == 3 && s.bytes().all(|b| b.is_ascii_alphabetic()))
-            .then(|| Self(s.to_ascii_uppercase()))
-    }
-}
-
-impl<'de> Deserialize<'de> for CurrencyCode {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Self::parse(&s).ok_or_else(|| {
-            serde::de::Error::custom(format!(
-                "{s:?} is not a currency code; write three letters, such as USD or CNY"
-            ))
-        })
-    }
+    pub rates: std::collections::BTreeMap<Currency, f64>,
 }
 
 /// `[prices.MODEL]`: what a million tokens of the upstream model `MODEL` cost, in whole
-/// currency units (read once into integer micro-units).
-/// `input` and `output` are required: a price that leaves one out is refused, never zero.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct PriceConfig {
-    /// Input tokens at full price.
-    pub input: Money,
-    /// Input tokens read from the prompt cache (default: `input`).
-    #[serde(default)]
-    pub cached_input: Option<Money>,
-    /// Input tokens written to the prompt cache (default: `input`).
-    #[serde(default)]
-    pub cache_write: Option<Money>,
-    /// Output tokens.
-    pub output: Money,
-    /// The currency the amounts are in (default: `[billing] currency`).
-    #[serde(default)]
-    pub currency: Option<CurrencyCode>,
-}
+/// currency units (read once into integer micro-units), in the economy's own type.
+pub type PriceConfig = sluice_economy::PriceParams;
 
 /// `[catalog.MODEL]`: what a model can take and do, read into the catalog's own override.
 pub type CatalogConfig = sluice_economy::InfoOverride;

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::money::Money;
+use sluice_economy::Micros;
 
 fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
@@ -336,11 +336,15 @@ deployments = [{ provider = "p", model = "x", rpm = 500, tpm = 200000 }, { provi
     assert_eq!(cfg.tenants[1].1.lane, None);
     let g = &cfg.tenants[1].1;
     assert_eq!(
-        (g.credits, g.tokens_per_day, g.spend_per_month),
         (
-            Some(Money(5_000_000)),
+            g.limits.credits,
+            g.limits.tokens_per_day,
+            g.limits.spend_per_month
+        ),
+        (
+            Some(Micros(5_000_000)),
             Some(100_000),
-            Some(Money(20_000_000))
+            Some(Micros(20_000_000))
         )
     );
     let d = &cfg.models[0].1.deployments;
@@ -398,7 +402,11 @@ deployments = [{{ provider = "p", model = "glm-4.5-air" }}]
         + &text[text.find("[providers.p]").unwrap()..];
     let cfg = load(&ok, &env(&[("SLUICE_ADMIN", "t")]), &[]).unwrap();
     assert_eq!(cfg.server.require_keys, Some(true));
-    assert_eq!(cfg.keys[0].1.models, ["chat"]);
+    assert_eq!(cfg.keys[0].1.spec.models, ["chat"]);
+    assert_eq!(
+        cfg.keys[0].1.spec.name, cfg.keys[0].0,
+        "named after its table"
+    );
     assert_eq!(cfg.prices[0].0, "glm-4.5-air");
     assert_eq!(cfg.prices[0].1.cached_input, None);
 }
@@ -701,10 +709,16 @@ fn serving_without_keys_while_keys_exist_is_warned_about() {
 fn the_access_log_is_off_unless_asked_for() {
     let base = "[models.chat]\ndeployments = [{ provider = \"sim\", model = \"x\" }]\n";
     let cfg = load(base, &env(&[]), &["sim"]).unwrap();
-    assert_eq!(cfg.telemetry.access_log, AccessLogFormat::Off);
+    assert_eq!(
+        cfg.telemetry.access_log,
+        sluice_telemetry::AccessLogSetting::Off
+    );
     let on = format!("[telemetry]\naccess_log = \"logfmt\"\n{base}");
     let cfg = load(&on, &env(&[]), &["sim"]).unwrap();
-    assert_eq!(cfg.telemetry.access_log, AccessLogFormat::Logfmt);
+    assert_eq!(
+        cfg.telemetry.access_log,
+        sluice_telemetry::AccessLogSetting::Logfmt
+    );
     let bad = format!("[telemetry]\naccess_log = \"jsn\"\n{base}");
     let err = load(&bad, &env(&[]), &["sim"]).unwrap_err();
     assert!(err.to_string().contains("did you mean `json`?"), "{err}");

@@ -2,19 +2,14 @@
 //! the shipped prices with `[prices]` over them (each in its own currency), and what
 //! `[catalog]` says of each model.
 
-use sluice_config::gateway::{CurrencyCode, GatewayConfig};
+use sluice_config::gateway::GatewayConfig;
 use sluice_economy::{Catalog, Currency, Rate};
 
-use super::{BuildError, GatewayBuilder, policies};
-
-/// The code `c` names, as the economy's type (the config has checked it).
-fn currency(c: &CurrencyCode) -> Result<Currency, BuildError> {
-    Currency::parse(&c.0).map_err(|e| BuildError::Billing(e.to_string()))
-}
+use super::{BuildError, GatewayBuilder};
 
 /// The catalog of `cfg`.
 pub fn from_config(cfg: &GatewayConfig) -> Result<Catalog, BuildError> {
-    let billing = currency(&cfg.billing.currency)?;
+    let billing = cfg.billing.currency;
     let rates = cfg
         .billing
         .rates
@@ -23,13 +18,12 @@ pub fn from_config(cfg: &GatewayConfig) -> Result<Catalog, BuildError> {
             let rate = Rate::from_units(*units).ok_or_else(|| {
                 BuildError::Billing(format!("rates.{code}: {units} is not a rate"))
             })?;
-            Ok((currency(code)?, rate))
+            Ok((*code, rate))
         })
         .collect::<Result<Vec<_>, BuildError>>()?;
     let mut catalog = Catalog::billed_in(billing, &rates);
     for (model, p) in &cfg.prices {
-        let c = p.currency.as_ref().map(currency).transpose()?;
-        if !catalog.set_in(model, c.unwrap_or(billing), policies::price(p)) {
+        if !catalog.set_in(model, p.currency.unwrap_or(billing), p.price()) {
             return Err(BuildError::Billing(format!(
                 "prices.{model}: no rate for its currency"
             )));

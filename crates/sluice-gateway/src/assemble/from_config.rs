@@ -3,12 +3,10 @@
 
 use std::sync::Arc;
 
-use sluice_config::gateway::{AccessLogFormat, Env, GatewayConfig};
-use sluice_economy::{KeySpec, Limits, Micros};
+use sluice_config::gateway::{Env, GatewayConfig};
 use sluice_routing::rules::TaskRoute;
 use sluice_tail::WindowConfig;
 use sluice_tail::admission::LaneSpec;
-use sluice_telemetry::AccessFormat;
 
 use super::{BuildError, GatewayBuilder, policies};
 
@@ -182,12 +180,7 @@ impl GatewayBuilder {
             b = b.answer_cache(cfg.cache.ttl, cfg.cache.max_bytes);
         }
         b = b.watch_prefixes(cfg.prefixes.watch);
-        let format = match cfg.telemetry.access_log {
-            AccessLogFormat::Off => None,
-            AccessLogFormat::Json => Some(AccessFormat::Json),
-            AccessLogFormat::Logfmt => Some(AccessFormat::Logfmt),
-        };
-        if let Some(format) = format {
+        if let Some(format) = cfg.telemetry.access_log.format() {
             b = b.access_log(format, Box::new(std::io::stdout()));
         }
         for (name, p) in &cfg.providers {
@@ -214,8 +207,8 @@ impl GatewayBuilder {
         if let Some(required) = cfg.server.require_keys {
             b = b.require_keys(required);
         }
-        for (name, k) in &cfg.keys {
-            b = b.key(key_spec(name, k), &k.sha256);
+        for (_, k) in &cfg.keys {
+            b = b.key(k.spec.clone(), &k.sha256);
         }
         b = b.catalog(super::catalog::from_config(cfg)?);
         b = b.unpriced(cfg.billing.unpriced);
@@ -226,9 +219,8 @@ impl GatewayBuilder {
             if let Some(class) = &t.class {
                 b = b.tenant_class(tenant, class);
             }
-            let limits = tenant_limits(t);
-            if limits.any() {
-                b = b.tenant_limits(tenant, limits);
+            if t.limits.any() {
+                b = b.tenant_limits(tenant, t.limits);
             }
         }
         for (group, m) in &cfg.models {
@@ -269,25 +261,4 @@ fn api_key(p: &sluice_config::gateway::ProviderConfig, env: &dyn Env) -> Option<
         .api_key_env
         .as_deref()
         .and_then(|var| env.get(var))
-}
-
-/// The key `[keys.NAME]` defines.
-pub(crate) fn key_spec(name: &str, k: &sluice_config::gateway::KeyConfig) -> KeySpec {
-    KeySpec {
-        name: name.to_string(),
-        tenant: Arc::from(k.tenant.as_str()),
-        lane: k.lane.clone(),
-        models: k.models.clone(),
-    }
-}
-
-/// The credits and quotas `[tenants.NAME]` sets.
-pub(crate) fn tenant_limits(t: &sluice_config::gateway::TenantConfig) -> Limits {
-    Limits {
-        credits: t.credits.map(|m| Micros(m.0)),
-        rpm: t.rpm,
-        tpm: t.tpm,
-        tokens_per_day: t.tokens_per_day,
-        spend_per_month: t.spend_per_month.map(|m| Micros(m.0)),
-    }
 }

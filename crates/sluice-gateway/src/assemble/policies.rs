@@ -1,23 +1,9 @@
-//! What the gateway builds of the sections no policy crate reads itself: prices, and each
-//! group's protective policies as it inherits, turns off or sets them.
+//! Each group's protective policies as it inherits, turns off or sets them.
 
 use sluice_config::gateway::ModelGroupConfig;
 use sluice_tail::limit::LimitParams;
 
 use crate::assemble::{GroupPolicies, Setting};
-
-/// The price a `[prices.MODEL]` entry describes: cached input and cache writes at the input
-/// price when it gives none.
-pub fn price(p: &sluice_config::gateway::PriceConfig) -> sluice_economy::Price {
-    use sluice_economy::Micros;
-    sluice_economy::Price {
-        input: Micros(p.input.0),
-        cached_input: Micros(p.cached_input.unwrap_or(p.input).0),
-        cache_write: Micros(p.cache_write.unwrap_or(p.input).0),
-        output: Micros(p.output.0),
-        published: None,
-    }
-}
 
 /// A protective policy as a group's file sets it: left out, the builder's default (on);
 /// `false`, off; written, on this way.
