@@ -50,6 +50,11 @@ impl Redis {
     }
 
     async fn cluster(&self) -> Cluster {
+        self.cluster_holding_for(Duration::from_secs(60)).await
+    }
+
+    /// An instance whose holds expire after `hold_ttl`.
+    async fn cluster_holding_for(&self, hold_ttl: Duration) -> Cluster {
         Cluster::connect(Settings {
             url: format!("redis://127.0.0.1:{}", self.port),
             url_from: "SLUICE_REDIS_URL".into(),
@@ -59,7 +64,7 @@ impl Redis {
             connections: 2,
             budgets: BudgetPolicy::FailClosed,
             per_instance_share: 0.25,
-            hold_ttl: Duration::from_secs(60),
+            hold_ttl,
             probe_every: Duration::from_millis(500),
         })
         .await
@@ -79,6 +84,26 @@ async fn the_redis_book_conforms() {
     let redis = Redis::start().await;
     let cluster = redis.cluster().await;
     sluice_economy::conformance::run(&*cluster.book(), "redis").await;
+}
+
+/// A hold whose instance never settles it, and that no ledger's rows settled first, is
+/// charged in full after `hold_ttl`: the last resort never gives back what may have been
+/// spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_books_unsettled_holds_end_after_their_time() {
+    use sluice_economy::conformance::{AtExpiry, an_unsettled_hold_ends_after_its_ttl};
+    let redis = Redis::start().await;
+    let ttl = Duration::from_secs(1);
+    let cluster = redis.cluster_holding_for(ttl).await;
+    let book = cluster.book();
+    an_unsettled_hold_ends_after_its_ttl(
+        &*book,
+        "redis",
+        ttl,
+        Duration::from_secs(2),
+        AtExpiry::ChargedInFull,
+    )
+    .await;
 }
 
 /// Two instances on one Redis are one book: what one holds, the other cannot spend.

@@ -1,8 +1,10 @@
 //! The behaviour every [`AccountBook`] keeps, whatever holds the accounts: one suite, run
-//! against the in-process book here and against the Redis book in `sluice-cluster`'s tests
-//! (with the `conformance` feature). Each check uses tenants of its own under `tag`, so one
-//! store can serve several runs. Settling and restoring may land in the background (a shared
-//! store writes after the call): the checks wait for their effect, up to [`LANDS_WITHIN`].
+//! against the in-process book here, against the Redis book in `sluice-cluster`'s tests and
+//! the PostgreSQL book in `sluice-ledger`'s (with the `conformance` feature); books whose
+//! holds outlive their process also run [`an_unsettled_hold_ends_after_its_ttl`].
+//! Each check uses tenants of its own under `tag`, so one store can serve several runs.
+//! Settling and restoring may land in the background (a shared store writes after the call):
+//! the checks wait for their effect, up to [`LANDS_WITHIN`].
 
 // Test support: a check that fails panics, as a test's assertion does.
 #![allow(clippy::panic, clippy::expect_used, clippy::unwrap_used)]
@@ -28,6 +30,67 @@ pub async fn run(book: &dyn AccountBook, tag: &str) {
     a_daily_token_quota_counts_settled_tokens(book, tag).await;
     restored_spend_counts_against_the_credits(book, tag).await;
     every_tenant_with_limits_is_listed(book, tag).await;
+}
+
+/// What a book does with a hold whose time ran out unsettled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtExpiry {
+    /// Charged at its worst case: what may have been spent is never given back (Redis's last
+    /// resort, where no ledger's rows settle a dead instance's holds first).
+    ChargedInFull,
+    /// Released unspent (the ledger's own book, whose late settlements still add the spend).
+    ReleasedUnspent,
+}
+
+/// For a book whose holds outlive the process that made them (a shared store, where an
+/// instance can die holding): a hold never settled still counts until `ttl` has passed,
+/// then ends (within `ends_within` more) as the book's policy says. The in-process book has
+/// no such holds: its holds end with the process that settles them.
+pub async fn an_unsettled_hold_ends_after_its_ttl(
+    book: &dyn AccountBook,
+    tag: &str,
+    ttl: Duration,
+    ends_within: Duration,
+    at_expiry: AtExpiry,
+) {
+    let t = tenant(tag, "expiry");
+    book.set_limits(&t, credits(1_000), Instant::now());
+    let started = Instant::now();
+    let held = reserve(book, &t, 10, 800).await;
+    let Ok(Some(held)) = held else {
+        panic!("a call within the credits was refused: {held:?}");
+    };
+    // Its holder is gone: nothing will settle it.
+    drop(held);
+    let second = reserve(book, &t, 10, 800).await;
+    assert!(
+        matches!(&second, Err(Refusal::OutOfCredits { .. })),
+        "a hold counts until its time is out: {second:?}"
+    );
+    let until = started + ttl + ends_within;
+    loop {
+        // A small call now and then, settled at nothing: a book may end expired holds as
+        // it reserves.
+        if let Ok(Some(probe)) = reserve(book, &t, 1, 1).await {
+            book.settle(probe, Instant::now(), SystemTime::now(), 0, Micros::ZERO);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let b = book.balance(&t).await;
+        if b.as_ref().is_some_and(|b| b.reserved == Micros::ZERO) {
+            break;
+        }
+        assert!(Instant::now() < until, "the hold never ended: {b:?}");
+    }
+    assert!(
+        started.elapsed() >= ttl,
+        "ended after {:?}, before its time of {ttl:?}",
+        started.elapsed()
+    );
+    let spent = match at_expiry {
+        AtExpiry::ChargedInFull => 800,
+        AtExpiry::ReleasedUnspent => 0,
+    };
+    spent_is(book, &t, spent).await;
 }
 
 fn tenant(tag: &str, name: &str) -> Arc<str> {

@@ -87,6 +87,24 @@ async fn the_book_in_postgresql_conforms() {
     sluice_economy::conformance::run(&*book, "pg").await;
 }
 
+/// A hold whose instance never settles it is released unspent after its time, by the sweep
+/// that runs every 5 s.
+#[tokio::test]
+async fn the_books_unsettled_holds_in_postgresql_end_after_their_time() {
+    use sluice_economy::conformance::{AtExpiry, an_unsettled_hold_ends_after_its_ttl};
+    let store = PgStore::connect(&postgres_database().await).await.unwrap();
+    let ttl = Duration::from_secs(1);
+    let book = store.book(1.0, ttl);
+    an_unsettled_hold_ends_after_its_ttl(
+        &*book,
+        "pg",
+        ttl,
+        Duration::from_secs(7),
+        AtExpiry::ReleasedUnspent,
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_reserving_at_once_never_exceed_the_credits() {
     let url = postgres_database().await;
