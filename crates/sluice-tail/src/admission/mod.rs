@@ -159,7 +159,7 @@ impl Permit {
         }
         self.answered = true;
         if let Some(inner) = &self.admission {
-            inner.state.lock().slow.answered(dropped);
+            inner.state.lock().slow.answered(Instant::now(), dropped);
             grant_and_wake(inner);
         }
     }

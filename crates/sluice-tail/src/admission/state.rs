@@ -22,7 +22,7 @@ pub(crate) trait Waiting {
 }
 
 /// Events counted over the last ten seconds (requests finished, calls granted).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Recent {
     buckets: [u32; 10],
     head_second: u64,
@@ -48,6 +48,11 @@ impl Recent {
         second
     }
 
+    /// The second `now` falls in, counted from the origin.
+    pub(crate) fn second_of(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.origin).as_secs()
+    }
+
     pub(crate) fn count(&mut self, now: Instant) {
         let s = self.advance(now);
         self.buckets[(s % 10) as usize] += 1;
@@ -58,7 +63,7 @@ impl Recent {
         self.buckets.iter().sum()
     }
 
-    fn per_second(&mut self, now: Instant) -> f64 {
+    pub(crate) fn per_second(&mut self, now: Instant) -> f64 {
         f64::from(self.total(now)) / 10.0
     }
 }
@@ -168,7 +173,7 @@ impl<W: Waiting> State<W> {
         {
             self.slow.known();
         }
-        self.slow.allows()
+        self.slow.allows(now)
     }
 
     /// When a call of `tokens` could go, if the slot is there: `now`, or later when paused or
@@ -310,7 +315,7 @@ impl<W: Waiting> State<W> {
     /// flight, this one included.
     pub(crate) fn take(&mut self, i: usize, now: Instant, tokens: u64) -> usize {
         self.pacer.take(now, tokens);
-        self.slow.sent();
+        self.slow.sent(now);
         self.inflight += 1;
         if let Some(l) = self.lanes.get_mut(i) {
             l.inflight += 1;

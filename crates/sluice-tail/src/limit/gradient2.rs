@@ -112,4 +112,11 @@ impl Algorithm for Gradient2 {
         self.limit = next.clamp(lo, hi);
         self.limit()
     }
+
+    fn raise_to(&mut self, limit: usize) {
+        self.limit = self
+            .limit
+            .max(limit as f64)
+            .clamp(self.min as f64, self.max as f64);
+    }
 }

@@ -1,15 +1,19 @@
 //! Adaptive concurrency limits: how many requests an upstream should have in flight, found
 //! from what its answers say (latency and drops), as TCP finds a window.
 //!
-//! The algorithms follow Netflix's concurrency-limits (AIMD, Gradient2, Vegas) with one
-//! deliberate change: Gradient2 ignores drops there, but an LLM upstream's 429/503/timeout is
-//! the clearest overload signal it gives, so here a drop cuts the limit by the AIMD ratio.
+//! The algorithms follow Netflix's concurrency-limits (AIMD, Gradient2, Vegas) with two
+//! deliberate changes: Gradient2 ignores drops there, but an LLM upstream's 429/503/timeout is
+//! the clearest overload signal it gives, so here a drop cuts the limit by the AIMD ratio;
+//! and latency that does not rise with sluice's own concurrency is the upstream's slowness,
+//! not congestion ([`Slowdown`]), so a slower provider is not cut below what its arrivals
+//! need.
 
 mod aimd;
 mod ema;
 mod gradient2;
 mod normalized;
 mod params;
+mod slowdown;
 mod vegas;
 mod windowed;
 
@@ -22,6 +26,7 @@ pub use aimd::Aimd;
 pub use gradient2::Gradient2;
 pub use normalized::{CLASSES, Normalized};
 pub use params::{LimitAlgorithm, LimitParams};
+pub use slowdown::{MAX_ELASTICITY, Slowdown};
 pub use vegas::Vegas;
 pub use windowed::Windowed;
 
@@ -45,6 +50,9 @@ pub trait Algorithm: Send + Debug {
     fn limit(&self) -> usize;
     /// Folds one sample in at `now`; returns the new limit.
     fn update(&mut self, now: Instant, sample: Sample) -> usize;
+    /// Gives back cuts that were mistaken: the limit becomes at least `limit` (within its
+    /// bounds). Algorithms without such cuts keep their limit.
+    fn raise_to(&mut self, _limit: usize) {}
 }
 
 /// Bounds made sane (`1 <= min <= max`), and the starting limit inside them.
@@ -106,9 +114,10 @@ impl LimitSpec {
         match *self {
             Self::Fixed(n) => Box::new(Fixed(n.max(1))),
             Self::Aimd { initial, min, max } => Box::new(Aimd::new(initial, min, max)),
-            // Each sample is normalised by its kind first, then windows average inflation.
+            // Each sample is normalised by its kind first, then windows average inflation,
+            // and the upstream's own slowness is taken out before the gradient is read.
             Self::Gradient2 { initial, min, max } => Box::new(Normalized::new(Windowed::new(
-                Gradient2::new(initial, min, max).against(1.0, 1.5),
+                Slowdown::new(Gradient2::new(initial, min, max).against(1.0, 1.5)),
             ))),
             Self::Vegas { initial, max } => Box::new(Normalized::new(Windowed::new(Vegas::new(
                 initial, max, seed,

@@ -5,10 +5,9 @@
 //! average of its own class, so the algorithm inside sees how inflated latency is, whatever
 //! the mix, in units of one second.
 //!
-//! Known limit: an upstream that becomes slower for reasons of its own (not our load) looks
-//! congested too, and its limit falls until the reference catches up (an hour at ten
-//! answers a second). Hedging, breakers and routing around a busy deployment carry the load
-//! meanwhile.
+//! An upstream that becomes slower for reasons of its own (not our load) looks inflated here
+//! too, until the reference catches up (an hour at ten answers a second); the default limit
+//! tells that apart from congestion a stage later ([`super::Slowdown`]).
 
 use std::time::Duration;
 
@@ -62,6 +61,10 @@ impl<A: Algorithm> Algorithm for Normalized<A> {
             ..s
         };
         self.inner.update(now, sample)
+    }
+
+    fn raise_to(&mut self, limit: usize) {
+        self.inner.raise_to(limit);
     }
 }
 

@@ -73,4 +73,8 @@ impl<A: Algorithm> Algorithm for Windowed<A> {
         self.dropped = false;
         self.inner.update(now, sample)
     }
+
+    fn raise_to(&mut self, limit: usize) {
+        self.inner.raise_to(limit);
+    }
 }

@@ -210,7 +210,7 @@ fn a_slow_start_holds_direct_calls_not_routing_and_ends_at_the_concurrency_limit
     );
     // One answer while the window held a call back: it grows to the concurrency limit,
     // and the slow start is over.
-    st.slow.answered(false);
+    st.slow.answered(t, false);
     st.release(0, t, true);
     assert!(st.goes_at_once(t, 0));
     assert!(
