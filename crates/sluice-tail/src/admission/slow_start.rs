@@ -20,8 +20,8 @@
 //! window, a call may also go while the calls sent in the current second are fewer than the
 //! highest rate of answers the upstream gave without a refusal (averaged over ten seconds).
 //! An upstream that slows down at the same arrivals then keeps its rate: without this, a
-//! window opened to the 8 calls a 1.5 s upstream needed at 5 a second held an upstream six
-//! times slower to under 1 a second, and calls queued for tens of seconds while the rate the
+//! window opened to the 10 or so calls a 1.5 s upstream needed at 5 a second held one six
+//! times slower to about 1 a second, and calls queued for up to 14 s while the rate the
 //! provider had always taken was never tried.
 //! The state is a pure function of what it is told and when.
 
