@@ -21,7 +21,7 @@ pub mod store;
 pub use counts::Counts;
 pub use input::{Endpoint, Limits, Line, LineError};
 pub use state::Status;
-pub use store::{Claimed, Ending, Jobs, Kind, NewBatch, NewFile, StoredBatch, StoredFile};
+pub use store::{Claimed, Ending, Jobs, Kind, NewBatch, NewFile, StoredBatch, StoredFile, TABLES};
 
 /// What can go wrong with the job store.
 #[derive(Debug, thiserror::Error)]

@@ -63,6 +63,10 @@ impl From<Endpoint> for Kind {
     }
 }
 
+/// The statements that make the jobs' tables if absent, for a ledger's SQLite store to run
+/// before it prepares its own (see `sluice_ledger::SqliteStore::open_with`).
+pub const TABLES: &[&str] = sql::SCHEMA;
+
 /// The jobs' tables in a ledger's database.
 #[derive(Clone, Debug)]
 pub struct Jobs {

@@ -34,8 +34,13 @@ pub struct UsageArgs {
 }
 
 /// Opens the ledger store `cfg` names; `None` when the ledger is off. A relative SQLite
-/// path is taken from `config_dir`.
-pub async fn open(cfg: &LedgerConfig, config_dir: &Path) -> anyhow::Result<Option<AnyStore>> {
+/// path is taken from `config_dir`; `tables` makes the tables other parts keep in an
+/// embedded store's file before it prepares its own statements.
+pub async fn open(
+    cfg: &LedgerConfig,
+    config_dir: &Path,
+    tables: &[&str],
+) -> anyhow::Result<Option<AnyStore>> {
     Ok(match cfg.store {
         LedgerStoreKind::Off => None,
         LedgerStoreKind::Sqlite => {
@@ -44,7 +49,7 @@ pub async fn open(cfg: &LedgerConfig, config_dir: &Path) -> anyhow::Result<Optio
                 LedgerDurability::Disk => Durability::Disk,
                 LedgerDurability::Process => Durability::Process,
             };
-            let store = SqliteStore::open(&path, durability)
+            let store = SqliteStore::open_with(&path, durability, tables)
                 .await
                 .with_context(|| format!("opening the ledger {}", path.display()))?;
             Some(AnyStore::Sqlite(store))
@@ -95,7 +100,7 @@ pub fn usage(a: &UsageArgs) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| anyhow::anyhow!("{}: {}", a.config.display(), checked.errors))?;
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
     let rows = runtime.block_on(async {
-        let Some(store) = open(&cfg.ledger, &config_dir(&a.config)).await? else {
+        let Some(store) = open(&cfg.ledger, &config_dir(&a.config), &[]).await? else {
             anyhow::bail!("{}: the ledger is off ([ledger] store)", a.config.display());
         };
         Ok(store.usage(&q).await?)

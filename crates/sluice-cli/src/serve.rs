@@ -142,7 +142,14 @@ async fn build(cfg: &GatewayConfig, config: &Path) -> anyhow::Result<Built> {
         &ledger_cmd::config_dir(config),
     )?;
     let mut jobs = None;
-    let ledger = match ledger_cmd::open(&cfg.ledger, &ledger_cmd::config_dir(config)).await? {
+    let tables = if cfg.batches.enabled {
+        sluice_batch::TABLES
+    } else {
+        &[]
+    };
+    let ledger = match ledger_cmd::open(&cfg.ledger, &ledger_cmd::config_dir(config), tables)
+        .await?
+    {
         Some(store) => {
             // Keys and tenants set through the admin API live in the store.
             builder = builder

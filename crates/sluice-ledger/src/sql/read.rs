@@ -180,7 +180,11 @@ where
 {
     let mut b = QueryBuilder::<DB>::new(format!("SELECT {} FROM {TABLE}", column_list()));
     push_filter(&mut b, q);
-    b.push(" ORDER BY seq LIMIT ").push_bind(i64::from(limit));
+    // Through a `CAST`: SQLite prepares a bare `LIMIT ?` again at each run (see the batch
+    // store's claim).
+    b.push(" ORDER BY seq LIMIT CAST(")
+        .push_bind(i64::from(limit))
+        .push(" AS BIGINT)");
     let rows = b.build().fetch_all(pool).await?;
     rows.iter()
         .map(|r| {

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::entry::{CacheOutcome, Tokens};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 
 fn entry(i: u64, cost: Option<u64>) -> Entry {
     Entry {
