@@ -128,6 +128,12 @@ pub async fn metrics(State(gw): State<Arc<Gateway>>, headers: http::HeaderMap) -
                     stats.lanes.iter().map(|(l, i, q)| (&**l, *i, *q)).collect();
                 gw.telemetry()
                     .set_admission(&group.name, &d.name, stats.limit, &lanes);
+                gw.telemetry().set_admission_refusals(
+                    &group.name,
+                    &d.name,
+                    stats.refused_at_arrival,
+                    stats.timed_out,
+                );
             }
         }
     }

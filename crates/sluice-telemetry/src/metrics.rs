@@ -61,6 +61,9 @@ pub struct Metrics {
     pub concurrency_limit: Family<LimitLabels, Gauge>,
     /// Requests in flight and queued per deployment and lane.
     pub admission: Family<LaneLabels, Gauge>,
+    /// Requests the admission refused at arrival for their predicted wait, and those it
+    /// accepted that then waited out their lane (mispredictions), per deployment.
+    pub admission_refused: Family<RefusalLabels, Counter>,
     /// 1 for each deployment's current breaker state, 0 for the others.
     pub breaker: Family<BreakerLabels, Gauge>,
     /// Breaker openings and closings per deployment.
@@ -150,6 +153,7 @@ impl Metrics {
             retries: Family::default(),
             concurrency_limit: Family::default(),
             admission: Family::default(),
+            admission_refused: Family::default(),
             breaker: Family::default(),
             breaker_transitions: Family::default(),
             deadlines: Family::default(),
@@ -253,6 +257,11 @@ impl Metrics {
             "admission_requests",
             "Requests in flight and queued per deployment and lane",
             self.admission.clone(),
+        );
+        r.register(
+            "admission_refused",
+            "Requests refused at arrival for their predicted wait (reason=at_arrival) and accepted ones that then waited out their lane (reason=waited_out), per deployment",
+            self.admission_refused.clone(),
         );
         r.register(
             "upstream_breaker_state",

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use sluice_tail::BreakerSnapshot;
 
 use super::Telemetry;
-use crate::metrics::{BreakerLabels, LaneLabels, LimitLabels, StateLabels, TransitionLabels};
+use crate::metrics::{
+    BreakerLabels, LaneLabels, LimitLabels, RefusalLabels, StateLabels, TransitionLabels,
+};
 
 impl Telemetry {
     /// Sets the admission gauges of one deployment: its limit, and (lane, in flight, queued).
@@ -37,6 +39,26 @@ impl Telemetry {
                     .get_or_create(&labels)
                     .set(i64::try_from(*n).unwrap_or(i64::MAX));
             }
+        }
+    }
+
+    /// Catches one deployment's refusal counters up to its admission's own counts: refused
+    /// at arrival, and accepted then waited out.
+    pub fn set_admission_refusals(
+        &self,
+        group: &str,
+        upstream: &str,
+        at_arrival: u64,
+        waited_out: u64,
+    ) {
+        for (reason, total) in [("at_arrival", at_arrival), ("waited_out", waited_out)] {
+            let labels = RefusalLabels {
+                group: group.to_string(),
+                upstream: upstream.to_string(),
+                reason,
+            };
+            let c = self.metrics.admission_refused.get_or_create(&labels);
+            c.inc_by(total.saturating_sub(c.get()));
         }
     }
 

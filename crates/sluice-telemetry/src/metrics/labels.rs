@@ -182,6 +182,18 @@ pub struct LaneLabels {
     pub state: &'static str,
 }
 
+/// Labels of the admission's refusals.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    /// Model group.
+    pub group: String,
+    /// Upstream.
+    pub upstream: String,
+    /// `at_arrival` (its predicted wait was too long) or `waited_out` (accepted, then its
+    /// wait ran out: a misprediction).
+    pub reason: &'static str,
+}
+
 /// Labels of the breaker gauges.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BreakerLabels {
