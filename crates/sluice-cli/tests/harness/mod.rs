@@ -64,6 +64,27 @@ impl Redis {
         panic!("redis-server did not start");
     }
 
+    /// Pauses the server (SIGSTOP): connections stay open and commands go unanswered, as
+    /// with a server stalled or a network partition; [`Redis::unpause`] lets it go on with
+    /// its data.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub fn unpause(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("redis-server is not running");
+        let ok = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill {signal} redis-server");
+    }
+
     /// Stops the server (its data goes with it, as after a crash without persistence).
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -117,7 +138,27 @@ impl Sim {
     /// `upstream` is the body of its `[upstreams.up]` section.
     pub fn start(dir: &Path, upstream: &str) -> Self {
         let port = free_port();
-        let path = dir.join("sim.toml");
+        let child = Self::spawn(dir, port, upstream);
+        Self { port, child }
+    }
+
+    /// Replaces the provider on the same port by one of `upstream` (as a provider that
+    /// changes how it answers): calls in flight to the old one fail.
+    pub async fn replace(&mut self, dir: &Path, upstream: &str) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = Self::spawn(dir, self.port, upstream);
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the simulator did not start again");
+    }
+
+    fn spawn(dir: &Path, port: u16, upstream: &str) -> Child {
+        let path = dir.join(format!("sim-{}.toml", free_port()));
         std::fs::write(
             &path,
             format!(
@@ -125,14 +166,13 @@ impl Sim {
             ),
         )
         .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args(["sim", "--config"])
             .arg(&path)
             .env("SLUICE_LOG", "error")
             .stdout(Stdio::null())
             .spawn()
-            .unwrap();
-        Self { port, child }
+            .unwrap()
     }
 
     pub async fn stats(&self) -> serde_json::Value {
