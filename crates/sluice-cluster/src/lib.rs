@@ -112,6 +112,12 @@ impl Cluster {
         &self.settings
     }
 
+    /// How often each instance beats (every tenth probe): one silent for three beats is
+    /// taken as dead.
+    pub fn heartbeat(&self) -> std::time::Duration {
+        self.settings.probe_every * HEARTBEAT_PROBES as u32
+    }
+
     /// The book of credits and quotas every instance shares.
     pub fn book(&self) -> Arc<RedisAccounts> {
         self.book.clone()

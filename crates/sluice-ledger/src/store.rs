@@ -223,10 +223,11 @@ impl PgStore {
     }
 
     /// The book of tenants' credits and quotas kept in this database, giving this instance
-    /// `share` of each tenant's request and token rates and releasing a hold after
+    /// `share` of each tenant's request and token rates, beating every `beat` (the holds of
+    /// an instance silent for three beats are released) and releasing any hold after
     /// `hold_ttl` (see [`LedgerBook`]).
-    pub fn book(&self, share: f64, hold_ttl: Duration) -> Arc<LedgerBook> {
-        LedgerBook::new(self.pool.clone(), share, hold_ttl)
+    pub fn book(&self, share: f64, hold_ttl: Duration, beat: Duration) -> Arc<LedgerBook> {
+        LedgerBook::new(self.pool.clone(), share, hold_ttl, beat)
     }
 }
 

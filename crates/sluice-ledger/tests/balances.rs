@@ -14,6 +14,8 @@ use sluice_ledger::{Entry, PgStore, Store, Tokens};
 use tokio::time::Instant;
 
 const HOLD_TTL: Duration = Duration::from_secs(900);
+/// The heartbeat of a cluster with the defaults (a probe each 500 ms, a beat each tenth).
+const BEAT: Duration = Duration::from_secs(5);
 
 async fn postgres_database() -> String {
     let Ok(server) = std::env::var("SLUICE_TEST_POSTGRES") else {
@@ -83,18 +85,18 @@ async fn spent_is(book: &dyn AccountBook, tenant: &str, spent: u64) {
 #[tokio::test]
 async fn the_book_in_postgresql_conforms() {
     let store = PgStore::connect(&postgres_database().await).await.unwrap();
-    let book = store.book(1.0, HOLD_TTL);
+    let book = store.book(1.0, HOLD_TTL, BEAT);
     sluice_economy::conformance::run(&*book, "pg").await;
 }
 
 /// A hold whose instance never settles it is released unspent after its time, by the sweep
-/// that runs every 5 s.
+/// that runs at each beat (5 s).
 #[tokio::test]
 async fn the_books_unsettled_holds_in_postgresql_end_after_their_time() {
     use sluice_economy::conformance::{AtExpiry, an_unsettled_hold_ends_after_its_ttl};
     let store = PgStore::connect(&postgres_database().await).await.unwrap();
     let ttl = Duration::from_secs(1);
-    let book = store.book(1.0, ttl);
+    let book = store.book(1.0, ttl, BEAT);
     an_unsettled_hold_ends_after_its_ttl(
         &*book,
         "pg",
@@ -105,11 +107,73 @@ async fn the_books_unsettled_holds_in_postgresql_end_after_their_time() {
     .await;
 }
 
+/// An instance that dies holding part of a tenant's credits in PostgreSQL: another releases
+/// its hold, unspent, once it has been silent for three beats, long before `hold_ttl`; the
+/// live instance's own hold stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_instances_holds_are_released_once_it_is_silent_for_three_beats() {
+    let url = postgres_database().await;
+    let beat = Duration::from_millis(200);
+    let a = PgStore::connect(&url)
+        .await
+        .unwrap()
+        .book(1.0, HOLD_TTL, beat);
+    let b = PgStore::connect(&url)
+        .await
+        .unwrap()
+        .book(1.0, HOLD_TTL, beat);
+    let t: Arc<str> = Arc::from("dying");
+    for book in [&a, &b] {
+        book.set_limits(&t, credits(1_000), Instant::now());
+    }
+    let theirs = a
+        .reserve(&t, Instant::now(), SystemTime::now(), 10, Micros(800))
+        .await;
+    assert!(matches!(theirs, Ok(Some(_))), "{theirs:?}");
+    let Ok(Some(mine)) = b
+        .reserve(&t, Instant::now(), SystemTime::now(), 1, Micros(100))
+        .await
+    else {
+        panic!("the live instance's call was refused");
+    };
+    // `a` dies with its call in flight: its book and its beats go, nothing settles its hold.
+    drop(theirs);
+    drop(a);
+    let died = Instant::now();
+    loop {
+        let balance = b.balance(&t).await.unwrap();
+        if balance.reserved == Micros(100) {
+            break;
+        }
+        assert!(
+            died.elapsed() < Duration::from_secs(10),
+            "the dead instance's hold was never released: {balance:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = died.elapsed();
+    eprintln!("a dead instance's hold released {took:?} after it died (beats of {beat:?})");
+    assert!(
+        took >= beat * 2,
+        "released before its instance was silent for three beats: {took:?}"
+    );
+    spent_is(&*b, &t, 0).await;
+    b.settle(mine, Instant::now(), SystemTime::now(), 1, Micros(60));
+    spent_is(&*b, &t, 60).await;
+    assert_eq!(b.balance(&t).await.unwrap().reserved, Micros::ZERO);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_reserving_at_once_never_exceed_the_credits() {
     let url = postgres_database().await;
-    let a = PgStore::connect(&url).await.unwrap().book(1.0, HOLD_TTL);
-    let b = PgStore::connect(&url).await.unwrap().book(1.0, HOLD_TTL);
+    let a = PgStore::connect(&url)
+        .await
+        .unwrap()
+        .book(1.0, HOLD_TTL, BEAT);
+    let b = PgStore::connect(&url)
+        .await
+        .unwrap()
+        .book(1.0, HOLD_TTL, BEAT);
     let tenant: Arc<str> = Arc::from("shared");
     for book in [&a, &b] {
         book.set_limits(&tenant, credits(2_000), Instant::now());
@@ -139,7 +203,7 @@ async fn two_instances_reserving_at_once_never_exceed_the_credits() {
 async fn the_writer_moves_balances_once_and_an_older_ledger_fills_them() {
     let url = postgres_database().await;
     let store = PgStore::connect(&url).await.unwrap();
-    let book = store.book(1.0, HOLD_TTL);
+    let book = store.book(1.0, HOLD_TTL, BEAT);
     book.set_limits("t", credits(10_000), Instant::now());
     let mut settled_here = row(3, "t", 400);
     settled_here.settled_in_ledger = true;
@@ -168,7 +232,10 @@ async fn the_writer_moves_balances_once_and_an_older_ledger_fills_them() {
         .execute(&sqlx::PgPool::connect(&url).await.unwrap())
         .await
         .unwrap();
-    let again = PgStore::connect(&url).await.unwrap().book(1.0, HOLD_TTL);
+    let again = PgStore::connect(&url)
+        .await
+        .unwrap()
+        .book(1.0, HOLD_TTL, BEAT);
     again.set_limits("t", credits(10_000), Instant::now());
     spent_is(&*again, "t", 700).await;
 }

@@ -36,7 +36,7 @@ pub(super) fn books(
                 book.settle_dead_from(store.clone());
                 if let sluice_ledger::AnyStore::Postgres(pg) = &**store {
                     let s = c.settings();
-                    book.back_with(pg.book(s.per_instance_share, s.hold_ttl));
+                    book.back_with(pg.book(s.per_instance_share, s.hold_ttl, c.heartbeat()));
                 }
             }
             book

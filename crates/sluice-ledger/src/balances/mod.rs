@@ -5,8 +5,11 @@
 //! instances: a reservation is one statement that checks every cap and holds the call's worst
 //! case under the row's lock, a settlement one that releases the hold and adds the spend.
 //! Request and token rates (`rpm`, `tpm`) are per minute and kept by each instance at its
-//! share of them; a hold whose settlement never comes is released, unspent, after `hold_ttl`.
+//! share of them. A hold whose instance died is released, unspent, once the others have not
+//! heard it beat for three beats ([`instances`]); one whose settlement never comes otherwise,
+//! after `hold_ttl`.
 
+mod instances;
 mod statements;
 
 pub(crate) use statements::{Spend, Today, create, spend};
@@ -30,9 +33,6 @@ use statements::Caps;
 /// found taken.
 const TRIES: usize = 10;
 
-/// How often holds past their time are looked for.
-const EXPIRE_EVERY: Duration = Duration::from_secs(5);
-
 /// How long a settlement the database did not take is tried again before it is given up
 /// (logged and counted): its hold then stays until `hold_ttl` releases it.
 const SETTLE_FOR: Duration = Duration::from_secs(60);
@@ -47,6 +47,10 @@ pub struct LedgerBook {
     rates: Accounts,
     share: f64,
     hold_ttl: Duration,
+    /// This book's name in the holds it makes and the beats it gives.
+    instance: Arc<str>,
+    /// How often it beats (and looks for holds past their time or of silent instances).
+    beat: Duration,
     unsettled: AtomicU64,
 }
 
@@ -84,9 +88,9 @@ fn hold_id() -> i64 {
 
 impl LedgerBook {
     /// A book on `pool` (whose tables the store made), giving this instance `share` of each
-    /// tenant's request and token rates; releases holds older than `hold_ttl` in the
-    /// background.
-    pub(crate) fn new(pool: PgPool, share: f64, hold_ttl: Duration) -> Arc<Self> {
+    /// tenant's request and token rates; every `beat` in the background it beats, releases
+    /// the holds of instances silent for three beats, and those older than `hold_ttl`.
+    pub(crate) fn new(pool: PgPool, share: f64, hold_ttl: Duration, beat: Duration) -> Arc<Self> {
         let book = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             pool,
@@ -94,26 +98,53 @@ impl LedgerBook {
             rates: Accounts::default(),
             share,
             hold_ttl,
+            instance: Arc::from(uuid::Uuid::new_v4().simple().to_string()),
+            beat,
             unsettled: AtomicU64::new(0),
         });
         let me = Arc::downgrade(&book);
         tokio::spawn(async move {
+            let mut watch = instances::Watch::default();
             loop {
-                tokio::time::sleep(EXPIRE_EVERY).await;
                 let Some(book) = me.upgrade() else {
                     return;
                 };
-                match statements::expire(&book.pool, ms(SystemTime::now())).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::warn!(
-                        tenants = n,
-                        "holds in PostgreSQL whose settlement never came were released unspent"
-                    ),
-                    Err(e) => tracing::debug!(error = %e, "holds past their time not released yet"),
-                }
+                book.look_after(&mut watch).await;
+                let beat = book.beat;
+                drop(book);
+                tokio::time::sleep(beat).await;
             }
         });
         book
+    }
+
+    /// One round of the background work: a beat, the holds of silent instances, the holds
+    /// past their time.
+    async fn look_after(&self, watch: &mut instances::Watch) {
+        let now = ms(SystemTime::now());
+        let beat = instances::beat(&self.pool, &self.instance, now).await;
+        if let Err(e) = &beat {
+            tracing::debug!(error = %e, "no beat in PostgreSQL");
+        }
+        if watch.beat(beat.is_ok()) {
+            let before = instances::silent_before(now, self.beat.as_millis() as i64);
+            match instances::release_silent(&self.pool, before).await {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    holds = n,
+                    "holds in PostgreSQL of instances silent for three beats were released unspent"
+                ),
+                Err(e) => tracing::debug!(error = %e, "silent instances' holds not released yet"),
+            }
+        }
+        match statements::expire(&self.pool, now).await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                tenants = n,
+                "holds in PostgreSQL whose settlement never came were released unspent"
+            ),
+            Err(e) => tracing::debug!(error = %e, "holds past their time not released yet"),
+        }
     }
 
     /// Settlements given up after the database refused them for [`SETTLE_FOR`].
@@ -146,7 +177,7 @@ impl LedgerBook {
             let id = hold_id();
             let held = statements::reserve(
                 &self.pool,
-                (tenant, id),
+                (tenant, id, &self.instance),
                 (int(cost.0), int(tokens)),
                 caps,
                 today,

@@ -76,8 +76,8 @@ pub(crate) async fn create(
     .bind(BALANCES)
     .fetch_optional(&mut **tx)
     .await?;
-    for statement in tables() {
-        // Audited: built from this module's constants only.
+    for statement in tables().into_iter().chain(super::instances::tables()) {
+        // Audited: built from this module's and `instances`' constants only.
         sqlx::query(sqlx::AssertSqlSafe(statement))
             .execute(&mut **tx)
             .await?;
@@ -116,7 +116,7 @@ pub(crate) struct Caps {
 /// tenant has no row yet).
 pub(crate) async fn reserve(
     pool: &PgPool,
-    (tenant, id): (&str, i64),
+    (tenant, id, instance): (&str, i64, &str),
     (cost, tokens): (i64, i64),
     caps: Caps,
     today: Today,
@@ -129,8 +129,8 @@ pub(crate) async fn reserve(
          AND ($6 < 0 OR (CASE WHEN month = $8 THEN month_spent ELSE 0 END) + reserved + $3 <= $6) \
          AND ($7 < 0 OR (CASE WHEN day = $9 THEN day_tokens ELSE 0 END) + reserved_tokens + $4 <= $7) \
          RETURNING tenant) \
-         INSERT INTO {HOLDS} (id, tenant, cost, tokens, expires_ms) \
-         SELECT $2, tenant, $3, $4, $10 FROM b"
+         INSERT INTO {HOLDS} (id, tenant, cost, tokens, expires_ms, instance) \
+         SELECT $2, tenant, $3, $4, $10, $11 FROM b"
     );
     // Audited: built from this module's constants only.
     let done = sqlx::query(sqlx::AssertSqlSafe(text))
@@ -144,6 +144,7 @@ pub(crate) async fn reserve(
         .bind(today.month)
         .bind(today.day)
         .bind(expires_ms)
+        .bind(instance)
         .execute(pool)
         .await?;
     Ok(done.rows_affected() == 1)
