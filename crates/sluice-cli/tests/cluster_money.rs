@@ -3,7 +3,7 @@
 //! and settled in PostgreSQL: every paying call is served, 400 requests at once over the
 //! three pass a tenant's credits by at most one reservation, and Redis hears the spend on
 //! its return. The run prints requests a second and latency with Redis and through
-//! PostgreSQL, side by side (the README's figures). An instance killed with calls in flight
+//! PostgreSQL, side by side (the figures in docs/cluster.md). An instance killed with calls in flight
 //! (the defaults: a heartbeat each 5 s) has its holds released by the others within 30 s.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -24,7 +24,8 @@ const CLASSES: usize = 6;
 
 fn scenario() -> Scenario {
     let mut s = Scenario::builtin("token-economy").unwrap().unwrap();
-    // Another seed replays the same test on other traffic and verdicts (the README's spread).
+    // Another seed replays the same test on other traffic and verdicts (the spread in
+    // docs/rehearsing.md).
     if let Ok(v) = std::env::var("TOKEN_ECONOMY_SEED") {
         s.meta.seed = v.parse().unwrap();
     }

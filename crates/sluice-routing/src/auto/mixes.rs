@@ -187,7 +187,7 @@ fn a_drop_is_found_within_a_thousand_requests_and_an_improvement_within_three_th
         // bound: telling 0.93 from 0.70 takes about 24 of its answers, and at a revisit share
         // of 0.05 over three rejected candidates it gets one in 60 of the task's requests
         // (about 1,440 requests shared evenly); a share of 0.1 finds it within 1,000 on every
-        // seed here, at 0.980-0.986x the oracle's good answers (README, "The automatic
+        // seed here, at 0.980-0.986x the oracle's good answers (docs/routing.md, "The automatic
         // router").
         assert!(
             late(3, 2, 2_600) >= 0.8,
@@ -198,7 +198,7 @@ fn a_drop_is_found_within_a_thousand_requests_and_an_improvement_within_three_th
 
 #[test]
 fn with_twice_the_revisits_every_change_is_found_within_a_thousand_requests_at_the_same_bill() {
-    // The setting that buys faster discovery (README, "The automatic router"): the whole
+    // The setting that buys faster discovery (docs/routing.md, "The automatic router"): the whole
     // acceptance at once, on every seed.
     let policy = RouterPolicy {
         revisit: 0.1,
