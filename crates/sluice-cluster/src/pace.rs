@@ -45,6 +45,10 @@ const BURST_SHARE: f64 = 0.8;
 const KEEP_FOR_FIRST_LANE: f64 = 0.25;
 /// How much of a second's rate one lease asks for.
 const LEASE_SHARE: f64 = 0.05;
+/// The half-life of the grants by which instances take turns while the shared bucket is
+/// short (see `lease.lua`): long enough to even out a burst's seconds, short enough that an
+/// instance idle a while is not owed a backlog of units.
+pub const TURN_HALF_LIFE: Duration = Duration::from_secs(2);
 /// How soon admission looks again while a lease is on its way.
 const POLL: Duration = Duration::from_millis(1);
 
@@ -91,6 +95,8 @@ struct Stock {
     learning: Learning,
     /// When Redis was last asked.
     told_at: Option<Instant>,
+    /// Calls waiting at this instance, told with each lease: its weight in the turns.
+    waiting: usize,
 }
 
 impl Stock {
@@ -118,6 +124,7 @@ impl Stock {
                 share: None,
             },
             told_at: None,
+            waiting: 0,
         }
     }
 
@@ -256,6 +263,10 @@ impl Pace for RedisPace {
         }
         ask(&self.shared, &mut s);
         now + POLL
+    }
+
+    fn demand(&mut self, waiting: usize) {
+        self.shared.stock.lock().waiting = waiting;
     }
 
     fn take(&mut self, now: Instant, tokens: u64) {

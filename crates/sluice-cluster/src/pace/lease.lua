@@ -21,7 +21,18 @@
 --       11 this instance's share in requests a second (-1: none), 12 the cut it is of
 --       (-1: the current one), 13 the instance, 14 burst share, 15 share kept for the first
 --       lane, 16 growth a second, 17 hold in µs, 18 span of growth in µs
+--       19 half-life of the grants that decide turns, in µs, 20 calls waiting at the
+--       instance (its weight in the turns)
 -- Returns {requests leased, tokens leased, wait in µs, requests a minute paced at, epoch}.
+--
+-- Turns (fields `fw:<instance>`, until when it waits, `fn:<instance>`, the calls waiting at
+-- it, and `fg:`/`ft:<instance>`, its grants decayed to a time): while the request bucket
+-- holds no more units than other instances wait for, one that was granted more of late, for
+-- the calls waiting at it, than a waiting one (by a unit or more) is told to wait one unit's
+-- time. So instances sharing a limit are served in proportion to what waits at each, as one
+-- gateway taking all their calls would, whatever the moment each asks at. Nothing is lost to
+-- a turn: an ungranted unit stays in the bucket for the next asker. A lease for a call of
+-- the first lane never waits a turn (interactive calls go before any instance's batch).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local key = KEYS[1]
@@ -123,6 +134,37 @@ if rpm > 0 then
 else
   rgot, rwait = rwant, 0
 end
+local inst = A[13]
+local half_life = tonumber(A[19])
+local function granted(i)
+  local g = tonumber(redis.call('HGET', key, 'fg:' .. i)) or 0
+  local at = tonumber(redis.call('HGET', key, 'ft:' .. i)) or now
+  return g * math.pow(0.5, math.max(now - at, 0) / half_life)
+end
+local function weight(i)
+  return math.max(1, tonumber(redis.call('HGET', key, 'fn:' .. i)) or 1)
+end
+if rpm > 0 then redis.call('HSET', key, 'fn:' .. inst, A[20]) end
+if rpm > 0 and rgot > 0 and later then
+  local mine = granted(inst) / weight(inst)
+  local waiting, owed = 0, false
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all, 2 do
+    local f = all[i]
+    if string.sub(f, 1, 3) == 'fw:' then
+      local other = string.sub(f, 4)
+      if tonumber(all[i + 1]) < now then
+        redis.call('HDEL', key, f, 'fn:' .. other)
+      elseif other ~= inst then
+        waiting = waiting + 1
+        if (granted(other) + 1) / weight(other) <= mine then owed = true end
+      end
+    end
+  end
+  if owed and ravail <= waiting then
+    rgot, rwait = 0, math.ceil(rstep)
+  end
+end
 local needs = tonumber(A[4])
 if tpm > 0 then
   local want = math.max(math.ceil(tpm / 60 * lease_share), needs)
@@ -137,7 +179,12 @@ if wait > 0 then
   -- Nothing is leased; reports still move the buckets on.
   if rtat then redis.call('HSET', key, 'req_tat', num(rtat)) end
   if ttat then redis.call('HSET', key, 'tok_tat', num(ttat)) end
+  if rpm > 0 then redis.call('HSET', key, 'fw:' .. inst, num(now + wait + 2 * rstep)) end
   return {0, 0, wait, paced, epoch}
+end
+if rpm > 0 then
+  redis.call('HDEL', key, 'fw:' .. inst)
+  redis.call('HSET', key, 'fg:' .. inst, tostring(granted(inst) + rgot), 'ft:' .. inst, num(now))
 end
 if rtat then redis.call('HSET', key, 'req_tat', num(rtat + rgot * rstep)) end
 if ttat then redis.call('HSET', key, 'tok_tat', num(ttat + tgot * tstep)) end

@@ -10,7 +10,9 @@ use redis::Script;
 use sluice_tail::pace::learn::{GROWTH_PER_SECOND, HOLD, SPAN};
 use tokio::time::Instant;
 
-use super::{BURST_SHARE, KEEP_FOR_FIRST_LANE, LEASE_LIFE, LEASE_SHARE, Shared, Stock, ask};
+use super::{
+    BURST_SHARE, KEEP_FOR_FIRST_LANE, LEASE_LIFE, LEASE_SHARE, Shared, Stock, TURN_HALF_LIFE, ask,
+};
 use crate::ClusterError;
 use crate::health::{Health, Kind};
 use crate::store::Redis;
@@ -26,6 +28,7 @@ struct Told {
     refused: u32,
     announced: bool,
     share: Option<(f64, Option<i64>)>,
+    waiting: usize,
 }
 
 /// What Redis answered.
@@ -58,6 +61,7 @@ fn told(s: &mut Stock, now: Instant) -> Told {
         refused,
         announced: s.announced,
         share,
+        waiting: s.waiting,
     }
 }
 
@@ -112,7 +116,9 @@ pub(super) async fn run(
                     .arg(KEEP_FOR_FIRST_LANE)
                     .arg(GROWTH_PER_SECOND)
                     .arg(HOLD.as_micros() as u64)
-                    .arg(SPAN.as_micros() as u64);
+                    .arg(SPAN.as_micros() as u64)
+                    .arg(TURN_HALF_LIFE.as_micros() as u64)
+                    .arg(t.waiting);
             })
             .await
             .and_then(|v| read(&v));

@@ -288,6 +288,8 @@ impl<W: Waiting> State<W> {
     /// and tokens that go, or the earliest instant anything may.
     fn paced(&mut self, now: Instant, i: usize, tokens: u64) -> Result<(usize, u64), Instant> {
         let paused = self.paused_until.filter(|p| *p > now);
+        let waiting = self.waiting();
+        self.pacer.demand(waiting);
         let mut ready = self.pacer.ready_in_lane(now, tokens, i);
         if ready <= now {
             return paused.map_or(Ok((i, tokens)), Err);

@@ -124,6 +124,12 @@ pub trait Pace: Send + std::fmt::Debug {
         let _ = lane;
         self.ready_at(now, tokens)
     }
+    /// How many calls wait for this pacer now: a pacer shared by several instances gives
+    /// each its turns in proportion to what waits at it; one of this instance alone needs
+    /// nothing of it.
+    fn demand(&mut self, waiting: usize) {
+        let _ = waiting;
+    }
     /// Counts a call costing `tokens` sent at `now`.
     fn take(&mut self, now: Instant, tokens: u64);
     /// What an answer reported of dimension `dim`: its per-minute `limit`, what is
