@@ -296,17 +296,7 @@ async fn an_instance_killed_mid_batch_and_redis_stopped_lose_nothing() {
 
     // kill -9 of one instance while every instance runs items of the job.
     let id = harness::submit(&fleet.urls[0], FREE, 90, "doc").await;
-    for _ in 0..300 {
-        let done = harness::job(&fleet.urls[0], FREE, &id)
-            .await
-            .map_or(0, |j| {
-                j["request_counts"]["completed"].as_u64().unwrap_or(0)
-            });
-        if done >= 20 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    harness::until_done(&fleet.urls[0], FREE, &id, 20).await;
     fleet.kill(1);
     let j = harness::until_ended(&fleet.urls[0], FREE, &id, Duration::from_secs(90)).await;
     assert_eq!(j["status"], "completed", "{j}");

@@ -11,25 +11,11 @@ mod harness;
 use std::time::Duration;
 
 use harness::{Fleet, Redis, Sim};
-use sluice_economy::keys::hash_hex;
 use tokio::time::Instant;
 
 const KEY: &str = "sk-fairness";
 /// The provider's limit, requests a second.
 const LIMIT: u64 = 10;
-
-fn config(sim: u16) -> String {
-    format!(
-        "[server]\nlisten = \"127.0.0.1:1\"\nshutdown_grace = \"1s\"\n\
-         [ledger]\nstore = \"postgres\"\nurl_env = \"SLUICE_LEDGER_URL\"\n\
-         [cluster]\nredis_url_env = \"SLUICE_REDIS_URL\"\n\
-         [providers.up]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{sim}/up/v1\"\n\
-         [prices.sim-model]\ninput = 1000.0\noutput = 2000.0\n\
-         [models.chat]\ndeployments = [{{ provider = \"up\", model = \"sim-model\" }}]\n\
-         [keys.k]\ntenant = \"t\"\nsha256 = \"{}\"\n",
-        hash_hex(KEY)
-    )
-}
 
 /// `demand[i]` batch calls at once at instance `i`: when each answer came, per instance.
 async fn bursts(fleet: &Fleet, demand: &[usize]) -> Vec<Vec<Duration>> {
@@ -101,7 +87,7 @@ async fn instances_under_one_limit_are_granted_their_share_of_the_demand() {
         ),
         ("SLUICE_REDIS_URL".to_string(), redis.url()),
     ];
-    let fleet = Fleet::start(dir.path(), &config(sim.port), env).await;
+    let fleet = Fleet::start(dir.path(), &harness::defaults_config(sim.port, KEY), env).await;
     // The provider's limit first heard of, as in steady traffic.
     let client = reqwest::Client::new();
     for i in 0..6 {

@@ -170,19 +170,6 @@ async fn call(client: &reqwest::Client, url: &str, key: &str, i: usize) -> (u16,
     (status, code, start.elapsed())
 }
 
-/// The `/readyz` of `url`.
-async fn ready(client: &reqwest::Client, url: &str) -> serde_json::Value {
-    client
-        .get(format!("{url}/readyz"))
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 /// Waits (up to `within`) until `holds` is true of every live instance's readiness; how
 /// long that took.
 async fn readiness_until(
@@ -195,7 +182,7 @@ async fn readiness_until(
     let at = Instant::now();
     for url in urls {
         loop {
-            let r = ready(client, url).await;
+            let r = harness::ready(client, url).await;
             if holds(&r) {
                 break;
             }
@@ -236,24 +223,6 @@ async fn revoke_everywhere(client: &reqwest::Client, urls: &[String]) -> Vec<Dur
         });
     }
     took
-}
-
-/// Waits until `done` items of job `id` are done.
-async fn until_done(url: &str, id: &str, done: u64) {
-    let at = Instant::now();
-    loop {
-        let now = harness::job(url, FREE, id).await.map_or(0, |j| {
-            j["request_counts"]["completed"].as_u64().unwrap_or(0)
-        });
-        if now >= done {
-            return;
-        }
-        assert!(
-            at.elapsed() < Duration::from_secs(30),
-            "job {id}: {now} done"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// What the callers saw, by (phase, key, status, code).
@@ -335,7 +304,7 @@ async fn three_instances_keep_their_promises_through_store_outages_a_kill_and_ba
     // A second job; kill -9 of an instance while it runs on every one (the paying tenant's
     // calls move off it first: a process killed mid-call cannot answer, whatever it does).
     let second = harness::submit(&urls[0], FREE, SECOND_ITEMS as usize, "after").await;
-    until_done(&urls[0], &second, 10).await;
+    harness::until_done(&urls[0], FREE, &second, 10).await;
     load.live.lock().truncate(2);
     tokio::time::sleep(Duration::from_millis(300)).await;
     fleet.kill(2);

@@ -99,7 +99,7 @@ async fn a_key_revoked_while_redis_is_down_is_refused_everywhere_within_two_seco
     // What readiness says of the directory while Redis is down: it still follows PostgreSQL.
     let started = Instant::now();
     loop {
-        let ready = ready(&client, &fleet.urls[1]).await;
+        let ready = harness::ready(&client, &fleet.urls[1]).await;
         let said = ready["cluster"]["degraded"]
             .as_array()
             .into_iter()
@@ -138,24 +138,12 @@ async fn journal_gauge(client: &reqwest::Client, url: &str) -> bool {
     })
 }
 
-/// The `/readyz` of the instance at `url`.
-async fn ready(client: &reqwest::Client, url: &str) -> serde_json::Value {
-    client
-        .get(format!("{url}/readyz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 /// Waits (up to 5 s) until every instance's readiness says the ledger's store is `state`.
 async fn ledger_becomes(client: &reqwest::Client, fleet: &Fleet, state: &str) -> Duration {
     let at = Instant::now();
     for url in &fleet.urls {
         loop {
-            let r = ready(client, url).await;
+            let r = harness::ready(client, url).await;
             if r["ledger"]["state"] == state {
                 assert_eq!(r["ledger"]["store"], "PostgreSQL", "{r}");
                 break;
@@ -254,7 +242,7 @@ async fn a_stopped_postgresql_is_named_and_admin_writes_fail_within_a_second() {
     let journaled = loop {
         let mut n = 0;
         for url in &fleet.urls {
-            n += ready(&client, url).await["ledger"]["journal"]
+            n += harness::ready(&client, url).await["ledger"]["journal"]
                 .as_u64()
                 .unwrap_or(0);
         }
@@ -288,7 +276,7 @@ async fn a_stopped_postgresql_is_named_and_admin_writes_fail_within_a_second() {
             .unwrap();
         let mut left = 0;
         for url in &fleet.urls {
-            left += ready(&client, url).await["ledger"]["journal"]
+            left += harness::ready(&client, url).await["ledger"]["journal"]
                 .as_u64()
                 .unwrap_or(0);
         }

@@ -18,7 +18,6 @@ mod harness;
 use std::time::Duration;
 
 use harness::{Fleet, Redis, Sim};
-use sluice_economy::keys::hash_hex;
 use tokio::time::Instant;
 
 /// One test at a time: each measures latencies and rates on a small machine.
@@ -31,19 +30,6 @@ const LIMIT: f64 = 20.0;
 const INTERACTIVE: f64 = 5.5;
 /// Batch calls in each burst.
 const BURST: usize = 200;
-
-fn config(sim: u16) -> String {
-    format!(
-        "[server]\nlisten = \"127.0.0.1:1\"\nshutdown_grace = \"1s\"\n\
-         [ledger]\nstore = \"postgres\"\nurl_env = \"SLUICE_LEDGER_URL\"\n\
-         [cluster]\nredis_url_env = \"SLUICE_REDIS_URL\"\n\
-         [providers.up]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{sim}/up/v1\"\n\
-         [prices.sim-model]\ninput = 1000.0\noutput = 2000.0\n\
-         [models.chat]\ndeployments = [{{ provider = \"up\", model = \"sim-model\" }}]\n\
-         [keys.k]\ntenant = \"t\"\nsha256 = \"{}\"\n",
-        hash_hex(KEY)
-    )
-}
 
 /// A provider of `per_second` (a second's burst), announcing its limit or answering bare
 /// 429s.
@@ -64,7 +50,7 @@ async fn fleet(dir: &std::path::Path, sim: u16, redis: &Redis) -> Fleet {
         ),
         ("SLUICE_REDIS_URL".to_string(), redis.url()),
     ];
-    Fleet::start(dir, &config(sim), env).await
+    Fleet::start(dir, &harness::defaults_config(sim, KEY), env).await
 }
 
 /// One chat call in `lane`: its status and how long it took.
@@ -245,7 +231,7 @@ async fn three_instances_with_the_defaults_learn_a_limit_from_bare_429s() {
 
 /// The configuration of one instance alone: no cluster, the ledger in a local file.
 fn alone(sim: u16) -> String {
-    let c = config(sim);
+    let c = harness::defaults_config(sim, KEY);
     let from = c.find("[ledger]").unwrap();
     let to = c.find("[providers.up]").unwrap();
     format!("{}{}", &c[..from], &c[to..])

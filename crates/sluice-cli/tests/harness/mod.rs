@@ -375,6 +375,53 @@ pub async fn until_ended(url: &str, key: &str, id: &str, limit: Duration) -> ser
     }
 }
 
+/// A fleet's configuration with the defaults: only where the ledger's PostgreSQL and Redis
+/// are (by `SLUICE_LEDGER_URL` and `SLUICE_REDIS_URL`), the simulated provider at `sim`, a
+/// price, and key `key` of tenant `t`.
+pub fn defaults_config(sim: u16, key: &str) -> String {
+    format!(
+        "[server]\nlisten = \"127.0.0.1:1\"\nshutdown_grace = \"1s\"\n\
+         [ledger]\nstore = \"postgres\"\nurl_env = \"SLUICE_LEDGER_URL\"\n\
+         [cluster]\nredis_url_env = \"SLUICE_REDIS_URL\"\n\
+         [providers.up]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{sim}/up/v1\"\n\
+         [prices.sim-model]\ninput = 1000.0\noutput = 2000.0\n\
+         [models.chat]\ndeployments = [{{ provider = \"up\", model = \"sim-model\" }}]\n\
+         [keys.k]\ntenant = \"t\"\nsha256 = \"{}\"\n",
+        sluice_economy::keys::hash_hex(key)
+    )
+}
+
+/// The `/readyz` of the instance at `url`.
+pub async fn ready(client: &reqwest::Client, url: &str) -> serde_json::Value {
+    client
+        .get(format!("{url}/readyz"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Waits (up to 30 s) until `done` items of job `id` are completed.
+pub async fn until_done(url: &str, key: &str, id: &str, done: u64) {
+    let start = tokio::time::Instant::now();
+    loop {
+        let now = job(url, key, id).await.map_or(0, |j| {
+            j["request_counts"]["completed"].as_u64().unwrap_or(0)
+        });
+        if now >= done {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "job {id}: {now} done"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// One chat call to `url` as `key`: its status and how long it took.
 pub async fn chat(client: &reqwest::Client, url: &str, key: &str, i: usize) -> (u16, Duration) {
     chat_in(client, url, key, None, i).await
