@@ -159,6 +159,10 @@ if rpm > 0 and rgot > 0 and later then
         waiting = waiting + 1
         if (granted(other) + 1) / weight(other) <= mine then owed = true end
       end
+    elseif string.sub(f, 1, 3) == 'ft:' and now - tonumber(all[i + 1]) > 10 * half_life then
+      -- An instance granted nothing for ten half-lives (gone, or idle) is forgotten.
+      local other = string.sub(f, 4)
+      redis.call('HDEL', key, f, 'fg:' .. other, 'fn:' .. other)
     end
   end
   if owed and ravail <= waiting then
