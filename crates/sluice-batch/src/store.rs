@@ -85,6 +85,12 @@ impl Jobs {
                 for statement in sql::SCHEMA {
                     sqlx::query(*statement).execute(p).await?;
                 }
+                let has: i64 = sqlx::query_scalar(sql::HAS_STARTED_SQLITE)
+                    .fetch_one(p)
+                    .await?;
+                if has == 0 {
+                    sqlx::query(sql::ADD_STARTED_SQLITE).execute(p).await?;
+                }
             }
             // Under the schema lock, as the ledger's tables: instances started together
             // against an empty database take turns.
@@ -97,6 +103,7 @@ impl Jobs {
                 for statement in sql::SCHEMA {
                     sqlx::query(*statement).execute(&mut *tx).await?;
                 }
+                sqlx::query(sql::ADD_STARTED_PG).execute(&mut *tx).await?;
                 tx.commit().await?;
             }
         }
@@ -296,23 +303,35 @@ impl Jobs {
 
     /// What the batch lane holds, seen from job `b`, at `now_ms`.
     pub async fn lane(&self, b: &StoredBatch, now_ms: i64) -> Result<progress::Lane, BatchError> {
-        let (queued, ahead, ended): (i64, i64, i64) = on!(self, p => {
+        type Read = (i64, i64, (i64, i64, i64), (i64, i64, i64));
+        let (queued, ahead, running, ended): Read = on!(self, p => {
             let queued = sqlx::query_scalar(sql::QUEUED_ITEMS).fetch_one(p).await?;
             let ahead = sqlx::query_scalar(sql::AHEAD)
                 .bind(b.created_ms)
                 .bind(&b.id)
                 .fetch_one(p)
                 .await?;
-            let ended = sqlx::query_scalar(sql::ENDED_SINCE)
+            let running = sqlx::query_as(sql::RUNNING_ITEMS)
+                .bind(now_ms)
+                .fetch_one(p)
+                .await?;
+            let ended = sqlx::query_as(sql::ENDED_SINCE)
                 .bind(now_ms - progress::RATE_WINDOW_MS)
                 .fetch_one(p)
                 .await?;
-            (queued, ahead, ended)
+            (queued, ahead, running, ended)
         });
+        let (ended, timed, in_flight_ms) = ended;
+        let (running, running_ms, youngest_ms) = running;
         Ok(progress::Lane {
             queued: queued.max(0) as u64,
             ahead: ahead.max(0) as u64,
+            running: running.max(0) as u64,
+            running_ms: running_ms.max(0) as u64,
+            youngest_ms: youngest_ms.max(0) as u64,
             ended_last_window: ended.max(0) as u64,
+            timed_last_window: timed.max(0) as u64,
+            timed_ms_last_window: in_flight_ms.max(0) as u64,
         })
     }
 

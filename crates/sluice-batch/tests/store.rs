@@ -59,6 +59,46 @@ async fn instances_started_together_all_open_the_jobs_tables() {
     }
 }
 
+/// The items table as sluice made it before items recorded their claim.
+const ITEMS_BEFORE_STARTS: &str = "CREATE TABLE sluice_batch_items (batch_id TEXT NOT NULL, \
+     line BIGINT NOT NULL, custom_id TEXT NOT NULL, body TEXT NOT NULL, ord BIGINT NOT NULL, \
+     expires_ms BIGINT NOT NULL, prefix BIGINT NOT NULL, state TEXT NOT NULL, owner TEXT, \
+     lease_ms BIGINT, epoch BIGINT NOT NULL, tries BIGINT NOT NULL, status_code BIGINT, \
+     response TEXT, error_code TEXT, error_message TEXT, request_id TEXT, ended_ms BIGINT, \
+     prompt_tokens BIGINT NOT NULL, cached_tokens BIGINT NOT NULL, \
+     completion_tokens BIGINT NOT NULL, PRIMARY KEY (batch_id, line))";
+
+/// A store of an earlier sluice gains the claim's time when opened, on SQLite and on
+/// PostgreSQL, and its items are then claimed and timed.
+#[tokio::test]
+async fn an_earlier_stores_items_gain_their_claim_time() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in [sqlite(&dir).await, postgres().await] {
+        match store.database() {
+            sluice_ledger::Database::Sqlite(p) => {
+                sqlx::query(ITEMS_BEFORE_STARTS).execute(p).await.unwrap();
+            }
+            sluice_ledger::Database::Postgres(p) => {
+                sqlx::query(ITEMS_BEFORE_STARTS).execute(p).await.unwrap();
+            }
+        }
+        let jobs = Jobs::open(store.database()).await.unwrap();
+        // Opened twice: the column is added once.
+        let jobs2 = Jobs::open(store.database()).await.unwrap();
+        jobs.add_batch(&batch("batch_1", 1_000), &lines(2))
+            .await
+            .unwrap();
+        let claimed = jobs2
+            .claim(Kind::Calls, "a", 2, 10_000, 5_000)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 2);
+        let stored = jobs.batch(None, "batch_1").await.unwrap().unwrap();
+        let lane = jobs.lane(&stored, 10_250).await.unwrap();
+        assert_eq!((lane.running, lane.running_ms), (2, 500));
+    }
+}
+
 fn uuid_like() -> String {
     use std::time::{SystemTime, UNIX_EPOCH};
     let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
@@ -212,6 +252,12 @@ async fn items_are_claimed_by_job_then_prefix_and_ended_once(jobs: Jobs) {
     assert_eq!(by_prefix, [1, 2, 3, 4, 5, 6]);
     let lane = jobs.lane(&stored, 10_000).await.unwrap();
     assert_eq!((lane.queued, lane.ahead), (4, 0));
+    // The lane's in-flight figures: six items claimed at 10,000, half a second in flight.
+    let lane = jobs.lane(&stored, 10_500).await.unwrap();
+    assert_eq!(
+        (lane.running, lane.running_ms, lane.youngest_ms),
+        (6, 3_000, 500)
+    );
     let later = jobs.batch(None, "batch_2").await.unwrap().unwrap();
     assert_eq!(jobs.lane(&later, 10_000).await.unwrap().ahead, 0);
 
@@ -226,10 +272,14 @@ async fn items_are_claimed_by_job_then_prefix_and_ended_once(jobs: Jobs) {
     let counts = jobs.counts("batch_1").await.unwrap();
     assert_eq!((counts.done, counts.failed, counts.queued), (5, 1, 0));
     assert_eq!((counts.prompt_tokens, counts.cached_tokens), (600, 360));
+    let lane = jobs.lane(&stored, 11_500).await.unwrap();
+    assert_eq!(lane.ended_last_window, 6);
+    // Each was in flight a second, from its claim to its end.
     assert_eq!(
-        jobs.lane(&stored, 11_500).await.unwrap().ended_last_window,
-        6
+        (lane.timed_last_window, lane.timed_ms_last_window),
+        (6, 6_000)
     );
+    assert_eq!((lane.running, lane.running_ms), (0, 0));
     let out: Vec<ItemResult> = jobs.results("batch_1", false).await.unwrap();
     assert_eq!(out.len(), 5);
     assert_eq!(out[0].custom_id, "doc-0");

@@ -54,19 +54,16 @@ pub enum BatchCommand {
     },
 }
 
-/// The job in one line: `batch_... in_progress: queued 47/200, 3 running, 150 done, 0
-/// failed; 120 ahead; 4.1 a second; about 41 s left`.
+/// The job in one line: `batch_... in_progress: queued 47/200, running 3, done 150/200; 120
+/// ahead; 4.1 a second; about 41 s left`.
 pub fn line(v: &Value) -> String {
     let p = &v["sluice"];
     let n = |k: &str| p[k].as_u64().unwrap_or(0);
     let mut s = format!(
-        "{} {}: {}, {} running, {} done, {} failed",
+        "{} {}: {}",
         v["id"].as_str().unwrap_or("?"),
         v["status"].as_str().unwrap_or("?"),
         p["line"].as_str().unwrap_or("?"),
-        n("running"),
-        n("done"),
-        n("failed") + n("cancelled"),
     );
     if n("ahead") > 0 {
         s.push_str(&format!("; {} ahead", n("ahead")));

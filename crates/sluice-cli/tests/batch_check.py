@@ -67,7 +67,7 @@ check("batch completed", b.status == "completed" and b.request_counts.completed 
 check("batch metadata kept", b.metadata == {"run": "sdk"}, b.metadata)
 check("batch usage", b.usage is not None and b.usage.input_tokens > 0, b.usage)
 extra = b.model_extra or {}
-check("progress beside OpenAI's fields", extra.get("sluice", {}).get("line") == "queued 0/12", extra)
+check("progress beside OpenAI's fields", extra.get("sluice", {}).get("line") == "queued 0/12, running 0, done 12/12", extra)
 out = client.files.content(b.output_file_id).text.strip().split("\n")
 rows = [json.loads(x) for x in out]
 check("one output line per item", sorted(r["custom_id"] for r in rows) == sorted(f"doc-{i}" for i in range(12)), rows)

@@ -497,7 +497,7 @@ async fn the_batch_command_submits_follows_and_reads_results() {
     assert!(id.starts_with("batch_"), "{text}");
     let last = text.lines().last().unwrap();
     assert!(
-        last.contains("completed: queued 0/10, 0 running, 10 done, 0 failed"),
+        last.contains("completed: queued 0/10, running 0, done 10/10"),
         "{text}"
     );
     let out = sluice(vec!["status".into(), id.clone()]).await;

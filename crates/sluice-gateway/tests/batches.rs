@@ -160,10 +160,36 @@ async fn submit(b: &Batched, tenant: &str, content: &str) -> Value {
     job
 }
 
-/// Polls the job until it has ended (at most 30 s of the real clock).
+/// The job's progress line says what its counts say, each item once, at every moment.
+fn line_agrees(job: &Value) {
+    let p = &job["sluice"];
+    let n = |k: &str| p[k].as_u64().unwrap();
+    let total = n("total");
+    assert_eq!(
+        n("queued") + n("running") + n("done") + n("failed") + n("cancelled"),
+        total,
+        "{p}"
+    );
+    let mut want = format!(
+        "queued {}/{total}, running {}, done {}/{total}",
+        n("queued"),
+        n("running"),
+        n("done")
+    );
+    for k in ["failed", "cancelled"] {
+        if n(k) > 0 {
+            want.push_str(&format!(", {k} {}", n(k)));
+        }
+    }
+    assert_eq!(p["line"], want.as_str());
+}
+
+/// Polls the job until it has ended (at most 30 s of the real clock), its progress line
+/// checked at every poll.
 async fn ended(b: &Batched, tenant: &str, id: &str) -> Value {
     for _ in 0..1_500 {
         let (_, job, _) = call(b, "GET", &format!("/v1/batches/{id}"), tenant, None).await;
+        line_agrees(&job);
         if ["completed", "cancelled", "expired"].contains(&job["status"].as_str().unwrap_or("")) {
             return job;
         }
@@ -211,7 +237,7 @@ async fn a_job_runs_every_item_once_in_the_batch_lane_and_bills_each_once() {
         json!({"total": 20, "completed": 20, "failed": 0})
     );
     assert_eq!(done["error_file_id"], Value::Null);
-    assert_eq!(done["sluice"]["line"], "queued 0/20");
+    assert_eq!(done["sluice"]["line"], "queued 0/20, running 0, done 20/20");
     assert_eq!(
         done["usage"]["input_tokens"].as_u64(),
         Some(20 * PLAIN_USAGE.prompt_tokens)
@@ -721,7 +747,7 @@ async fn the_events_stream_reports_progress_until_the_job_ends() {
     assert!(text.contains("event: progress"), "{text}");
     let last = events.last().unwrap();
     assert_eq!(last["status"], "completed", "{text}");
-    assert_eq!(last["sluice"]["line"], "queued 0/4");
+    assert_eq!(last["sluice"]["line"], "queued 0/4, running 0, done 4/4");
     let (status, _, _) = call(
         &b,
         "GET",

@@ -19,7 +19,7 @@ pub(super) const SCHEMA: &[&str] = &[
      epoch BIGINT NOT NULL, tries BIGINT NOT NULL, status_code BIGINT, response TEXT, \
      error_code TEXT, error_message TEXT, request_id TEXT, ended_ms BIGINT, \
      prompt_tokens BIGINT NOT NULL, cached_tokens BIGINT NOT NULL, \
-     completion_tokens BIGINT NOT NULL, PRIMARY KEY (batch_id, line))",
+     completion_tokens BIGINT NOT NULL, started_ms BIGINT, PRIMARY KEY (batch_id, line))",
     "CREATE INDEX IF NOT EXISTS sluice_batch_items_claim \
      ON sluice_batch_items (state, ord, batch_id, prefix, line)",
     "CREATE INDEX IF NOT EXISTS sluice_batch_items_ended ON sluice_batch_items (ended_ms)",
@@ -108,8 +108,25 @@ pub(super) const QUEUED_ITEMS: &str =
 pub(super) const AHEAD: &str = "SELECT COUNT(*) FROM sluice_batch_items WHERE state = 'queued' \
     AND (ord < $1 OR (ord = $1 AND batch_id < $2))";
 
-pub(super) const ENDED_SINCE: &str = "SELECT COUNT(*) FROM sluice_batch_items \
+/// Items ended since `$1`, and of those with a start, how many and their time from it.
+pub(super) const ENDED_SINCE: &str = "SELECT COUNT(*), COUNT(started_ms), \
+    CAST(COALESCE(SUM(ended_ms - started_ms), 0) AS BIGINT) FROM sluice_batch_items \
     WHERE ended_ms >= $1 AND state IN ('done', 'failed')";
+
+/// Items in flight, their time in flight at `$1` summed, and that of the one sent last.
+pub(super) const RUNNING_ITEMS: &str = "SELECT COUNT(*), \
+    CAST(COALESCE(SUM($1 - started_ms), 0) AS BIGINT), \
+    CAST(COALESCE($1 - MAX(started_ms), 0) AS BIGINT) FROM sluice_batch_items \
+    WHERE state = 'running'";
+
+/// `started_ms` came after the first batch store: a table of an earlier sluice gains it
+/// (PostgreSQL here; SQLite when `HAS_STARTED` finds it missing).
+pub(super) const ADD_STARTED_PG: &str =
+    "ALTER TABLE sluice_batch_items ADD COLUMN IF NOT EXISTS started_ms BIGINT";
+pub(super) const ADD_STARTED_SQLITE: &str =
+    "ALTER TABLE sluice_batch_items ADD COLUMN started_ms BIGINT";
+pub(super) const HAS_STARTED_SQLITE: &str =
+    "SELECT COUNT(*) FROM pragma_table_info('sluice_batch_items') WHERE name = 'started_ms'";
 
 pub(super) const ASK_CANCEL: &str = "UPDATE sluice_batches SET cancel_ms = $3 \
     WHERE id = $1 AND tenant = $2 AND cancel_ms IS NULL AND ended_status IS NULL";
@@ -133,7 +150,7 @@ pub(super) const END_BATCH: &str = "UPDATE sluice_batches SET ended_status = $2,
 /// with its parameters bound afresh (the claim, polled several times a second, cost about
 /// 640,000 instructions each time, 2.8 million a second with no batch at all).
 pub(super) const CLAIM: &str = "UPDATE sluice_batch_items SET state = 'running', owner = $1, \
-    lease_ms = $2, epoch = epoch + 1, tries = tries + 1 \
+    lease_ms = $2, epoch = epoch + 1, tries = tries + 1, started_ms = $3 \
     WHERE (batch_id, line) IN (SELECT batch_id, line FROM sluice_batch_items \
     WHERE (state = 'queued' OR (state = 'running' AND lease_ms < $3)) AND expires_ms > $3 \
     AND batch_id {kind} (SELECT id FROM sluice_batches WHERE endpoint = $5) \
