@@ -2,7 +2,8 @@
 //! the default configuration on one Redis, in front of a simulated provider of 10 requests a
 //! second that announces its limit. Each instance gets a burst of batch calls at once; while
 //! every instance still has calls waiting, each is granted within 20% of its share of the
-//! demand (the share a single gateway, taking the same calls in one queue, would give it).
+//! demand (the share a single gateway, taking the same calls in one queue, would give it);
+//! also when the provider answers bare 429s and the limit is one the cluster learnt.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -68,18 +69,13 @@ fn shares(demand: &[usize], answered: &[Vec<Duration>]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn instances_under_one_limit_are_granted_their_share_of_the_demand() {
+/// Three instances from the defaults in front of a provider configured by `sim`: after a
+/// few calls that tell the provider's limit (or bare 429s that make the cluster learn it),
+/// bursts of uneven demand. The worst instance's distance from its share, as a fraction.
+async fn worst_share(sim: &str) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let redis = Redis::start().await;
-    let sim = Sim::start(
-        dir.path(),
-        &format!(
-            "ttft_median = \"100ms\"\noutput_tokens_median = 10\nper_token = \"2ms\"\n\
-             rpm = {}\nrpm_burst = {LIMIT}\nrate_headers = true\nretry_after = true\n",
-            LIMIT * 60
-        ),
-    );
+    let sim = Sim::start(dir.path(), sim);
     let env = vec![
         (
             "SLUICE_LEDGER_URL".to_string(),
@@ -103,9 +99,36 @@ async fn instances_under_one_limit_are_granted_their_share_of_the_demand() {
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
+    worst
+}
+
+/// The simulated provider's limit, with or without telling it.
+fn provider(tells: bool) -> String {
+    format!(
+        "ttft_median = \"100ms\"\noutput_tokens_median = 10\nper_token = \"2ms\"\n\
+         rpm = {}\nrpm_burst = {LIMIT}\nrate_headers = {tells}\nretry_after = {tells}\n",
+        LIMIT * 60
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_under_one_limit_are_granted_their_share_of_the_demand() {
+    let worst = worst_share(&provider(true)).await;
     assert!(
         worst <= 0.2,
         "an instance was granted {:.0}% away from its share of the demand",
+        worst * 100.0
+    );
+}
+
+/// The same against a provider that answers 429 with no header at all: the limit the cluster
+/// learnt from its 429s is shared as fairly as one the provider announces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_limit_learnt_from_bare_429s_is_shared_by_demand_too() {
+    let worst = worst_share(&provider(false)).await;
+    assert!(
+        worst <= 0.2,
+        "under a learnt limit an instance was granted {:.0}% away from its share of the demand",
         worst * 100.0
     );
 }

@@ -142,3 +142,128 @@ fn every_sluice_command_the_pages_name_exists() {
         unknown.join("\n")
     );
 }
+
+/// What a page's TOML block may refer to without defining it: providers, the model groups
+/// the pages use as examples, and their prices. A block's own tables replace these.
+const BASE: &str = r#"
+[providers.openai]
+kind = "openai"
+base_url = "http://127.0.0.1:9"
+
+[providers.anthropic]
+kind = "anthropic"
+base_url = "http://127.0.0.1:9"
+
+[models.chat]
+deployments = [{ provider = "openai", model = "m-chat" }]
+
+[models.long-context]
+deployments = [{ provider = "openai", model = "m-long" }]
+
+[models.glm]
+deployments = [{ provider = "openai", model = "m-glm" }]
+
+[models.cheap]
+deployments = [{ provider = "openai", model = "m-cheap" }]
+
+[models.mid]
+deployments = [{ provider = "openai", model = "m-mid" }]
+
+[models.strong]
+deployments = [{ provider = "openai", model = "m-strong" }]
+
+[prices.m-chat]
+input = 1.0
+output = 2.0
+
+[prices.m-long]
+input = 1.0
+output = 2.0
+
+[prices.m-glm]
+input = 1.0
+output = 2.0
+
+[prices.m-cheap]
+input = 0.1
+output = 0.2
+
+[prices.m-mid]
+input = 1.0
+output = 2.0
+
+[prices.m-strong]
+input = 5.0
+output = 10.0
+"#;
+
+/// The fenced TOML blocks of `text`, with the line each starts at.
+fn toml_blocks(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for (n, line) in text.lines().enumerate() {
+        match &mut open {
+            None if line.trim_start() == "```toml" => open = Some((n + 1, String::new())),
+            Some(_) if line.trim_start().starts_with("```") => out.extend(open.take()),
+            Some((_, block)) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+/// `BASE` without the tables `block` makes itself.
+fn base_for(block: &str) -> String {
+    let own: BTreeSet<&str> = block
+        .lines()
+        .filter(|l| l.starts_with('['))
+        .map(str::trim)
+        .collect();
+    let mut out = String::new();
+    for table in BASE.split("\n\n") {
+        let header = table.trim().lines().next().unwrap_or("");
+        if !own.contains(header) {
+            out.push_str(table);
+            out.push_str("\n\n");
+        }
+    }
+    out
+}
+
+#[test]
+fn every_toml_block_of_the_pages_passes_config_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut failed = Vec::new();
+    let mut checked = 0;
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for (line, block) in toml_blocks(&text) {
+            let file = dir.path().join(format!("block-{checked}.toml"));
+            std::fs::write(&file, format!("{}{block}", base_for(&block))).unwrap();
+            let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+                .args(["config", "check"])
+                .arg(&file)
+                .env_remove("SLUICE_LEDGER_URL")
+                .output()
+                .unwrap();
+            checked += 1;
+            if !out.status.success() {
+                failed.push(format!(
+                    "{}:{line}:\n{block}{}{}",
+                    page.display(),
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+    }
+    assert!(checked >= 3, "only {checked} TOML blocks found");
+    assert!(
+        failed.is_empty(),
+        "blocks `sluice config check` refuses:\n{}",
+        failed.join("\n")
+    );
+}

@@ -4,6 +4,7 @@ mod fields;
 #[macro_use]
 mod text;
 mod message;
+mod sampling;
 mod scan;
 
 use std::sync::Arc;
@@ -146,6 +147,7 @@ impl ChatRequest {
             Some(n) => Some(n),
             None => read_count(&fields, "max_tokens")?,
         };
+        sampling::check(&fields)?;
         let system_text = fields
             .get("system")
             .and_then(|raw| serde_json::from_slice::<Text>(raw).ok())

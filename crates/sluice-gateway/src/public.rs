@@ -93,9 +93,38 @@ pub async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
     }
 }
 
+/// A 401 when `/metrics` needs a token (`[server] metrics_token_env`) and the request
+/// carries neither it nor the admin token.
+fn metrics_refusal(gw: &Gateway, headers: &http::HeaderMap) -> Option<Response> {
+    use sluice_economy::keys::hash;
+    let needed = gw.tenants.metrics_token.as_deref()?;
+    // Compared as hashes, so the time taken says nothing about either token.
+    let Some(sent) = crate::walk::auth::bearer(headers).map(hash) else {
+        return Some(refuse_metrics());
+    };
+    let taken = [Some(needed), gw.tenants.admin_token.as_deref()];
+    if taken.into_iter().flatten().any(|t| hash(t) == sent) {
+        return None;
+    }
+    Some(refuse_metrics())
+}
+
+/// `/metrics` without its token.
+fn refuse_metrics() -> Response {
+    let e = GatewayError::new(
+        ErrorKind::Unauthorized,
+        "/metrics needs the metrics token (or the admin token): send `Authorization: Bearer \
+         <token>`",
+    );
+    crate::walk::rescue::error_response(&e, &RequestId::generate(), None, Dialect::Chat)
+}
+
 /// `GET /metrics`: OpenMetrics or the text format 0.0.4, as `Accept` asks; admission and
 /// breaker gauges read at the moment of the scrape.
 pub async fn metrics(State(gw): State<Arc<Gateway>>, headers: http::HeaderMap) -> Response {
+    if let Some(refusal) = metrics_refusal(&gw, &headers) {
+        return refusal;
+    }
     if let Some(ledger) = gw.ledger() {
         let s = ledger.stats();
         gw.telemetry()

@@ -28,12 +28,20 @@ pub struct Applied {
 
 /// The sections of `old` and `new` that differ and cannot change in place.
 pub fn restart_needed(old: &GatewayConfig, new: &GatewayConfig) -> Vec<&'static str> {
-    let lanes_of = |c: &GatewayConfig| -> Vec<(String, Option<String>)> {
+    // A tenant's lane and class are read at start; credits and quotas are not. A tenant added
+    // or removed with neither needs no restart.
+    let placed = |c: &GatewayConfig, name: &str| -> (Option<String>, Option<String>) {
         c.tenants
             .iter()
-            .map(|(n, t)| (n.clone(), t.lane.clone()))
-            .collect()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| (t.lane.clone(), t.class.clone()))
+            .unwrap_or_default()
     };
+    let placement_changed = old
+        .tenants
+        .iter()
+        .chain(&new.tenants)
+        .any(|(name, _)| placed(old, name) != placed(new, name));
     let differs = [
         (
             "[server]",
@@ -45,7 +53,7 @@ pub fn restart_needed(old: &GatewayConfig, new: &GatewayConfig) -> Vec<&'static 
         ("[prefixes]", old.prefixes != new.prefixes),
         ("[billing]", old.billing != new.billing),
         ("[lanes]", old.lanes != new.lanes),
-        ("[tenants] lanes", lanes_of(old) != lanes_of(new)),
+        ("[tenants] lane or class", placement_changed),
         ("[prices]", old.prices != new.prices),
         ("[providers]", old.providers != new.providers),
         ("[models]", old.models != new.models),
@@ -118,3 +126,6 @@ pub async fn apply(
     }
     Ok(applied)
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use sluice_economy::KeySpec;
 use sluice_economy::keys::hash_hex;
 
-use crate::scripted::{admin, ask_with, rig};
+use crate::scripted::{admin, ask_with, rig, scrape_with};
 
 const SECRET: &str = "sk-sluice-test-key-for-acme";
 const ADMIN: &str = "admin-token-for-tests";
@@ -70,6 +70,15 @@ async fn a_key_sets_the_default_lane_and_the_models_it_may_use() {
     assert_eq!(refused.body["error"]["param"], "model");
     assert_eq!(refused.body["error"]["code"], "model_not_allowed");
     assert_eq!(r.a.calls(), 0);
+
+    // An unknown model's 404 names only what the key may use, not every group.
+    let body = r#"{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}"#;
+    let missing = scripted::send(&r.router, &[("authorization", &good)], "l-2", body).await;
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.body["error"]["code"], "model_not_found");
+    let message = missing.body["error"]["message"].as_str().unwrap();
+    assert!(message.ends_with("models you may use: other"), "{message}");
+    assert!(!message.contains("chat"), "{message}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -236,4 +245,35 @@ async fn the_model_list_needs_a_key_where_keys_are_required_and_shows_what_it_ma
         .collect();
     assert_eq!(ids, ["chat"], "the key may use `chat` only");
     assert_eq!(v["data"][0]["sluice_kind"], "group");
+}
+
+/// `/metrics` may need a token (the admin token is taken too), and tenants may be named in
+/// labels by a stable hash instead of their names.
+#[tokio::test(start_paused = true)]
+async fn metrics_may_need_a_token_and_label_tenants_by_hash() {
+    let r = rig(false, |b| {
+        b.admin_token(ADMIN)
+            .metrics_token("scrape-token")
+            .tenant_labels(sluice_telemetry::TenantLabels::Hashed)
+            .key(acme(None, &[]), &hash_hex(SECRET))
+    });
+    let good = format!("Bearer {SECRET}");
+    let ok = ask_with(&r.router, &[("authorization", &good)], "m-0", false).await;
+    assert_eq!(ok.status, 200);
+    for token in [None, Some("wrong"), Some(SECRET)] {
+        let (status, text) = scrape_with(&r.router, token).await;
+        assert_eq!(status, 401, "{token:?}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["error"]["code"], "invalid_api_key", "{text}");
+    }
+    for token in ["scrape-token", ADMIN] {
+        let (status, text) = scrape_with(&r.router, Some(token)).await;
+        assert_eq!(status, 200, "{token}");
+        let hashed = sluice_telemetry::TenantLabels::Hashed.value(Some("acme"));
+        assert!(
+            text.contains(&format!("tenant=\"{hashed}\"")),
+            "the tenant's series carry its hash: {text}"
+        );
+        assert!(!text.contains("tenant=\"acme\""), "{text}");
+    }
 }

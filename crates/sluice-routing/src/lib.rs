@@ -341,17 +341,29 @@ impl Routes {
 
     /// The group called `model`, or a 404 naming the known ones.
     pub fn group(&self, model: &str) -> Result<&ModelGroup, GatewayError> {
+        self.group_among(model, |_| true)
+    }
+
+    /// The group called `model`, or a 404 naming only the known ones `allowed` keeps (the
+    /// models a caller's key may use: the others' names are not its to learn).
+    pub fn group_among(
+        &self,
+        model: &str,
+        allowed: impl Fn(&str) -> bool,
+    ) -> Result<&ModelGroup, GatewayError> {
         self.groups.get(model).ok_or_else(|| {
-            let mut known: Vec<&str> = self.order.iter().map(|n| &**n).collect();
-            known.extend(self.chooser_names().into_iter().map(|n| &**n));
-            GatewayError::new(
-                ErrorKind::ModelNotFound,
-                format!(
-                    "model `{model}` does not exist; configured models: {}",
-                    known.join(", ")
-                ),
-            )
-            .with_param("model")
+            let known: Vec<&str> = self
+                .order
+                .iter()
+                .chain(self.chooser_names())
+                .map(|n| &**n)
+                .filter(|n| allowed(n))
+                .collect();
+            let mut message = format!("model `{model}` does not exist");
+            if !known.is_empty() {
+                message.push_str(&format!("; models you may use: {}", known.join(", ")));
+            }
+            GatewayError::new(ErrorKind::ModelNotFound, message).with_param("model")
         })
     }
 

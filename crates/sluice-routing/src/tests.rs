@@ -114,6 +114,34 @@ fn unknown_models_are_404_and_list_the_known_ones() {
     assert!(e.message.contains("chat"));
 }
 
+/// A caller restricted to some models learns only their names from a 404.
+#[test]
+fn a_404_names_only_the_models_the_caller_may_use() {
+    let routes = Routes::new(
+        vec![
+            ModelGroup::new("chat", vec![dep("a", 1)], None),
+            ModelGroup::new("secret-finetune", vec![dep("b", 1)], None),
+        ],
+        1,
+    );
+    let e = routes.group_among("gpt-9", |g| g == "chat").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::ModelNotFound);
+    assert!(
+        e.message.ends_with("models you may use: chat"),
+        "{}",
+        e.message
+    );
+    let e = routes.group_among("gpt-9", |_| false).unwrap_err();
+    assert_eq!(e.message, "model `gpt-9` does not exist");
+    assert!(
+        routes
+            .group("gpt-9")
+            .unwrap_err()
+            .message
+            .contains("secret-finetune")
+    );
+}
+
 #[test]
 fn affinity_prefers_where_a_prefix_went_and_spills_when_it_is_sick() {
     use sluice_tail::BreakerPolicy;

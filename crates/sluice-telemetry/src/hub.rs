@@ -32,6 +32,8 @@ pub struct Telemetry {
     series: SeriesCache,
     /// [`NONE`], shared by every series that uses it.
     none: Arc<str>,
+    /// What tenants are called in labels.
+    tenant_labels: crate::TenantLabels,
 }
 
 /// Counts a request as in flight until dropped.
@@ -56,7 +58,19 @@ impl Telemetry {
             clients: Clients::new(window),
             series: SeriesCache::default(),
             none: Arc::from(NONE),
+            tenant_labels: crate::TenantLabels::default(),
         })
+    }
+
+    /// Names tenants in labels as `labels` says.
+    pub fn with_tenant_labels(mut self, labels: crate::TenantLabels) -> Self {
+        self.tenant_labels = labels;
+        self
+    }
+
+    /// `tenant`'s value in labels.
+    pub fn tenant_label(&self, tenant: Option<&str>) -> Arc<str> {
+        self.tenant_labels.value(tenant)
     }
 
     /// The metric families, for the parts of the gateway that count on their own.
@@ -292,7 +306,7 @@ impl Telemetry {
     ) {
         let mut by_tenant = s.prompt_cache.lock();
         let counters = by_tenant.entry(rec.tenant.clone()).or_insert_with(|| {
-            let tenant = rec.tenant.clone().unwrap_or_else(|| Arc::from("-"));
+            let tenant = self.tenant_label(rec.tenant.as_deref());
             let labels = |kind| crate::metrics::PromptCacheLabels {
                 tenant: tenant.clone(),
                 group: group.clone(),

@@ -14,9 +14,11 @@ pub mod hub;
 pub mod metrics;
 mod series;
 pub mod slo;
+pub mod tenant_labels;
 pub mod text004;
 pub mod windows;
 
 pub use access::{AccessFormat, AccessLog, AccessLogSetting};
 pub use hub::{InflightGuard, Telemetry};
+pub use tenant_labels::TenantLabels;
 pub use windows::{LatencyReport, UpstreamLatency, WindowKey};

@@ -223,15 +223,18 @@ impl Fleet {
             env,
             ports,
         };
-        for i in 0..n {
-            let c = fleet.spawn(i).await;
+        // All processes first, then their readiness: as a Deployment starts its replicas, so
+        // they open the stores (and make PostgreSQL's schema) at the same moment.
+        let started: Vec<Child> = (0..n).map(|i| fleet.launch(i)).collect();
+        for (i, c) in started.into_iter().enumerate() {
+            let c = fleet.ready(i, c).await;
             fleet.children.push(Some(c));
         }
         fleet
     }
 
-    async fn spawn(&self, i: usize) -> Child {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+    fn launch(&self, i: usize) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args(["serve", "--config"])
             .arg(&self.config)
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -239,7 +242,11 @@ impl Fleet {
             .env("SLUICE_LOG", "error")
             .stdout(Stdio::null())
             .spawn()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Waits for gateway `i` to answer `/readyz`; panics if it exits or never does.
+    async fn ready(&self, i: usize, mut child: Child) -> Child {
         let client = reqwest::Client::new();
         for _ in 0..400 {
             if client

@@ -137,13 +137,18 @@ pub(super) fn server(
     unset: &mut Vec<Diagnostic>,
     warnings: &mut Vec<Diagnostic>,
 ) -> Option<SocketAddr> {
-    if let Some(var) = s.admin_token_env.as_deref()
-        && env.get(var).is_none()
-    {
-        unset.push(doc.diag(
-            &key(&["server", "admin_token_env"]),
-            format!("environment variable `{var}` is not set"),
-        ));
+    for (field, var) in [
+        ("admin_token_env", &s.admin_token_env),
+        ("metrics_token_env", &s.metrics_token_env),
+    ] {
+        if let Some(var) = var.as_deref()
+            && env.get(var).is_none()
+        {
+            unset.push(doc.diag(
+                &key(&["server", field]),
+                format!("environment variable `{var}` is not set"),
+            ));
+        }
     }
     if s.require_keys == Some(false) && (has_keys || s.admin_token_env.is_some()) {
         let keys_from = if has_keys {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use sluice_economy::Currency;
-use sluice_telemetry::AccessLogSetting;
+use sluice_telemetry::{AccessLogSetting, TenantLabels};
 
 /// Default body limit: 10 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * 1024;
@@ -34,6 +34,9 @@ pub struct ServerConfig {
     /// Environment variable holding the token `/admin/*` requires (`Authorization: Bearer`).
     /// Without it the read-only admin routes are open and the key routes are off.
     pub admin_token_env: Option<String>,
+    /// Environment variable holding the token `/metrics` requires (`Authorization: Bearer`;
+    /// the admin token is taken too). Without it `/metrics` is open.
+    pub metrics_token_env: Option<String>,
     /// Whether requests need an API key; left out, from the moment any key exists (from
     /// `[keys]`, the store or `POST /admin/keys`). `false` serves requests without one.
     pub require_keys: Option<bool>,
@@ -49,6 +52,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(30),
             shutdown_notice: Duration::ZERO,
             admin_token_env: None,
+            metrics_token_env: None,
             require_keys: None,
             worker_threads: None,
         }
@@ -68,6 +72,9 @@ pub struct TelemetryConfig {
     /// One line per finished request on standard output: `off` (the default), `json` or
     /// `logfmt`.
     pub access_log: AccessLogSetting,
+    /// What tenants are called in metric labels: `names` (the default), `hashed` (a stable
+    /// hash), or a list of the names to show (the rest are `other`).
+    pub tenant_labels: TenantLabels,
 }
 
 impl Default for TelemetryConfig {
@@ -76,6 +83,7 @@ impl Default for TelemetryConfig {
             latency_window: Duration::from_secs(60),
             latency_window_slices: 6,
             access_log: AccessLogSetting::Off,
+            tenant_labels: TenantLabels::Names,
         }
     }
 }

@@ -194,3 +194,46 @@ fn messages_are_checked_as_openai_checks_them() {
     );
     assert_eq!(parse(&fine).unwrap().message_count(), 4);
 }
+
+/// Sampling parameters outside OpenAI's ranges are refused with the field named; inside them,
+/// at their bounds, and `null`, they pass.
+#[test]
+fn sampling_parameters_are_checked_in_openais_ranges() {
+    let with = |field: &str| {
+        parse(&format!(
+            r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],{field}}}"#
+        ))
+    };
+    for (field, param, says) in [
+        (r#""temperature":5"#, "temperature", "at most 2, got 5"),
+        (r#""temperature":-0.1"#, "temperature", "at least 0"),
+        (r#""temperature":"hot""#, "temperature", "must be a number"),
+        (r#""top_p":1.5"#, "top_p", "at most 1"),
+        (
+            r#""presence_penalty":-3"#,
+            "presence_penalty",
+            "at least -2",
+        ),
+        (
+            r#""frequency_penalty":2.5"#,
+            "frequency_penalty",
+            "at most 2",
+        ),
+        (r#""n":0"#, "n", "at least 1"),
+        (r#""n":1.5"#, "n", "must be an integer"),
+        (r#""top_logprobs":21"#, "top_logprobs", "at most 20"),
+    ] {
+        let e = with(field).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidRequest, "{field}");
+        assert_eq!(e.param.as_deref(), Some(param), "{field}");
+        assert!(e.message.contains(says), "{field}: {}", e.message);
+    }
+    for field in [
+        r#""temperature":2"#,
+        r#""temperature":0"#,
+        r#""temperature":null"#,
+        r#""top_p":1,"n":2,"presence_penalty":-2,"frequency_penalty":2.0,"top_logprobs":0"#,
+    ] {
+        assert!(with(field).is_ok(), "{field}");
+    }
+}

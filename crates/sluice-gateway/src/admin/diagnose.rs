@@ -10,7 +10,7 @@ use axum::Json;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use sluice_core::{ErrorKind, GatewayError};
-use sluice_telemetry::diagnose::explain;
+use sluice_telemetry::diagnose::{Windows, explain};
 use tokio::time::Instant;
 
 use crate::Gateway;
@@ -66,7 +66,14 @@ pub async fn show(
     let now = Instant::now();
     let now_calls = recent.between(now, window, Duration::ZERO);
     let before = recent.between(now, window + baseline, window);
-    let d = explain(&before, &now_calls);
+    let d = explain(
+        &before,
+        &now_calls,
+        Windows {
+            baseline,
+            recent: window,
+        },
+    );
     Json(serde_json::json!({
         "window_seconds": window.as_secs(),
         "baseline_seconds": baseline.as_secs(),

@@ -46,7 +46,10 @@ impl GatewayBuilder {
         // for it; refuse to start without it.
         let tokenizer = sluice_economy::estimate::Tokenizer::load()?;
         let tenants = self.tenant_state()?;
-        let telemetry = Arc::new(Telemetry::new(self.window)?);
+        let telemetry = Arc::new(
+            Telemetry::new(self.window)?
+                .with_tenant_labels(std::mem::take(&mut self.tenant_labels)),
+        );
         crate::observers::export_objectives(&telemetry, &self.slos);
         let access_log = match self.access_log {
             Some((format, out)) => Some(
@@ -82,6 +85,7 @@ impl GatewayBuilder {
                 keys,
                 key_check,
                 admin_token: self.admin_token,
+                metrics_token: self.metrics_token,
                 accounts: tenants.accounts,
                 tokenizer,
                 pricing: crate::tenants::Pricing {

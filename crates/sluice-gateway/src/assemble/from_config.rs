@@ -204,6 +204,12 @@ impl GatewayBuilder {
         {
             b = b.admin_token(&token);
         }
+        if let Some(var) = &cfg.server.metrics_token_env
+            && let Some(token) = env.get(var)
+        {
+            b = b.metrics_token(&token);
+        }
+        b = b.tenant_labels(cfg.telemetry.tenant_labels.clone());
         if let Some(required) = cfg.server.require_keys {
             b = b.require_keys(required);
         }

@@ -129,6 +129,8 @@ pub struct GatewayBuilder {
     limits: Vec<(String, Limits)>,
     require_keys: Option<bool>,
     admin_token: Option<String>,
+    metrics_token: Option<String>,
+    tenant_labels: sluice_telemetry::TenantLabels,
     catalog: Catalog,
     unpriced: Unpriced,
     window: WindowConfig,
@@ -176,6 +178,8 @@ impl Default for GatewayBuilder {
             limits: Vec::new(),
             require_keys: None,
             admin_token: None,
+            metrics_token: None,
+            tenant_labels: sluice_telemetry::TenantLabels::default(),
             catalog: Catalog::with_defaults(),
             unpriced: Unpriced::Refuse,
             window: WindowConfig::default(),
@@ -332,6 +336,12 @@ impl GatewayBuilder {
     /// Sets the body limit.
     pub fn max_body_bytes(mut self, n: usize) -> Self {
         self.max_body_bytes = n;
+        self
+    }
+
+    /// Names tenants in metric labels as `labels` says.
+    pub fn tenant_labels(mut self, labels: sluice_telemetry::TenantLabels) -> Self {
+        self.tenant_labels = labels;
         self
     }
 

@@ -106,4 +106,10 @@ impl GatewayBuilder {
         self.admin_token = Some(token.to_string());
         self
     }
+
+    /// Requires `token` (or the admin token) on `/metrics`.
+    pub fn metrics_token(mut self, token: &str) -> Self {
+        self.metrics_token = Some(token.to_string());
+        self
+    }
 }

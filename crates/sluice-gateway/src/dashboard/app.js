@@ -344,7 +344,10 @@ async function poll() {
   try {
     const [latency, metricsText, slos, usage, jobs, features, history] = await Promise.all([
       fetchJson("/admin/latency"),
-      fetch("/metrics").then(r => r.text()),
+      fetch("/metrics", { headers }).then(r => {
+        if (!r.ok) throw new Error("/metrics answered " + r.status);
+        return r.text();
+      }),
       fetchJson("/admin/slo"),
       fetchJson("/admin/usage?group_by=tenant"),
       fetchJson("/admin/batches"),

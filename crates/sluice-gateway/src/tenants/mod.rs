@@ -22,6 +22,8 @@ pub struct Tenants {
     pub(crate) key_check: KeyCheck,
     /// The token `/admin/*` requires, if any.
     pub(crate) admin_token: Option<String>,
+    /// The token `/metrics` requires besides the admin token, if any.
+    pub(crate) metrics_token: Option<String>,
     /// Tenants' credits and quotas.
     pub(crate) accounts: Books,
     /// Counts the prompts of tenants with credits or quotas; loaded before the gateway is.

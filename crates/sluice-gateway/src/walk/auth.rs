@@ -102,6 +102,11 @@ impl Identity {
         by_key.unwrap_or_else(|| self.tenant.as_ref().map_or(0, |t| gw.tenant_lane(t)))
     }
 
+    /// Whether the caller may use `group` (always, without a key).
+    pub fn allows(&self, group: &str) -> bool {
+        self.key.as_ref().is_none_or(|k| k.spec.allows(group))
+    }
+
     /// A 403 naming `model` when the key may not use that group.
     pub fn may_use(&self, group: &str) -> Result<(), GatewayError> {
         match &self.key {

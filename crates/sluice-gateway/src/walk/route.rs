@@ -89,7 +89,9 @@ pub fn choose<'g>(
         )?);
     }
     let Some(route) = gw.routes.task_route(&request.model) else {
-        let group = gw.routes.group(&request.model)?;
+        let group = gw
+            .routes
+            .group_among(&request.model, |g| caller.allows(g))?;
         if let Err(error) = caller.may_use(&group.name) {
             return Err(NotRouted {
                 error,

@@ -420,17 +420,25 @@ impl Rig {
 
 /// The `/metrics` page, scraped through the router.
 pub async fn scrape(router: &axum::Router) -> String {
-    let req = http::Request::get("/metrics").body(Body::empty()).unwrap();
-    let resp = router.clone().oneshot(req).await.unwrap();
-    String::from_utf8(
-        resp.into_body()
-            .collect()
-            .await
-            .unwrap()
-            .to_bytes()
-            .to_vec(),
-    )
-    .unwrap()
+    let (status, text) = scrape_with(router, None).await;
+    assert_eq!(status, 200, "{text}");
+    text
+}
+
+/// `/metrics` scraped with `token` as a bearer token when given: the status and the text.
+pub async fn scrape_with(router: &axum::Router, token: Option<&str>) -> (u16, String) {
+    let mut req = http::Request::get("/metrics");
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let resp = router
+        .clone()
+        .oneshot(req.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
 }
 
 /// A `GET` of an admin route through the router, expecting 200 and JSON.

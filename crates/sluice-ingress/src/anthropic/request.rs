@@ -79,10 +79,21 @@ fn translate(body: &Map<String, Value>) -> Result<Map<String, Value>, GatewayErr
         match key.as_str() {
             "model" | "messages" | "max_tokens" | "stream" | "system" => {}
             "temperature" | "top_p" => {
-                if !value.is_number() {
-                    return Err(bad(key.as_str(), format!("{key}: must be a number")));
+                // Anthropic's range for both, narrower than OpenAI's for temperature.
+                match value.as_f64() {
+                    None => return Err(bad(key.as_str(), format!("{key}: must be a number"))),
+                    Some(v) if !(0.0..=1.0).contains(&v) => {
+                        return Err(bad(
+                            key.as_str(),
+                            format!("{key}: must be between 0 and 1, got {v}"),
+                        ));
+                    }
+                    Some(_) => {}
                 }
                 out.insert(key.clone(), value.clone());
+            }
+            "top_k" if !value.is_u64() => {
+                return Err(bad("top_k", "top_k: must be a non-negative integer"));
             }
             "stop_sequences" => {
                 let fine = value

@@ -160,6 +160,24 @@ fn every_refusal_names_its_field() {
         to_chat(b"{nope").unwrap_err().kind,
         sluice_core::ErrorKind::InvalidJson
     );
+    // Sampling in Anthropic's ranges: temperature and top_p within 0..1, top_k a count.
+    for (field, value, says) in [
+        ("temperature", json!(1.5), "between 0 and 1, got 1.5"),
+        ("temperature", json!(-1), "between 0 and 1"),
+        ("top_p", json!(2), "between 0 and 1"),
+        ("top_k", json!(-3), "non-negative integer"),
+        ("top_k", json!(2.5), "non-negative integer"),
+    ] {
+        let mut body = base(json!([{"role": "user", "content": "x"}]));
+        body[field] = value;
+        let (param, message) = refused(body);
+        assert_eq!(param, field, "{message}");
+        assert!(message.contains(says), "{field}: {message}");
+    }
+    let mut body = base(json!([{"role": "user", "content": "x"}]));
+    body["temperature"] = json!(1);
+    body["top_k"] = json!(0);
+    chat(body);
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! the batch share and the rate-limited share: rate-limit contention") instead of "the
 //! system is slow", and what to do. A pure function of the two windows' summaries.
 
+mod next;
 mod stats;
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use next::next_steps;
 pub use stats::Stats;
 
 /// What the explainer keeps of a finished call.
@@ -57,7 +59,8 @@ pub struct Change {
     pub before: f64,
     /// In the recent window.
     pub after: f64,
-    /// How it is written (`s` for seconds, `%` for a share).
+    /// How it is written (`s` for seconds, `%` for a share, `calls` for a count; a count's
+    /// `before` is what the baseline's rate would give in the recent window).
     pub unit: &'static str,
 }
 
@@ -65,6 +68,7 @@ impl Change {
     fn words(&self) -> String {
         let f = |x: f64| match self.unit {
             "%" => format!("{:.1}%", x * 100.0),
+            "calls" => format!("{x:.0}"),
             _ => format!("{x:.2} s"),
         };
         format!("{} {} -> {}", self.what, f(self.before), f(self.after))
@@ -89,6 +93,38 @@ pub enum Verdict {
     Unexplained,
     /// The baseline holds too few calls to compare against: no verdict.
     NoBaseline,
+    /// The recent window holds too few calls to judge: no latency verdict, and never "nothing
+    /// is wrong".
+    NoTraffic,
+    /// Fewer calls came, at under a fifth of the baseline's rate; those that came look as
+    /// before.
+    TrafficFell,
+}
+
+/// How long each window was: the rates of calls are compared per second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Windows {
+    /// The baseline's length.
+    pub baseline: Duration,
+    /// The recent window's.
+    pub recent: Duration,
+}
+
+impl Windows {
+    /// How many calls the recent window would hold at the baseline's rate.
+    fn expected(&self, baseline_calls: u64) -> f64 {
+        baseline_calls as f64 * self.recent.as_secs_f64() / self.baseline.as_secs_f64().max(1e-9)
+    }
+}
+
+/// A length said the way a person would: `5 min`, `90 s`.
+fn span(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 60 && s.is_multiple_of(60) {
+        format!("{} min", s / 60)
+    } else {
+        format!("{s} s")
+    }
 }
 
 /// The explanation.
@@ -118,6 +154,10 @@ const MIN_LANE_CALLS: u64 = 200;
 /// A baseline with fewer calls than this is no baseline: every figure of it is noise, and a
 /// verdict against it (a P99 "from 0.00 s") would be invented.
 pub const MIN_BASELINE_CALLS: u64 = 100;
+/// A recent window with fewer calls than this is not judged: its P99 is one of a handful.
+pub const MIN_RECENT_CALLS: u64 = 20;
+/// Traffic fell when the recent window's rate is below this share of the baseline's.
+const TRAFFIC_FELL: f64 = 0.2;
 
 fn rose(before: f64, after: f64) -> bool {
     after > before * TAIL_GROWTH && after - before > 0.05
@@ -127,14 +167,30 @@ fn share_rose(before: f64, after: f64) -> bool {
     after - before >= RATE_POINTS && after > before * 1.5
 }
 
-/// What changed from `baseline` to `recent`.
-pub fn explain(baseline: &[Summary], recent: &[Summary]) -> Diagnosis {
+/// What changed from `baseline` to `recent`, windows as long as `windows` says.
+pub fn explain(baseline: &[Summary], recent: &[Summary], windows: Windows) -> Diagnosis {
     let (b, r) = (Stats::of(baseline), Stats::of(recent));
     if b.calls < MIN_BASELINE_CALLS {
         return no_baseline(b, r);
     }
-    let found = Found::between(&b, &r);
-    let verdict = found.verdict();
+    if r.calls < MIN_RECENT_CALLS {
+        return no_traffic(b, r, windows);
+    }
+    let mut found = Found::between(&b, &r);
+    let expected = windows.expected(b.calls);
+    let fell = (r.calls as f64) < expected * TRAFFIC_FELL;
+    if fell {
+        found.changes.push(Change {
+            what: format!("calls in {}", span(windows.recent)),
+            before: expected,
+            after: r.calls as f64,
+            unit: "calls",
+        });
+    }
+    let verdict = match found.verdict() {
+        Verdict::Quiet if fell => Verdict::TrafficFell,
+        v => v,
+    };
     let summary = found.summary(verdict, &b, &r);
     let next = next_steps(verdict).to_string();
     Diagnosis {
@@ -361,7 +417,11 @@ impl Found {
                 "the tail grew and no single cause stands out: {}",
                 words.join(", ")
             ),
-            Verdict::NoBaseline => String::new(),
+            Verdict::TrafficFell => format!(
+                "traffic fell, and the calls that came look as before: {}",
+                words.join(", ")
+            ),
+            Verdict::NoBaseline | Verdict::NoTraffic => String::new(),
         }
     }
 }
@@ -379,6 +439,34 @@ fn slower_upstreams<'a>(
             .map(|(_, v)| *v)?;
         rose(before, *after).then_some((up, before, *after))
     })
+}
+
+/// The answer when the recent window is too thin to judge: how many calls came against the
+/// baseline, and no latency verdict.
+fn no_traffic(b: Stats, r: Stats, windows: Windows) -> Diagnosis {
+    let next = next_steps(Verdict::NoTraffic).to_string();
+    let what = if r.calls == 0 {
+        "no traffic"
+    } else {
+        "too few calls to judge"
+    };
+    let summary = format!(
+        "{what}: {} calls in the last {} against {} in the baseline's {} ({:.0} at its rate). \
+         What to do: {next}",
+        r.calls,
+        span(windows.recent),
+        b.calls,
+        span(windows.baseline),
+        windows.expected(b.calls)
+    );
+    Diagnosis {
+        verdict: Verdict::NoTraffic,
+        summary,
+        next,
+        changes: Vec::new(),
+        baseline: b,
+        recent: r,
+    }
 }
 
 /// The answer when the baseline is too thin to compare against: the recent window's own
@@ -402,53 +490,6 @@ fn no_baseline(b: Stats, r: Stats) -> Diagnosis {
         changes: Vec::new(),
         baseline: b,
         recent: r,
-    }
-}
-
-/// What to do about `verdict`, with the settings, pages and metrics (with labels they have)
-/// to look at.
-fn next_steps(verdict: Verdict) -> &'static str {
-    match verdict {
-        Verdict::Quiet => "nothing",
-        Verdict::NoBaseline => {
-            "ask again once the gateway has served through a whole baseline window, or with a \
-             shorter one (`sluice diagnose --baseline 10m`, `/admin/diagnose?baseline=600`)"
-        }
-        Verdict::RateLimitContention => {
-            "keep batch from taking the provider's limit from interactive calls (the batch \
-             lane's `share` in [lanes.batch]; batch clients sending x-sluice-lane: batch), pace \
-             under the limit (the deployments' `rpm`/`tpm`; the group's `limit`, on by default, \
-             reads the provider's rate-limit headers and pauses after a 429), or spread the \
-             load over more deployments; look at /admin/diagnose, /admin/latency (clients per \
-             lane against upstreams), /admin/upstreams (pacing and pauses), \
-             sluice_upstream_attempts_total{outcome=\"upstream_rejected\"} by upstream, \
-             sluice_requests_total by lane, sluice_request_ttfb_seconds by lane and \
-             sluice_admission_requests{lane=\"batch\"}"
-        }
-        Verdict::Queueing => {
-            "raise the deployments' concurrency (`limit` = { max = ... } of the group) or the \
-             interactive lane's `share`, and check that the deployments' `rpm`/`tpm` are not \
-             set below the provider's limits; look at /admin/diagnose, \
-             sluice_upstream_concurrency_limit, sluice_admission_requests{state=\"queued\"} \
-             by lane and sluice_queue_duration_seconds by lane"
-        }
-        Verdict::UpstreamSlower => {
-            "nothing in sluice will make the provider faster: hedge slow calls to another \
-             deployment (`hedge` on the group), route around it (a breaker's `slow_call`, or \
-             `fallbacks`), or shorten prompts; look at /admin/diagnose, /admin/latency \
-             (upstreams) and sluice_upstream_ttfb_seconds by upstream"
-        }
-        Verdict::Errors => {
-            "find which upstream fails in sluice_upstream_attempts_total by outcome and in \
-             /admin/upstreams (breaker states); retries elsewhere and `fallbacks` carry requests \
-             past a failing deployment, a breaker takes it out of rotation; look at \
-             /admin/diagnose and sluice_requests_total by code"
-        }
-        Verdict::Unexplained => {
-            "read the changes above against the traces of the slowest calls (`[traces]`, kept \
-             when over an SLO), /admin/diagnose, sluice_queue_duration_seconds and \
-             sluice_upstream_ttfb_seconds"
-        }
     }
 }
 

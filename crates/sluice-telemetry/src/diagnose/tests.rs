@@ -2,6 +2,12 @@
 
 use super::*;
 
+/// Windows of one length: the rates compare as the counts do.
+const SAME: Windows = Windows {
+    baseline: Duration::from_secs(300),
+    recent: Duration::from_secs(300),
+};
+
 /// A deterministic spread in [0, 1): call `i`'s draw.
 fn u(i: usize, salt: u64) -> f64 {
     let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ salt;
@@ -90,7 +96,7 @@ fn the_seeds_incident_is_rate_limit_contention_not_a_slower_llm() {
         wait: 12.0,
         ..calm(2)
     });
-    let d = explain(&baseline, &incident);
+    let d = explain(&baseline, &incident, SAME);
     contention_not_slower(&d);
     let batch = d.changes.iter().find(|c| c.what == "batch share").unwrap();
     assert!((0.10..0.14).contains(&batch.before), "{batch:?}");
@@ -122,7 +128,7 @@ fn an_upstream_brownout_is_the_upstream_named() {
         ttfb: 3.5,
         ..calm(4)
     });
-    let d = explain(&baseline, &brownout);
+    let d = explain(&baseline, &brownout, SAME);
     assert_eq!(d.verdict, Verdict::UpstreamSlower, "{}", d.summary);
     assert!(
         d.summary.contains("the upstream got slower (east)"),
@@ -134,10 +140,60 @@ fn an_upstream_brownout_is_the_upstream_named() {
 
 #[test]
 fn a_quiet_period_says_nothing_is_wrong() {
-    let d = explain(&calls(&calm(5)), &calls(&calm(6)));
+    let d = explain(&calls(&calm(5)), &calls(&calm(6)), SAME);
     assert_eq!(d.verdict, Verdict::Quiet, "{}: {:?}", d.summary, d.changes);
     assert!(d.summary.starts_with("nothing is wrong"), "{}", d.summary);
     assert!(d.changes.is_empty(), "{:?}", d.changes);
+}
+
+/// Traffic gone: 102 calls in the baseline, none since. Said as it is, never "nothing is
+/// wrong"; a handful of calls is too few to judge either.
+#[test]
+fn a_window_without_calls_says_no_traffic() {
+    let mut before = calm(31);
+    before.n = 102;
+    let baseline = calls(&before);
+    let windows = Windows {
+        baseline: Duration::from_secs(1_800),
+        recent: Duration::from_secs(300),
+    };
+    let d = explain(&baseline, &[], windows);
+    assert_eq!(d.verdict, Verdict::NoTraffic, "{}", d.summary);
+    assert!(
+        d.summary.starts_with(
+            "no traffic: 0 calls in the last 5 min against 102 in the baseline's 30 min"
+        ),
+        "{}",
+        d.summary
+    );
+    let few: Vec<Summary> = calls(&calm(32)).into_iter().take(7).collect();
+    let d = explain(&baseline, &few, windows);
+    assert_eq!(d.verdict, Verdict::NoTraffic, "{}", d.summary);
+    assert!(
+        d.summary.starts_with("too few calls to judge: 7 calls"),
+        "{}",
+        d.summary
+    );
+    assert!(!d.summary.contains("nothing is wrong"), "{}", d.summary);
+}
+
+/// A fall to a tenth of the baseline's rate, the calls that came as before: the verdict says
+/// traffic fell, not that nothing is wrong.
+#[test]
+fn a_fall_in_traffic_is_named_even_when_the_calls_look_as_before() {
+    let baseline = calls(&calm(33));
+    let mut thin = calm(34);
+    thin.n = 200;
+    let d = explain(&baseline, &calls(&thin), SAME);
+    assert_eq!(d.verdict, Verdict::TrafficFell, "{}", d.summary);
+    assert!(
+        d.summary.contains("calls in 5 min 2000 -> 200"),
+        "{}",
+        d.summary
+    );
+    // At the same rate it stays quiet.
+    let d = explain(&baseline, &calls(&calm(35)), SAME);
+    assert_eq!(d.verdict, Verdict::Quiet, "{}", d.summary);
 }
 
 #[test]
@@ -152,7 +208,7 @@ fn queueing_without_a_rate_limit_is_sluices() {
             c.total = c.ttfb + secs(1.0);
         }
     }
-    let d = explain(&baseline, &queued);
+    let d = explain(&baseline, &queued, SAME);
     assert_eq!(d.verdict, Verdict::Queueing, "{}", d.summary);
     assert!(d.summary.starts_with("sluice is queueing"), "{}", d.summary);
 }
@@ -166,14 +222,14 @@ fn failures_without_a_longer_tail_are_errors() {
             c.status = 502;
         }
     }
-    let d = explain(&baseline, &failing);
+    let d = explain(&baseline, &failing, SAME);
     assert_eq!(d.verdict, Verdict::Errors, "{}", d.summary);
     assert!(d.summary.contains("error rate 0.0% -> 5."), "{}", d.summary);
 }
 
 #[test]
 fn empty_windows_have_no_baseline() {
-    let d = explain(&[], &[]);
+    let d = explain(&[], &[], SAME);
     assert_eq!(d.verdict, Verdict::NoBaseline);
     assert_eq!(d.recent.calls, 0);
 }
@@ -186,7 +242,7 @@ fn a_thin_baseline_is_said_to_be_none_and_gives_no_verdict() {
     let recent = calls(&slow);
     let baseline: Vec<Summary> = calls(&calm(12)).into_iter().take(99).collect();
     for before in [Vec::new(), baseline] {
-        let d = explain(&before, &recent);
+        let d = explain(&before, &recent, SAME);
         assert_eq!(d.verdict, Verdict::NoBaseline, "{}", d.summary);
         assert!(d.changes.is_empty());
         assert!(
@@ -217,13 +273,13 @@ fn every_verdict_says_what_to_do() {
         wait: 25.0,
         ..calm(2)
     });
-    let d = explain(&baseline, &incident);
+    let d = explain(&baseline, &incident, SAME);
     assert_eq!(d.verdict, Verdict::RateLimitContention, "{}", d.summary);
     assert!(d.summary.ends_with(&format!("What to do: {}", d.next)));
     for words in ["[lanes.batch]", "rpm", "limit", "sluice_admission_requests"] {
         assert!(d.next.contains(words), "{words}: {}", d.next);
     }
-    let quiet = explain(&calls(&calm(5)), &calls(&calm(6)));
+    let quiet = explain(&calls(&calm(5)), &calls(&calm(6)), SAME);
     assert!(
         quiet.summary.ends_with("What to do: nothing"),
         "{}",
@@ -270,7 +326,7 @@ fn a_flood_is_never_said_to_slow_the_upstream_in_the_same_breath() {
             })
             .collect()
     };
-    let d = explain(&shape(2_000, 21, false), &shape(2_000, 22, true));
+    let d = explain(&shape(2_000, 21, false), &shape(2_000, 22, true), SAME);
     contention_not_slower(&d);
     assert!(d.recent.attempt_ttfb_p99 < 1.25, "{:?}", d.recent);
     assert!(
@@ -324,7 +380,7 @@ fn no_verdict_contradicts_its_own_figures() {
         calm(35),
     ];
     for shape in incidents {
-        let d = explain(&baseline, &calls(&shape));
+        let d = explain(&baseline, &calls(&shape), SAME);
         let attempt_rose = d.recent.attempt_ttfb_p99 > d.baseline.attempt_ttfb_p99 * 1.25;
         if d.summary.contains("not a slower LLM") {
             assert!(!attempt_rose, "{}", d.summary);

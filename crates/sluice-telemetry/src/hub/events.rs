@@ -150,7 +150,7 @@ impl Telemetry {
         self.metrics
             .prefix_churn
             .get_or_create(&crate::metrics::ChurnLabels {
-                tenant: Arc::from(tenant),
+                tenant: self.tenant_label(Some(tenant)),
                 group: Arc::from(group),
                 cause,
             })
