@@ -31,6 +31,16 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
+/// Whether the request's bearer token is one of `tokens` (compared as hashes, so the time
+/// taken says nothing about any of them).
+pub fn carries<'a>(headers: &HeaderMap, tokens: impl IntoIterator<Item = &'a str>) -> bool {
+    use sluice_economy::keys::hash;
+    let Some(sent) = bearer(headers).map(hash) else {
+        return false;
+    };
+    tokens.into_iter().any(|t| hash(t) == sent)
+}
+
 /// The key a request presents: `Authorization: Bearer <key>`, else `x-api-key` (what
 /// Anthropic's clients send).
 pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
@@ -110,7 +120,7 @@ impl Identity {
     /// A 403 naming `model` when the key may not use that group.
     pub fn may_use(&self, group: &str) -> Result<(), GatewayError> {
         match &self.key {
-            Some(k) if !k.spec.allows(group) => Err(GatewayError::new(
+            Some(k) if !self.allows(group) => Err(GatewayError::new(
                 ErrorKind::ModelNotAllowed,
                 format!(
                     "API key `{}` may not use model `{group}`; it may use: {}",
