@@ -24,7 +24,7 @@ use sluice_providers::{
 use sluice_sim::Stats;
 use sluice_sim::limits::Api;
 use sluice_sim::load::record::table;
-use sluice_sim::load::{HttpTarget, LaneSummary, Progress, Recorder, Summary, drive};
+use sluice_sim::load::{HttpTarget, LaneSummary, Progress, Recorder, Retrying, Summary, drive};
 use sluice_sim::scenario::Scenario;
 use sluice_sim::server::{SimServer, serve_on};
 use sluice_sim::variants::{self, Variant};
@@ -33,6 +33,7 @@ use tokio::time::Instant;
 
 use sluice_cli::write_json;
 
+mod against;
 mod report;
 
 use report::report;
@@ -266,7 +267,7 @@ async fn replay(s: &Scenario) -> anyhow::Result<Vec<VariantResult>> {
     // same way in every column, so the columns differ only by their policies.
     let runs = running.iter().map(|r| {
         drive(
-            HttpTarget::new(1024),
+            Retrying::new(HttpTarget::new(1024), r.variant.client_retries),
             r.url.clone(),
             &workload,
             &s.meta.name,

@@ -49,7 +49,7 @@ pub fn run(name_or_path: &str, seed: Option<u64>, json: Option<&Path>) -> anyhow
     let started = tokio::time::Instant::now();
     let mut reports = Vec::new();
     for v in variants::all() {
-        reports.push((v, harness::run_with(&s, v.builder())?));
+        reports.push((v, harness::run_clients(&s, v.builder(), v.client_retries)?));
     }
     let real = started.elapsed();
     println!(

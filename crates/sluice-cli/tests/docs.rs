@@ -1,7 +1,8 @@
 //! The documentation holds together: every relative link of the README and the pages under
 //! `docs/` names a file that exists (and, for a page, a heading it has), every page is
-//! reachable from the index, and every `sluice COMMAND` the pages name is a command the
-//! binary has.
+//! reachable from the index, every `sluice COMMAND` the pages name is a command the binary
+//! has, every TOML block passes `config check`, and every `[section] key` named inline is a
+//! key of the configuration.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -266,4 +267,122 @@ fn every_toml_block_of_the_pages_passes_config_check() {
         "blocks `sluice config check` refuses:\n{}",
         failed.join("\n")
     );
+}
+
+/// The `[section] key` references of `text`'s inline code (`[models.G] hedge`,
+/// `[diagnose] keep = 0`): the section and the key.
+fn key_references(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for span in text.split('`').skip(1).step_by(2) {
+        let Some(rest) = span.strip_prefix('[') else {
+            continue;
+        };
+        let Some((section, after)) = rest.split_once("] ") else {
+            continue;
+        };
+        let key: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+            .collect();
+        let plain = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+        if !key.is_empty() && section.chars().all(plain) {
+            out.push((section.to_owned(), key));
+        }
+    }
+    out
+}
+
+/// A configuration with `key` set to a value of the wrong kind in `section` (a placeholder
+/// name such as `G` or `NAME` made a real one): `config check` then names the key as unknown
+/// only if the configuration has no such section or key.
+fn probe(section: &str, key: &str) -> String {
+    let parts: Vec<&str> = section.split('.').collect();
+    let named = |i: usize, name: &str| -> String {
+        let mut p: Vec<&str> = parts.clone();
+        if p.len() > i && p[i].chars().all(|c| c.is_ascii_uppercase()) {
+            p[i] = name;
+        }
+        p.join(".")
+    };
+    let probe = "\"__probe__\"";
+    match parts.first().copied() {
+        Some("models") => {
+            let header = named(1, "chat");
+            let own = format!(
+                "[{header}]\ndeployments = [{{ provider = \"openai\", model = \"m-chat\" }}]\n\
+                 {key} = {probe}\n"
+            );
+            format!("{}{own}", base_for(&own))
+        }
+        Some("tenants") => format!("{BASE}\n[{}]\n{key} = {probe}\n", named(1, "acme")),
+        _ => {
+            let header = named(parts.len() - 1, "chat");
+            format!("{BASE}\n[{header}]\n{key} = {probe}\n")
+        }
+    }
+}
+
+/// Whether `config check` knows `key` in `section`, with what it said.
+fn knows(dir: &Path, section: &str, key: &str) -> (bool, String) {
+    let file = dir.join(format!("key-{}-{key}.toml", section.replace('.', "-")));
+    std::fs::write(&file, probe(section, key)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["config", "check"])
+        .arg(&file)
+        .env_remove("SLUICE_LEDGER_URL")
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let unknown = ["unknown key", "unknown section", "unknown field"];
+    (!unknown.iter().any(|u| said.contains(u)), said)
+}
+
+#[test]
+fn every_section_and_key_the_pages_name_inline_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut unknown = Vec::new();
+    let mut checked = BTreeSet::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for (section, key) in key_references(&text) {
+            if !checked.insert((section.clone(), key.clone())) {
+                continue;
+            }
+            let (known, said) = knows(dir.path(), &section, &key);
+            if !known {
+                unknown.push(format!("{}: [{section}] {key}\n{said}", page.display()));
+            }
+        }
+    }
+    assert!(
+        checked.len() >= 20,
+        "only {} references found",
+        checked.len()
+    );
+    assert!(
+        unknown.is_empty(),
+        "keys the configuration does not have:\n{}",
+        unknown.join("\n")
+    );
+}
+
+#[test]
+fn a_key_the_configuration_lacks_is_found() {
+    let refs = key_references("set `[models.G] hedgeing` or `[diagnose] keep = 0` and `[x]`");
+    assert_eq!(
+        refs,
+        vec![
+            ("models.G".to_owned(), "hedgeing".to_owned()),
+            ("diagnose".to_owned(), "keep".to_owned())
+        ]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    assert!(!knows(dir.path(), "models.G", "hedgeing").0);
+    assert!(!knows(dir.path(), "diagnoses", "keep").0);
+    assert!(knows(dir.path(), "models.G", "hedge").0);
+    assert!(knows(dir.path(), "tenants.NAME", "lane").0);
 }

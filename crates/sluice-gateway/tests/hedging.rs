@@ -228,3 +228,29 @@ async fn no_hedge_goes_to_an_upstream_that_asked_to_back_off() {
     assert_eq!(rec.attempts.len(), 2);
     assert_eq!(rec.upstream.as_deref(), Some("b"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_default_policy_hedges_the_interactive_lane_and_never_batch() {
+    let r = rig(HedgePolicy::interactive());
+    warm(&r, 20).await;
+    // A stalled batch call waits out its stall: no hedge, whatever the budget holds.
+    r.a.push(8_000, true);
+    let start = Instant::now();
+    let got = scripted::ask(&r.router, Some("batch"), "b1").await;
+    assert_eq!(got.status, 200);
+    assert!(Instant::now() - start >= Duration::from_secs(8));
+    let rec = r.records.lock().last().cloned().unwrap();
+    assert_eq!(rec.attempts.len(), 1, "{:?}", rec.attempts);
+    assert_eq!(r.b.calls(), 0);
+    // The same stall on the interactive lane is hedged after a's P95.
+    r.a.push(8_000, true);
+    r.b.push(100, true);
+    let start = Instant::now();
+    let got = scripted::ask(&r.router, Some("interactive"), "i1").await;
+    assert_eq!(got.status, 200);
+    assert!(Instant::now() - start < Duration::from_secs(1));
+    let rec = r.records.lock().last().cloned().unwrap();
+    assert_eq!(rec.attempts.len(), 2);
+    assert_eq!(rec.attempts[1].kind, AttemptKind::Hedge);
+    assert_eq!(r.b.calls(), 1);
+}

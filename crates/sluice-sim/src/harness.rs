@@ -112,15 +112,29 @@ pub fn run_recorded(
 /// Runs `s` with a gateway started from `builder` (a policy switched on or off on top of the
 /// scenario's own settings), on a fresh single-threaded runtime with the clock paused.
 pub fn run_with(s: &Scenario, builder: GatewayBuilder) -> Result<Report, HarnessError> {
+    run_clients(s, builder, 0)
+}
+
+/// Runs `s` as [`run_with`] does, its clients retrying `retries` times as the official SDKs
+/// do (a comparison's plain-proxy column: [`crate::variants::Variant::client_retries`]).
+pub fn run_clients(
+    s: &Scenario,
+    builder: GatewayBuilder,
+    retries: u32,
+) -> Result<Report, HarnessError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()?;
-    rt.block_on(run_here(s, builder))
+    rt.block_on(run_here(s, builder, retries))
 }
 
 /// Runs `s` on the current runtime (which should have its clock paused).
-pub async fn run_here(s: &Scenario, builder: GatewayBuilder) -> Result<Report, HarnessError> {
+async fn run_here(
+    s: &Scenario,
+    builder: GatewayBuilder,
+    retries: u32,
+) -> Result<Report, HarnessError> {
     let seed = s.meta.seed;
     let cost = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let billed = cost.clone();
@@ -135,7 +149,7 @@ pub async fn run_here(s: &Scenario, builder: GatewayBuilder) -> Result<Report, H
     let judge = workload.judge.clone();
     let uri = http::Uri::from_static("http://sluice.sim/v1/chat/completions");
     let took = drive(
-        RouterTarget(router),
+        crate::load::Retrying::new(RouterTarget(router), retries),
         uri,
         &workload,
         &s.meta.name,

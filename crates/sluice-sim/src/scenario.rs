@@ -361,7 +361,7 @@ fn hedge_problems(
         })
         .chain(models.iter().filter_map(|(n, m)| {
             m.hedge
-                .as_ref()
+                .written()
                 .map(|h| (vec![Seg::Key("models".into()), Seg::Key(n.clone())], h))
         }));
     for (mut path, h) in hedges {

@@ -1,5 +1,5 @@
-//! The columns of a comparison: a plain proxy, sluice as it comes (its defaults), then sluice
-//! with hedging on. The demo and `sluice scenario run` replay the same traffic through each.
+//! The columns of a comparison: a plain proxy with clients that retry as the official SDKs
+//! do, sluice as it comes (its defaults), then sluice with hedging on for every lane. The demo and `sluice scenario run` replay the same traffic through each.
 
 use sluice_gateway::GatewayBuilder;
 use sluice_tail::HedgePolicy;
@@ -13,6 +13,9 @@ pub struct Variant {
     pub about: &'static str,
     /// The builder the column starts from, with its policies.
     pub make: fn() -> GatewayBuilder,
+    /// How many times its clients retry a failed request, as the official SDKs do (2 for
+    /// the plain proxy: what its clients really run; 0 in front of sluice, which retries).
+    pub client_retries: u32,
 }
 
 impl Variant {
@@ -48,23 +51,30 @@ pub fn all() -> Vec<Variant> {
     vec![
         Variant {
             name: "proxy",
-            about: "a plain proxy: weighted routing, no retries, breakers, queues or pacing",
+            about: "a plain proxy (weighted routing, no retries, breakers, queues or pacing), \
+                    its clients retrying as the official SDKs do: twice, after Retry-After or \
+                    0.5 s doubling",
             make: proxy,
+            client_retries: crate::load::SDK_RETRIES,
         },
         Variant {
             name: "sluice",
             about: "sluice's defaults: a Gradient2 concurrency limit per upstream with lane \
                     queues (interactive before batch, tenants in turn), pacing under the rate \
                     limits the upstream reports and a pause after a 429, retries elsewhere \
-                    first within a 20% budget, and a circuit breaker per upstream",
+                    first within a 20% budget, a circuit breaker per upstream, and hedging of \
+                    interactive calls after the upstream's P95 first byte within 2% (plus 0.1 \
+                    a second)",
             make: defaults,
+            client_retries: 0,
         },
         Variant {
             name: "+hedging",
-            about: "and hedging after the upstream's P95 time to first byte, to another \
-                    upstream, within a 5% budget (plus 0.1 a second); the first good first \
-                    byte wins",
+            about: "and hedging of every lane after the upstream's P95 time to first byte, \
+                    to another upstream, within a 5% budget (plus 0.1 a second); the first \
+                    good first byte wins",
             make: hedged,
+            client_retries: 0,
         },
     ]
 }

@@ -29,7 +29,7 @@ pub mod window;
 pub use breaker::{Breaker, BreakerPolicy, BreakerSnapshot, BreakerState, Verdict};
 pub use bucket::MinuteBucket;
 pub use budget::Budget;
-pub use hedge::{FairBudget, HedgePolicy, Hedging};
+pub use hedge::{FairBudget, HedgeLanes, HedgePolicy, Hedging};
 pub use pace::{Cooldowns, Pace, PaceSpec, Pacer};
 pub use retry::{RetryPolicy, Retrying};
 /// What is wrong with a parameter: the field (empty for the whole table) and why.

@@ -83,6 +83,14 @@ pub(super) fn report(s: &Scenario, results: &[VariantResult]) {
         }
     }
     println!();
+    println!("Against the plain proxy:");
+    let base = facts(first);
+    for r in &results[1..] {
+        for sentence in super::against::against(&base, &facts(r)) {
+            println!("  {sentence}");
+        }
+    }
+    println!();
     for r in results {
         println!(
             "Upstreams behind {} (time to first byte as sluice measured it, last window):",
@@ -98,6 +106,18 @@ pub(super) fn report(s: &Scenario, results: &[VariantResult]) {
             }
         }
         println!();
+    }
+}
+
+/// What a comparison with another column reads of `r`.
+fn facts(r: &VariantResult) -> super::against::Facts<'_> {
+    super::against::Facts {
+        name: r.name,
+        lanes: &r.summary.lanes,
+        deepest_queue: &r.deepest_queue,
+        upstream_429s: r.upstreams.values().map(|u| u.rate_limited).sum(),
+        cost_micros: i128::from(r.bill.cost_micros),
+        extra_micros: i128::from(r.bill.extra_micros),
     }
 }
 

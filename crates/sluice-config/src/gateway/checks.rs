@@ -81,7 +81,7 @@ fn group_policies(
     };
     // Each policy's own checks, named at its section.
     let owned = [
-        ("hedge", m.hedge.map(|h| h.problems())),
+        ("hedge", m.hedge.written().map(|h| h.problems())),
         ("affinity", m.affinity.map(|a| a.problems())),
         ("limit", m.limit.written().map(|l| l.problems())),
         ("breaker", m.breaker.written().map(|b| b.problems())),

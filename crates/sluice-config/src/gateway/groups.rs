@@ -30,9 +30,11 @@ mod defaults {
 pub struct ModelGroupConfig {
     /// Where the group's requests may go.
     pub deployments: Vec<DeploymentConfig>,
-    /// Hedging of slow requests; off when absent.
+    /// Hedging of slow requests: when absent, the first lane's only within 2%
+    /// (`HedgePolicy::interactive`); `true` or a table, every lane within 5% unless the table
+    /// says otherwise; `false` turns it off.
     #[serde(default)]
-    pub hedge: Option<HedgePolicy>,
+    pub hedge: Toggle<HedgePolicy>,
     /// Adaptive concurrency limit per deployment, with pacing under the upstream's rate
     /// limits and its 429 pause; on with its defaults when absent, `false` turns it off.
     #[serde(default)]

@@ -179,7 +179,7 @@ hedge = { quantile = 1.5, burst = 0.5 }
     );
     let ok = text.split("[models.bad]").next().unwrap();
     let cfg = load(ok, &env(&[]), &[]).unwrap();
-    let h = cfg.models[0].1.hedge.unwrap();
+    let h = *cfg.models[0].1.hedge.written().unwrap();
     assert_eq!((h.quantile, h.budget, h.min_samples), (0.9, 0.08, 20));
 }
 

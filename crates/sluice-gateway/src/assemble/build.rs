@@ -182,7 +182,7 @@ impl GatewayBuilder {
                 });
             }
             groups.push(
-                ModelGroup::new(group, out, p.hedge)
+                ModelGroup::new(group, out, p.hedge.on())
                     .with_retries(p.retry.on())
                     .with_timeout(p.timeout)
                     .with_affinity_of(cluster::affinity(self.cluster.as_ref(), group, p.affinity))

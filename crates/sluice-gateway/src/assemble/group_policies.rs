@@ -55,8 +55,8 @@ pub const DEFAULT_LIMIT: LimitSpec = LimitParams::DEFAULT.spec();
 /// The policies of one model group; `Inherit` (and `None`) takes the builder's default.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GroupPolicies {
-    /// Hedging of slow requests (off unless set).
-    pub hedge: Option<HedgePolicy>,
+    /// Hedging of slow requests.
+    pub hedge: Setting<HedgePolicy>,
     /// Concurrency limit per deployment, with pacing and the 429 pause.
     pub limit: Setting<LimitSpec>,
     /// Retries of failed attempts.
@@ -71,9 +71,11 @@ pub struct GroupPolicies {
 
 impl GroupPolicies {
     /// What every group gets unless it says otherwise: retries (elsewhere first, within a
-    /// budget), a breaker per deployment, and admission with pacing ([`DEFAULT_LIMIT`]).
+    /// budget), a breaker per deployment, admission with pacing ([`DEFAULT_LIMIT`]), and
+    /// hedging of the first lane's slow requests within 2% ([`HedgePolicy::interactive`]).
     pub fn protective() -> Self {
         Self {
+            hedge: Setting::On(HedgePolicy::interactive()),
             limit: Setting::On(DEFAULT_LIMIT),
             retry: Setting::On(RetryPolicy::default()),
             breaker: Setting::On(BreakerPolicy::default()),
@@ -81,9 +83,10 @@ impl GroupPolicies {
         }
     }
 
-    /// A plain proxy: no retries, breakers or admission.
+    /// A plain proxy: no retries, breakers, admission or hedging.
     pub fn bare() -> Self {
         Self {
+            hedge: Setting::Off,
             limit: Setting::Off,
             retry: Setting::Off,
             breaker: Setting::Off,
@@ -115,11 +118,13 @@ mod tests {
         assert_eq!(inherited.retry.on(), Some(RetryPolicy::default()));
         assert_eq!(inherited.breaker.on(), Some(BreakerPolicy::default()));
         assert_eq!(inherited.limit.on(), Some(DEFAULT_LIMIT));
+        assert_eq!(inherited.hedge.on(), Some(HedgePolicy::interactive()));
         let off = GroupPolicies::bare().or(defaults);
         assert_eq!(
             (off.retry.on(), off.breaker.on(), off.limit.on()),
             (None, None, None)
         );
+        assert_eq!(off.hedge.on(), None);
         let own = GroupPolicies {
             limit: Setting::On(LimitSpec::Fixed(3)),
             ..GroupPolicies::default()
@@ -127,5 +132,27 @@ mod tests {
         .or(GroupPolicies::bare());
         assert_eq!(own.limit.on(), Some(LimitSpec::Fixed(3)));
         assert_eq!(own.retry.on(), None);
+    }
+
+    #[test]
+    fn a_group_left_alone_hedges_only_its_first_lane_and_one_that_writes_hedge_every_lane() {
+        use sluice_tail::hedge::HedgeLanes;
+        let group = |text: &str| {
+            let m: sluice_config::gateway::ModelGroupConfig = serde_json::from_str(&format!(
+                r#"{{"deployments": [{{"provider": "p", "model": "m"}}]{text}}}"#
+            ))
+            .unwrap();
+            crate::assemble::policies::of_group(&m).or(GroupPolicies::protective())
+        };
+        let default = group("").hedge.on().unwrap();
+        assert_eq!((default.lanes, default.budget), (HedgeLanes::First, 0.02));
+        let written = group(r#", "hedge": true"#).hedge.on().unwrap();
+        assert_eq!((written.lanes, written.budget), (HedgeLanes::All, 0.05));
+        let first = group(r#", "hedge": {"lanes": "first", "budget": 0.01}"#)
+            .hedge
+            .on()
+            .unwrap();
+        assert_eq!((first.lanes, first.budget), (HedgeLanes::First, 0.01));
+        assert_eq!(group(r#", "hedge": false"#).hedge.on(), None);
     }
 }

@@ -277,7 +277,14 @@ impl GatewayBuilder {
 
     /// Hedges every group that sets no hedging of its own.
     pub fn hedging(mut self, policy: HedgePolicy) -> Self {
-        self.defaults.hedge = Some(policy);
+        self.defaults.hedge = Setting::On(policy);
+        self
+    }
+
+    /// Hedges no group that sets no hedging of its own (the default hedges the first lane's
+    /// slow requests: [`HedgePolicy::interactive`]).
+    pub fn without_hedging(mut self) -> Self {
+        self.defaults.hedge = Setting::Off;
         self
     }
 

@@ -19,7 +19,7 @@ fn setting<C, P>(t: &sluice_config::Toggle<C>, policy: impl Fn(&C) -> P) -> Sett
 /// The policies of a `[models.GROUP]` entry.
 pub fn of_group(m: &ModelGroupConfig) -> GroupPolicies {
     GroupPolicies {
-        hedge: m.hedge,
+        hedge: setting(&m.hedge, |h| *h),
         limit: setting(&m.limit, LimitParams::spec),
         retry: setting(&m.retry, |r| *r),
         breaker: setting(&m.breaker, |b| *b),

@@ -4,10 +4,12 @@
 
 pub mod drive;
 pub mod record;
+pub mod retrying;
 pub mod target;
 pub mod workload;
 
 pub use drive::{Progress, Ran, drive};
 pub use record::{Answered, LaneSummary, Recorder, Summary};
+pub use retrying::{Retrying, SDK_RETRIES};
 pub use target::{HttpTarget, RouterTarget, Target};
 pub use workload::{Burst, Planned, Questions, Shape, Traffic, Workload};

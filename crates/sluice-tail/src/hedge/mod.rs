@@ -144,6 +144,30 @@ pub struct HedgePolicy {
     /// Hedges earned per second whatever the traffic (so that a stuck request is hedged
     /// even when few others arrive to earn tokens).
     pub min_per_second: f64,
+    /// The lanes whose requests are hedged (and earn the budget).
+    pub lanes: HedgeLanes,
+}
+
+/// Which lanes' requests a group hedges.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HedgeLanes {
+    /// Every lane's.
+    #[default]
+    All,
+    /// The first lane's only (the interactive one, by default): a batch call waits minutes
+    /// anyway, and its hedge would spend the quota interactive calls need.
+    First,
+}
+
+impl HedgeLanes {
+    /// Whether requests of lane `lane` (its index, the first 0) are hedged.
+    pub fn covers(self, lane: usize) -> bool {
+        match self {
+            Self::All => true,
+            Self::First => lane == 0,
+        }
+    }
 }
 
 impl Default for HedgePolicy {
@@ -155,6 +179,21 @@ impl Default for HedgePolicy {
             budget: 0.05,
             burst: 10.0,
             min_per_second: 0.1,
+            lanes: HedgeLanes::All,
+        }
+    }
+}
+
+impl HedgePolicy {
+    /// What a group hedges with when its configuration says nothing of hedging: the first
+    /// lane's requests only, within 2% of them (plus 0.1 a second), after the upstream's
+    /// P95 first byte. Writing `hedge` (`true` or a table) sets hedging from
+    /// [`HedgePolicy::default`] instead: every lane, 5%.
+    pub fn interactive() -> Self {
+        Self {
+            budget: 0.02,
+            lanes: HedgeLanes::First,
+            ..Self::default()
         }
     }
 }

@@ -1,7 +1,7 @@
-//! One try at a deployment, hedged when the group hedges and the try is slow: after the
-//! upstream's observed quantile, a second attempt goes to another deployment; the first good
-//! first byte wins and the other attempt is dropped, which closes its connection and stops
-//! the upstream's work.
+//! One try at a deployment, hedged when the group hedges the request's lane and the try is
+//! slow: after the upstream's observed quantile, a second attempt goes to another
+//! deployment; the first good first byte wins and the other attempt is dropped, which closes
+//! its connection and stops the upstream's work.
 
 use sluice_core::{AttemptKind, AttemptOutcome, GatewayError, Phase};
 use sluice_routing::{Deployment, ModelGroup};
@@ -30,7 +30,12 @@ pub(crate) async fn try_once(
     let started = Instant::now();
     let p = call.begin_attempt(target, started, kind);
     let mut first = pin!(first_byte(target.clone(), job.clone(), p, permit));
-    let Some(hedging) = group.hedging.as_ref() else {
+    // Only the lanes the policy hedges (a batch call is never hedged by default).
+    let Some(hedging) = group
+        .hedging
+        .as_ref()
+        .filter(|h| h.policy.lanes.covers(job.ask.lane))
+    else {
         return conclude(gw, call, p, target, first.await);
     };
     let look = Seen {
