@@ -16,6 +16,7 @@
 //! `POST /v1/analyses`, so that reviews are admitted, routed, cached, hedged and billed as
 //! any other call.
 
+pub mod made_by;
 pub mod merge;
 pub mod report;
 pub mod review;
@@ -33,6 +34,7 @@ use sluice_documents::{ReadError, read, split};
 use sluice_rules::{Engine, Hit, RuleSpec, Severity};
 use tokio::time::Instant;
 
+pub use made_by::{MadeBy, ReviewedBy, RuleSet};
 pub use merge::Merger;
 pub use report::{Calls, Finding, Refused, Report, Review, RuleRef, Summary, Timings};
 pub use review::{Prompt, ReviewCall, ReviewFailed, Reviewed, Reviewer, Verdict};
@@ -52,6 +54,9 @@ pub struct Options {
     pub deadline: Option<Duration>,
     /// The model reviews ask for.
     pub model: String,
+    /// The rule set and the reviewer every report names (the reviewer left out of reports
+    /// when `review` is off).
+    pub made_by: MadeBy,
 }
 
 impl Default for Options {
@@ -63,6 +68,7 @@ impl Default for Options {
             threads: 1,
             deadline: Some(Duration::from_secs(10)),
             model: "gpt-4o-mini".into(),
+            made_by: MadeBy::default(),
         }
     }
 }
@@ -201,7 +207,9 @@ impl Analyzer {
                     .boxed()
                 };
                 let (pending, merged) = if self.options.merge {
-                    merger.review(&ids, merge::Shape::of(&clause.text), ask)
+                    let f = &findings[findings.len() - 1];
+                    let kind = merge::Kind::of(&doc.name, f.kind, &f.matched, &clause.text);
+                    merger.review(&ids, merge::Shape::of_kind(&clause.text, kind), ask)
                 } else {
                     (ask().shared(), false)
                 };
@@ -236,6 +244,7 @@ impl Analyzer {
             total_ms: ms(end - start),
         };
         Ok(Report {
+            made_by: Some(self.made_by()),
             document: doc.name.clone(),
             format: doc.format,
             pages: doc.pages.len(),
@@ -246,6 +255,15 @@ impl Analyzer {
             calls,
             timings,
         })
+    }
+
+    /// What made this analyser's reports: its rules, and its reviewer when it reviews.
+    pub fn made_by(&self) -> MadeBy {
+        let mut m = self.options.made_by.clone();
+        if !self.options.review {
+            m.reviewer = None;
+        }
+        m
     }
 
     /// The finding of `clause`, which tripped `hits`.
@@ -393,7 +411,7 @@ impl Analyzer {
                 }),
             }
         }
-        let summary = Summary::of(&reports, refused);
+        let summary = Summary::of(Some(self.made_by()), &reports, refused);
         (reports, summary)
     }
 }

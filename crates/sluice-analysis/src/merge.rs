@@ -1,9 +1,12 @@
-//! Near-identical clauses reviewed once. Two flagged clauses share a review when they
-//! tripped the same rules, carry the same numbers, and their words are near enough: the
-//! same once case, spacing, punctuation and their own numbering (`4.1`, `(a)`) are set aside,
-//! or nine in ten of their three-word runs shared. Numbers are never set aside: a notice of
-//! 30 days and one of 90 days are different clauses to review. A [`Merger`] lives as long as
-//! a batch, so that clauses repeated across its documents are merged too.
+//! Clauses reviewed once for several findings. Two flagged clauses share a review when they
+//! tripped the same rules, carry the same numbers, and either their words are near enough
+//! (the same once case, spacing, punctuation and their own numbering (`4.1`, `(a)`) are set
+//! aside, or nine in ten of their three-word runs shared), or they are of one kind in one
+//! document: the same clause kind, the rules matched on the same words, and the same words
+//! that turn an obligation (negation, permission, exception, softening: [`TURNS`]). Numbers
+//! are never set aside: a notice of 30 days and one of 90 days are different clauses to
+//! review; nor are the turning words: "shall not" and "may" are. A [`Merger`] lives as long
+//! as a batch, so that near-identical clauses repeated across its documents are merged too.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -19,6 +22,85 @@ pub type Pending = Shared<BoxFuture<'static, Result<Reviewed, ReviewFailed>>>;
 /// The share of three-word runs two clauses must have in common to be merged.
 pub const NEAR: f64 = 0.9;
 
+/// The words that change what a clause obliges: negation, permission and obligation,
+/// exception and condition, softening (English words whole, Chinese terms anywhere).
+pub const TURNS: [&str; 24] = [
+    "not",
+    "no",
+    "never",
+    "neither",
+    "nor",
+    "without",
+    "except",
+    "unless",
+    "only",
+    "may",
+    "shall",
+    "must",
+    "mutual",
+    "mutually",
+    "reasonable",
+    "reasonably",
+    "capped",
+    "provided",
+    "不",
+    "除",
+    "应当",
+    "可以",
+    "双方",
+    "合理",
+];
+
+/// What makes clauses of one kind in one document: where they are, what they are, the
+/// words the rules matched and the turning words they hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kind {
+    /// The document.
+    pub document: String,
+    /// The clause's kind.
+    pub kind: sluice_documents::ClauseKind,
+    /// The words the rules matched, lower-cased.
+    pub matched: String,
+    /// The [`TURNS`] the clause holds, in that order.
+    pub turns: Vec<&'static str>,
+}
+
+impl Kind {
+    /// The kind of clause `text`, a `kind` in `document` whose rules matched `matched`.
+    pub fn of(
+        document: &str,
+        kind: sluice_documents::ClauseKind,
+        matched: &str,
+        text: &str,
+    ) -> Self {
+        let lower = text.to_lowercase();
+        let whole = |w: &str| {
+            lower.match_indices(w).any(|(at, _)| {
+                let before = lower[..at].chars().next_back();
+                let after = lower[at + w.len()..].chars().next();
+                !before.is_some_and(char::is_alphanumeric)
+                    && !after.is_some_and(char::is_alphanumeric)
+            })
+        };
+        let turns = TURNS
+            .into_iter()
+            .filter(|w| {
+                if w.is_ascii() {
+                    whole(w)
+                } else {
+                    lower.contains(w)
+                }
+            })
+            .collect();
+        Self {
+            document: document.to_owned(),
+            kind,
+            matched: matched.to_lowercase(),
+            turns,
+        }
+    }
+}
+
 /// What a clause is compared by.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shape {
@@ -26,6 +108,8 @@ pub struct Shape {
     words: Vec<String>,
     /// The numbers it carries, in order.
     numbers: Vec<String>,
+    /// Its kind in its document, when known.
+    kind: Option<Kind>,
 }
 
 impl Shape {
@@ -63,7 +147,19 @@ impl Shape {
                 words.push(w);
             }
         }
-        Self { words, numbers }
+        Self {
+            words,
+            numbers,
+            kind: None,
+        }
+    }
+
+    /// The shape of clause `text`, of `kind` in its document.
+    pub fn of_kind(text: &str, kind: Kind) -> Self {
+        Self {
+            kind: Some(kind),
+            ..Self::of(text)
+        }
     }
 
     /// The three-word runs.
@@ -80,6 +176,9 @@ impl Shape {
             return false;
         }
         if self.words == other.words {
+            return true;
+        }
+        if self.kind.is_some() && self.kind == other.kind {
             return true;
         }
         let (a, b) = (self.runs(), other.runs());

@@ -124,6 +124,10 @@ impl std::ops::AddAssign for Calls {
 /// One document's analysis.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
+    /// The rule set and the reviewer behind the report (first, so a reader sees it first;
+    /// absent only in reports stored before reports named them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_by: Option<crate::MadeBy>,
     /// The document's name.
     pub document: String,
     /// Its format.
@@ -150,8 +154,12 @@ impl Report {
         let t = &self.timings;
         let c = &self.calls;
         let mut out = format!(
-            "# {}\n\n{} pages, {} clauses, {} findings. Time: {:.0} ms (parse {:.0}, split {:.0}, rules {:.0}, reviews {:.0}, waiting for reviews {:.0}){}.\n\nReviews: {} sent, {} merged into another (calls saved), {} answered, {} unreadable, {} failed, {} cut by the deadline.\n\n",
+            "# {}\n\n{}{} pages, {} clauses, {} findings. Time: {:.0} ms (parse {:.0}, split {:.0}, rules {:.0}, reviews {:.0}, waiting for reviews {:.0}){}.\n\nReviews: {} sent, {} merged into another (calls saved), {} answered, {} unreadable, {} failed, {} cut by the deadline.\n\n",
             self.document,
+            self.made_by
+                .as_ref()
+                .map(crate::MadeBy::markdown)
+                .unwrap_or_default(),
             self.pages,
             self.clauses,
             self.findings.len(),
@@ -221,6 +229,10 @@ pub struct Refused {
 /// A batch's summary.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// The rule set and the reviewer behind the batch's reports (none when no document
+    /// was analysed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_by: Option<crate::MadeBy>,
     /// Documents analysed.
     pub documents: usize,
     /// Documents refused, each with its reason.
@@ -236,9 +248,10 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// The summary of `reports` and `refused`.
-    pub fn of(reports: &[Report], refused: Vec<Refused>) -> Self {
+    /// The summary of `reports` and `refused`, made by `made_by`.
+    pub fn of(made_by: Option<crate::MadeBy>, reports: &[Report], refused: Vec<Refused>) -> Self {
         let mut s = Self {
+            made_by,
             documents: reports.len(),
             refused,
             ..Self::default()
@@ -265,7 +278,11 @@ impl Summary {
     /// The summary as Markdown.
     pub fn markdown(&self) -> String {
         let mut out = format!(
-            "# Batch summary\n\n{} documents analysed, {} refused, {} on time. Per document: P50 {:.0} ms, P99 {:.0} ms, max {:.0} ms.\n\nFindings: {} critical, {} high, {} medium, {} low.\n\nReviews: {} sent, {} merged (calls saved), {} unreadable, {} failed, {} cut by a deadline; {} prompt tokens ({} from the provider's cache), {} answer tokens.\n",
+            "# Batch summary\n\n{}{} documents analysed, {} refused, {} on time. Per document: P50 {:.0} ms, P99 {:.0} ms, max {:.0} ms.\n\nFindings: {} critical, {} high, {} medium, {} low.\n\nReviews: {} sent, {} merged (calls saved), {} unreadable, {} failed, {} cut by a deadline; {} prompt tokens ({} from the provider's cache), {} answer tokens.\n",
+            self.made_by
+                .as_ref()
+                .map(crate::MadeBy::markdown)
+                .unwrap_or_default(),
             self.documents,
             self.refused.len(),
             self.on_time,

@@ -127,6 +127,37 @@ async fn numbers_keep_clauses_apart() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn clauses_of_one_kind_in_a_document_share_a_review_unless_their_turning_words_differ() {
+    let a = analyzer(Options::default());
+    let scripted = Scripted::new(10);
+    let reviewer: Arc<dyn Reviewer> = scripted.clone();
+    // Three clauses the open-source rule flags on the same words, two of them with the same
+    // turning words ("may"), worded differently; the third "must not".
+    let text = "1. You may convey the Corresponding Source of the work in object code form.\n\n\
+                2. You may charge a fee for each copy of the Corresponding Source you convey.\n\n\
+                3. You must not withhold the Corresponding Source from any recipient.\n";
+    let merger = Merger::default();
+    let r = a
+        .analyze("gpl.txt", text.as_bytes(), &reviewer, &merger)
+        .await
+        .unwrap();
+    assert_eq!(r.findings.len(), 3, "{:#?}", r.findings);
+    assert_eq!((r.calls.sent, r.calls.merged), (2, 1), "{:#?}", r.findings);
+    // A clause of another document is not of gpl.txt's kind: across documents only
+    // near-identical clauses merge.
+    let other = "1. You may convey the Corresponding Source in another form entirely.\n";
+    let r = a
+        .analyze("other.txt", other.as_bytes(), &reviewer, &merger)
+        .await
+        .unwrap();
+    assert_eq!((r.calls.sent, r.calls.merged), (1, 0));
+    let kind = |t: &str| merge::Kind::of("d", sluice_documents::ClauseKind::Clause, "x", t);
+    assert_eq!(kind("You shall not assign.").turns, ["not", "shall"]);
+    assert_eq!(kind("Notwithstanding anything.").turns, Vec::<&str>::new());
+    assert_eq!(kind("双方应当合理协商。").turns, ["应当", "双方", "合理"]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_deadline_cuts_slow_reviews_and_the_report_comes_on_time() {
     let a = analyzer(Options {
         deadline: Some(Duration::from_secs(10)),

@@ -14,6 +14,7 @@ use anyhow::Context;
 use sluice_analysis::{Progress, Report, Reviewer, Summary};
 use sluice_config::gateway::{self, ProcessEnv};
 use sluice_gateway::analyses::WalkReviewer;
+use sluice_gateway::app::Reviews;
 use sluice_gateway::walk::auth::Identity;
 use sluice_gateway::{App, GatewayBuilder};
 use sluice_sim::server::{SimServer, serve_on};
@@ -104,10 +105,11 @@ pub fn run(a: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
 
 async fn analyze(a: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let paths = files(&a.paths)?;
-    let (text, base) = match &a.config {
+    let (text, base, reviews) = match &a.config {
         Some(path) => (
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
             crate::ledger_cmd::config_dir(path),
+            Reviews::ByModel,
         ),
         None => {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -118,8 +120,14 @@ async fn analyze(a: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
             };
             let sim = SimServer::new(&[("reviewer".to_string(), reviewer)], 1);
             tokio::spawn(serve_on(sim, listener, std::future::pending()));
-            eprintln!("reviews: a simulated reviewer (give --config for real models)");
-            (simulated(addr), std::env::current_dir()?)
+            if !a.no_review {
+                eprintln!("reviews: a simulated reviewer (give --config for real models)");
+            }
+            (
+                simulated(addr),
+                std::env::current_dir()?,
+                Reviews::Simulated,
+            )
         }
     };
     let checked = gateway::check(&text, &ProcessEnv, &[], gateway::Secrets::Required);
@@ -142,7 +150,7 @@ async fn analyze(a: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         an.concurrency = c.max(1);
     }
     let app = App::new(GatewayBuilder::from_config(&cfg, &ProcessEnv)?.build()?)
-        .analysis_from_config(&cfg, &base)?;
+        .analysis_from_config(&cfg, &base, reviews)?;
     let analyses = app
         .analyses
         .clone()

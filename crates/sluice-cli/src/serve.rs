@@ -194,7 +194,11 @@ async fn build(cfg: &GatewayConfig, config: &Path) -> anyhow::Result<Built> {
             cfg.batches.lane.as_deref(),
         );
     }
-    let app = app.analysis_from_config(cfg, &ledger_cmd::config_dir(config))?;
+    let app = app.analysis_from_config(
+        cfg,
+        &ledger_cmd::config_dir(config),
+        sluice_gateway::app::Reviews::ByModel,
+    )?;
     Ok(Built {
         app,
         ledger,

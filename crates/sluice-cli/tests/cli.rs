@@ -591,9 +591,47 @@ fn analyze_reports_each_document_and_names_the_one_it_cannot_read() {
     let findings = report["findings"].as_array().unwrap();
     assert!(findings.len() >= 10, "{report}");
     assert!(findings.iter().all(|f| f["review"]["status"] == "reviewed"));
+    // Each report says first what made it: the simulated reviewer, and the rules' version.
+    let raw = std::fs::read_to_string(dir.join("contract-zh.docx.json")).unwrap();
+    assert!(
+        raw.starts_with("{\n  \"made_by\": {\n    \"reviewer\""),
+        "{raw}"
+    );
+    let by = &report["made_by"];
+    assert_eq!(by["reviewer"]["simulated"], true, "{by}");
+    assert_eq!(by["reviewer"]["group"], "reviewer", "{by}");
+    assert_eq!(by["rules"]["name"], "contract-risks", "{by}");
+    assert_eq!(by["rules"]["version"].as_str().unwrap().len(), 12, "{by}");
     let md = std::fs::read_to_string(dir.join("apache-2.0.pdf.md")).unwrap();
     assert!(md.contains("warranty-disclaimer"), "{md}");
-    assert!(dir.join("summary.json").exists());
+    assert!(md.contains("\n\n**Reviewer: simulated.**"), "{md}");
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(summary.contains("**Reviewer: simulated.**"), "{summary}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["made_by"]["reviewer"]["simulated"], true);
+    // The simulated verdicts follow the rules' severity (one step lower at most, where the
+    // clause's words soften it), and each reason opens with its own level.
+    let level = |w: &str| {
+        ["none", "low", "medium", "high", "critical"]
+            .iter()
+            .position(|l| *l == w)
+    };
+    for f in findings {
+        let risk = f["review"]["verdict"]["risk"].as_str().unwrap();
+        let most = f["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| level(r["severity"].as_str().unwrap()))
+            .max()
+            .unwrap()
+            .min(3);
+        let got = level(risk).unwrap();
+        assert!(got == most || got + 1 == most, "{f}");
+        let reason = f["review"]["verdict"]["reason"].as_str().unwrap();
+        assert!(reason.starts_with(&format!("{risk} risk")), "{f}");
+    }
 
     let (ok, text) = sluice(&[
         "analyze",
@@ -606,4 +644,9 @@ fn analyze_reports_each_document_and_names_the_one_it_cannot_read() {
         "{text}"
     );
     assert!(text.contains("Reviews: 0 sent"), "{text}");
+    assert!(
+        text.contains("Not reviewed: the findings are the rules' matches."),
+        "{text}"
+    );
+    assert!(!text.to_lowercase().contains("reviewer"), "{text}");
 }

@@ -116,26 +116,33 @@ impl App {
 
     /// Document analysis as `cfg`'s `[analysis]` says: its rule file read relative to `base`
     /// (the config file's folder), else the shipped rules; its reviews asking for its model,
-    /// else the first `[models.*]`. Nothing when it is off.
+    /// else the first `[models.*]`; its reports naming the rule set and the reviewer, as
+    /// `reviews` says who that is. Nothing when it is off.
     pub fn analysis_from_config(
         self,
         cfg: &GatewayConfig,
         base: &Path,
+        reviews: Reviews,
     ) -> Result<Self, BuildError> {
         let a = &cfg.analysis;
         if !a.enabled {
             return Ok(self);
         }
-        let rules = match &a.rules {
+        let (name, text) = match &a.rules {
             Some(path) => {
                 let path = base.join(path);
                 let text = std::fs::read_to_string(&path)
                     .map_err(|e| BuildError::Rules(format!("{}: {e}", path.display())))?;
-                sluice_rules::parse(&text)
+                let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+                (stem.unwrap_or_else(|| "rules".into()), text)
             }
-            None => sluice_rules::shipped::contract_risks(),
-        }
-        .map_err(|e| BuildError::Rules(e.to_string()))?;
+            None => (
+                "contract-risks".to_owned(),
+                sluice_rules::shipped::CONTRACT_RISKS.to_owned(),
+            ),
+        };
+        let rules = sluice_rules::parse(&text).map_err(|e| BuildError::Rules(e.to_string()))?;
+        let rule_set = sluice_analysis::RuleSet::of(&name, &text, rules.len());
         let engine =
             sluice_rules::Engine::compile(rules).map_err(|e| BuildError::Rules(e.to_string()))?;
         let model = a
@@ -149,6 +156,10 @@ impl App {
             pipeline: a.pipeline,
             threads: a.threads as usize,
             deadline: Some(a.deadline),
+            made_by: sluice_analysis::MadeBy {
+                reviewer: reviewed_by(cfg, &model, reviews),
+                rules: rule_set,
+            },
             model,
         };
         let settings = AnalysisSettings {
@@ -168,4 +179,34 @@ impl App {
             batches::runner::run(walker, batches).await;
         }
     }
+}
+
+/// Who reviews an analysis' flagged clauses: the configured models, or sluice's simulated
+/// reviewer standing in for them (`sluice analyze` without a configuration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reviews {
+    /// The model group the configuration names.
+    ByModel,
+    /// The simulated reviewer behind the configuration's only group.
+    Simulated,
+}
+
+/// The reviewer reports name: model `group` with its deployments (none listed for a route
+/// or router name, whose group is chosen per request).
+fn reviewed_by(
+    cfg: &GatewayConfig,
+    group: &str,
+    reviews: Reviews,
+) -> Option<sluice_analysis::ReviewedBy> {
+    let deployments = cfg
+        .models
+        .iter()
+        .find(|(n, _)| n == group)
+        .map(|(_, g)| g.deployments.iter().map(|d| d.display_name()).collect())
+        .unwrap_or_default();
+    Some(sluice_analysis::ReviewedBy {
+        simulated: reviews == Reviews::Simulated,
+        group: group.to_owned(),
+        deployments,
+    })
 }

@@ -218,6 +218,21 @@ fn the_shipped_rules_load_and_trip_on_real_clauses() {
         zh("第六条 未经甲方书面同意不得向第三方提供或者向境外传输。")
             .contains(&"zh-data-crossborder".to_string())
     );
+    // Common wordings of a transfer abroad besides the listed phrases, one each.
+    for variant in [
+        "第七条 乙方不得将用户数据传输至境外。",
+        "第七条 乙方不得将个人信息转移到境外。",
+        "第七条 相关数据可存储于境外服务器。",
+        "第七条 乙方可将数据提供给境外接收方。",
+        "第七条 乙方不得向任何境外机构披露客户信息。",
+    ] {
+        assert!(
+            zh(variant).contains(&"zh-data-crossborder".to_string()),
+            "{variant}"
+        );
+    }
+    // 境外 alone, with no transfer, is not one.
+    assert!(!zh("第七条 本合同适用于境外分支机构。").contains(&"zh-data-crossborder".to_string()));
     assert!(zh("第十一条 提交甲方所在地人民法院诉讼解决。").contains(&"zh-law-court".to_string()));
     assert!(
         zh("第九条 任何一方可提前九十日书面通知对方解除本合同，无需说明理由。")

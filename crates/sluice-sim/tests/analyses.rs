@@ -80,7 +80,11 @@ concurrency = 2
         .unwrap();
     let app = sluice_gateway::App::new(gw)
         .batches(jobs, settings, None)
-        .analysis_from_config(&cfg, std::path::Path::new("."))
+        .analysis_from_config(
+            &cfg,
+            std::path::Path::new("."),
+            sluice_gateway::app::Reviews::Simulated,
+        )
         .unwrap();
     tokio::spawn(app.clone().run_batches());
     let server = sluice_gateway::server::Server::bind(

@@ -19,7 +19,11 @@ fn each_answer_is_priced_from_its_reported_usage_and_unpriced_models_cost_nothin
         output: Micros(8_000_000),
         published: None,
     };
-    let builder = GatewayBuilder::new().price("alpha-chat", price);
+    // Without hedges, so that each request's cost is its answer's alone (a losing hedge's
+    // cost is the next test's).
+    let builder = GatewayBuilder::new()
+        .without_hedging()
+        .price("alpha-chat", price);
     let (_, records) = run_recorded(&s, builder).unwrap();
     let total: u64 = records.iter().filter_map(|r| r.cost_micros).sum();
     assert!(total > 0);

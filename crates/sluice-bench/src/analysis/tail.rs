@@ -88,6 +88,7 @@ fn analyzer(engine: &Arc<Engine>, v: Variant, deadline: Option<Duration>) -> Ana
             threads: 1,
             deadline,
             model: "reviewer".into(),
+            made_by: sluice_analysis::MadeBy::default(),
         },
     )
 }

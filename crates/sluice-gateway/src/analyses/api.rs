@@ -300,7 +300,9 @@ async fn ended(
             error,
         });
     }
-    let summary = Summary::of(&reports, refused);
+    // What made the batch is what made its reports (one gateway's configuration).
+    let made_by = reports.first().and_then(|r| r.made_by.clone());
+    let summary = Summary::of(made_by, &reports, refused);
     Ok(Some((reports, summary)))
 }
 

@@ -146,6 +146,10 @@ pub struct HedgePolicy {
     pub min_per_second: f64,
     /// The lanes whose requests are hedged (and earn the budget).
     pub lanes: HedgeLanes,
+    /// Whether a hedge goes only to another deployment (else, in a group of one, to the same
+    /// one: a stall of one request is its own, but a slowdown of the only upstream is not,
+    /// and hedging it there adds load to what is already slow).
+    pub elsewhere_only: bool,
 }
 
 /// Which lanes' requests a group hedges.
@@ -180,6 +184,7 @@ impl Default for HedgePolicy {
             burst: 10.0,
             min_per_second: 0.1,
             lanes: HedgeLanes::All,
+            elsewhere_only: false,
         }
     }
 }
@@ -187,12 +192,13 @@ impl Default for HedgePolicy {
 impl HedgePolicy {
     /// What a group hedges with when its configuration says nothing of hedging: the first
     /// lane's requests only, within 2% of them (plus 0.1 a second), after the upstream's
-    /// P95 first byte. Writing `hedge` (`true` or a table) sets hedging from
-    /// [`HedgePolicy::default`] instead: every lane, 5%.
+    /// P95 first byte, and only to another deployment. Writing `hedge` (`true` or a table)
+    /// sets hedging from [`HedgePolicy::default`] instead: every lane, 5%.
     pub fn interactive() -> Self {
         Self {
             budget: 0.02,
             lanes: HedgeLanes::First,
+            elsewhere_only: true,
             ..Self::default()
         }
     }

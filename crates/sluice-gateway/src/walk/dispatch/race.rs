@@ -120,7 +120,13 @@ impl<'a> Seen<'a> {
             };
             may_take(now, job.deadline, &c)
         };
-        gw.routes.pick_other(group, self.primary, &job.id, can_take)
+        let elsewhere = group
+            .hedging
+            .as_ref()
+            .is_some_and(|h| h.policy.elsewhere_only);
+        gw.routes
+            .pick_other(group, self.primary, &job.id, can_take)
+            .filter(|d| !elsewhere || d.name != self.primary.name)
     }
 
     /// `d`'s window body at quantile `q` (answers delivered as this one's: streamed or not).
