@@ -198,6 +198,22 @@ input = 5.0
 output = 10.0
 "#;
 
+/// `sluice config check FILE`: whether it passed, and what it printed (stdout, stderr).
+fn config_check(file: &Path) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["config", "check"])
+        .arg(file)
+        .env_remove("SLUICE_LEDGER_URL")
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), said)
+}
+
 /// The fenced TOML blocks of `text`, with the line each starts at.
 fn toml_blocks(text: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
@@ -244,20 +260,10 @@ fn every_toml_block_of_the_pages_passes_config_check() {
         for (line, block) in toml_blocks(&text) {
             let file = dir.path().join(format!("block-{checked}.toml"));
             std::fs::write(&file, format!("{}{block}", base_for(&block))).unwrap();
-            let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-                .args(["config", "check"])
-                .arg(&file)
-                .env_remove("SLUICE_LEDGER_URL")
-                .output()
-                .unwrap();
+            let (ok, said) = config_check(&file);
             checked += 1;
-            if !out.status.success() {
-                failed.push(format!(
-                    "{}:{line}:\n{block}{}{}",
-                    page.display(),
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                ));
+            if !ok {
+                failed.push(format!("{}:{line}:\n{block}{said}", page.display()));
             }
         }
     }
@@ -326,17 +332,7 @@ fn probe(section: &str, key: &str) -> String {
 fn knows(dir: &Path, section: &str, key: &str) -> (bool, String) {
     let file = dir.join(format!("key-{}-{key}.toml", section.replace('.', "-")));
     std::fs::write(&file, probe(section, key)).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["config", "check"])
-        .arg(&file)
-        .env_remove("SLUICE_LEDGER_URL")
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (_, said) = config_check(&file);
     let unknown = ["unknown key", "unknown section", "unknown field"];
     (!unknown.iter().any(|u| said.contains(u)), said)
 }
