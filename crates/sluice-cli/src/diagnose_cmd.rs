@@ -70,12 +70,10 @@ pub fn run(a: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
             c["before"].as_f64().unwrap_or(0.0),
             c["after"].as_f64().unwrap_or(0.0),
         );
-        let f = |x: f64| {
-            if c["unit"] == "%" {
-                format!("{:.1}%", x * 100.0)
-            } else {
-                format!("{x:.2} s")
-            }
+        let f = |x: f64| match c["unit"].as_str() {
+            Some("%") => format!("{:.1}%", x * 100.0),
+            Some("calls") => format!("{x:.0}"),
+            _ => format!("{x:.2} s"),
         };
         println!(
             "  {:<40} {:>10} -> {:>10}",

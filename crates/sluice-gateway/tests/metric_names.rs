@@ -3,7 +3,7 @@
 //! and advice (recorded series aside) is a family sluice registers. The registered families
 //! are read from the telemetry crate's registrations, checked against a running gateway's
 //! `/metrics` (which lists only families with samples); and after traffic of every kind
-//! (both lanes, a 429, failures, a hedge, a stream, a cache hit, semantic lookups, a compressed
+//! (both lanes, a 429, a wait for a pause, failures, a hedge, a stream, a cache hit, semantic lookups, a compressed
 //! document, prefix churn, an SLO breach, admission and breakers), every
 //! family they name is live, with every label they select or aggregate by, and every label
 //! value they select.
@@ -388,10 +388,18 @@ async fn every_family_label_and_value_named_in_deploy_and_hints_is_live() {
     let body =
         serde_json::json!({"model": "chat", "messages": [{"role": "user", "content": document}]});
     got.push(send(&r.router, &[], "m-10", &body.to_string()).await.status);
+    // Both deployments hold their queues for a second (as after a 429's `retry-after`): the
+    // call waits for the provider's limit (sluice_rate_limit_waits_total).
+    for d in &r.gw.routes().group("chat").unwrap().deployments {
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+        d.limiter.as_ref().unwrap().pause_until(until);
+    }
+    r.a.push(100, true);
+    got.push(send(&r.router, &[], "m-11", &chat("paused")).await.status);
     let statuses = got;
     let page = scrape(&r.router).await;
     // Every call was answered: failed attempts were retried elsewhere.
-    assert_eq!(statuses, [200; 11]);
+    assert_eq!(statuses, [200; 12]);
     // The page (text format 0.0.4, as asked for no format) follows Prometheus' conventions.
     promtool_accepts(&page);
     assert!(

@@ -102,6 +102,11 @@ impl Limiter {
         self.admission.pause_until(until);
     }
 
+    /// Whether the upstream's rate limit held the queue back at any instant from `since` on.
+    pub fn rate_held_since(&self, since: Instant) -> bool {
+        self.admission.rate_held_since(since)
+    }
+
     /// Whether the upstream asked us to wait and its time is not up.
     pub fn is_paused(&self, now: Instant) -> bool {
         self.admission.is_paused(now)

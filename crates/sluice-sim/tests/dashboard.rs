@@ -2,10 +2,11 @@
 //! installs): sluice on a loopback port in front of simulated upstreams, a few hundred
 //! requests through it, then the page loaded. It loads with no script error, polls, and its
 //! numbers are those of `/admin/latency` (what clients waited, and apart from it what the
-//! upstreams' attempts took), `/admin/slo` and `/metrics`, its trend starts from the history
-//! the server holds, its heatmap has labelled axes, a feature that is off says so, a batch job
-//! that runs meanwhile has its bar; at 1,280 px and on a wide screen no panel overflows, and a
-//! screenshot is taken at each width.
+//! upstreams' attempts took), `/admin/slo` and `/metrics`, its trend (a chart per lane)
+//! starts from the history the server holds, its heatmap has labelled axes, a feature that
+//! is off says so, a batch job that runs meanwhile has its bar; at 1,280, 1,400, 1,600 and
+//! 2,560 px no panel overflows, even with a long deployment name, and a screenshot is taken
+//! at the narrowest and the widest.
 //! On the wall clock (a browser cannot run in virtual time): every wait is bounded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -167,14 +168,19 @@ fn row(dom: &str, first: &str) -> Vec<String> {
         .collect()
 }
 
-/// The sum of `name`'s samples in a Prometheus text page whose labels hold `with`.
+/// The sum of `name`'s samples in a Prometheus text page whose labels hold every `with`
+/// (comma-separated pairs).
 fn metric(text: &str, name: &str, with: &str) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-        .filter(|l| l.contains(with))
+        .filter(|l| with.split(',').all(|w| l.contains(w)))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
+
+/// A model group and an upstream named as long as real ones are.
+const LONG_GROUP: &str = "contract-review-long-context";
+const LONG_UPSTREAM: &str = "azure-openai-sweden-central-ptu";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
@@ -183,7 +189,14 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
     let mut b = GatewayBuilder::bare().seed(4);
     // `slowpoke` answers in minutes: the batch job's one item in flight never ends while
     // the page is compared with the gateway's figures.
-    for (name, ms) in [("east", 30), ("west", 60), ("slowpoke", 300_000)] {
+    // A long group and upstream name, as real deployments have: every column of the queue
+    // panel must still show at every width.
+    for (name, ms) in [
+        ("east", 30),
+        ("west", 60),
+        ("slowpoke", 300_000),
+        (LONG_UPSTREAM, 40),
+    ] {
         let spec = UpstreamSpec {
             ttft_median: Duration::from_millis(ms),
             ttft_sigma: 0.4,
@@ -222,6 +235,7 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
     let gw = b
         .ledger(ledger, store)
         .model("slow", vec![deployment("slowpoke", "m")])
+        .model(LONG_GROUP, vec![deployment(LONG_UPSTREAM, "m")])
         .model(
             "chat",
             vec![deployment("east", "m"), deployment("west", "m")],
@@ -247,10 +261,13 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let job = submit_job(&client, addr, 2_000).await;
     let system = "You review contracts against the rule book. ".repeat(120);
+    // Every fifth request in the batch lane, every tenth to the long-named group.
     let calls: Vec<_> = (0..300)
         .map(|i| {
             let c = client.clone();
-            let body = json!({"model": "chat", "messages": [
+            let model = if i % 10 == 3 { LONG_GROUP } else { "chat" };
+            let lane = if i % 5 == 1 { "batch" } else { "interactive" };
+            let body = json!({"model": model, "messages": [
                 {"role": "system", "content": system},
                 {"role": "user", "content": format!("question {i}")}
             ]});
@@ -258,6 +275,7 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
                 tokio::time::sleep(Duration::from_millis(10 * i)).await;
                 let r = c
                     .post(format!("http://{addr}/v1/chat/completions"))
+                    .header("x-sluice-lane", lane)
                     .json(&body)
                     .send()
                     .await
@@ -273,7 +291,12 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
 
     let url = format!("http://{addr}/dashboard");
     let (dom, log) = chromium(&url, 6_000, &["--dump-dom", "--window-size=1280,1000"]).await;
-    let (wide, wide_log) = chromium(&url, 6_000, &["--dump-dom", "--window-size=2560,1400"]).await;
+    let mut pages = vec![(1280, dom.clone(), log.clone())];
+    for w in [1400, 1600, 2560] {
+        let size = format!("--window-size={w},1400");
+        let (page, log) = chromium(&url, 6_000, &["--dump-dom", &size]).await;
+        pages.push((w, page, log));
+    }
     let get = |path: &str| {
         let c = client.clone();
         let u = format!("http://{addr}{path}");
@@ -325,20 +348,31 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
     serving.stop().await;
 
     // Loaded, polled, and no script error (the page counts them; Chromium logs them), at
-    // both widths, with no panel wider than it shows.
-    for (page, log) in [(&dom, &log), (&wide, &wide_log)] {
-        assert!(page.contains("data-errors=\"0\""), "script errors: {log}");
+    // every width from 1,280 to 2,560 px, with no panel wider than it shows.
+    for (w, page, log) in &pages {
+        assert!(
+            page.contains("data-errors=\"0\""),
+            "{w} px: script errors: {log}"
+        );
         assert!(
             !page.contains("data-updates=\"0\""),
-            "the page never polled: {log}"
+            "{w} px: the page never polled: {log}"
         );
         assert!(
             page.contains("data-overflow=\"0\""),
-            "a panel overflows: {}",
+            "{w} px: a panel overflows: {}",
             &page[page.find("data-overflowing").unwrap_or(0)..][..200]
         );
+        // The queue panel shows the long-named deployment's row, its limit included.
+        let lanes = row(&page[page.find("id=\"lanes\"").unwrap()..], LONG_GROUP);
+        assert_eq!(
+            lanes.last().map(String::as_str),
+            Some("32"),
+            "{w} px: {lanes:?}"
+        );
     }
-    for line in log.lines().chain(wide_log.lines()).chain(shot_log.lines()) {
+    let all_logs = pages.iter().map(|(_, _, l)| l.as_str()).collect::<String>();
+    for line in all_logs.lines().chain(shot_log.lines()) {
         assert!(
             !(line.contains("CONSOLE") && (line.contains("Uncaught") || line.contains("rror"))),
             "console error: {line}"
@@ -369,8 +403,8 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
     });
     assert_eq!(
         same_cells(&cells, &upstreams),
-        16,
-        "two upstreams, two phases, four percentiles"
+        24,
+        "three upstreams answered, two phases, four percentiles"
     );
     let clients = same_cells(&cells, &clients);
     assert!(clients >= 8, "{clients} client cells");
@@ -386,14 +420,20 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
         "trend legend: {}",
         &dom[dom.find("trend-legend").unwrap()..][..300]
     );
-    let trend = &dom[dom.find("id=\"trend\"").unwrap()..];
+    // Every lane has its own chart.
     assert!(
-        trend[..trend.find("</svg>").unwrap()]
-            .matches("<polyline")
-            .count()
-            >= 5
+        dom.contains("batch lane, clients"),
+        "trend legend: {}",
+        &dom[dom.find("id=\"trend\"").unwrap()..][..300]
     );
-    assert!(trend.contains(">now<"), "the trend's time axis");
+    for lane in ["interactive", "batch"] {
+        let chart = &dom[dom
+            .find(&format!("data-lane=\"{lane}\""))
+            .unwrap_or_else(|| panic!("no {lane} chart"))..];
+        let chart = &chart[..chart.find("</svg>").unwrap()];
+        assert!(chart.matches("<polyline").count() >= 5, "{lane}: {chart}");
+        assert!(chart.contains(">now<"), "the {lane} trend's time axis");
+    }
     // The heatmap's axes name latencies.
     let axis = &dom[dom.find("data-y-axis=\"").expect("the heatmap's axis") + 13..];
     let axis = &axis[..axis.find('"').unwrap()];
@@ -414,7 +454,7 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
     assert_eq!(slo_row[2], s["bad"].to_string(), "{slo_row:?} {s}");
     // Its spend and provider prompt-cache share are /metrics'.
     let spend: f64 = row(&dom, "group chat")[0].parse().unwrap();
-    let want = metric(&metrics, "sluice_cost_micros_total", "") / 1e6;
+    let want = metric(&metrics, "sluice_cost_micros_total", "group=\"chat\"") / 1e6;
     assert!(
         want > 0.0 && (spend - want).abs() < 1e-3,
         "spend {spend}, /metrics {want}"
@@ -424,8 +464,8 @@ async fn the_dashboard_loads_in_a_browser_and_shows_what_the_gateway_reports() {
         .parse()
         .unwrap();
     let tokens = "sluice_prompt_cache_tokens_total";
-    let want = 100.0 * metric(&metrics, tokens, "kind=\"cached\"")
-        / metric(&metrics, tokens, "kind=\"prompt\"");
+    let want = 100.0 * metric(&metrics, tokens, "group=\"chat\",kind=\"cached\"")
+        / metric(&metrics, tokens, "group=\"chat\",kind=\"prompt\"");
     assert!(
         want > 50.0 && (shown - want).abs() < 0.1,
         "page {shown}%, /metrics {want:.2}%"

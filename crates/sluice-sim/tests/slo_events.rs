@@ -80,14 +80,21 @@ async fn each_kind_of_trouble_is_blamed_on_its_own_culprit() {
     // A plain proxy, so each group shows one kind of trouble alone (sluice's default retries
     // and pacing would blur the upstream's 429s into queueing).
     let mut b = GatewayBuilder::bare().seed(9);
+    // `paced`: sluice paces it at 60 a minute (its deployment's `rpm`), and the requests
+    // carry a 5 s deadline: those still held for the pace when it runs out are the
+    // provider's limit's, not sluice's queue's.
     for (group, s, limit) in [
         ("slow", spec(3_000, 0), None),
         ("queued", spec(600, 0), Some(LimitSpec::Fixed(1))),
         ("limited", spec(300, 5), None),
+        ("paced", spec(300, 0), Some(LimitSpec::Fixed(64))),
     ] {
         let up = Arc::new(SimUpstream::new(group, s, 9, now));
         b = b.provider(group, Arc::new(SimProvider(up)));
-        let d = deployment(group, "m");
+        let mut d = deployment(group, "m");
+        if group == "paced" {
+            d.rpm = Some(60);
+        }
         let p = GroupPolicies {
             limit: limit.into(),
             ..GroupPolicies::default()
@@ -95,14 +102,18 @@ async fn each_kind_of_trouble_is_blamed_on_its_own_culprit() {
         b = b.model_with(group, vec![d], p).slo(slo(group));
     }
     let router = sluice_gateway::server::router(b.build().unwrap());
-    for group in ["slow", "queued", "limited"] {
+    for group in ["slow", "queued", "limited", "paced"] {
         let calls: Vec<_> = (0..REQUESTS)
             .map(|i| {
                 let router = router.clone();
                 let body = json!({"model": group, "messages": [{"role": "user", "content": format!("q{i}")}]});
                 tokio::spawn(async move {
-                    let req = http::Request::post("/v1/chat/completions")
-                        .header("content-type", "application/json")
+                    let mut req = http::Request::post("/v1/chat/completions")
+                        .header("content-type", "application/json");
+                    if group == "paced" {
+                        req = req.header("x-sluice-timeout-ms", "5000");
+                    }
+                    let req = req
                         .body(Body::from(body.to_string()))
                         .unwrap();
                     let resp = router.oneshot(req).await.unwrap();
@@ -146,4 +157,22 @@ async fn each_kind_of_trouble_is_blamed_on_its_own_culprit() {
         .map(|x| x.2)
         .sum();
     assert_eq!(rate_limited, REQUESTS as u64 - 5, "{limited:?}");
+    // Held for the pace until the deadline ran out: the provider's limit, every one.
+    let paced = events(&metrics, "paced");
+    let bad: Vec<_> = paced.iter().filter(|(o, ..)| o == "bad").collect();
+    assert_eq!(bad.len(), 1, "{paced:?}");
+    assert_eq!(bad[0].1, "upstream_rate_limited", "{paced:?}");
+    assert!(bad[0].2 >= 10, "{paced:?}");
+    let ran_out = metrics
+        .lines()
+        .find(|l| l.starts_with("sluice_deadline_exceeded_total{group=\"paced\",stage=\"queue\"}"))
+        .unwrap_or_else(|| panic!("no deadline ran out in the queue: {metrics}"));
+    let ran_out: u64 = ran_out.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(ran_out >= 10, "{ran_out} ran out in the queue");
+    let held: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("sluice_rate_limit_waits_total{group=\"paced\""))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(held >= bad[0].2, "{held} held for the pace, {paced:?}");
 }

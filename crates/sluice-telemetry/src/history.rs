@@ -22,8 +22,9 @@ pub struct Step {
     pub total: [f64; 4],
     /// What clients waited for the first byte, P99, seconds.
     pub ttfb_p99: f64,
-    /// The answering attempts' own first byte, P99, seconds (0 when no upstream answered).
-    pub attempt_ttfb_p99: f64,
+    /// The answering attempts' own first byte, P99, seconds; `None` when no call of the step
+    /// had one (never a 0 for calls that had none).
+    pub attempt_ttfb_p99: Option<f64>,
 }
 
 /// The trend, per lane.
@@ -75,7 +76,7 @@ pub fn history(calls: &[(Duration, Summary)], step: Duration) -> History {
             calls: cs.len() as u64,
             total: [0.5, 0.95, 0.99, 0.999].map(|q| rank(&total, q)),
             ttfb_p99: rank(&ttfb, 0.99),
-            attempt_ttfb_p99: rank(&attempt, 0.99),
+            attempt_ttfb_p99: (!attempt.is_empty()).then(|| rank(&attempt, 0.99)),
         });
     }
     for steps in lanes.values_mut() {
@@ -103,6 +104,7 @@ mod tests {
             queue: ms(1),
             upstream_ttfb: ms(total_ms / 2),
             attempt_ttfb: ms(attempt_ms),
+            attempt_own: ms(attempt_ms),
             ttfb: ms(total_ms / 2),
             total: ms(total_ms),
             rate_limited: false,
@@ -132,7 +134,7 @@ mod tests {
         assert_eq!(steps[0].ago_seconds, 180, "oldest first");
         assert!((steps[0].total[2] - 0.998).abs() < 1e-9, "{:?}", steps[0]);
         assert!((steps[0].total[3] - 0.999).abs() < 1e-9, "{:?}", steps[0]);
-        assert!(steps[1].total[2] > 20.0 && steps[1].attempt_ttfb_p99 <= 1.0);
+        assert!(steps[1].total[2] > 20.0 && steps[1].attempt_ttfb_p99.unwrap() <= 1.0);
         assert_eq!(h.lanes["batch"][0].calls, 1);
     }
 }

@@ -11,8 +11,8 @@ use tokio::time::Instant;
 use crate::clients::{ClientKey, Clients};
 use crate::metrics::{
     AffinityLabels, AttemptLabels, CacheLabels, ClientLabels, CostLabels, DeadlineLabels,
-    FallbackLabels, GroupLabels, HedgeLabels, Metrics, PairLabels, RequestLabels, RetryLabels,
-    RouteLabels, TokenLabels, UpstreamLabels, WINDOW_PERCENTILES, WindowLabels,
+    FallbackLabels, GroupLabels, HedgeLabels, Metrics, PairLabels, RateWaitLabels, RequestLabels,
+    RetryLabels, RouteLabels, TokenLabels, UpstreamLabels, WINDOW_PERCENTILES, WindowLabels,
 };
 use crate::series::{Series, SeriesCache, SeriesKey};
 use crate::windows::{LatencyReport, WindowKey, Windows};
@@ -251,6 +251,13 @@ impl Telemetry {
                 stage: stage.label(),
             };
             m.deadlines.get_or_create(&labels).inc();
+        }
+        if rec.rate_waited {
+            let labels = RateWaitLabels {
+                group: group.clone(),
+                lane: rec.lane.clone().unwrap_or_else(|| Arc::from("-")),
+            };
+            m.rate_waits.get_or_create(&labels).inc();
         }
     }
 

@@ -70,6 +70,8 @@ pub struct Metrics {
     pub breaker_transitions: Family<TransitionLabels, Counter>,
     /// Requests whose deadline ran out, by stage.
     pub deadlines: Family<DeadlineLabels, Counter>,
+    /// Calls sluice held in its queue for the upstream's rate limit, per group and lane.
+    pub rate_waits: Family<RateWaitLabels, Counter>,
     /// Answer-cache lookups by result.
     pub cache: Family<CacheLabels, Counter>,
     /// Requests of groups with prefix affinity, by what routed them.
@@ -157,6 +159,7 @@ impl Metrics {
             breaker: Family::default(),
             breaker_transitions: Family::default(),
             deadlines: Family::default(),
+            rate_waits: Family::default(),
             cache: Family::default(),
             affinity: Family::default(),
             cache_saved_micros: Family::default(),
@@ -277,6 +280,12 @@ impl Metrics {
             "deadline_exceeded",
             "Requests whose deadline ran out, by the stage it ran out in",
             self.deadlines.clone(),
+        );
+        r.register(
+            "rate_limit_waits",
+            "Calls held in sluice's queue by the upstream's rate limit (its pacer, or a pause \
+             after a 429), those whose deadline or lane ran out there included",
+            self.rate_waits.clone(),
         );
         r.register(
             "answer_cache_requests",

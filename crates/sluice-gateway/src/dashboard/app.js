@@ -41,12 +41,16 @@ function table(id, head, rows, off) {
   for (const row of rows) {
     const r = el("tr");
     for (const cell of row) {
-      if (cell && typeof cell === "object") r.appendChild(el("td", cell.text, cell.attrs));
-      else r.appendChild(el("td", cell));
+      const td = cell && typeof cell === "object" ? el("td", cell.text, cell.attrs) : el("td", cell);
+      // Figures stay on one line; names may wrap, so every column fits a narrow panel.
+      if (NUMERIC.test(td.textContent)) td.classList.add("num");
+      r.appendChild(td);
     }
     t.appendChild(r);
   }
 }
+
+const NUMERIC = /^[-+]?[\d.,]+\s*(%|ms|s|\/s)?$/;
 
 // Prometheus text: [{name, labels, value}].
 function parseMetrics(text) {
@@ -134,8 +138,9 @@ function svg(tag, attrs, text) {
   return e;
 }
 
-// The trend the server holds: one lane's client percentiles (interactive when there is one),
-// with the answering attempts' own first byte P99 dashed beside them, on labelled axes.
+// The trend the server holds, one chart per lane (interactive first): the lane's client
+// percentiles with the answering attempts' own first byte P99 dashed beside them, on
+// labelled axes, each chart on its own scale (its top in its legend).
 function drawTrend(history) {
   const box = document.getElementById("trend");
   box.replaceChildren();
@@ -144,16 +149,27 @@ function drawTrend(history) {
     legend.replaceChildren(el("span", "off: the gateway keeps no recent calls ([diagnose] keep = 0)", { class: "off" }));
     return;
   }
-  const lanes = Object.keys(history.lanes || {});
-  const lane = lanes.includes("interactive") ? "interactive" : lanes[0];
-  if (!lane) {
+  const lanes = Object.keys(history.lanes || {}).sort((a, b) =>
+    a === "interactive" ? -1 : b === "interactive" ? 1 : a.localeCompare(b));
+  if (lanes.length === 0) {
     legend.replaceChildren(el("span", "none yet"));
     return;
   }
-  const steps = history.lanes[lane];
-  const [W, H, L, B] = [600, 220, 48, 22];
-  const span = Math.max(history.step_seconds, ...steps.map(s => s.ago_seconds)) + history.step_seconds;
-  const top = Math.max(0.001, ...steps.map(s => s.total[3]), ...steps.map(s => s.attempt_ttfb_p99));
+  legend.replaceChildren();
+  for (const lane of lanes) {
+    const chart = svg("svg", { viewBox: "0 0 600 180", "data-lane": lane });
+    const caption = el("div", undefined, { class: "legend" });
+    drawLane(chart, caption, lane, history.lanes[lane], history.step_seconds);
+    box.appendChild(caption);
+    box.appendChild(chart);
+  }
+}
+
+// One lane's chart and its legend.
+function drawLane(box, legend, lane, steps, step) {
+  const [W, H, L, B] = [600, 180, 48, 22];
+  const span = Math.max(step, ...steps.map(s => s.ago_seconds)) + step;
+  const top = Math.max(0.001, ...steps.map(s => s.total[3]), ...steps.map(s => s.attempt_ttfb_p99 ?? 0));
   const x = ago => L + (1 - ago / span) * (W - L - 8);
   const y = v => (H - B) - (v / top) * (H - B - 8);
   box.appendChild(svg("line", { x1: L, y1: H - B, x2: W - 8, y2: H - B, stroke: "#99a" }));
@@ -171,10 +187,12 @@ function drawTrend(history) {
     ["upstream attempts' first byte P99", "#76b7b2", s => s.attempt_ttfb_p99, "5 4"],
   ];
   for (const [, color, f, dash] of lines) {
-    const pts = steps.map(s => `${x(s.ago_seconds).toFixed(1)},${y(f(s)).toFixed(1)}`).join(" ");
+    // A step where no call had the figure (no attempt answered) is a gap, never a zero.
+    const pts = steps.filter(s => f(s) !== null && f(s) !== undefined)
+      .map(s => `${x(s.ago_seconds).toFixed(1)},${y(f(s)).toFixed(1)}`).join(" ");
     box.appendChild(svg("polyline", { points: pts, fill: "none", stroke: color, "stroke-width": 2, "stroke-dasharray": dash }));
   }
-  legend.replaceChildren(el("span", lane + " lane, clients (max " + seconds(top * 1000) + "):"));
+  legend.appendChild(el("span", lane + " lane, clients (max " + seconds(top * 1000) + "):"));
   for (const [name, color] of lines) {
     const s = el("span", name);
     s.style.color = color;

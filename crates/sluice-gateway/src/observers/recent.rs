@@ -46,6 +46,7 @@ impl Recent {
             queue: t.queue().unwrap_or(total),
             upstream_ttfb: t.upstream_ttfb().unwrap_or_default(),
             attempt_ttfb: answering_ttfb(r),
+            attempt_own: r.attempt_own(sluice_core::Phase::Ttfb).unwrap_or_default(),
             ttfb: t
                 .first_byte
                 .map_or(total, |f| f.saturating_duration_since(t.received)),

@@ -65,6 +65,8 @@ pub enum Rejected {
         lane: usize,
         /// When the queue should have room.
         retry_after: Duration,
+        /// The upstream's rate limit held the queue back while it filled.
+        rate_limited: bool,
     },
     /// The request would wait longer than its lane allows, by the lane's measured drain
     /// rate: refused at once rather than after the wait.
@@ -78,6 +80,8 @@ pub enum Rejected {
         wait: Duration,
         /// When the queue should have drained what waits now.
         retry_after: Duration,
+        /// The upstream's rate limit held the queue back while it drained at that rate.
+        rate_limited: bool,
     },
     /// The request waited as long as its lane allows.
     #[error("waited in the {lane} queue for the lane's limit; retry after {retry_after:?}")]
@@ -86,6 +90,8 @@ pub enum Rejected {
         lane: usize,
         /// When the queue should have room.
         retry_after: Duration,
+        /// The upstream's rate limit held the queue back while it waited.
+        rate_limited: bool,
     },
 }
 
@@ -96,6 +102,17 @@ impl Rejected {
             Self::QueueFull { retry_after, .. }
             | Self::TimedOut { retry_after, .. }
             | Self::WouldWait { retry_after, .. } => *retry_after,
+        }
+    }
+
+    /// Whether the upstream's rate limit (the pacer, or a pause after a 429) held the queue
+    /// back while the request waited, or while the queue that refused it filled: the wait
+    /// was the provider's limit's, not sluice's own.
+    pub fn rate_limited(&self) -> bool {
+        match self {
+            Self::QueueFull { rate_limited, .. }
+            | Self::TimedOut { rate_limited, .. }
+            | Self::WouldWait { rate_limited, .. } => *rate_limited,
         }
     }
 }
@@ -219,7 +236,7 @@ fn grant(inner: &Arc<Inner>, st: &mut State<Waiter>) -> (Vec<Permit>, Option<Ins
                 inflight,
             } => {
                 let mut permit = permit(inner, lane, inflight);
-                permit.rate_limited = st.rate_held.is_some_and(|h| h >= waiter.since);
+                permit.rate_limited = st.rate_held_since(waiter.since);
                 if let Err(unwanted) = waiter.tx.send(permit) {
                     spilled.push(unwanted);
                 }
@@ -359,6 +376,13 @@ impl Admission {
         grant_and_wake(&self.0);
     }
 
+    /// Whether the upstream's rate limit (the pacer, or a pause after a 429) held the queue
+    /// back at any instant from `since` on: a request that joined the queue then and ran out
+    /// of time in it waited for the provider's limit.
+    pub fn rate_held_since(&self, since: Instant) -> bool {
+        self.0.state.lock().rate_held_since(since)
+    }
+
     /// Whether slots are held back at `now` because the upstream asked us to wait.
     pub fn is_paused(&self, now: Instant) -> bool {
         self.0.state.lock().paused_until.is_some_and(|p| now < p)
@@ -386,7 +410,7 @@ impl Admission {
     /// Waits for a slot, at most the lane's `max_wait`.
     pub async fn acquire(&self, ask: impl Into<Ask>) -> Result<Permit, Rejected> {
         let ask = ask.into();
-        let (rx, max_wait, lane) = {
+        let (rx, max_wait, lane, since) = {
             let mut st = self.0.state.lock();
             let now = Instant::now();
             if st.goes_at_once(now, ask.tokens) {
@@ -401,7 +425,7 @@ impl Admission {
                 since: now,
             };
             let (lane, max_wait) = st.enqueue(&ask, waiter, now)?;
-            (rx, max_wait, lane)
+            (rx, max_wait, lane, now)
         };
         // The newcomer may be first in line behind a pacer or a pause that has no task
         // waiting on it yet.
@@ -412,7 +436,12 @@ impl Admission {
                 let mut st = self.0.state.lock();
                 st.timed_out += 1;
                 let retry_after = st.retry_after(Instant::now());
-                Err(Rejected::TimedOut { lane, retry_after })
+                let rate_limited = st.rate_held_since(since);
+                Err(Rejected::TimedOut {
+                    lane,
+                    retry_after,
+                    rate_limited,
+                })
             }
         }
     }

@@ -29,6 +29,11 @@ pub(crate) struct Backlog {
 }
 
 impl Backlog {
+    /// Since when the lane's queue has held someone, if it does.
+    pub(crate) fn since(&self) -> Option<Instant> {
+        self.since
+    }
+
     /// Someone joined the lane's queue at `now`.
     pub(crate) fn queued(&mut self, now: Instant) {
         self.since.get_or_insert(now);

@@ -338,6 +338,11 @@ impl<W: Waiting> State<W> {
         self.drained.count(now);
     }
 
+    /// Whether the upstream's rate limit held the queue back at any instant from `since` on.
+    pub(crate) fn rate_held_since(&self, since: Instant) -> bool {
+        self.rate_held.is_some_and(|h| h >= since)
+    }
+
     /// Queues `waiter` for `ask` in its lane (the last lane for an unknown one), or says why
     /// not and when to come back. Returns the lane and how long it may wait.
     pub(crate) fn enqueue(
@@ -348,15 +353,27 @@ impl<W: Waiting> State<W> {
     ) -> Result<(usize, Duration), Rejected> {
         let lane = self.lane_of(ask);
         let retry_after = self.retry_after(now);
+        let rate_held = self.rate_held;
         let Some(l) = self.lanes.get_mut(lane) else {
-            return Err(Rejected::QueueFull { lane, retry_after });
+            return Err(Rejected::QueueFull {
+                lane,
+                retry_after,
+                rate_limited: false,
+            });
         };
+        // The rate limit held this lane's queue back since it began to wait: its drain rate,
+        // and so a refusal now, is the provider's limit's.
+        let rate_limited = rate_held.is_some_and(|h| l.backlog.since().is_some_and(|s| h >= s));
         if l.waiting.len() >= l.spec.max_queue {
             // Full, perhaps of requests that have gone: count only those still waiting.
             l.waiting.retain(|w| !w.gone());
         }
         if l.waiting.len() >= l.spec.max_queue {
-            return Err(Rejected::QueueFull { lane, retry_after });
+            return Err(Rejected::QueueFull {
+                lane,
+                retry_after,
+                rate_limited,
+            });
         }
         // It may wait its lane's `max_wait`, or what is left of its deadline if that is less.
         let may_wait = ask.deadline.map_or(l.spec.max_wait, |d| {
@@ -372,6 +389,7 @@ impl<W: Waiting> State<W> {
                 return Err(Rejected::WouldWait {
                     lane,
                     wait,
+                    rate_limited,
                     retry_after: Duration::from_secs_f64(
                         wait.as_secs_f64().clamp(1.0, 300.0).ceil(),
                     ),

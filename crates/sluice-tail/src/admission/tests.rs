@@ -333,6 +333,80 @@ async fn a_permit_says_whether_its_wait_was_the_upstreams_rate_limit() {
     assert!(paused.acquire(I).await.unwrap().rate_limited);
 }
 
+/// A request that gives up in the queue, or is refused at arrival, is told whether the
+/// upstream's rate limit held the queue back: a wait for the pacer is the provider's, a wait
+/// for a slot sluice's own.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_says_whether_the_rate_limit_held_the_queue() {
+    let short = vec![LaneSpec {
+        max_wait: Duration::from_secs(3),
+        ..lanes()[0].clone()
+    }];
+    // Paced at one a minute: the second request waits out its lane behind the pacer.
+    let paced = Admission::paced(
+        10,
+        short.clone(),
+        Pacer::new(
+            PaceSpec {
+                rpm: Some(1),
+                tpm: None,
+            },
+            Instant::now(),
+        ),
+    );
+    let first = paced.acquire(I).await.unwrap();
+    let since = Instant::now();
+    let gave_up = paced.acquire(I).await.unwrap_err();
+    assert!(matches!(gave_up, Rejected::TimedOut { .. }), "{gave_up:?}");
+    assert!(gave_up.rate_limited(), "{gave_up:?}");
+    assert!(paced.rate_held_since(since));
+    drop(first);
+    // One slot held for a minute: the wait is sluice's concurrency limit, not the pacer.
+    let full = Admission::new(1, short);
+    let held = full.acquire(I).await.unwrap();
+    let since = Instant::now();
+    let gave_up = full.acquire(I).await.unwrap_err();
+    assert!(matches!(gave_up, Rejected::TimedOut { .. }), "{gave_up:?}");
+    assert!(!gave_up.rate_limited(), "{gave_up:?}");
+    assert!(!full.rate_held_since(since));
+    drop(held);
+}
+
+/// A queue the pacer drains at one a second refuses newcomers by their predicted wait, and
+/// says the rate limit set that wait.
+#[tokio::test(start_paused = true)]
+async fn a_queue_drained_by_the_pacer_refuses_as_the_rate_limits() {
+    let a = Admission::paced(
+        100,
+        lanes(),
+        Pacer::new(
+            PaceSpec {
+                rpm: Some(60),
+                tpm: None,
+            },
+            Instant::now(),
+        ),
+    );
+    let mut calls = Vec::new();
+    for _ in 0..60 {
+        let a = a.clone();
+        calls.push(tokio::spawn(async move { a.acquire(I).await.map(drop) }));
+        sleep(Duration::from_millis(100)).await;
+    }
+    let refused: Vec<Rejected> = futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .filter_map(|r| r.unwrap().err())
+        .collect();
+    assert!(!refused.is_empty());
+    assert!(
+        refused
+            .iter()
+            .all(|r| matches!(r, Rejected::WouldWait { .. }) && r.rate_limited()),
+        "{refused:?}"
+    );
+}
+
 /// Ten requests a second into a lane that drains one a second (one slot, each call holding
 /// it a second): once the queue's rate is measured, a newcomer whose predicted wait passes
 /// 90% of the lane's 30 s is refused at once, told when to come back; none accepted waits it

@@ -7,6 +7,7 @@
 //! the batch share and the rate-limited share: rate-limit contention") instead of "the
 //! system is slow", and what to do. A pure function of the two windows' summaries.
 
+mod found;
 mod next;
 mod stats;
 
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use found::Found;
 use next::next_steps;
 pub use stats::Stats;
 
@@ -35,6 +37,10 @@ pub struct Summary {
     /// The answering attempt's own time to first byte, from its own start (zero when no
     /// attempt answered): what the upstream itself took.
     pub attempt_ttfb: Duration,
+    /// What the upstream itself took, from its attempt's own start: `attempt_ttfb`, or, when
+    /// no attempt answered, the longest an attempt was out without a first byte (what it took
+    /// at least; zero when none went).
+    pub attempt_own: Duration,
     /// Arrival to the first byte sent (the whole call when none was).
     pub ttfb: Duration,
     /// Arrival to the end.
@@ -101,6 +107,36 @@ pub enum Verdict {
     TrafficFell,
 }
 
+/// A cause the figures show; a verdict names its own first and every other after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Factor {
+    /// More calls met the provider's rate limit.
+    RateLimit,
+    /// The upstream's own attempts got slower.
+    UpstreamSlower,
+    /// Calls waited longer in sluice's queue.
+    Queueing,
+    /// More calls failed.
+    Errors,
+    /// Fewer calls came.
+    TrafficFell,
+}
+
+impl Factor {
+    /// The factor a verdict is about, if it is one.
+    fn of(v: Verdict) -> Option<Self> {
+        match v {
+            Verdict::RateLimitContention => Some(Self::RateLimit),
+            Verdict::UpstreamSlower => Some(Self::UpstreamSlower),
+            Verdict::Queueing => Some(Self::Queueing),
+            Verdict::Errors => Some(Self::Errors),
+            Verdict::TrafficFell => Some(Self::TrafficFell),
+            _ => None,
+        }
+    }
+}
+
 /// How long each window was: the rates of calls are compared per second.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Windows {
@@ -136,6 +172,8 @@ pub struct Diagnosis {
     pub summary: String,
     /// What to do about it, and the settings and metrics to look at.
     pub next: String,
+    /// Every cause the figures show, the verdict's first.
+    pub factors: Vec<Factor>,
     /// What changed, most telling first.
     pub changes: Vec<Change>,
     /// The baseline window's figures.
@@ -146,6 +184,9 @@ pub struct Diagnosis {
 
 /// A tail this much longer than the baseline's is a change (and one shorter is not news).
 const TAIL_GROWTH: f64 = 1.25;
+/// An upstream this many times slower is the cause when sluice's queue grew too: each slot
+/// is held that much longer, so the same arrivals queue (Little's law).
+const CAUSE_FACTOR: f64 = 2.0;
 /// A rate this many points up is a change.
 const RATE_POINTS: f64 = 0.01;
 /// A lane's P99 is compared only over this many calls in both windows (below it, the P99 is
@@ -159,11 +200,11 @@ pub const MIN_RECENT_CALLS: u64 = 20;
 /// Traffic fell when the recent window's rate is below this share of the baseline's.
 const TRAFFIC_FELL: f64 = 0.2;
 
-fn rose(before: f64, after: f64) -> bool {
+pub(super) fn rose(before: f64, after: f64) -> bool {
     after > before * TAIL_GROWTH && after - before > 0.05
 }
 
-fn share_rose(before: f64, after: f64) -> bool {
+pub(super) fn share_rose(before: f64, after: f64) -> bool {
     after - before >= RATE_POINTS && after > before * 1.5
 }
 
@@ -197,248 +238,11 @@ pub fn explain(baseline: &[Summary], recent: &[Summary], windows: Windows) -> Di
         verdict,
         summary: format!("{summary}. What to do: {next}"),
         next,
+        factors: found.factors(verdict, fell),
         changes: found.changes,
         baseline: b,
         recent: r,
     }
-}
-
-/// What rose or fell beyond noise between two windows, and the changes said in words.
-struct Found {
-    changes: Vec<Change>,
-    /// A lane's P99 grew.
-    tail_grew: bool,
-    /// The slowest calls' queue in sluice grew.
-    queue_grew: bool,
-    /// Their retries and pauses after 429s grew.
-    waits_grew: bool,
-    /// The upstream's own attempts got slower.
-    upstream_grew: bool,
-    /// The rate-limited share rose.
-    limited: bool,
-    /// The error rate rose.
-    errors: bool,
-    /// The upstreams whose own first byte got slower.
-    slower_upstreams: Vec<String>,
-}
-
-impl Found {
-    /// The changes from `b` to `r`.
-    fn between(b: &Stats, r: &Stats) -> Self {
-        let mut changes = Vec::new();
-        let mut push = |what: String, before: f64, after: f64, unit: &'static str| {
-            changes.push(Change {
-                what,
-                before,
-                after,
-                unit,
-            });
-        };
-        let mut tail_grew = false;
-        for (lane, after) in &r.lanes {
-            if let Some(before) = b.lanes.iter().find(|(l, _)| l == lane).map(|(_, s)| s)
-                && before.calls >= MIN_LANE_CALLS
-                && after.calls >= MIN_LANE_CALLS
-                && rose(before.p99_total, after.p99_total)
-            {
-                tail_grew = true;
-                push(
-                    format!("P99 {lane}"),
-                    before.p99_total,
-                    after.p99_total,
-                    "s",
-                );
-            }
-        }
-        let queue_grew = rose(b.slow_queue, r.slow_queue);
-        let waits_grew = rose(b.slow_waits, r.slow_waits);
-        // The upstream is slower only when its own attempts are: a first byte measured from
-        // dispatch also holds retries and pauses after 429s, which are the rate limit's.
-        let upstream_grew =
-            rose(b.slow_attempt, r.slow_attempt) || rose(b.attempt_ttfb_p99, r.attempt_ttfb_p99);
-        if queue_grew {
-            push(
-                "queue of the slowest 5%".into(),
-                b.slow_queue,
-                r.slow_queue,
-                "s",
-            );
-        }
-        if waits_grew {
-            push(
-                "retries and pauses after 429s of the slowest 5%".into(),
-                b.slow_waits,
-                r.slow_waits,
-                "s",
-            );
-        }
-        if upstream_grew {
-            push(
-                "the answering attempt's own first byte of the slowest 5%".into(),
-                b.slow_attempt,
-                r.slow_attempt,
-                "s",
-            );
-        }
-        if rose(b.slow_stream, r.slow_stream) {
-            push(
-                "stream of the slowest 5%".into(),
-                b.slow_stream,
-                r.slow_stream,
-                "s",
-            );
-        }
-        let batch = share_rose(b.batch_share, r.batch_share);
-        if batch {
-            push("batch share".into(), b.batch_share, r.batch_share, "%");
-        }
-        let limited = share_rose(b.rate_limited, r.rate_limited);
-        if limited {
-            push(
-                "rate-limited share".into(),
-                b.rate_limited,
-                r.rate_limited,
-                "%",
-            );
-        }
-        let errors = share_rose(b.errors, r.errors);
-        if errors {
-            push("error rate".into(), b.errors, r.errors, "%");
-        }
-        for (what, before, after) in [
-            ("hedge rate", b.hedged, r.hedged),
-            ("retry rate", b.retried, r.retried),
-        ] {
-            if share_rose(before, after) {
-                push(what.into(), before, after, "%");
-            }
-        }
-        if b.cache_hits - r.cache_hits >= 0.05 {
-            push("cache hit rate".into(), b.cache_hits, r.cache_hits, "%");
-        }
-        let slower_upstreams: Vec<String> = slower_upstreams(b, r)
-            .map(|(up, before, after)| {
-                push(
-                    format!("upstream {up} attempts' own first byte P99"),
-                    before,
-                    after,
-                    "s",
-                );
-                up.clone()
-            })
-            .collect();
-        Self {
-            changes,
-            tail_grew,
-            queue_grew,
-            waits_grew,
-            upstream_grew,
-            limited,
-            errors,
-            slower_upstreams,
-        }
-    }
-
-    /// The verdict the changes point to.
-    fn verdict(&self) -> Verdict {
-        let Self {
-            tail_grew,
-            queue_grew,
-            waits_grew,
-            upstream_grew,
-            limited,
-            errors,
-            ..
-        } = *self;
-        if limited && (tail_grew || queue_grew || waits_grew || !upstream_grew) {
-            Verdict::RateLimitContention
-        } else if upstream_grew && !queue_grew {
-            Verdict::UpstreamSlower
-        } else if queue_grew {
-            Verdict::Queueing
-        } else if errors {
-            Verdict::Errors
-        } else if tail_grew {
-            Verdict::Unexplained
-        } else {
-            Verdict::Quiet
-        }
-    }
-
-    /// The verdict's sentence, with the figures that show it.
-    fn summary(&self, verdict: Verdict, b: &Stats, r: &Stats) -> String {
-        let (queue_grew, waits_grew, upstream_grew) =
-            (self.queue_grew, self.waits_grew, self.upstream_grew);
-        let slower_upstreams = &self.slower_upstreams;
-        let words: Vec<String> = self.changes.iter().map(Change::words).collect();
-        // The upstream's own figure, said the same way under every verdict: its attempts' first
-        // byte, each from its own start, never the time from dispatch.
-        let own = format!(
-            "the upstream's attempts answered their first byte at P99 {:.2} s -> {:.2} s (each from its own start)",
-            b.attempt_ttfb_p99, r.attempt_ttfb_p99
-        );
-        // Where the slowest calls waited, unless the changes above already say it.
-        let waits = if queue_grew || waits_grew {
-            String::new()
-        } else {
-            format!(
-                "; the slowest 5% spent {:.2} s -> {:.2} s in sluice's queue and {:.2} s -> {:.2} s in retries and pauses after 429s",
-                b.slow_queue, r.slow_queue, b.slow_waits, r.slow_waits
-            )
-        };
-        match verdict {
-            Verdict::Quiet => format!(
-                "nothing is wrong: {} calls against {} in the baseline, the tail and the rates within noise (P99 {:.2} s -> {:.2} s)",
-                r.calls, b.calls, b.p99_total, r.p99_total
-            ),
-            Verdict::RateLimitContention if upstream_grew => format!(
-                "rate-limit contention, and the upstream is slower too: {}; {own}{waits}",
-                words.join(", ")
-            ),
-            Verdict::RateLimitContention => format!(
-                "rate-limit contention, not a slower LLM: {}; {own}{waits}",
-                words.join(", ")
-            ),
-            Verdict::Queueing => format!(
-                "sluice is queueing: {}; no rate limit met (no 429, no wait for the provider's pace), {own}",
-                words.join(", ")
-            ),
-            Verdict::UpstreamSlower => format!(
-                "the upstream got slower{}: {}; sluice's queue unchanged",
-                if slower_upstreams.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", slower_upstreams.join(", "))
-                },
-                words.join(", ")
-            ),
-            Verdict::Errors => format!("calls fail more: {}", words.join(", ")),
-            Verdict::Unexplained => format!(
-                "the tail grew and no single cause stands out: {}",
-                words.join(", ")
-            ),
-            Verdict::TrafficFell => format!(
-                "traffic fell, and the calls that came look as before: {}",
-                words.join(", ")
-            ),
-            Verdict::NoBaseline | Verdict::NoTraffic => String::new(),
-        }
-    }
-}
-
-/// The upstreams whose attempts' own first byte P99 rose from `b` to `r`, with both figures.
-fn slower_upstreams<'a>(
-    b: &'a Stats,
-    r: &'a Stats,
-) -> impl Iterator<Item = (&'a String, f64, f64)> + 'a {
-    r.upstream_p99.iter().filter_map(|(up, after)| {
-        let before = b
-            .upstream_p99
-            .iter()
-            .find(|(u, _)| u == up)
-            .map(|(_, v)| *v)?;
-        rose(before, *after).then_some((up, before, *after))
-    })
 }
 
 /// The answer when the recent window is too thin to judge: how many calls came against the
@@ -463,6 +267,7 @@ fn no_traffic(b: Stats, r: Stats, windows: Windows) -> Diagnosis {
         verdict: Verdict::NoTraffic,
         summary,
         next,
+        factors: Vec::new(),
         changes: Vec::new(),
         baseline: b,
         recent: r,
@@ -487,6 +292,7 @@ fn no_baseline(b: Stats, r: Stats) -> Diagnosis {
         verdict: Verdict::NoBaseline,
         summary,
         next,
+        factors: Vec::new(),
         changes: Vec::new(),
         baseline: b,
         recent: r,

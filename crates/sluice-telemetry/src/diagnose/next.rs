@@ -30,8 +30,9 @@ pub(super) fn next_steps(verdict: Verdict) -> &'static str {
              reads the provider's rate-limit headers and pauses after a 429), or spread the \
              load over more deployments; look at /admin/diagnose, /admin/latency (clients per \
              lane against upstreams), /admin/upstreams (pacing and pauses), \
-             sluice_upstream_attempts_total{outcome=\"upstream_rejected\"} by upstream, \
-             sluice_requests_total by lane, sluice_request_ttfb_seconds by lane and \
+             sluice_rate_limit_waits_total by lane (calls held for the provider's pace), \
+             sluice_upstream_attempts_total by upstream and outcome (its 429s are \
+             upstream_rejected), sluice_requests_total by lane, sluice_request_ttfb_seconds by lane and \
              sluice_admission_requests{lane=\"batch\"}"
         }
         Verdict::Queueing => {

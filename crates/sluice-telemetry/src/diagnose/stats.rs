@@ -42,7 +42,8 @@ pub struct Stats {
     /// ... dispatch to the upstream's first byte, outside the answering attempt: failed
     /// attempts, pauses after 429s and waits for a slot before a retry.
     pub slow_waits: f64,
-    /// ... the answering attempt's own first byte, from its own start.
+    /// ... the upstream's own time, from its attempt's start: the answering attempt's first
+    /// byte, or how long an attempt waited for one that never came.
     pub slow_attempt: f64,
     /// ... first byte to the end (the stream).
     pub slow_stream: f64,
@@ -59,8 +60,10 @@ pub struct Stats {
     /// Share served from a cache.
     pub cache_hits: f64,
     /// The answering attempts' own first byte (from each attempt's start), P99, over calls
-    /// an upstream answered.
-    pub attempt_ttfb_p99: f64,
+    /// an upstream answered; `None` when no call had a first byte.
+    pub attempt_ttfb_p99: Option<f64>,
+    /// Calls whose attempts went and never had a first byte (not in the P99 above).
+    pub unanswered: u64,
     /// The same per upstream.
     pub upstream_p99: Vec<(String, f64)>,
 }
@@ -119,7 +122,7 @@ impl Stats {
         };
         let slow_queue = mean(&|c| c.queue.as_secs_f64());
         let slow_waits = mean(&|c| c.upstream_ttfb.saturating_sub(c.attempt_ttfb).as_secs_f64());
-        let slow_attempt = mean(&|c| c.attempt_ttfb.as_secs_f64());
+        let slow_attempt = mean(&|c| c.attempt_own.as_secs_f64());
         let slow_stream = mean(&|c| c.total.saturating_sub(c.ttfb).as_secs_f64());
         let reached: Vec<&Summary> = calls
             .iter()
@@ -152,7 +155,11 @@ impl Stats {
             hedged: share(&|c| c.hedged),
             retried: share(&|c| c.retried),
             cache_hits: share(&|c| c.cache_hit),
-            attempt_ttfb_p99: quantile(&mut all, 0.99),
+            attempt_ttfb_p99: (!all.is_empty()).then(|| quantile(&mut all, 0.99)),
+            unanswered: calls
+                .iter()
+                .filter(|c| !c.cache_hit && c.attempt_ttfb.is_zero() && !c.attempt_own.is_zero())
+                .count() as u64,
             upstream_p99: by_upstream
                 .into_iter()
                 .map(|(u, mut v)| (u.to_string(), quantile(&mut v, 0.99)))

@@ -225,6 +225,15 @@ pub struct DeadlineLabels {
     pub stage: &'static str,
 }
 
+/// Labels of the counter of calls held for the upstream's rate limit.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RateWaitLabels {
+    /// Model group.
+    pub group: Arc<str>,
+    /// The lane it waited in (`-` for none).
+    pub lane: Arc<str>,
+}
+
 /// Labels of the answer-cache counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CacheLabels {

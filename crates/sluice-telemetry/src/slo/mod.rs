@@ -12,7 +12,7 @@ pub use params::{SloKind, SloParams};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_core::{CallRecord, ErrorKind};
+use sluice_core::{CallRecord, ErrorKind, Phase};
 
 /// Which latency a latency objective bounds (`measure`, default `ttfb`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
@@ -141,8 +141,13 @@ pub struct Facts<'a> {
     pub error: Option<ErrorKind>,
     /// Arrival to dispatch (parse, route, queue).
     pub queue: Duration,
-    /// Dispatch to the upstream's first byte (or last, for [`Measure::Total`]).
+    /// Dispatch to the upstream's first byte (or last, for [`Measure::Total`]); for a call
+    /// that had none, dispatch to its end.
     pub upstream: Duration,
+    /// What the upstream itself took: the answering attempt's own first byte (or last), from
+    /// its own start, or, when none answered, the longest an attempt was out without an
+    /// answer.
+    pub attempt: Duration,
     /// Arrival to the first byte sent (the whole call when none was).
     pub ttfb: Duration,
     /// Arrival to the end.
@@ -163,10 +168,12 @@ impl<'a> Facts<'a> {
         let ttfb = t
             .first_byte
             .map_or(total, |f| f.saturating_duration_since(t.received));
-        let upstream = match measure {
-            Measure::Ttfb => t.upstream_ttfb(),
-            Measure::Total => t.upstream_total(),
+        let (upstream, phase) = match measure {
+            Measure::Ttfb => (t.upstream_ttfb(), Phase::Ttfb),
+            Measure::Total => (t.upstream_total(), Phase::Total),
         };
+        // A call that ran out waiting for the upstream's first byte spent its time there.
+        let upstream = upstream.or_else(|| Some(t.done?.saturating_duration_since(t.dispatched?)));
         Self {
             lane: r.lane.as_deref(),
             group: r.model_group.as_deref(),
@@ -174,6 +181,7 @@ impl<'a> Facts<'a> {
             error: r.error,
             queue: t.queue().unwrap_or(total),
             upstream: upstream.unwrap_or_default(),
+            attempt: r.attempt_own(phase).unwrap_or_default(),
             ttfb,
             total,
             upstream_429s: r.upstream_429s,
@@ -189,10 +197,16 @@ fn clients_doing(status: u16) -> bool {
     (400..500).contains(&status)
 }
 
-/// Who took the time of a slow or timed-out call: the rate limit when one was met (a 429, a
-/// pause after one, or a wait for the pacer), else the largest of queueing, the upstream,
-/// and the rest.
-fn slow_culprit(f: &Facts<'_>, value: Duration) -> Culprit {
+/// Who took the time of a slow or timed-out call: the upstream when its own attempt alone
+/// took longer than `threshold` allows (the call would have been late had sluice spent
+/// nothing on it: a queue that grew behind a slower upstream is its consequence, not its
+/// cause); else the rate limit when one was met (a 429, a pause after one, or a wait for the
+/// pacer, the deadline running out in it included); else the largest of queueing, the
+/// upstream, and the rest.
+fn slow_culprit(f: &Facts<'_>, value: Duration, threshold: Option<Duration>) -> Culprit {
+    if threshold.is_some_and(|th| f.attempt > th) {
+        return Culprit::UpstreamSlow;
+    }
     if f.upstream_429s > 0 || f.cooling || f.rate_waited {
         return Culprit::UpstreamRateLimited;
     }
@@ -269,7 +283,7 @@ impl Slo {
                 if f.status >= 500 {
                     // A failure is availability's to count; a time-out is slow too.
                     return (f.error == Some(ErrorKind::DeadlineExceeded))
-                        .then(|| Verdict::Bad(slow_culprit(f, f.total)));
+                        .then(|| Verdict::Bad(slow_culprit(f, f.total, Some(threshold))));
                 }
                 let value = match measure {
                     Measure::Ttfb => f.ttfb,
@@ -278,7 +292,7 @@ impl Slo {
                 Some(if value <= threshold {
                     Verdict::Good
                 } else {
-                    Verdict::Bad(slow_culprit(f, value))
+                    Verdict::Bad(slow_culprit(f, value, Some(threshold)))
                 })
             }
             Objective::Availability { .. } => {
@@ -296,7 +310,7 @@ impl Slo {
                     ) => Culprit::UpstreamErrors,
                     Some(ErrorKind::Overloaded) if rate_limited => Culprit::UpstreamRateLimited,
                     Some(ErrorKind::Overloaded) => Culprit::SluiceQueueing,
-                    Some(ErrorKind::DeadlineExceeded) => slow_culprit(f, f.total),
+                    Some(ErrorKind::DeadlineExceeded) => slow_culprit(f, f.total, None),
                     _ => Culprit::SluiceOverhead,
                 }))
             }

@@ -45,8 +45,8 @@ fn advice(c: Culprit) -> (&'static str, &'static str) {
             "GET /admin/diagnose; sluice_upstream_ttfb_seconds by upstream (each attempt from its own start) against sluice_request_ttfb_seconds by lane (what clients waited); /admin/latency; the provider's status page; hedging and fallbacks",
         ),
         Culprit::UpstreamRateLimited => (
-            "the provider's rate limit: 429s and the pauses after them are spending the error budget",
-            "GET /admin/diagnose; sluice_upstream_attempts_total{outcome=\"upstream_rejected\"} by upstream; sluice_requests_total{lane=\"batch\"} against all lanes; sluice_request_ttfb_seconds by lane; /admin/upstreams (cooling_after_429); the provider's quota",
+            "the provider's rate limit: waits for its pace, 429s and the pauses after them are spending the error budget",
+            "GET /admin/diagnose; sluice_rate_limit_waits_total by lane (calls sluice held for the provider's pace or a pause after a 429); sluice_upstream_attempts_total by upstream and outcome (the 429s that reached the provider are outcome upstream_rejected); sluice_requests_total by lane; sluice_request_ttfb_seconds by lane; /admin/upstreams (pacing, cooling_after_429); the provider's quota",
         ),
         Culprit::UpstreamErrors => (
             "the upstream is failing: its 5xx, timeouts and dropped connections are spending the error budget",
@@ -54,7 +54,7 @@ fn advice(c: Culprit) -> (&'static str, &'static str) {
         ),
         Culprit::SluiceQueueing => (
             "we are slow: requests wait in sluice's queue for a slot, the upstream answers in time",
-            "GET /admin/diagnose; sluice_queue_duration_seconds by lane; sluice_admission_requests{state=\"queued\"} by lane; sluice_upstream_concurrency_limit; sluice_requests_total{lane=\"batch\"} against all lanes",
+            "GET /admin/diagnose; sluice_queue_duration_seconds by lane; sluice_admission_requests{state=\"queued\"} by lane; sluice_upstream_concurrency_limit; sluice_requests_total by lane",
         ),
         Culprit::SluiceOverhead => (
             "we are slow: time inside sluice other than queueing, or sluice's own errors",

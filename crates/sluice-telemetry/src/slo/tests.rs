@@ -37,6 +37,7 @@ fn facts(queue: u64, upstream: u64) -> Facts<'static> {
         error: None,
         queue: ms(queue),
         upstream: ms(upstream),
+        attempt: ms(upstream),
         ttfb: ms(queue + upstream),
         total: ms(queue + upstream + 500),
         upstream_429s: 0,
@@ -74,7 +75,9 @@ fn a_rate_limit_met_or_in_force_is_the_culprit_whatever_took_the_time() {
         s.judge(&paced),
         Some(Verdict::Bad(Culprit::UpstreamRateLimited))
     );
+    // A 429, its pause and a retry whose own first byte took 800 ms.
     let mut hit = facts(10, 5_000);
+    hit.attempt = ms(800);
     hit.upstream_429s = 1;
     assert_eq!(
         s.judge(&hit),
@@ -91,6 +94,50 @@ fn a_rate_limit_met_or_in_force_is_the_culprit_whatever_took_the_time() {
     let mut fine = facts(10, 900);
     fine.upstream_429s = 2;
     assert_eq!(s.judge(&fine), Some(Verdict::Good));
+}
+
+/// An upstream whose own attempt alone took longer than the objective is the culprit,
+/// whatever else took time: the call would have been late had sluice spent nothing on it (a
+/// queue that grew behind a six-fold slower upstream, or a short wait for the pacer).
+#[test]
+fn an_upstream_late_on_its_own_is_the_culprit_whatever_else_waited() {
+    let s = ttfb_slo();
+    let behind = facts(6_000, 5_000);
+    assert_eq!(s.judge(&behind), Some(Verdict::Bad(Culprit::UpstreamSlow)));
+    let mut paced = facts(50, 5_000);
+    paced.rate_waited = true;
+    assert_eq!(s.judge(&paced), Some(Verdict::Bad(Culprit::UpstreamSlow)));
+    // Within the objective on its own: the queue made it late.
+    assert_eq!(
+        s.judge(&facts(6_000, 3_000)),
+        Some(Verdict::Bad(Culprit::SluiceQueueing))
+    );
+    // Out of time waiting for a first byte that never came: the upstream's.
+    let mut waiting = facts(10, 4_990);
+    waiting.status = 504;
+    waiting.error = Some(ErrorKind::DeadlineExceeded);
+    waiting.ttfb = ms(5_000);
+    waiting.total = ms(5_000);
+    assert_eq!(s.judge(&waiting), Some(Verdict::Bad(Culprit::UpstreamSlow)));
+    assert_eq!(
+        availability().judge(&waiting),
+        Some(Verdict::Bad(Culprit::UpstreamSlow))
+    );
+    // Out of time in a queue the provider's pace held: the rate limit's.
+    let mut held = facts(4_990, 0);
+    held.attempt = ms(0);
+    held.status = 504;
+    held.error = Some(ErrorKind::DeadlineExceeded);
+    held.total = ms(5_000);
+    held.rate_waited = true;
+    assert_eq!(
+        s.judge(&held),
+        Some(Verdict::Bad(Culprit::UpstreamRateLimited))
+    );
+    assert_eq!(
+        availability().judge(&held),
+        Some(Verdict::Bad(Culprit::UpstreamRateLimited))
+    );
 }
 
 #[test]

@@ -55,6 +55,8 @@ pub struct Call {
     handed: Option<sluice_ledger::Entry>,
     /// Cancelled when its caller withdraws it (see [`Call::withdrawn`]).
     withdrawn: Option<tokio_util::sync::CancellationToken>,
+    /// The upstream's queue it waits in, and since when (see [`Call::queues_at`]).
+    queued: Option<(Arc<sluice_routing::limiter::Limiter>, Instant)>,
     _inflight: InflightGuard,
 }
 
@@ -76,6 +78,7 @@ impl Call {
             dialect,
             hands_back: false,
             withdrawn: None,
+            queued: None,
             handed: None,
             _inflight: inflight,
         }

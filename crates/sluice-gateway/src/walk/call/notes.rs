@@ -173,6 +173,17 @@ impl Call {
         self.record.rate_waited = true;
     }
 
+    /// The call joins `limiter`'s queue now: should its deadline run out there, whether the
+    /// upstream's rate limit held the queue meanwhile decides whose wait it was.
+    pub fn queues_at(&mut self, limiter: &Arc<sluice_routing::limiter::Limiter>) {
+        self.queued = Some((limiter.clone(), Instant::now()));
+    }
+
+    /// The call left the queue it joined (admitted or refused).
+    pub fn left_queue(&mut self) {
+        self.queued = None;
+    }
+
     /// An attempt was answered 429.
     pub fn upstream_429(&mut self) {
         self.record.upstream_429s += 1;
@@ -208,6 +219,12 @@ impl Call {
     pub fn ran_out(&mut self) -> Stage {
         let stage = self.record.stage();
         self.record.deadline_stage = Some(stage);
+        // Out of time in a queue the provider's rate limit held back: the provider's wait.
+        if let Some((limiter, since)) = self.queued.take()
+            && limiter.rate_held_since(since)
+        {
+            self.record.rate_waited = true;
+        }
         stage
     }
 

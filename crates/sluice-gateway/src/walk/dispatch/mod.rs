@@ -116,13 +116,10 @@ pub async fn dispatch(
             Some(token) => tokio::select! {
                 biased;
                 () = token.cancelled() => return Err(withdrawn()),
-                permit = admit(gw, target, &job) => permit?,
+                permit = admit(gw, call, target, &job) => permit?,
             },
-            None => admit(gw, target, &job).await?,
+            None => admit(gw, call, target, &job).await?,
         };
-        if permit.as_ref().is_some_and(|p| p.rate_limited) {
-            call.rate_waited();
-        }
         let err = match race::try_once(gw, call, group, target, &job, kind, permit).await {
             Ok(answer) => return Ok(answer),
             Err(e) => e,
@@ -176,37 +173,50 @@ fn withdrawn() -> GatewayError {
     )
 }
 
-/// A slot at `d` in the job's lane, waiting if needed; `None` when `d` has no limiter.
-async fn admit(gw: &Gateway, d: &Deployment, job: &Job) -> Result<Option<Permit>, GatewayError> {
+/// A slot at `d` in the job's lane, waiting if needed; `None` when `d` has no limiter. The
+/// call notes whether the upstream's rate limit held it back, admitted or refused.
+async fn admit(
+    gw: &Gateway,
+    call: &mut Call,
+    d: &Deployment,
+    job: &Job,
+) -> Result<Option<Permit>, GatewayError> {
     let Some(limiter) = &d.limiter else {
         return Ok(None);
     };
-    limiter
-        .acquire(job.ask.clone())
-        .await
-        .map(Some)
-        .map_err(|r| {
-            let lane_name = gw.lanes.get(job.ask.lane).map_or("default", |l| &*l.name);
-            let why = match r {
-                Rejected::QueueFull { .. } => "is full".to_string(),
-                Rejected::TimedOut { .. } => {
-                    "held this request as long as the lane allows".to_string()
-                }
-                Rejected::WouldWait { wait, .. } => format!(
-                    "would hold this request about {} s, longer than the lane allows",
-                    wait.as_secs().max(1)
-                ),
-            };
-            let secs = r.retry_after().as_secs();
-            GatewayError::new(
-                ErrorKind::Overloaded,
-                format!(
-                    "sluice's {lane_name} queue for {} {why}; retry after {secs} s",
-                    d.name
-                ),
-            )
-            .with_retry_after(r.retry_after())
-        })
+    call.queues_at(limiter);
+    let got = limiter.acquire(job.ask.clone()).await;
+    call.left_queue();
+    let rate_limited = match &got {
+        Ok(permit) => permit.rate_limited,
+        Err(r) => r.rate_limited(),
+    };
+    if rate_limited {
+        call.rate_waited();
+    }
+    got.map(Some).map_err(|r| refusal(gw, d, job, r))
+}
+
+/// The 503 of a request `d`'s admission refused, saying why and when to come back.
+fn refusal(gw: &Gateway, d: &Deployment, job: &Job, r: Rejected) -> GatewayError {
+    let lane_name = gw.lanes.get(job.ask.lane).map_or("default", |l| &*l.name);
+    let why = match r {
+        Rejected::QueueFull { .. } => "is full".to_string(),
+        Rejected::TimedOut { .. } => "held this request as long as the lane allows".to_string(),
+        Rejected::WouldWait { wait, .. } => format!(
+            "would hold this request about {} s, longer than the lane allows",
+            wait.as_secs().max(1)
+        ),
+    };
+    let secs = r.retry_after().as_secs();
+    GatewayError::new(
+        ErrorKind::Overloaded,
+        format!(
+            "sluice's {lane_name} queue for {} {why}; retry after {secs} s",
+            d.name
+        ),
+    )
+    .with_retry_after(r.retry_after())
 }
 
 /// The retry decision for `err` (see `sluice_tail::retry::Retrying::decide`) and where it
