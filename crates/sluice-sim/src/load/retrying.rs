@@ -91,18 +91,17 @@ fn again(parts: &http::request::Parts, body: &Full<Bytes>, n: u32) -> http::Requ
     req
 }
 
-/// The random part of the backoff, drawn from the request's id and the retry, so a run
-/// repeats.
+/// The random part of the backoff, drawn from the request's id and the retry with a hash
+/// fixed in this project (not the standard library's, which may change between releases),
+/// so a run repeats on every toolchain.
 fn jitter(parts: &http::request::Parts, taken: u32) -> f64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::hash::DefaultHasher::new();
-    parts
+    let id = parts
         .headers
         .get("x-request-id")
-        .map(http::HeaderValue::as_bytes)
-        .hash(&mut h);
-    taken.hash(&mut h);
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let h = sluice_routing::ticket_hash(0x6a69_7474_6572, u64::from(taken), id);
+    (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
 impl<T: Target> Target for Retrying<T> {
