@@ -278,8 +278,7 @@ pub struct CallRecord {
     pub error: Option<ErrorKind>,
     /// Tokens used, when the upstream reported them.
     pub usage: Option<Usage>,
-    /// The call was slow enough to hedge, but no hedge went (budget spent, no other upstream
-    /// free, or too little of the deadline left).
+    /// Slow enough to hedge, but no hedge went (budget, no upstream free, deadline).
     pub hedge_denied: bool,
     /// An attempt failed in a way worth retrying, but the retry budget was spent.
     pub retry_denied: bool,
@@ -289,14 +288,12 @@ pub struct CallRecord {
     pub retry_after: Option<std::time::Duration>,
     /// What the answer cache did, when one is kept.
     pub cache: Option<CacheLookup>,
-    /// Whether prefix affinity chose the deployment (`Some(false)`: the group routes by
-    /// prefix, but no remembered prefix decided), when the group routes by prefix.
+    /// Whether prefix affinity chose the deployment (`Some(false)`: no remembered prefix did).
     pub by_prefix: Option<bool>,
-    /// For an answer served from the cache: what it cost when it was first bought, in
-    /// micro-units (what serving it again saved).
+    /// Served from the cache: what it cost when first bought, micro-units (what was saved).
     pub cache_saved_micros: u64,
-    /// What the provider's prompt cache saved on this call's answer, in micro-units: its
-    /// cached tokens at the full input price less their cached price (0 when unpriced).
+    /// What the provider's prompt cache saved, micro-units: cached tokens at the full input
+    /// price less their cached price (0 when unpriced).
     pub prompt_cache_saved_micros: u64,
     /// What writing to the provider's prompt cache cost beyond the full input price.
     pub prompt_cache_premium_micros: u64,
@@ -307,6 +304,9 @@ pub struct CallRecord {
     /// It waited in sluice's queue for the upstream's rate limit (the pacer, or a pause
     /// after a 429), not only for a slot: its queueing is the provider's limit's.
     pub rate_waited: bool,
+    /// Sluice refused it, or its deadline ran out, in a queue held while the limit read the
+    /// upstream answering well above its usual latency: the upstream's slowness carried.
+    pub slow_held: bool,
     /// The `prompt_cache_key` sluice added (the client sent none).
     pub prompt_cache_key: Option<Arc<str>>,
     /// Compression of an over-long prompt: its estimated tokens (before, after).
@@ -434,6 +434,7 @@ impl CallRecord {
             prompt_cache_key: None,
             upstream_429s: 0,
             rate_waited: false,
+            slow_held: false,
             compressed: None,
             rounds: Vec::new(),
             usage_estimated: false,
@@ -468,8 +469,8 @@ impl CallRecord {
     }
 
     /// What the upstream itself took of `phase`, each attempt from its own start: the
-    /// answering attempt's time to its first byte (or end), or, when none answered, the
-    /// longest any attempt was out without an answer (the least it took). `None`: none went.
+    /// answering attempt's to its first byte (or end), else the longest an attempt was out
+    /// unanswered (the least it took). `None`: none went.
     pub fn attempt_own(&self, phase: Phase) -> Option<Duration> {
         let end_of = |a: &Attempt| a.ended.or(self.timings.done);
         let answered = self.upstream.as_ref().and_then(|up| {

@@ -102,6 +102,11 @@ impl Limiter {
         self.admission.pause_until(until);
     }
 
+    /// Whether the upstream answers well above its usual latency now, as the limit reads it.
+    pub fn upstream_slower(&self) -> bool {
+        self.algorithm.lock().upstream_slower()
+    }
+
     /// Whether the upstream's rate limit held the queue back at any instant from `since` on.
     pub fn rate_held_since(&self, since: Instant) -> bool {
         self.admission.rate_held_since(since)

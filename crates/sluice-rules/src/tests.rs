@@ -231,6 +231,78 @@ fn the_shipped_rules_load_and_trip_on_real_clauses() {
             "{variant}"
         );
     }
+    // The other rules' common wordings, one test each, and a near miss that stays quiet.
+    for (rule, variant) in [
+        (
+            "renew-auto",
+            "This Agreement renews automatically for successive one-year terms.",
+        ),
+        (
+            "renew-auto",
+            "The Term shall be automatically extended by twelve months.",
+        ),
+        (
+            "renew-auto",
+            "The subscription automatically extends unless cancelled.",
+        ),
+        (
+            "renew-auto",
+            "Each order will roll over into a new term unless terminated.",
+        ),
+        (
+            "data-transfer-abroad",
+            "Processor may transfer Customer personal data outside the EEA.",
+        ),
+        (
+            "data-transfer-abroad",
+            "Personal data will be stored outside the United Kingdom.",
+        ),
+        (
+            "data-transfer-abroad",
+            "Supplier may process personal data in a third country.",
+        ),
+        (
+            "data-transfer-abroad",
+            "Customer data may be disclosed to affiliates overseas.",
+        ),
+        (
+            "data-transfer-abroad",
+            "Any cross-border transfer of personal data requires consent.",
+        ),
+        ("zh-term-convenience", "第九条 甲方有权单方解除本合同。"),
+        (
+            "zh-term-convenience",
+            "第九条 甲方可以解除本合同，无需任何理由。",
+        ),
+        ("zh-term-no-refund", "第五条 已支付的费用不予退款。"),
+        ("zh-term-no-refund", "第五条 合同解除后预付款不退款。"),
+        ("zh-term-no-refund", "第五条 保证金不予返还。"),
+        ("zh-renew-auto", "第二条 期满后本合同自动续签一年。"),
+        (
+            "zh-renew-auto",
+            "第二条 双方未提出异议的，视为同意续期一年。",
+        ),
+        ("zh-law-governing", "第十条 本合同适用中国法律。"),
+        (
+            "zh-law-governing",
+            "第十条 本合同依照中华人民共和国法律解释。",
+        ),
+    ] {
+        assert!(zh(variant).contains(&rule.to_string()), "{rule}: {variant}");
+    }
+    for (rule, quiet) in [
+        (
+            "data-transfer-abroad",
+            "Deliveries outside business hours incur a surcharge.",
+        ),
+        (
+            "renew-auto",
+            "The parties may agree to renew this Agreement.",
+        ),
+        ("zh-renew-auto", "第二条 逾期视为违约。"),
+    ] {
+        assert!(!zh(quiet).contains(&rule.to_string()), "{rule}: {quiet}");
+    }
     // 境外 alone, with no transfer, is not one.
     assert!(!zh("第七条 本合同适用于境外分支机构。").contains(&"zh-data-crossborder".to_string()));
     assert!(zh("第十一条 提交甲方所在地人民法院诉讼解决。").contains(&"zh-law-court".to_string()));

@@ -53,6 +53,13 @@ pub trait Algorithm: Send + Debug {
     /// Gives back cuts that were mistaken: the limit becomes at least `limit` (within its
     /// bounds). Algorithms without such cuts keep their limit.
     fn raise_to(&mut self, _limit: usize) {}
+    /// Whether the upstream answers well above its usual latency now, as the algorithm last
+    /// read it (whatever the cause): a queue sluice holds then, and what it refuses, is the
+    /// upstream's slowness carried, not sluice's own. Algorithms that do not read latency
+    /// against a baseline say no.
+    fn upstream_slower(&self) -> bool {
+        false
+    }
 }
 
 /// Bounds made sane (`1 <= min <= max`), and the starting limit inside them.

@@ -66,6 +66,10 @@ impl<A: Algorithm> Algorithm for Normalized<A> {
     fn raise_to(&mut self, limit: usize) {
         self.inner.raise_to(limit);
     }
+
+    fn upstream_slower(&self) -> bool {
+        self.inner.upstream_slower()
+    }
 }
 
 #[cfg(test)]

@@ -13,12 +13,10 @@
 //! level the upstream's, and the algorithm is then handed latency over that level, so only
 //! inflation beyond it reads as congestion:
 //!
-//! - a step: a window of calls took [`STEP`] times as long as the level or more, while they
-//!   were sent at a concurrency that grew less than half as much over the last calm window's
-//!   (a queue at the upstream grows latency in proportion to what is sent, never several
-//!   times faster; answers that arrive late hold more calls in flight meanwhile, so the
-//!   window's concurrency grows too, only less); the level then rises to what the next few
-//!   windows show (the step's own window straddles old answers and new);
+//! - a step: a window of calls sent at no more concurrency than the last calm window's took
+//!   [`STEP`] times as long or more (no queue of sluice's making grows that much in one
+//!   window); the level then rises to what the next few windows show (the step's own window
+//!   straddles old answers and new);
 //! - a cut as the experiment: over the last inflated windows concurrency came down by a
 //!   fifth or more and latency hardly came down with it (an elasticity under
 //!   [`MAX_ELASTICITY`]); what the algorithm cut meanwhile is given back (the limit of the
@@ -34,12 +32,9 @@ use tokio::time::Instant;
 
 use super::{Algorithm, Sample};
 
-/// Latency this many times the level is a step of the upstream's own, when concurrency grew
-/// less than [`STEP_OVER_CONCURRENCY`] times as much.
+/// Latency this many times the level, at no more concurrency than the last calm window's,
+/// is a step of the upstream's own.
 pub const STEP: f64 = 3.0;
-/// How many times faster than concurrency latency must have grown for a step: a queue at the
-/// upstream gives about once (latency in proportion to what is sent).
-pub const STEP_OVER_CONCURRENCY: f64 = 2.0;
 /// Windows looked back over.
 const WINDOWS: usize = 10;
 /// Latency (over its baseline) above this many times the upstream's level is inflated.
@@ -130,16 +125,6 @@ pub fn own_level(recent: &VecDeque<(f64, usize)>, level: f64) -> Option<f64> {
     (elasticity < MAX_ELASTICITY).then(|| median(later, x))
 }
 
-impl<A> Slowdown<A> {
-    /// Whether latency `x` at `inflight` grew [`STEP_OVER_CONCURRENCY`] times faster than
-    /// concurrency did over the last calm window.
-    fn stepped(&self, x: f64, inflight: usize) -> bool {
-        let latency = x / self.level;
-        let concurrency = inflight as f64 / self.calm_inflight.max(1) as f64;
-        latency >= STEP_OVER_CONCURRENCY * concurrency.max(1.0)
-    }
-}
-
 impl<A: Algorithm> Algorithm for Slowdown<A> {
     fn limit(&self) -> usize {
         self.inner.limit()
@@ -164,9 +149,9 @@ impl<A: Algorithm> Algorithm for Slowdown<A> {
         } else if x <= INFLATED * self.level {
             self.calm_limit = Some(self.inner.limit());
             self.calm_inflight = s.inflight;
-        } else if !s.dropped && x >= STEP * self.level && self.stepped(x, s.inflight) {
-            // Answers took several times as long while concurrency grew far less: no queue
-            // sluice's concurrency built does that.
+        } else if !s.dropped && s.inflight <= self.calm_inflight && x >= STEP * self.level {
+            // Answers to calls sent at no more concurrency than a calm window's took several
+            // times as long: no queue sluice's concurrency built does that in one window.
             self.level = x;
             self.settling = LATER;
         } else if !s.dropped
@@ -187,6 +172,12 @@ impl<A: Algorithm> Algorithm for Slowdown<A> {
     fn raise_to(&mut self, limit: usize) {
         self.inner.raise_to(limit);
     }
+
+    /// The last window read [`INFLATED`] times the baseline or more: slower of its own (a
+    /// level known) or not yet known why.
+    fn upstream_slower(&self) -> bool {
+        self.recent.back().is_some_and(|(x, _)| *x > INFLATED)
+    }
 }
 
 #[cfg(test)]
@@ -204,9 +195,8 @@ mod tests {
     }
 
     /// Windows of a limit at its baseline, then an upstream six times slower at the same
-    /// arrivals: in flight climbs as answers take longer, but latency six times up while
-    /// concurrency grew a fraction of that is a step of the upstream's own, seen at once: the
-    /// limit never cuts below what the arrivals need, where a latency-only limit does.
+    /// arrivals: in flight climbs as answers take longer, latency stays at six, the limit
+    /// cuts, in flight comes down, latency does not: the cuts are given back.
     #[test]
     fn an_upstream_six_times_slower_is_not_read_as_congestion() {
         let mut t = Instant::now();
@@ -221,6 +211,7 @@ mod tests {
             feed(&mut plain, &mut t, 1.0, 8);
             feed(&mut judged, &mut t, 1.0, 8);
         }
+        assert!(!judged.upstream_slower(), "at its baseline");
         let before = judged.limit();
         let mut lowest = before;
         for need in [10, 16, 22, 28, 34, 40].into_iter().chain([45; 20]) {
@@ -233,17 +224,19 @@ mod tests {
             "the latency-only limit stays below the need: {}",
             plain.limit()
         );
-        assert!(lowest >= 45, "it cut below the need: {lowest}");
+        assert!(lowest < 45, "it cut first: {lowest}");
         assert!(
             judged.limit() >= before,
             "{} after {before}",
             judged.limit()
         );
         assert!((judged.level() - 6.0).abs() < 1e-9, "{}", judged.level());
+        assert!(judged.upstream_slower(), "six times its baseline");
         // The upstream recovers: the level follows within two windows.
         feed(&mut judged, &mut t, 1.1, 8);
         feed(&mut judged, &mut t, 1.1, 8);
         assert!((judged.level() - 1.1).abs() < 1e-9, "{}", judged.level());
+        assert!(!judged.upstream_slower(), "recovered");
     }
 
     /// A queue at the upstream: latency climbs in proportion to what is in flight.

@@ -77,4 +77,8 @@ impl<A: Algorithm> Algorithm for Windowed<A> {
     fn raise_to(&mut self, limit: usize) {
         self.inner.raise_to(limit);
     }
+
+    fn upstream_slower(&self) -> bool {
+        self.inner.upstream_slower()
+    }
 }

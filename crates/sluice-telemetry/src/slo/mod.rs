@@ -158,6 +158,9 @@ pub struct Facts<'a> {
     pub cooling: bool,
     /// It waited in sluice's queue for the upstream's rate limit.
     pub rate_waited: bool,
+    /// Sluice refused it, or it ran out of time, in a queue held while the upstream answered
+    /// far slower than usual.
+    pub slow_held: bool,
 }
 
 impl<'a> Facts<'a> {
@@ -187,6 +190,7 @@ impl<'a> Facts<'a> {
             upstream_429s: r.upstream_429s,
             cooling,
             rate_waited: r.rate_waited,
+            slow_held: r.slow_held,
         }
     }
 }
@@ -201,14 +205,18 @@ fn clients_doing(status: u16) -> bool {
 /// took longer than `threshold` allows (the call would have been late had sluice spent
 /// nothing on it: a queue that grew behind a slower upstream is its consequence, not its
 /// cause); else the rate limit when one was met (a 429, a pause after one, or a wait for the
-/// pacer, the deadline running out in it included); else the largest of queueing, the
-/// upstream, and the rest.
+/// pacer, the deadline running out in it included); else the upstream when the deadline ran
+/// out in a queue held while it answered far slower than usual; else the largest of
+/// queueing, the upstream, and the rest.
 fn slow_culprit(f: &Facts<'_>, value: Duration, threshold: Option<Duration>) -> Culprit {
     if threshold.is_some_and(|th| f.attempt > th) {
         return Culprit::UpstreamSlow;
     }
     if f.upstream_429s > 0 || f.cooling || f.rate_waited {
         return Culprit::UpstreamRateLimited;
+    }
+    if f.slow_held {
+        return Culprit::UpstreamSlow;
     }
     let rest = value.saturating_sub(f.queue + f.upstream);
     if f.upstream >= f.queue && f.upstream >= rest {
@@ -309,6 +317,9 @@ impl Slo {
                         | ErrorKind::UpstreamUnavailable,
                     ) => Culprit::UpstreamErrors,
                     Some(ErrorKind::Overloaded) if rate_limited => Culprit::UpstreamRateLimited,
+                    // Refused for a queue the upstream's slowness built (each slot held
+                    // longer): the upstream's.
+                    Some(ErrorKind::Overloaded) if f.slow_held => Culprit::UpstreamSlow,
                     Some(ErrorKind::Overloaded) => Culprit::SluiceQueueing,
                     Some(ErrorKind::DeadlineExceeded) => slow_culprit(f, f.total, None),
                     _ => Culprit::SluiceOverhead,

@@ -43,6 +43,7 @@ fn facts(queue: u64, upstream: u64) -> Facts<'static> {
         upstream_429s: 0,
         cooling: false,
         rate_waited: false,
+        slow_held: false,
     }
 }
 
@@ -137,6 +138,22 @@ fn an_upstream_late_on_its_own_is_the_culprit_whatever_else_waited() {
     assert_eq!(
         availability().judge(&held),
         Some(Verdict::Bad(Culprit::UpstreamRateLimited))
+    );
+    // Refused for a queue held while the upstream answered six times slower than usual:
+    // the upstream's slowness carried, not sluice's own queue.
+    let mut refused = facts(0, 0);
+    refused.attempt = ms(0);
+    refused.status = 503;
+    refused.error = Some(ErrorKind::Overloaded);
+    refused.slow_held = true;
+    assert_eq!(
+        availability().judge(&refused),
+        Some(Verdict::Bad(Culprit::UpstreamSlow))
+    );
+    refused.slow_held = false;
+    assert_eq!(
+        availability().judge(&refused),
+        Some(Verdict::Bad(Culprit::SluiceQueueing))
     );
 }
 

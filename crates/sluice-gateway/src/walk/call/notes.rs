@@ -173,6 +173,11 @@ impl Call {
         self.record.rate_waited = true;
     }
 
+    /// Sluice refused the call while the upstream answered far slower than usual.
+    pub fn slow_held(&mut self) {
+        self.record.slow_held = true;
+    }
+
     /// The call joins `limiter`'s queue now: should its deadline run out there, whether the
     /// upstream's rate limit held the queue meanwhile decides whose wait it was.
     pub fn queues_at(&mut self, limiter: &Arc<sluice_routing::limiter::Limiter>) {
@@ -219,11 +224,11 @@ impl Call {
     pub fn ran_out(&mut self) -> Stage {
         let stage = self.record.stage();
         self.record.deadline_stage = Some(stage);
-        // Out of time in a queue the provider's rate limit held back: the provider's wait.
-        if let Some((limiter, since)) = self.queued.take()
-            && limiter.rate_held_since(since)
-        {
-            self.record.rate_waited = true;
+        // Out of time in a queue the provider's rate limit held back: the provider's wait;
+        // in one held while the upstream answered far slower than usual: its slowness.
+        if let Some((limiter, since)) = self.queued.take() {
+            self.record.rate_waited |= limiter.rate_held_since(since);
+            self.record.slow_held |= limiter.upstream_slower();
         }
         stage
     }

@@ -194,6 +194,9 @@ async fn admit(
     if rate_limited {
         call.rate_waited();
     }
+    if got.is_err() && limiter.upstream_slower() {
+        call.slow_held();
+    }
     got.map(Some).map_err(|r| refusal(gw, d, job, r))
 }
 
