@@ -8,6 +8,7 @@ use tokio::time::Instant;
 use crate::{ErrorKind, RequestId, Usage};
 
 mod choices;
+mod own;
 
 pub use choices::{AutoChoice, CandidateEstimate, FallbackTaken, Round, RouteTaken};
 
@@ -466,28 +467,6 @@ impl CallRecord {
         } else {
             Stage::Retry
         }
-    }
-
-    /// What the upstream itself took of `phase`, each attempt from its own start: the
-    /// answering attempt's to its first byte (or end), else the longest an attempt was out
-    /// unanswered (the least it took). `None`: none went.
-    pub fn attempt_own(&self, phase: Phase) -> Option<Duration> {
-        let end_of = |a: &Attempt| a.ended.or(self.timings.done);
-        let answered = self.upstream.as_ref().and_then(|up| {
-            let ok = |a: &&Attempt| a.upstream == *up && a.outcome == AttemptOutcome::Ok;
-            let to = |a: &Attempt| match phase {
-                Phase::Ttfb => a.first_byte,
-                Phase::Total => end_of(a),
-            };
-            let took = |a: &Attempt| Some(to(a)?.saturating_duration_since(a.started));
-            self.attempts.iter().filter(ok).filter_map(took).min()
-        });
-        answered.or_else(|| {
-            self.attempts
-                .iter()
-                .filter_map(|a| Some(end_of(a)?.saturating_duration_since(a.started)))
-                .max()
-        })
     }
 
     /// Whether the client got a successful answer.

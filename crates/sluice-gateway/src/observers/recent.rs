@@ -45,7 +45,7 @@ impl Recent {
             status: r.status,
             queue: t.queue().unwrap_or(total),
             upstream_ttfb: t.upstream_ttfb().unwrap_or_default(),
-            attempt_ttfb: answering_ttfb(r),
+            attempt_ttfb: r.answered_own(sluice_core::Phase::Ttfb).unwrap_or_default(),
             attempt_own: r.attempt_own(sluice_core::Phase::Ttfb).unwrap_or_default(),
             ttfb: t
                 .first_byte
@@ -80,18 +80,4 @@ impl Recent {
             .map(|(_, s)| s.clone())
             .collect()
     }
-}
-
-/// The answering attempt's own time to first byte, from its own start: the attempt of the
-/// upstream that answered whose first byte came first (zero when none answered).
-fn answering_ttfb(r: &CallRecord) -> Duration {
-    let Some(upstream) = &r.upstream else {
-        return Duration::ZERO;
-    };
-    r.attempts
-        .iter()
-        .filter(|a| a.upstream == *upstream && a.outcome == sluice_core::AttemptOutcome::Ok)
-        .filter_map(|a| Some(a.first_byte?.saturating_duration_since(a.started)))
-        .min()
-        .unwrap_or_default()
 }
