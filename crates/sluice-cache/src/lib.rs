@@ -14,6 +14,7 @@
 pub mod assemble;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+pub mod keep;
 pub mod replay;
 pub mod semantic;
 pub mod store;

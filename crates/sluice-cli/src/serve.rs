@@ -207,6 +207,29 @@ async fn build(cfg: &GatewayConfig, config: &Path) -> anyhow::Result<Built> {
 }
 
 /// Loads the config, serves until SIGTERM/SIGINT, then drains.
+/// The connection limits of `[server]`, the file limit raised first so that the automatic
+/// connection count has the room the machine allows.
+fn conn_limits(s: &gateway::ServerConfig) -> server::ConnLimits {
+    match server::raise_file_limit() {
+        Ok(files) => tracing::debug!(files, "open-file limit"),
+        Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
+    }
+    let limits = server::ConnLimits {
+        max_connections: s
+            .max_connections
+            .unwrap_or_else(server::auto_max_connections),
+        header_timeout: s.header_timeout,
+        max_header_bytes: usize::try_from(s.max_header_bytes).unwrap_or(usize::MAX),
+    };
+    tracing::info!(
+        max_connections = limits.max_connections,
+        header_timeout = ?limits.header_timeout,
+        max_header_bytes = limits.max_header_bytes,
+        "connection limits"
+    );
+    limits
+}
+
 pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
@@ -252,7 +275,8 @@ pub fn run(config: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Resul
         let server = Server::bind(app.clone(), cfg.listen, cfg.server.shutdown_grace)
             .await
             .with_context(|| format!("binding {}", cfg.listen))?
-            .notice(cfg.server.shutdown_notice);
+            .notice(cfg.server.shutdown_notice)
+            .limits(conn_limits(&cfg.server));
         tracing::info!(addr = %server.local_addr()?, "sluice listening");
         let saver = (!cfg.routers.is_empty()).then(|| tokio::spawn(save_routers(gw.clone())));
         let runner = tokio::spawn(app.run_batches());

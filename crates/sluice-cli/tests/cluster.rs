@@ -495,7 +495,10 @@ async fn an_answer_bought_by_one_instance_is_served_by_all() {
             harness::postgres_database().await,
         ),
         ("SLUICE_REDIS_URL".to_string(), redis.url()),
-        ("SLUICE_ADMIN_TOKEN".to_string(), "admin-secret".to_string()),
+        (
+            "SLUICE_ADMIN_TOKEN".to_string(),
+            "admin-secret-for-tests".to_string(),
+        ),
     ];
     let fleet = Fleet::start(dir.path(), &config, env).await;
     let client = reqwest::Client::new();
@@ -521,7 +524,7 @@ async fn an_answer_bought_by_one_instance_is_served_by_all() {
     // A purge through one instance empties the cache for all, within a probe.
     let r = client
         .delete(format!("{}/admin/cache", fleet.urls[2]))
-        .bearer_auth("admin-secret")
+        .bearer_auth("admin-secret-for-tests")
         .send()
         .await
         .unwrap();

@@ -33,7 +33,7 @@ const PAYER: &str = "sk-faults-payer";
 const TIGHT: &str = "sk-faults-tight";
 const DOOMED: &str = "sk-faults-doomed";
 const FREE: &str = "sk-faults-free";
-const ADMIN: &str = "admin-faults";
+const ADMIN: &str = "admin-faults-for-tests";
 /// The tight tenant's credits: about 30 calls at 35,000 micro-units each.
 const TIGHT_CREDITS: f64 = 1.0;
 /// The worst case one call of the tight tenant reserves (see `cluster.rs`).

@@ -98,7 +98,7 @@ async fn upstream_count(sim: u16, name: &str, field: &str) -> u64 {
 async fn cooling(client: &reqwest::Client, url: &str, group: &str) -> bool {
     let v: Value = client
         .get(format!("{url}/admin/upstreams"))
-        .bearer_auth("admin-secret")
+        .bearer_auth("admin-secret-for-tests")
         .send()
         .await
         .unwrap()
@@ -119,7 +119,7 @@ async fn cooling(client: &reqwest::Client, url: &str, group: &str) -> bool {
 async fn evidence(client: &reqwest::Client, url: &str) -> f64 {
     let v: Value = client
         .get(format!("{url}/admin/router"))
-        .bearer_auth("admin-secret")
+        .bearer_auth("admin-secret-for-tests")
         .send()
         .await
         .unwrap()
@@ -156,7 +156,10 @@ async fn what_one_instance_learns_every_instance_uses() {
             harness::postgres_database().await,
         ),
         ("SLUICE_REDIS_URL".to_string(), redis.url()),
-        ("SLUICE_ADMIN_TOKEN".to_string(), "admin-secret".to_string()),
+        (
+            "SLUICE_ADMIN_TOKEN".to_string(),
+            "admin-secret-for-tests".to_string(),
+        ),
     ];
     let fleet = Fleet::start(dir.path(), &config(sim.port, &embedder), env).await;
     let client = reqwest::Client::new();

@@ -15,7 +15,7 @@ use sluice_economy::keys::hash_hex;
 use tokio::time::Instant;
 
 const KEY: &str = "sk-cluster-keys";
-const ADMIN: &str = "admin-secret";
+const ADMIN: &str = "admin-secret-for-tests";
 
 fn config(sim: u16) -> String {
     format!(

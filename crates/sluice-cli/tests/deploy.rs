@@ -1,6 +1,7 @@
 //! The Kubernetes manifests in `deploy/kubernetes` parse, and agree with sluice: the
 //! ConfigMap's configuration passes `config check` with exactly the environment the
-//! Deployment gives it (every variable from a key the example Secret has), the probes name
+//! Deployment gives it (every variable from a key the example Secret has, its placeholders
+//! refused until they are replaced), the probes name
 //! paths a running gateway answers on the port it listens on, the config is mounted where
 //! the container's arguments read it, and the pod's grace period covers the preStop pause,
 //! the shutdown notice and the shutdown grace.
@@ -50,8 +51,23 @@ async fn the_kubernetes_manifests_agree_with_the_configuration_and_the_server() 
             value.as_str().unwrap().to_string(),
         );
     }
-    // The configuration passes with exactly that environment, and uses all of it.
+    // The example's placeholders are refused as they stand: no default credential runs.
     let toml = config_map["data"]["sluice.toml"].as_str().unwrap();
+    let as_shipped = check(toml, &env, &[], Secrets::Required);
+    assert!(
+        as_shipped.config.is_none(),
+        "the example Secret's placeholders were taken"
+    );
+    assert!(
+        as_shipped.errors.to_string().contains("CHANGE-ME"),
+        "{}",
+        as_shipped.errors
+    );
+    // Each placeholder replaced by a secret of the operator's: the configuration passes with
+    // exactly that environment, and uses all of it.
+    for value in env.values_mut() {
+        *value = value.replace("CHANGE-ME", "a-secret-of-the-operators-own");
+    }
     let checked = check(toml, &env, &[], Secrets::Required);
     let cfg = checked
         .config

@@ -77,6 +77,12 @@ impl ChatRequest {
 
     /// [`ChatRequest::parse`] keeping `body` itself rather than a copy.
     pub fn from_bytes(body: Bytes) -> Result<Self, GatewayError> {
+        if !crate::budget::within(&body) {
+            return Err(GatewayError::new(
+                ErrorKind::InvalidRequest,
+                crate::budget::refusal("the request body"),
+            ));
+        }
         let fields = Fields::read(body).map_err(|e| match e.classify() {
             Category::Data => GatewayError::new(
                 ErrorKind::InvalidRequest,

@@ -2,6 +2,7 @@
 //!
 //! This crate depends on no other sluice crate and holds no policy: it names things.
 
+pub mod budget;
 pub mod calendar;
 pub mod chat;
 pub mod error;

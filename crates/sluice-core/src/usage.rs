@@ -27,20 +27,23 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Input plus output tokens.
+    /// Input plus output tokens (saturating: an upstream may report anything).
     pub fn total_tokens(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
+        self.prompt_tokens.saturating_add(self.completion_tokens)
     }
 
-    /// The usage of two calls together (progressive loading's rounds, billed as one call).
+    /// The usage of two calls together (progressive loading's rounds, billed as one call),
+    /// saturating.
     pub fn plus(&self, o: &Usage) -> Usage {
         Usage {
-            prompt_tokens: self.prompt_tokens + o.prompt_tokens,
-            completion_tokens: self.completion_tokens + o.completion_tokens,
-            cached_tokens: self.cached_tokens + o.cached_tokens,
-            cache_write_tokens: self.cache_write_tokens + o.cache_write_tokens,
-            reasoning_tokens: self.reasoning_tokens + o.reasoning_tokens,
-            cache_write_long_tokens: self.cache_write_long_tokens + o.cache_write_long_tokens,
+            prompt_tokens: self.prompt_tokens.saturating_add(o.prompt_tokens),
+            completion_tokens: self.completion_tokens.saturating_add(o.completion_tokens),
+            cached_tokens: self.cached_tokens.saturating_add(o.cached_tokens),
+            cache_write_tokens: self.cache_write_tokens.saturating_add(o.cache_write_tokens),
+            reasoning_tokens: self.reasoning_tokens.saturating_add(o.reasoning_tokens),
+            cache_write_long_tokens: self
+                .cache_write_long_tokens
+                .saturating_add(o.cache_write_long_tokens),
         }
     }
 
@@ -55,6 +58,17 @@ impl Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn totals_saturate_whatever_an_upstream_reports() {
+        let huge = Usage {
+            prompt_tokens: u64::MAX,
+            completion_tokens: 5,
+            ..Usage::default()
+        };
+        assert_eq!(huge.total_tokens(), u64::MAX);
+        assert_eq!(huge.plus(&huge).prompt_tokens, u64::MAX);
+    }
 
     #[test]
     fn totals_and_uncached_part() {

@@ -197,5 +197,10 @@ pub async fn method_not_allowed(method: http::Method, uri: http::Uri) -> Respons
         ErrorKind::MethodNotAllowed,
         format!("{} does not accept {method}", uri.path()),
     );
-    rescue::error_response(&e, &RequestId::generate(), None, Dialect::Chat)
+    rescue::error_response(
+        &e,
+        &RequestId::generate(),
+        None,
+        crate::server::dialect_of(&uri),
+    )
 }

@@ -204,20 +204,25 @@ async fn a_stream_request_is_served_by_replaying_a_stored_answer() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_stored_answer_that_cannot_be_replayed_sends_a_stream_request_upstream() {
-    let r = cached(|b| b);
-    *r.a.answer.lock() = Some(Bytes::from_static(br#"{"id":"odd"}"#));
-    assert_eq!(ask_with(&r.router, &ACME, "o-1", false).await.status, 200);
-    r.a.push_end(10, End::Stream { frames: 2, gap: 5 });
-    let got = ask_with(&r.router, &ACME, "o-2", true).await;
-    assert_eq!(got.status, 200);
-    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("miss"));
-    assert!(got.text.contains("\"n\":1"), "{}", got.text);
-    assert_eq!(r.a.calls(), 2);
-    // The same request as JSON is still served the stored answer.
-    let got = ask_with(&r.router, &ACME, "o-3", false).await;
-    assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("hit"));
-    assert_eq!(got.text, r#"{"id":"odd"}"#);
+async fn an_error_body_or_an_empty_answer_is_passed_on_and_never_stored() {
+    for (n, body) in [
+        r#"{"error":{"message":"overloaded","type":"server_error"}}"#,
+        r#"{"id":"odd"}"#,
+        r#"{"choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = cached(|b| b);
+        *r.a.answer.lock() = Some(Bytes::from_static(body.as_bytes()));
+        let first = ask_with(&r.router, &ACME, &format!("o-{n}-1"), false).await;
+        assert_eq!(first.text, body, "the client gets what came");
+        for (id, stream) in [("2", false), ("3", true)] {
+            let got = ask_with(&r.router, &ACME, &format!("o-{n}-{id}"), stream).await;
+            assert_eq!(header(&got, "x-sluice-cache").as_deref(), Some("miss"), "{body}");
+        }
+        assert_eq!(r.a.calls(), 3, "nothing was stored: {body}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -9,8 +9,15 @@ pub fn bad(param: impl Into<String>, message: impl Into<String>) -> GatewayError
     GatewayError::new(ErrorKind::InvalidRequest, message.into()).with_param(param.into())
 }
 
-/// A client's body as a JSON value: bad JSON is refused naming its line and column.
+/// A client's body as a JSON value: bad JSON is refused naming its line and column, and a
+/// body past the structure bound ([`sluice_core::budget`]) before it is parsed.
 pub fn read(raw: &[u8]) -> Result<Value, GatewayError> {
+    if !sluice_core::budget::within(raw) {
+        return Err(GatewayError::new(
+            ErrorKind::InvalidRequest,
+            sluice_core::budget::refusal("the request body"),
+        ));
+    }
     serde_json::from_slice(raw).map_err(|e| {
         GatewayError::new(
             ErrorKind::InvalidJson,
@@ -68,6 +75,9 @@ pub fn chat_answer(body: &[u8]) -> Result<(Value, Value), GatewayError> {
             format!("the upstream's answer could not be read as a chat completion: {what}"),
         )
     };
+    if !sluice_core::budget::within(body) {
+        return Err(unreadable(&sluice_core::budget::refusal("it")));
+    }
     let chat: Value = serde_json::from_slice(body).map_err(|e| unreadable(&e.to_string()))?;
     let choice = chat
         .get("choices")

@@ -14,6 +14,7 @@ pub mod openai;
 pub mod params;
 mod pump;
 pub mod ratelimit;
+pub mod replay;
 pub mod sse;
 pub mod timeout;
 pub mod usage;

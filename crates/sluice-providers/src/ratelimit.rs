@@ -99,10 +99,13 @@ pub fn parse(headers: &HeaderMap, now: SystemTime) -> RateLimits {
     }
 }
 
-/// `retry-after` as delta-seconds (fractions allowed).
+/// The longest wait or reset taken from a header: a day (a larger one is a day).
+const AT_MOST: f64 = 86_400.0;
+
+/// `retry-after` as delta-seconds (fractions allowed), at most a day.
 fn seconds(text: &str) -> Option<Duration> {
     let secs: f64 = text.trim().parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(AT_MOST)))
 }
 
 /// A reset: whole or fractional seconds, or a Go duration such as `1s`, `250ms`, `6m0s`,
@@ -139,7 +142,7 @@ fn delay(text: &str) -> Option<Duration> {
         total += value * scale;
         rest = next;
     }
-    (total.is_finite() && total >= 0.0).then(|| Duration::from_secs_f64(total))
+    (total.is_finite() && total >= 0.0).then(|| Duration::from_secs_f64(total.min(AT_MOST)))
 }
 
 #[cfg(test)]
@@ -168,6 +171,15 @@ mod tests {
         for bad in ["", "s", "1x", "-1s", "1s2", "m1"] {
             assert_eq!(delay(bad), None, "{bad}");
         }
+        // Past a day, a day: no header can ask for a wait a Duration cannot hold.
+        for huge in [
+            "1e300",
+            "99999999999999999999h",
+            "9999999999999999999999999s",
+        ] {
+            assert_eq!(delay(huge), Some(Duration::from_secs(86_400)), "{huge}");
+        }
+        assert_eq!(seconds("1e300"), Some(Duration::from_secs(86_400)));
     }
 
     #[test]

@@ -166,17 +166,32 @@ impl SseParser {
     }
 }
 
-/// Frames `data` as one SSE event: `data: <data>\n\n`.
+/// Frames `data` as one SSE event: `data: <data>\n\n`, each of its lines (an upstream's
+/// event may have several) a `data:` line of its own, so a client joins them back as sent.
 pub fn frame(data: &[u8]) -> Bytes {
     let mut b = BytesMut::with_capacity(data.len() + 8);
-    b.extend_from_slice(b"data: ");
-    b.extend_from_slice(data);
-    b.extend_from_slice(b"\n\n");
+    put_data(&mut b, data);
+    b.extend_from_slice(b"\n");
     b.freeze()
+}
+
+/// `data: <line>\n` for each line of `data`.
+fn put_data(out: &mut BytesMut, data: &[u8]) {
+    for line in data.split(|b| *b == b'\n') {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line);
+        out.extend_from_slice(b"\n");
+    }
 }
 
 /// An event's data read as JSON; an upstream's protocol error when it is not.
 pub(crate) fn json_of(ev: &SseEvent) -> Result<serde_json::Value, sluice_core::GatewayError> {
+    if !sluice_core::budget::within(&ev.data) {
+        return Err(sluice_core::GatewayError::new(
+            sluice_core::ErrorKind::UpstreamProtocol,
+            sluice_core::budget::refusal("a stream event"),
+        ));
+    }
     serde_json::from_slice(&ev.data).map_err(|e| {
         sluice_core::GatewayError::new(
             sluice_core::ErrorKind::UpstreamProtocol,
@@ -192,9 +207,9 @@ pub(crate) fn again(ev: &SseEvent, kind: &str) -> Bytes {
     let mut out = BytesMut::with_capacity(ev.data.len() + name.len() + 16);
     out.extend_from_slice(b"event: ");
     out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\ndata: ");
-    out.extend_from_slice(&ev.data);
-    out.extend_from_slice(b"\n\n");
+    out.extend_from_slice(b"\n");
+    put_data(&mut out, &ev.data);
+    out.extend_from_slice(b"\n");
     out.freeze()
 }
 

@@ -51,7 +51,9 @@ impl OpenAiUsage {
             .or(self.cached_tokens)
             .unwrap_or(0);
         let prompt = self.prompt_tokens.unwrap_or_else(|| {
-            self.prompt_cache_hit_tokens.unwrap_or(0) + self.prompt_cache_miss_tokens.unwrap_or(0)
+            self.prompt_cache_hit_tokens
+                .unwrap_or(0)
+                .saturating_add(self.prompt_cache_miss_tokens.unwrap_or(0))
         });
         Usage {
             prompt_tokens: prompt,
@@ -144,7 +146,11 @@ impl AnthropicUsage {
         let read = self.cache_read_input_tokens.unwrap_or(0);
         let write = self.cache_creation_input_tokens.unwrap_or(0);
         Usage {
-            prompt_tokens: self.input_tokens.unwrap_or(0) + read + write,
+            prompt_tokens: self
+                .input_tokens
+                .unwrap_or(0)
+                .saturating_add(read)
+                .saturating_add(write),
             completion_tokens: self.output_tokens.unwrap_or(0),
             cached_tokens: read,
             cache_write_tokens: write,

@@ -53,7 +53,8 @@ impl MinuteBucket {
         if missing <= 0.0 || self.per_minute <= 0.0 {
             return Duration::ZERO;
         }
-        Duration::from_secs_f64(missing * 60.0 / self.per_minute)
+        // At most a day: a rate too small to measure waits no longer.
+        Duration::from_secs_f64((missing * 60.0 / self.per_minute).min(86_400.0))
     }
 
     /// Time until the bucket is full again.

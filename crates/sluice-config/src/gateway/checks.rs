@@ -127,6 +127,24 @@ fn key(parts: &[&str]) -> Vec<Seg> {
     parts.iter().map(|p| Seg::Key((*p).to_string())).collect()
 }
 
+/// The fewest characters an admin or metrics token may have.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// What makes `token` unfit to guard the admin API or `/metrics`: too short to resist
+/// guessing, or an example's placeholder left in place.
+fn weak_token(token: &str) -> Option<String> {
+    let chars = token.trim().chars().count();
+    if token.to_ascii_uppercase().contains("CHANGE-ME") {
+        Some("is the example's placeholder (`CHANGE-ME`): set a secret of your own".into())
+    } else if chars < MIN_TOKEN_CHARS {
+        Some(format!(
+            "has {chars} characters; a token needs at least {MIN_TOKEN_CHARS} (`openssl rand -hex 32` makes one)"
+        ))
+    } else {
+        None
+    }
+}
+
 /// `[server]`; `has_keys` is whether `[keys]` holds any. Returns the listen address.
 pub(super) fn server(
     doc: &Document<'_>,
@@ -141,14 +159,37 @@ pub(super) fn server(
         ("admin_token_env", &s.admin_token_env),
         ("metrics_token_env", &s.metrics_token_env),
     ] {
-        if let Some(var) = var.as_deref()
-            && env.get(var).is_none()
-        {
-            unset.push(doc.diag(
+        let Some(var) = var.as_deref() else {
+            continue;
+        };
+        match env.get(var) {
+            None => unset.push(doc.diag(
                 &key(&["server", field]),
                 format!("environment variable `{var}` is not set"),
-            ));
+            )),
+            Some(token) => {
+                if let Some(why) = weak_token(&token) {
+                    diags.push(doc.diag(
+                        &key(&["server", field]),
+                        format!("the token in `{var}` {why}"),
+                    ));
+                }
+            }
         }
+    }
+    let open = s
+        .listen
+        .parse::<SocketAddr>()
+        .is_ok_and(|a| !a.ip().is_loopback());
+    if open && s.admin_token_env.is_none() {
+        warnings.push(doc.diag(
+            &key(&["server", "listen"]),
+            format!(
+                "`{}` takes connections from other machines and no `admin_token_env` is set: \
+                 anyone who reaches it reads every tenant's usage and spend at /admin/*",
+                s.listen
+            ),
+        ));
     }
     if s.require_keys == Some(false) && (has_keys || s.admin_token_env.is_some()) {
         let keys_from = if has_keys {
@@ -172,6 +213,19 @@ pub(super) fn server(
     }
     if s.max_body_bytes == 0 {
         diags.push(doc.diag(&key(&["server", "max_body_bytes"]), "must be at least 1"));
+    }
+    if s.max_connections == Some(0) {
+        diags.push(doc.diag(&key(&["server", "max_connections"]), "must be at least 1"));
+    }
+    if s.header_timeout.is_zero() {
+        diags.push(doc.diag(&key(&["server", "header_timeout"]), "must be more than 0s"));
+    }
+    // hyper reads a request head into a buffer of at least 8 KiB.
+    if s.max_header_bytes < 8192 {
+        diags.push(doc.diag(
+            &key(&["server", "max_header_bytes"]),
+            "must be at least 8192",
+        ));
     }
     if s.worker_threads
         .is_some_and(|n| !(1..=MAX_WORKER_THREADS).contains(&n))

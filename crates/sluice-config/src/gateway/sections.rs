@@ -11,6 +11,10 @@ use sluice_telemetry::{AccessLogSetting, TenantLabels};
 
 /// Default body limit: 10 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * 1024;
+/// Default time a client has to send a request's headers: 30 s.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default largest request head: 64 KiB.
+pub const DEFAULT_MAX_HEADER_BYTES: u64 = 64 * 1024;
 /// Most request threads `[server] worker_threads` may ask for.
 pub const MAX_WORKER_THREADS: usize = 1024;
 
@@ -42,6 +46,16 @@ pub struct ServerConfig {
     pub require_keys: Option<bool>,
     /// Threads that run requests; by default one per CPU core.
     pub worker_threads: Option<usize>,
+    /// Client connections open at once at most; one past it is closed as it arrives. Left
+    /// out: three quarters of the file descriptors the process may open (the rest are for
+    /// upstream connections and files).
+    pub max_connections: Option<usize>,
+    /// How long a client has to send a request's headers, and how long an idle keep-alive
+    /// connection is kept waiting for its next request; then it is closed.
+    #[serde(with = "humantime_serde")]
+    pub header_timeout: Duration,
+    /// Largest request head (request line and headers) accepted; larger ones get 431.
+    pub max_header_bytes: u64,
 }
 
 impl Default for ServerConfig {
@@ -55,6 +69,9 @@ impl Default for ServerConfig {
             metrics_token_env: None,
             require_keys: None,
             worker_threads: None,
+            max_connections: None,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
         }
     }
 }

@@ -400,7 +400,7 @@ deployments = [{{ provider = "p", model = "glm-4.5-air" }}]
     let ok = text[..text.find("[keys.bad]").unwrap()].to_string()
         + &text[text.find("[prices.\"glm").unwrap()..text.find("[prices.broken]").unwrap()]
         + &text[text.find("[providers.p]").unwrap()..];
-    let cfg = load(&ok, &env(&[("SLUICE_ADMIN", "t")]), &[]).unwrap();
+    let cfg = load(&ok, &env(&[("SLUICE_ADMIN", "admin-token-for-tests")]), &[]).unwrap();
     assert_eq!(cfg.server.require_keys, Some(true));
     assert_eq!(cfg.keys[0].1.spec.models, ["chat"]);
     assert_eq!(
@@ -690,7 +690,12 @@ fn serving_without_keys_while_keys_exist_is_warned_about() {
     assert_eq!(w.path, "server.require_keys");
     assert!(w.message.contains("[keys]"), "{}", w.message);
     let api_keys = format!("[server]\nrequire_keys = false\nadmin_token_env = \"T\"\n{base}");
-    let c = check(&api_keys, &env(&[("T", "x")]), &["sim"], Secrets::Required);
+    let c = check(
+        &api_keys,
+        &env(&[("T", "admin-token-for-tests")]),
+        &["sim"],
+        Secrets::Required,
+    );
     assert!(
         c.warnings.0[0].message.contains("/admin/keys"),
         "{}",
@@ -1147,5 +1152,87 @@ fn a_batch_window_slo_needs_its_objective() {
             .contains("required for kind = \"batch_window\""),
         "{}",
         c.errors
+    );
+}
+
+#[test]
+fn a_weak_or_placeholder_admin_token_is_refused() {
+    let text = "[server]\nadmin_token_env = \"A\"\nmetrics_token_env = \"M\"\n";
+    for (admin, metrics, fault) in [
+        ("short", "metrics-token-for-tests", "server.admin_token_env"),
+        (
+            "admin-token-for-tests",
+            "CHANGE-ME",
+            "server.metrics_token_env",
+        ),
+        (
+            "change-me-change-me-please",
+            "metrics-token-for-tests",
+            "server.admin_token_env",
+        ),
+    ] {
+        let c = check(
+            text,
+            &env(&[("A", admin), ("M", metrics)]),
+            &[],
+            Secrets::Required,
+        );
+        assert!(c.config.is_none(), "{admin} / {metrics}");
+        let paths: Vec<_> = c.errors.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(paths, [fault], "{}", c.errors);
+    }
+    let ok = env(&[
+        ("A", "admin-token-for-tests"),
+        ("M", "metrics-token-for-tests"),
+    ]);
+    assert!(check(text, &ok, &[], Secrets::Required).config.is_some());
+}
+
+#[test]
+fn a_listener_open_to_other_machines_without_an_admin_token_is_warned_of() {
+    let open = "[server]\nlisten = \"0.0.0.0:8080\"\n";
+    let c = check(open, &env(&[]), &[], Secrets::Required);
+    assert!(c.config.is_some(), "{}", c.errors);
+    let w: Vec<_> = c.warnings.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(w, ["server.listen"], "{}", c.warnings);
+    for quiet in [
+        "[server]\nlisten = \"127.0.0.1:8080\"\n",
+        "[server]\nlisten = \"[::1]:8080\"\n",
+    ] {
+        assert!(
+            check(quiet, &env(&[]), &[], Secrets::Required)
+                .warnings
+                .is_empty(),
+            "{quiet}"
+        );
+    }
+}
+
+#[test]
+fn connection_limits_are_read_and_checked() {
+    let c = check(
+        "[server]\nmax_connections = 500\nheader_timeout = \"5s\"\nmax_header_bytes = 16384\n",
+        &env(&[]),
+        &[],
+        Secrets::Required,
+    );
+    let s = c.config.unwrap().server;
+    assert_eq!(s.max_connections, Some(500));
+    assert_eq!(s.header_timeout, std::time::Duration::from_secs(5));
+    assert_eq!(s.max_header_bytes, 16384);
+    let bad = check(
+        "[server]\nmax_connections = 0\nheader_timeout = \"0s\"\nmax_header_bytes = 100\n",
+        &env(&[]),
+        &[],
+        Secrets::Required,
+    );
+    let paths: Vec<_> = bad.errors.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "server.max_connections",
+            "server.header_timeout",
+            "server.max_header_bytes"
+        ]
     );
 }

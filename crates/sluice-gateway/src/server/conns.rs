@@ -17,20 +17,28 @@ use std::task::{Context, Waker};
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use parking_lot::Mutex;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::task::TaskTracker;
 
+use super::ConnLimits;
+
 /// Serves `router` on `listener` until `close` resolves; then stops accepting, asks every
 /// open connection to finish what it is doing (HTTP/1.1: the answer in progress, then the
 /// connection closes; HTTP/2: a GOAWAY) and returns once all have.
-pub async fn serve(listener: TcpListener, router: Router, close: impl Future<Output = ()>) {
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnLimits,
+    close: impl Future<Output = ()>,
+) {
     let closing = Arc::new(Closing::default());
     let connections = TaskTracker::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let builder = builder(limits);
+    let mut full = false;
     let mut close = pin!(close);
     loop {
         let accepted = tokio::select! {
@@ -38,7 +46,21 @@ pub async fn serve(listener: TcpListener, router: Router, close: impl Future<Out
             accepted = listener.accept() => accepted,
         };
         match accepted {
-            Ok((tcp, _)) => {
+            Ok((tcp, peer)) => {
+                if connections.len() >= limits.max_connections {
+                    // Closed as it arrives: the client sees the connection end at once.
+                    if !full {
+                        tracing::warn!(
+                            max_connections = limits.max_connections,
+                            "at the connection limit: new connections are closed"
+                        );
+                    }
+                    full = true;
+                    tracing::debug!(%peer, "a connection past the limit closed");
+                    drop(tcp);
+                    continue;
+                }
+                full = false;
                 // Without TCP_NODELAY a small write (a stream's chunk, or headers sent apart
                 // from the body) waits up to 40 ms for the peer's delayed ACK.
                 if let Err(e) = tcp.set_nodelay(true) {
@@ -49,6 +71,7 @@ pub async fn serve(listener: TcpListener, router: Router, close: impl Future<Out
                     tcp,
                     router.clone(),
                     Watch::new(closing.clone()),
+                    limits.header_timeout,
                 ));
             }
             Err(e) if is_connection_error(&e) => {}
@@ -65,6 +88,23 @@ pub async fn serve(listener: TcpListener, router: Router, close: impl Future<Out
     connections.wait().await;
 }
 
+/// hyper's connection settings for `limits`: HTTP/1.1 heads read within the timeout (which
+/// also closes a keep-alive connection idle that long) into a buffer no larger than the
+/// head limit; HTTP/2 header lists no larger than it either.
+fn builder(limits: ConnLimits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.max_header_bytes.max(8192));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
+    builder
+}
+
 /// An error that ends one connection, not the listener.
 fn is_connection_error(e: &io::Error) -> bool {
     matches!(
@@ -75,13 +115,22 @@ fn is_connection_error(e: &io::Error) -> bool {
     )
 }
 
-/// One connection, to its end.
+/// One connection, to its end; closed at once when its client sends nothing within
+/// `first_bytes` (hyper's own header timeout starts only once it knows the HTTP version,
+/// which it learns from those bytes).
 async fn connection(
     builder: auto::Builder<TokioExecutor>,
     tcp: TcpStream,
     router: Router,
     mut watch: Watch,
+    first_bytes: Duration,
 ) {
+    let mut byte = [0u8; 1];
+    match tokio::time::timeout(first_bytes, tcp.peek(&mut byte)).await {
+        Ok(Ok(n)) if n > 0 => {}
+        // Silent past the timeout, closed, or failed: nothing to serve.
+        _ => return,
+    }
     let service = TowerToHyperService::new(router);
     let mut conn = pin!(builder.serve_connection_with_upgrades(TokioIo::new(tcp), service));
     let mut told = false;

@@ -1,6 +1,11 @@
 //! The HTTP server: routes, and graceful shutdown with a grace period.
 
 mod conns;
+mod limits;
+mod shape;
+
+pub use limits::{ConnLimits, auto_max_connections, raise_file_limit};
+pub use shape::dialect_of;
 
 use std::future::Future;
 use std::io;
@@ -46,10 +51,6 @@ pub fn router(app: impl Into<App>) -> Router {
         )
         .route_layer(middleware::from_fn_with_state(gw.clone(), admin::guard));
     Router::new()
-        .route("/v1/chat/completions", post(walk::http::chat_completions))
-        .route("/v1/messages", post(walk::http::messages))
-        .route("/v1/responses", post(walk::http::responses))
-        .route("/v1/embeddings", post(walk::http::embeddings))
         .route("/v1/messages/count_tokens", post(public::count_tokens))
         .route("/v1/models", get(public::models))
         .route("/v1/feedback", post(feedback::api::feedback))
@@ -83,6 +84,13 @@ pub fn router(app: impl Into<App>) -> Router {
         .route("/dashboard", get(crate::dashboard::page))
         .route("/dashboard/app.js", get(crate::dashboard::script))
         .merge(admin_routes)
+        // Every route so far: what the HTTP layer refuses is said in the API's shape.
+        .route_layer(middleware::from_fn(shape::reshape))
+        // The walk's routes read their requests themselves, in their own shape.
+        .route("/v1/chat/completions", post(walk::http::chat_completions))
+        .route("/v1/messages", post(walk::http::messages))
+        .route("/v1/responses", post(walk::http::responses))
+        .route("/v1/embeddings", post(walk::http::embeddings))
         .fallback(public::not_found)
         .method_not_allowed_fallback(public::method_not_allowed)
         .with_state(app)
@@ -124,6 +132,7 @@ pub struct Server {
     app: App,
     grace: Duration,
     notice: Duration,
+    limits: ConnLimits,
 }
 
 /// How often a draining server looks whether its last call has ended.
@@ -137,7 +146,14 @@ impl Server {
             app: app.into(),
             grace,
             notice: Duration::ZERO,
+            limits: ConnLimits::default(),
         })
+    }
+
+    /// Applies `limits` to client connections (by default [`ConnLimits::default`]).
+    pub fn limits(mut self, limits: ConnLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Keeps answering for at least `notice` after shutdown begins, even with nothing in
@@ -189,7 +205,12 @@ impl Server {
             }
             closing.cancel();
         });
-        let serve = conns::serve(self.listener, router(self.app), close.cancelled_owned());
+        let serve = conns::serve(
+            self.listener,
+            router(self.app),
+            self.limits,
+            close.cancelled_owned(),
+        );
         let expired = async move {
             signalled.cancelled().await;
             tokio::time::sleep(grace).await;

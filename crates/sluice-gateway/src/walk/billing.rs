@@ -10,6 +10,7 @@ use std::time::UNIX_EPOCH;
 
 use std::sync::Arc;
 
+use sluice_core::record::CLIENT_CLOSED;
 use sluice_core::{AttemptOutcome, CacheLookup, CallRecord, ErrorKind, Usage};
 use sluice_economy::Price;
 use sluice_ledger::{CacheOutcome, Entry, Tokens};
@@ -71,10 +72,13 @@ pub(crate) fn costs(
     let answered_by = usage.filter(|_| record.upstream.is_some());
     let mut unpriced = answered_by.is_some() && price(answered.unwrap_or(0)).is_none();
     let mut answer = answered_by.and_then(|u| price(answered.unwrap_or(0)).map(|p| p.cost(u).0));
+    // The attempt priced as the answer: the one that ended well, else the one whose answer
+    // the client was getting when it left (billed by its usage or estimate, not again).
     let answered = record
         .attempts
         .iter()
-        .position(|a| a.outcome == AttemptOutcome::Ok);
+        .position(|a| a.outcome == AttemptOutcome::Ok)
+        .or(answered.filter(|_| answer.is_some()));
     let prompt_only = Usage {
         prompt_tokens: record.prompt_estimate,
         ..Usage::default()
@@ -123,8 +127,9 @@ pub(crate) struct Settlement {
 
 /// What a finished `record` settles to: `status` is what the client got, `priced` each
 /// attempt's deployment's charges, `answered` the attempt whose answer the client got, and
-/// `sent_bytes` what went out (an answer that reports no usage is estimated from it: a token
-/// for every four bytes, its JSON included, on the high side; never zero).
+/// `sent_bytes` what the upstream produced (an answer that reports no usage, or one the
+/// client left before its usage came, is estimated from it: a token for every four bytes,
+/// its JSON included, on the high side; never zero).
 pub(crate) fn settlement(
     record: &CallRecord,
     status: u16,
@@ -132,11 +137,14 @@ pub(crate) fn settlement(
     answered: Option<usize>,
     sent_bytes: u64,
 ) -> Settlement {
-    let estimate = (status < 400 && answered.is_some() && record.usage.is_none()).then(|| Usage {
-        prompt_tokens: record.prompt_estimate,
-        completion_tokens: sent_bytes.div_ceil(4),
-        ..Usage::default()
-    });
+    // A client that left mid-answer: the upstream produced its answer all the same.
+    let answered_client = status < 400 || status == CLIENT_CLOSED;
+    let estimate =
+        (answered_client && answered.is_some() && record.usage.is_none()).then(|| Usage {
+            prompt_tokens: record.prompt_estimate,
+            completion_tokens: sent_bytes.div_ceil(4),
+            ..Usage::default()
+        });
     let usage = estimate.or(record.usage);
     let costs = costs(record, usage.as_ref(), priced, answered);
     let answering = answered.and_then(|i| priced.get(i)?.price.as_ref());

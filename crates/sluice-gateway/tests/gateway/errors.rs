@@ -257,10 +257,13 @@ async fn the_client_leaving_mid_stream_is_recorded_as_499() {
     drop(chunks);
     let rec = gw.next_record().await;
     assert_eq!(rec.status, 499);
+    // The stream was read on for its usage after the client left; the upstream paused past
+    // its idle timeout, so the call is billed by an estimate of what it produced.
     assert_eq!(
         rec.attempts[0].outcome,
-        sluice_core::AttemptOutcome::Cancelled
+        sluice_core::AttemptOutcome::Failed(sluice_core::ErrorKind::UpstreamTimeout)
     );
+    assert!(rec.usage_estimated);
     // And the upstream's stream was let go: its reader closed while it paused.
     tokio::time::timeout(
         Duration::from_secs(10),

@@ -7,6 +7,7 @@ mod anthropic;
 mod cache;
 mod defaults;
 mod errors;
+mod hostile;
 mod messages;
 mod proxy;
 mod shutdown;

@@ -44,6 +44,9 @@ pub const PRICE: Price = Price {
     published: None,
 };
 
+/// What a scripted upstream answers unless told otherwise: one choice that says something.
+pub const ANSWER: &str = r#"{"id":"s-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}"#;
+
 /// How a scripted call ends.
 #[derive(Clone, Copy)]
 pub enum End {
@@ -57,6 +60,11 @@ pub enum End {
     RejectWith(u16, &'static str),
     /// A stream: after the delay its first frame, then `frames - 1` more, `gap` ms apart.
     Stream {
+        frames: u32,
+        gap: u64,
+    },
+    /// The same, then the usage the scripted upstream reports (none when it has none).
+    StreamWithUsage {
         frames: u32,
         gap: u64,
     },
@@ -76,7 +84,7 @@ pub struct Scripted {
     busy: Arc<Mutex<(u32, u32)>>,
     /// The usage complete answers report.
     pub usage: Arc<Mutex<Option<Usage>>>,
-    /// The body of complete answers (`{"choices":[]}` when unset).
+    /// The body of complete answers ([`ANSWER`] when unset).
     pub answer: Arc<Mutex<Option<Bytes>>>,
     /// The `traceparent` and `tracestate` each call carried.
     pub traces: Arc<Mutex<Vec<Sent>>>,
@@ -168,21 +176,14 @@ impl Provider for Scripted {
                     }));
                 }
                 End::Stream { frames, gap } => {
-                    let s = futures::stream::iter(0..frames)
-                        .then(move |i| async move {
-                            if i > 0 {
-                                sleep(Duration::from_millis(gap)).await;
-                            }
-                            Ok(StreamEvent::Frame(Bytes::from(format!(
-                                "data: {{\"n\":{i}}}\n\n"
-                            ))))
-                        })
-                        .boxed();
-                    return Ok(UpstreamResponse::Stream(s));
+                    return Ok(UpstreamResponse::Stream(frames_of(frames, gap, None)));
+                }
+                End::StreamWithUsage { frames, gap } => {
+                    return Ok(UpstreamResponse::Stream(frames_of(frames, gap, usage)));
                 }
             }
             Ok(UpstreamResponse::Complete(Completion {
-                body: answer.unwrap_or_else(|| Bytes::from_static(br#"{"choices":[]}"#)),
+                body: answer.unwrap_or_else(|| Bytes::from_static(ANSWER.as_bytes())),
                 usage,
                 first_byte: Instant::now(),
                 native: None,
@@ -190,6 +191,20 @@ impl Provider for Scripted {
         }
         .boxed()
     }
+}
+
+/// `frames` chat chunks `gap` ms apart, then `usage` when given.
+fn frames_of(frames: u32, gap: u64, usage: Option<Usage>) -> sluice_providers::EventStream {
+    let chunks = futures::stream::iter(0..frames).then(move |i| async move {
+        if i > 0 {
+            sleep(Duration::from_millis(gap)).await;
+        }
+        Ok(StreamEvent::Frame(Bytes::from(format!(
+            "data: {{\"n\":{i}}}\n\n"
+        ))))
+    });
+    let usage = futures::stream::iter(usage.map(|u| Ok(StreamEvent::Usage(u))));
+    chunks.chain(usage).boxed()
 }
 
 pub struct Rig {

@@ -152,6 +152,11 @@ pub(crate) struct MessageUsage {
 /// Writes the chat-completions answer `body` as a Messages answer.
 pub fn from_chat(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
     let protocol = |what: String| GatewayError::new(ErrorKind::UpstreamProtocol, what);
+    if !sluice_core::budget::within(body) {
+        return Err(protocol(sluice_core::budget::refusal(
+            "the upstream's answer",
+        )));
+    }
     let chat: ChatAnswer<'_> = serde_json::from_slice(body).map_err(|e| {
         protocol(format!(
             "the upstream's answer could not be read as a chat completion: {e}"

@@ -32,7 +32,7 @@ pub fn usage(u: Option<&Value>) -> Value {
         "output_tokens_details": {
             "reasoning_tokens": n(u.get("completion_tokens_details").and_then(|d| d.get("reasoning_tokens"))),
         },
-        "total_tokens": input + output,
+        "total_tokens": input.saturating_add(output),
     })
 }
 

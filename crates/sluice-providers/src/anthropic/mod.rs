@@ -7,7 +7,7 @@ mod breakpoints;
 mod params;
 mod request;
 pub(crate) mod response;
-mod stream;
+pub(crate) mod stream;
 pub mod ttl;
 
 use std::sync::Arc;
@@ -32,6 +32,37 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// The shortest prefix given a prompt-cache breakpoint by default, in tokens (Sonnet's
 /// minimum cacheable length).
 pub const DEFAULT_CACHE_MIN_TOKENS: u64 = 1024;
+
+/// A complete Messages answer as a chat completion, its usage read; the message itself is
+/// kept when the client spoke Messages (`native`).
+pub(crate) fn completion(
+    raw: bytes::Bytes,
+    first_byte: tokio::time::Instant,
+    name: &str,
+    native: bool,
+) -> Result<Completion, GatewayError> {
+    if !sluice_core::budget::within(&raw) {
+        return Err(GatewayError::new(
+            ErrorKind::UpstreamProtocol,
+            format!(
+                "upstream {name}: {}",
+                sluice_core::budget::refusal("its answer")
+            ),
+        ));
+    }
+    let (body, usage) = translate_response(&raw).map_err(|e| {
+        GatewayError::new(
+            ErrorKind::UpstreamProtocol,
+            format!("upstream {name} answered an unreadable message: {e}"),
+        )
+    })?;
+    Ok(Completion {
+        body,
+        usage: Some(usage),
+        first_byte,
+        native: native.then_some(raw),
+    })
+}
 
 /// Where the Anthropic API lives and how to authenticate.
 #[derive(Clone, Debug)]
@@ -216,18 +247,7 @@ impl Provider for Anthropic {
                 )))
             } else {
                 let (raw, first_byte) = http::read_complete(&mut accepted).await?;
-                let (body, usage) = translate_response(&raw).map_err(|e| {
-                    GatewayError::new(
-                        ErrorKind::UpstreamProtocol,
-                        format!("upstream {name} answered an unreadable message: {e}"),
-                    )
-                })?;
-                Ok(UpstreamResponse::Complete(Completion {
-                    body,
-                    usage: Some(usage),
-                    first_byte,
-                    native: native.then_some(raw),
-                }))
+                completion(raw, first_byte, &name, native).map(UpstreamResponse::Complete)
             }
         }
         .boxed()

@@ -188,6 +188,39 @@ fn with_usage(mut opts: Map<String, Value>) -> Map<String, Value> {
 struct UsageOnly<'a> {
     #[serde(default, borrow)]
     usage: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    choices: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    error: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    object: Option<&'a serde_json::value::RawValue>,
+}
+
+impl UsageOnly<'_> {
+    /// An error object in place of an answer (some servers send one with a 200), as the
+    /// upstream's failure: retryable, its message kept.
+    fn failure(&self, name: &str, what: &str) -> Option<GatewayError> {
+        let errs = self.error.is_some_and(|e| e.get() != "null")
+            || self.object.is_some_and(|o| o.get() == "\"error\"");
+        if !errs || self.choices.is_some() {
+            return None;
+        }
+        let said = self
+            .error
+            .and_then(|e| serde_json::from_str::<Value>(e.get()).ok())
+            .and_then(|e| e.get("message").and_then(Value::as_str).map(str::to_string))
+            .unwrap_or_else(|| "no message".to_string());
+        Some(GatewayError::new(
+            ErrorKind::UpstreamServerError,
+            format!("upstream {name} {what} an error: {said}"),
+        ))
+    }
+}
+
+/// Whether a chunk may be an error in place of a chunk: `"error"` among its first bytes.
+fn may_be_error(data: &[u8]) -> bool {
+    let head = data.get(..data.len().min(40)).unwrap_or(data);
+    memmem::find(head, b"\"error\"").is_some()
 }
 
 /// What sluice reads of a streamed chunk that names `usage`: the usage, and whether the chunk
@@ -202,12 +235,24 @@ struct UsageChunk<'a> {
 
 async fn complete(accepted: &mut Accepted, name: &str) -> Result<Completion, GatewayError> {
     let (body, first_byte) = http::read_complete(accepted).await?;
+    completion(body, first_byte, name)
+}
+
+/// A complete chat answer's body as a completion, its usage read.
+pub(crate) fn completion(
+    body: bytes::Bytes,
+    first_byte: tokio::time::Instant,
+    name: &str,
+) -> Result<Completion, GatewayError> {
     let parsed: UsageOnly<'_> = serde_json::from_slice(&body).map_err(|e| {
         GatewayError::new(
             ErrorKind::UpstreamProtocol,
             format!("upstream {name} answered invalid JSON: {e}"),
         )
     })?;
+    if let Some(e) = parsed.failure(name, "answered 200 with") {
+        return Err(e);
+    }
     Ok(Completion {
         usage: parsed
             .usage
@@ -220,20 +265,26 @@ async fn complete(accepted: &mut Accepted, name: &str) -> Result<Completion, Gat
 
 /// Turns the upstream's SSE into frames, reading usage on the way.
 pub(crate) fn stream(accepted: Accepted, name: Arc<str>, client_wants_usage: bool) -> EventStream {
-    pump::pump(accepted.body, Frames::new(client_wants_usage), name)
+    pump::pump(
+        accepted.body,
+        Frames::new(name.clone(), client_wants_usage),
+        name,
+    )
 }
 
 /// What an OpenAI-compatible stream's events become: the same frames, usage read on the way.
 pub(crate) struct Frames {
+    name: Arc<str>,
     client_wants_usage: bool,
     saw_done: bool,
     saw_finish: bool,
 }
 
 impl Frames {
-    /// Frames for a client that asked for the usage chunk, or did not.
-    pub(crate) fn new(client_wants_usage: bool) -> Self {
+    /// Frames of upstream `name` for a client that asked for the usage chunk, or did not.
+    pub(crate) fn new(name: Arc<str>, client_wants_usage: bool) -> Self {
         Self {
+            name,
             client_wants_usage,
             saw_done: false,
             saw_finish: false,
@@ -251,6 +302,12 @@ impl Translate for Frames {
             self.saw_done = true;
             out.push_back(StreamEvent::Frame(sse::frame(sse::DONE)));
             return Ok(());
+        }
+        if may_be_error(&data)
+            && let Ok(chunk) = serde_json::from_slice::<UsageOnly<'_>>(&data)
+            && let Some(e) = chunk.failure(&self.name, "sent mid-stream")
+        {
+            return Err(e);
         }
         // Once one chunk has finished, the rest need not be searched for it.
         if !self.saw_finish && has_finish_reason(&data) {
@@ -340,7 +397,7 @@ pub fn error_frame(e: &GatewayError) -> Bytes {
 }
 
 mod embed;
-mod responses;
+pub(crate) mod responses;
 
 #[cfg(test)]
 mod tests;

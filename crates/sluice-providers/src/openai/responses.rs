@@ -35,14 +35,27 @@ pub(super) async fn send(
         )));
     }
     let (raw, first_byte) = http::read_complete(&mut accepted).await?;
-    let response: Value = serde_json::from_slice(&raw).map_err(|e| unreadable(&name, &e))?;
+    completion(raw, first_byte, &name).map(UpstreamResponse::Complete)
+}
+
+/// A complete Responses answer as a chat completion, its usage read; the answer itself is
+/// kept for a client that spoke Responses.
+pub(crate) fn completion(
+    raw: bytes::Bytes,
+    first_byte: tokio::time::Instant,
+    name: &str,
+) -> Result<Completion, GatewayError> {
+    if !sluice_core::budget::within(&raw) {
+        return Err(unreadable(name, &sluice_core::budget::refusal("it")));
+    }
+    let response: Value = serde_json::from_slice(&raw).map_err(|e| unreadable(name, &e))?;
     let (chat, usage) = to_chat(&response);
-    Ok(UpstreamResponse::Complete(Completion {
+    Ok(Completion {
         body: bytes::Bytes::from(chat.to_string()),
         usage: Some(usage),
         first_byte,
         native: Some(raw),
-    }))
+    })
 }
 
 fn unreadable(name: &str, e: &dyn std::fmt::Display) -> GatewayError {
@@ -133,7 +146,7 @@ pub(crate) fn to_chat(response: &Value) -> (Value, Usage) {
 
 /// A Responses stream: each event passed on as it came ([`StreamEvent::Native`]), ahead
 /// of the chat frames it becomes; usage read from the final response.
-struct Events {
+pub(crate) struct Events {
     include_usage: bool,
     id: Value,
     model: Value,
@@ -143,7 +156,7 @@ struct Events {
 }
 
 impl Events {
-    fn new(include_usage: bool) -> Self {
+    pub(crate) fn new(include_usage: bool) -> Self {
         Self {
             include_usage,
             id: Value::Null,

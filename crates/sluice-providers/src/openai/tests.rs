@@ -98,7 +98,7 @@ fn usage_is_read_only_where_it_is_given() {
 
 #[test]
 fn a_stream_with_null_usage_in_every_chunk_reports_the_real_one() {
-    let mut frames = Frames::new(false);
+    let mut frames = Frames::new(Arc::from("up"), false);
     let mut out = std::collections::VecDeque::new();
     for data in [
         r#"{"choices":[{"delta":{"content":"a"},"finish_reason":null}],"usage":null}"#,
@@ -135,4 +135,61 @@ fn error_frames_are_openai_shaped() {
     let body: Value = serde_json::from_str(text.trim_start_matches("data: ").trim()).unwrap();
     assert_eq!(body["error"]["code"], "upstream_timeout");
     assert_eq!(body["error"]["message"], "slow");
+}
+
+#[test]
+fn an_error_in_place_of_an_answer_is_the_upstream_failing() {
+    let now = tokio::time::Instant::now();
+    for body in [
+        r#"{"error":{"message":"The server is overloaded","type":"server_error"}}"#,
+        r#"{"object":"error","message":"bad","type":"BadRequestError","code":400}"#,
+    ] {
+        let e = completion(Bytes::from(body), now, "up").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::UpstreamServerError, "{body}");
+        assert!(e.kind.retryable());
+        assert!(
+            e.message.contains("upstream up answered 200 with an error"),
+            "{e}"
+        );
+    }
+    assert!(
+        completion(
+            Bytes::from(r#"{"error":{"message":"overloaded"}}"#),
+            now,
+            "up"
+        )
+        .unwrap_err()
+        .message
+        .ends_with("overloaded")
+    );
+    // An answer that also carries a null error, or names "error" in its text, is an answer.
+    for body in [
+        r#"{"choices":[{"message":{"content":"hi"}}],"error":null}"#,
+        r#"{"choices":[{"message":{"content":"\"error\" is a word"}}]}"#,
+    ] {
+        assert!(completion(Bytes::from(body), now, "up").is_ok(), "{body}");
+    }
+    // Mid-stream, the same error ends the stream as the upstream's failure.
+    let mut frames = Frames::new(Arc::from("up"), true);
+    let mut out = std::collections::VecDeque::new();
+    let ev = |data: &'static str| SseEvent {
+        event: None,
+        data: Bytes::from(data),
+        framed: None,
+    };
+    frames
+        .event(ev(r#"{"choices":[{"delta":{"content":"a"}}]}"#), &mut out)
+        .unwrap();
+    let e = frames
+        .event(
+            ev(r#"{"error":{"message":"dropped","code":"server_error"}}"#),
+            &mut out,
+        )
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::UpstreamServerError);
+    assert!(
+        e.message.contains("sent mid-stream an error: dropped"),
+        "{e}"
+    );
+    assert_eq!(out.len(), 1, "the error is not passed on as a frame");
 }

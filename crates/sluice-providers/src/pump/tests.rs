@@ -151,7 +151,7 @@ fn body_of(
 }
 
 fn frames() -> crate::openai::Frames {
-    crate::openai::Frames::new(false)
+    crate::openai::Frames::new(std::sync::Arc::from("up"), false)
 }
 
 #[tokio::test(start_paused = true)]

@@ -58,6 +58,12 @@ fn frames_round_trip() {
     let f = frame(b"{\"a\":1}");
     let evs = parse_all(&[&f]);
     assert_eq!(data(&evs[0]), "{\"a\":1}");
+    // An event of several lines stays one event of the same lines, not one line and noise.
+    let f = frame(b"{\"choices\":\n[1]}\n");
+    assert_eq!(&f[..], b"data: {\"choices\":\ndata: [1]}\ndata: \n\n");
+    let evs = parse_all(&[&f]);
+    assert_eq!(evs.len(), 1);
+    assert_eq!(data(&evs[0]), "{\"choices\":\n[1]}\n");
 }
 
 #[test]

@@ -126,3 +126,33 @@ fn a_call_no_upstream_worked_on_costs_nothing_and_its_row_says_zero_not_unknown(
     settled.unpriced = true;
     assert_eq!(entry(&settled, None).cost_micros, None);
 }
+
+#[test]
+fn a_stream_the_client_cut_is_billed_for_what_the_upstream_produced() {
+    use sluice_core::record::CLIENT_CLOSED;
+    // Read on to its usage: billed at the usage, as any answer.
+    let read_on = record(&[AttemptOutcome::Ok], Some(usage(1_000, 300)));
+    let s = settlement(&read_on, CLIENT_CLOSED, &[priced(Some(PRICE))], Some(0), 80);
+    assert!(!s.estimated);
+    assert_eq!(s.costs.total(), Some(2_000 + 2_400));
+    assert_eq!(s.costs.extra, 0);
+    // Cut off before its usage came (a bound reached): estimated from the bytes produced,
+    // flagged, and the prompt is not charged a second time as a cancelled attempt's.
+    let mut bounded = record(&[AttemptOutcome::Cancelled], None);
+    bounded.upstream = Some(Arc::from("up"));
+    let s = settlement(
+        &bounded,
+        CLIENT_CLOSED,
+        &[priced(Some(PRICE))],
+        Some(0),
+        400,
+    );
+    assert!(s.estimated);
+    assert_eq!(s.usage, Some(usage(1_000, 100)));
+    assert_eq!((s.costs.answer, s.costs.extra), (Some(2_000 + 800), 0));
+    // A client that left before any answer: the prompt the upstream read, no estimate.
+    let early = record(&[AttemptOutcome::Cancelled], None);
+    let s = settlement(&early, CLIENT_CLOSED, &[priced(Some(PRICE))], None, 0);
+    assert!(!s.estimated);
+    assert_eq!(s.costs.total(), Some(2_000));
+}

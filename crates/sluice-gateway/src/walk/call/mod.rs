@@ -35,8 +35,9 @@ pub struct Call {
     priced: Vec<Priced>,
     /// The attempt whose answer the client got, once one had a first byte.
     answered: Option<usize>,
-    /// Bytes of answer sent to the client: what an answer that reports no usage is settled
-    /// by (a token for every four bytes, its JSON included: an estimate on the high side).
+    /// Bytes of answer the upstream produced (sent to the client, or read on after it left):
+    /// what an answer that reports no usage is settled by (a token for every four bytes, its
+    /// JSON included: an estimate on the high side).
     sent_bytes: u64,
     /// Where its complete answer goes in the answer cache, when it is to be stored.
     cache_key: Option<Key>,
@@ -97,6 +98,11 @@ impl Call {
         self.hands_back = true;
     }
 
+    /// Whether its ledger row goes back to its caller (see [`Call::hand_back`]).
+    pub fn hands_back(&self) -> bool {
+        self.hands_back
+    }
+
     /// Its caller may withdraw it by cancelling `token`.
     pub fn withdrawable(&mut self, token: tokio_util::sync::CancellationToken) {
         self.withdrawn = Some(token);
@@ -115,7 +121,8 @@ impl Call {
         self.dialect
     }
 
-    /// Counts `bytes` of answer sent to the client.
+    /// Counts `bytes` of answer the upstream produced (sent to the client, or read on after
+    /// it left).
     pub fn sent(&mut self, bytes: usize) {
         self.sent_bytes += bytes as u64;
     }
@@ -163,10 +170,21 @@ impl Call {
     }
 
     /// Puts `body`, the complete answer just received, in the answer cache if the call is to
-    /// store it, priced at what it cost (what every hit on it will save); the question it is
+    /// store it and it is worth keeping (never an error or an empty answer), priced at what it cost (what every hit on it will save); the question it is
     /// to be stored under by meaning, with that cost, is the caller's to land.
     pub fn store_answer(&mut self, body: &Bytes, now: Instant) -> Option<(Pending, u64)> {
         if self.cache_key.is_none() && self.question.is_none() {
+            return None;
+        }
+        if let Err(why) = sluice_cache::keep::worth_keeping(body) {
+            // Passed to its client as it came; no later asker gets it from a cache.
+            tracing::debug!(
+                request_id = self.record.request_id.as_str(),
+                %why,
+                "an answer not stored in the caches"
+            );
+            self.cache_key = None;
+            self.question = None;
             return None;
         }
         let cost = billing::costs(

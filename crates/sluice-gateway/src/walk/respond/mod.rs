@@ -2,6 +2,7 @@
 //! by frame ([`stream`]), each with the [`Head`] a client is told beside it (timings in
 //! `Server-Timing`: [`timing`]); the call settled when the answer ends.
 
+mod cut;
 mod stream;
 mod timing;
 
@@ -9,6 +10,7 @@ use bytes::Bytes;
 use sluice_core::{AttemptOutcome, CacheLookup, GatewayError};
 use tokio::time::Instant;
 
+pub use cut::{READ_ON_BYTES, READ_ON_FOR};
 pub use stream::{ClientStream, stream};
 pub use timing::{route_text, server_timing};
 

@@ -1,11 +1,12 @@
 //! A streamed answer: frames passed on as they come, in the client's API, the call settled
-//! when the stream ends, fails, runs out of its deadline or is dropped.
+//! when the stream ends, fails or runs out of its deadline; when the client leaves first,
+//! the upstream's answer is read on for its usage ([`super::cut`]).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use sluice_cache::assemble::Assembler;
 use sluice_core::{AttemptOutcome, GatewayError};
 use sluice_ingress::Reframe;
@@ -65,8 +66,8 @@ pub fn stream(
 
 /// The body of a streamed answer. Frames go out as they come; usage is kept for the record;
 /// an upstream failure mid-stream, or the request's deadline running out, is sent as an
-/// error event (never a silent truncation). If the client leaves, dropping this settles the
-/// call as abandoned.
+/// error event (never a silent truncation). If the client leaves, dropping this reads the
+/// upstream's answer on to its usage in a detached task, and settles the call from there.
 pub struct ClientStream {
     first: Option<Bytes>,
     rest: EventStream,
@@ -191,5 +192,28 @@ impl Stream for ClientStream {
                 }
             }
         }
+    }
+}
+
+impl Drop for ClientStream {
+    fn drop(&mut self) {
+        let Some(call) = self.call.take() else {
+            return;
+        };
+        // A call whose row goes back to its caller is dropped with it (a runner shutting
+        // down sends it again), and outside a runtime nothing can read on: both settle now.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if call.hands_back() {
+            return;
+        }
+        let rest = std::mem::replace(&mut self.rest, futures::stream::empty().boxed());
+        runtime.spawn(super::cut::read_on(
+            call,
+            self.attempt,
+            rest,
+            self.permit.take(),
+        ));
     }
 }

@@ -154,6 +154,31 @@ async fn openai(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) 
         "hang" => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
+        // A 200 whose body is an error object.
+        "error-200" => {
+            return ([("content-type", "application/json")],
+                r#"{"error":{"message":"The server had an error while processing your request","type":"server_error"}}"#)
+                .into_response();
+        }
+        // A head of a megabyte: past what sluice's client reads.
+        "huge-headers" => {
+            return ([("x-filler", "a".repeat(1 << 20))], "{}").into_response();
+        }
+        // A gzip bomb sluice never asked for: 10 MB of zeros in 10 kB.
+        "gzip" => {
+            use std::io::Write;
+            let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            z.write_all(&vec![0u8; 10 << 20]).unwrap();
+            let packed = z.finish().unwrap();
+            return (
+                [
+                    ("content-type", "application/json"),
+                    ("content-encoding", "gzip"),
+                ],
+                packed,
+            )
+                .into_response();
+        }
         _ => {}
     }
     if !stream {
@@ -197,6 +222,30 @@ async fn openai(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) 
             }
             "stall" => tokio::time::sleep(Duration::from_secs(3600)).await,
             "truncate" => return,
+            // The rest a byte every 150 ms (inside the idle timeout) until sluice leaves.
+            "trickle" => {
+                for b in chunk("lo and more and more and more")
+                    .into_bytes()
+                    .into_iter()
+                    .cycle()
+                {
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    if tx.send(Ok(Bytes::from(vec![b]))).await.is_err() {
+                        fake.gated_left.notify_one();
+                        return;
+                    }
+                }
+            }
+            // A line that never ends.
+            "endless-line" => {
+                send(&tx, "data: ".into()).await;
+                for _ in 0..40 {
+                    if tx.send(Ok(Bytes::from(vec![b'x'; 1 << 20]))).await.is_err() {
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
             _ => {}
         }
         send(&tx, chunk("lo")).await;
@@ -386,6 +435,11 @@ pub fn config(upstream: SocketAddr, extra_server: &str) -> String {
         "broken",
         "hang",
         "hang-body",
+        "error-200",
+        "huge-headers",
+        "gzip",
+        "trickle",
+        "endless-line",
     ];
     let grace = if extra_server.contains("shutdown_grace") {
         ""

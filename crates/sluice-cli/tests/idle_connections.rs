@@ -1,0 +1,168 @@
+//! Ten thousand idle connections to a running `sluice serve` with its defaults: requests
+//! are still served while they are open, each costs the process little memory, and at the
+//! header timeout (30 s) the gateway closes every one of them, giving back their file
+//! descriptors.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod harness;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use harness::{Sim, free_port};
+
+const IDLE: usize = 10_000;
+
+/// Descriptors of the gateway's own that may come and go while it is measured.
+const SLACK: usize = 8;
+
+/// The gateway's process, killed when the test ends, failed or not.
+struct Gateway(std::process::Child);
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The process's open file descriptors and resident memory (kB).
+fn footprint(pid: u32) -> (usize, u64) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    (fds, rss)
+}
+
+async fn chat(url: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("{url}/v1/chat/completions"))
+        .json(&serde_json::json!({"model": "chat", "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_idle_connections_cost_little_and_are_closed_at_the_header_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Sim::start(
+        dir.path(),
+        "ttft_median = \"5ms\"\noutput_tokens_median = 5\n",
+    );
+    let port = free_port();
+    let path = dir.path().join("gw.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\n\
+             [ledger]\nstore = \"off\"\n\
+             [providers.up]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{}/up/v1\"\n\
+             [models.chat]\ndeployments = [{{ provider = \"up\", model = \"m\" }}]\n",
+            sim.port
+        ),
+    )
+    .unwrap();
+    let gw = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["serve", "--config"])
+        .arg(&path)
+        .env("SLUICE_LOG", "error")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let gw = Gateway(gw);
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..200 {
+        if reqwest::get(format!("{url}/readyz")).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Twenty at once first, so the upstream connection pool is as large before as after.
+    let warm = futures::future::join_all((0..20).map(|_| chat(&url))).await;
+    assert!(warm.iter().all(|s| *s == 200), "{warm:?}");
+    let (fds_before, rss_before) = footprint(gw.0.id());
+
+    // Opened in waves, so the listen backlog never overflows.
+    let mut idle = Vec::with_capacity(IDLE);
+    while idle.len() < IDLE {
+        let wave: Vec<_> = (0..500)
+            .map(|_| tokio::net::TcpStream::connect(("127.0.0.1", port)))
+            .collect();
+        for c in futures::future::join_all(wave).await {
+            idle.push(c.unwrap());
+        }
+    }
+    // Every one accepted: the gateway holds a descriptor for each.
+    // (A few descriptors of the gateway's own, such as a pooled upstream connection, may
+    // come and go meanwhile.)
+    let accepted = |fds: usize| fds + SLACK >= fds_before + IDLE;
+    let mut open = footprint(gw.0.id());
+    for _ in 0..500 {
+        if accepted(open.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        open = footprint(gw.0.id());
+    }
+    assert!(
+        accepted(open.0),
+        "{} of {IDLE} accepted",
+        open.0.saturating_sub(fds_before)
+    );
+    let statuses = futures::future::join_all((0..20).map(|_| chat(&url))).await;
+    assert!(
+        statuses.iter().all(|s| *s == 200),
+        "served while they wait: {statuses:?}"
+    );
+    let per_connection = (open.1.saturating_sub(rss_before)) * 1024 / IDLE as u64;
+    eprintln!(
+        "{IDLE} idle connections: {} descriptors, {} kB resident more ({per_connection} bytes each)",
+        open.0 - fds_before,
+        open.1.saturating_sub(rss_before)
+    );
+    assert!(
+        per_connection < 16 * 1024,
+        "{per_connection} bytes a connection"
+    );
+
+    // The header timeout closes them all; their descriptors come back.
+    let mut after = footprint(gw.0.id());
+    for _ in 0..1200 {
+        if after.0 <= fds_before + SLACK {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        after = footprint(gw.0.id());
+    }
+    assert!(
+        after.0 <= fds_before + SLACK,
+        "{} descriptors left of {}",
+        after.0,
+        fds_before
+    );
+    eprintln!(
+        "after the timeout: {} descriptors (before {fds_before}), {} kB resident (before {rss_before})",
+        after.0, after.1
+    );
+    // And the client sees each end.
+    let mut buf = [0u8; 1];
+    for c in idle.iter_mut().take(100) {
+        use tokio::io::AsyncReadExt;
+        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf)).await;
+        assert!(matches!(n, Ok(Ok(0)) | Ok(Err(_))), "still open: {n:?}");
+    }
+    assert_eq!(chat(&url).await, 200);
+    drop(gw);
+    drop(sim);
+}
