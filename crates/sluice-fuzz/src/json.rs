@@ -58,6 +58,10 @@ pub fn edit() -> impl Strategy<Value = JsonEdit> {
     ]
 }
 
+/// The most nodes a tree may have after edits: more than the structure limit allows (so
+/// inputs past it are made), few enough to make quickly.
+const MAX_NODES: usize = 150_000;
+
 const NUMBERS: &[f64] = &[
     0.0,
     -1.0,
@@ -166,7 +170,9 @@ pub fn apply(tree: &mut Value, edit: &JsonEdit, words: &[&[u8]]) {
             if let Some(Value::Array(a)) = nth(tree, &mut pick(i))
                 && let Some(first) = a.first().cloned()
             {
-                a.extend(std::iter::repeat_n(first, usize::from(*n)));
+                // Edits compound (a repeat of a repeat): the tree stays under MAX_NODES.
+                let room = MAX_NODES.saturating_sub(total) / count(&first).max(1);
+                a.extend(std::iter::repeat_n(first, usize::from(*n).min(room)));
             }
         }
     }
