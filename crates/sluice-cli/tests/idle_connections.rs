@@ -7,25 +7,14 @@
 
 mod harness;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use harness::{Sim, free_port};
+use harness::{Fleet, Sim};
 
 const IDLE: usize = 10_000;
 
 /// Descriptors of the gateway's own that may come and go while it is measured.
 const SLACK: usize = 8;
-
-/// The gateway's process, killed when the test ends, failed or not.
-struct Gateway(std::process::Child);
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The process's open file descriptors and resident memory (kB).
 fn footprint(pid: u32) -> (usize, u64) {
@@ -60,38 +49,21 @@ async fn ten_thousand_idle_connections_cost_little_and_are_closed_at_the_header_
         dir.path(),
         "ttft_median = \"5ms\"\noutput_tokens_median = 5\n",
     );
-    let port = free_port();
-    let path = dir.path().join("gw.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\n\
-             [ledger]\nstore = \"off\"\n\
-             [providers.up]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{}/up/v1\"\n\
-             [models.chat]\ndeployments = [{{ provider = \"up\", model = \"m\" }}]\n",
-            sim.port
-        ),
-    )
-    .unwrap();
-    let gw = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .env("SLUICE_LOG", "error")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let gw = Gateway(gw);
-    let url = format!("http://127.0.0.1:{port}");
-    for _ in 0..200 {
-        if reqwest::get(format!("{url}/readyz")).await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // One gateway with the defaults (the harness kills it when the test ends, failed or not).
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:1\"\n[ledger]\nstore = \"off\"\n\
+         [providers.up]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{}/up/v1\"\n\
+         [models.chat]\ndeployments = [{{ provider = \"up\", model = \"m\" }}]\n",
+        sim.port
+    );
+    let gw = Fleet::start_n(dir.path(), &config, Vec::new(), 1).await;
+    let url = gw.urls[0].clone();
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let pid = gw.children[0].as_ref().unwrap().id();
     // Twenty at once first, so the upstream connection pool is as large before as after.
     let warm = futures::future::join_all((0..20).map(|_| chat(&url))).await;
     assert!(warm.iter().all(|s| *s == 200), "{warm:?}");
-    let (fds_before, rss_before) = footprint(gw.0.id());
+    let (fds_before, rss_before) = footprint(pid);
 
     // Opened in waves, so the listen backlog never overflows.
     let mut idle = Vec::with_capacity(IDLE);
@@ -107,13 +79,13 @@ async fn ten_thousand_idle_connections_cost_little_and_are_closed_at_the_header_
     // (A few descriptors of the gateway's own, such as a pooled upstream connection, may
     // come and go meanwhile.)
     let accepted = |fds: usize| fds + SLACK >= fds_before + IDLE;
-    let mut open = footprint(gw.0.id());
-    for _ in 0..500 {
+    let mut open = footprint(pid);
+    for _ in 0..1000 {
         if accepted(open.0) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-        open = footprint(gw.0.id());
+        open = footprint(pid);
     }
     assert!(
         accepted(open.0),
@@ -137,13 +109,13 @@ async fn ten_thousand_idle_connections_cost_little_and_are_closed_at_the_header_
     );
 
     // The header timeout closes them all; their descriptors come back.
-    let mut after = footprint(gw.0.id());
+    let mut after = footprint(pid);
     for _ in 0..1200 {
         if after.0 <= fds_before + SLACK {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        after = footprint(gw.0.id());
+        after = footprint(pid);
     }
     assert!(
         after.0 <= fds_before + SLACK,

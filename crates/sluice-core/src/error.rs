@@ -201,9 +201,7 @@ impl UpstreamReply {
     /// How long the upstream asked us to wait: `retry-after` in delta-seconds (whole or
     /// fractional). An HTTP-date or a missing header gives `None`.
     pub fn retry_after(&self) -> Option<std::time::Duration> {
-        let secs: f64 = self.retry_after.as_deref()?.trim().parse().ok()?;
-        (secs.is_finite() && secs >= 0.0)
-            .then(|| std::time::Duration::from_secs_f64(secs.min(86_400.0)))
+        crate::ratelimit::delta_seconds(self.retry_after.as_deref()?)
     }
 }
 

@@ -3,6 +3,16 @@
 
 use std::time::Duration;
 
+/// The longest wait an upstream's header is taken to ask for: a day (a larger one is a day).
+pub const LONGEST_WAIT_SECS: f64 = 86_400.0;
+
+/// `retry-after` as delta-seconds (whole or fractional), at most [`LONGEST_WAIT_SECS`]; an
+/// HTTP-date, a negative or a non-finite number gives `None`.
+pub fn delta_seconds(text: &str) -> Option<Duration> {
+    let secs: f64 = text.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(LONGEST_WAIT_SECS)))
+}
+
 /// One dimension of a rate limit, as of the answer that reported it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Quota {

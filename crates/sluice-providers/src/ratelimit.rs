@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, HeaderName};
 use parking_lot::Mutex;
+use sluice_core::ratelimit::{LONGEST_WAIT_SECS, delta_seconds};
 use sluice_core::{Quota, RateLimits};
 
 /// Where a provider leaves what an answer said of its rate limits, whatever the outcome of
@@ -95,17 +96,8 @@ pub fn parse(headers: &HeaderMap, now: SystemTime) -> RateLimits {
         tokens: openai(OPENAI_TOKENS)
             .or_else(|| anthropic(ANTHROPIC_TOKENS))
             .or_else(|| anthropic(ANTHROPIC_INPUT_TOKENS)),
-        retry_after: get(&RETRY_AFTER).and_then(seconds),
+        retry_after: get(&RETRY_AFTER).and_then(delta_seconds),
     }
-}
-
-/// The longest wait or reset taken from a header: a day (a larger one is a day).
-const AT_MOST: f64 = 86_400.0;
-
-/// `retry-after` as delta-seconds (fractions allowed), at most a day.
-fn seconds(text: &str) -> Option<Duration> {
-    let secs: f64 = text.trim().parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(AT_MOST)))
 }
 
 /// A reset: whole or fractional seconds, or a Go duration such as `1s`, `250ms`, `6m0s`,
@@ -115,7 +107,7 @@ fn delay(text: &str) -> Option<Duration> {
     if text.is_empty() {
         return None;
     }
-    if let Some(d) = seconds(text) {
+    if let Some(d) = delta_seconds(text) {
         return Some(d);
     }
     let mut total = 0.0;
@@ -142,7 +134,8 @@ fn delay(text: &str) -> Option<Duration> {
         total += value * scale;
         rest = next;
     }
-    (total.is_finite() && total >= 0.0).then(|| Duration::from_secs_f64(total.min(AT_MOST)))
+    (total.is_finite() && total >= 0.0)
+        .then(|| Duration::from_secs_f64(total.min(LONGEST_WAIT_SECS)))
 }
 
 #[cfg(test)]
@@ -179,7 +172,7 @@ mod tests {
         ] {
             assert_eq!(delay(huge), Some(Duration::from_secs(86_400)), "{huge}");
         }
-        assert_eq!(seconds("1e300"), Some(Duration::from_secs(86_400)));
+        assert_eq!(delta_seconds("1e300"), Some(Duration::from_secs(86_400)));
     }
 
     #[test]

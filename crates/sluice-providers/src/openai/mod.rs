@@ -220,7 +220,7 @@ impl UsageOnly<'_> {
 /// Whether a chunk may be an error in place of a chunk: `"error"` among its first bytes.
 fn may_be_error(data: &[u8]) -> bool {
     let head = data.get(..data.len().min(40)).unwrap_or(data);
-    memmem::find(head, b"\"error\"").is_some()
+    ERROR_KEY.find(head).is_some()
 }
 
 /// What sluice reads of a streamed chunk that names `usage`: the usage, and whether the chunk
@@ -354,6 +354,8 @@ impl Translate for Frames {
 /// Searchers built once: a stream looks for these keys in every chunk.
 static USAGE_KEY: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(b"\"usage\""));
+static ERROR_KEY: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"\"error\""));
 static FINISH_KEY: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(b"\"finish_reason\""));
 
