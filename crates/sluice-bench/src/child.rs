@@ -135,6 +135,11 @@ impl Child {
         Ok(child)
     }
 
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.id()
+    }
+
     /// CPU time (user + system) the child has used so far, from /proc.
     pub fn cpu_seconds(&self) -> Option<f64> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.process.id())).ok()?;

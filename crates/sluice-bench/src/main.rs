@@ -11,6 +11,7 @@ mod load;
 mod loadgen;
 mod overhead;
 mod semantic;
+mod soak;
 
 use std::process::ExitCode;
 
@@ -41,6 +42,9 @@ enum Which {
     /// Document analysis: the rule engine at 200 and 2,000 rules, hedging local work, the
     /// per-document tail end to end in virtual time, a batch beside interactive documents.
     Analysis(analysis::AnalysisArgs),
+    /// A long run at a steady rate with every feature on: memory, descriptors and tasks
+    /// over time, flat within stated bounds, and given back when the load stops.
+    Soak(soak::SoakArgs),
     /// A bare HTTP forwarder, the floor `bench overhead --floor` measures sluice against.
     #[command(hide = true)]
     Forward(forward::ForwardArgs),
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
         Some(Which::Ledger(a)) => ledger::run(&a),
         Some(Which::Semantic(a)) => semantic::run(&a),
         Some(Which::Analysis(a)) => analysis::run(&a),
+        Some(Which::Soak(a)) => soak::run(&a),
         Some(Which::Forward(a)) => forward::run(&a),
         None => load::load(&cli.load),
     };

@@ -219,11 +219,13 @@ fn conn_limits(s: &gateway::ServerConfig) -> server::ConnLimits {
             .max_connections
             .unwrap_or_else(server::auto_max_connections),
         header_timeout: s.header_timeout,
+        stall_timeout: s.stall_timeout,
         max_header_bytes: usize::try_from(s.max_header_bytes).unwrap_or(usize::MAX),
     };
     tracing::info!(
         max_connections = limits.max_connections,
         header_timeout = ?limits.header_timeout,
+        stall_timeout = ?limits.stall_timeout,
         max_header_bytes = limits.max_header_bytes,
         "connection limits"
     );

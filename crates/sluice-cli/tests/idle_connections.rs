@@ -1,7 +1,8 @@
 //! Ten thousand idle connections to a running `sluice serve` with its defaults: requests
 //! are still served while they are open, each costs the process little memory, and at the
 //! header timeout (30 s) the gateway closes every one of them, giving back their file
-//! descriptors.
+//! descriptors; ten thousand more, opened after, are held in the memory the first gave
+//! back, and closed by their clients they give back their descriptors at once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -42,6 +43,34 @@ async fn chat(url: &str) -> u16 {
         .as_u16()
 }
 
+/// `IDLE` connections to `port`, opened in waves so that the listen backlog never overflows.
+async fn open_idle(port: u16) -> Vec<tokio::net::TcpStream> {
+    let mut idle = Vec::with_capacity(IDLE);
+    while idle.len() < IDLE {
+        let wave: Vec<_> = (0..500)
+            .map(|_| tokio::net::TcpStream::connect(("127.0.0.1", port)))
+            .collect();
+        for c in futures::future::join_all(wave).await {
+            idle.push(c.unwrap());
+        }
+    }
+    idle
+}
+
+/// The footprint of `pid` once `done` says it is reached, polling every 20 ms for at most
+/// `tries` times.
+async fn until(pid: u32, tries: u32, done: impl Fn(usize) -> bool) -> (usize, u64) {
+    let mut now = footprint(pid);
+    for _ in 0..tries {
+        if done(now.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        now = footprint(pid);
+    }
+    now
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_idle_connections_cost_little_and_are_closed_at_the_header_timeout() {
     let dir = tempfile::tempdir().unwrap();
@@ -65,28 +94,12 @@ async fn ten_thousand_idle_connections_cost_little_and_are_closed_at_the_header_
     assert!(warm.iter().all(|s| *s == 200), "{warm:?}");
     let (fds_before, rss_before) = footprint(pid);
 
-    // Opened in waves, so the listen backlog never overflows.
-    let mut idle = Vec::with_capacity(IDLE);
-    while idle.len() < IDLE {
-        let wave: Vec<_> = (0..500)
-            .map(|_| tokio::net::TcpStream::connect(("127.0.0.1", port)))
-            .collect();
-        for c in futures::future::join_all(wave).await {
-            idle.push(c.unwrap());
-        }
-    }
+    let mut idle = open_idle(port).await;
     // Every one accepted: the gateway holds a descriptor for each.
     // (A few descriptors of the gateway's own, such as a pooled upstream connection, may
     // come and go meanwhile.)
     let accepted = |fds: usize| fds + SLACK >= fds_before + IDLE;
-    let mut open = footprint(pid);
-    for _ in 0..1000 {
-        if accepted(open.0) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        open = footprint(pid);
-    }
+    let open = until(pid, 1000, accepted).await;
     assert!(
         accepted(open.0),
         "{} of {IDLE} accepted",
@@ -109,14 +122,7 @@ async fn ten_thousand_idle_connections_cost_little_and_are_closed_at_the_header_
     );
 
     // The header timeout closes them all; their descriptors come back.
-    let mut after = footprint(pid);
-    for _ in 0..1200 {
-        if after.0 <= fds_before + SLACK {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        after = footprint(pid);
-    }
+    let after = until(pid, 3000, |fds| fds <= fds_before + SLACK).await;
     assert!(
         after.0 <= fds_before + SLACK,
         "{} descriptors left of {}",
@@ -134,6 +140,33 @@ async fn ten_thousand_idle_connections_cost_little_and_are_closed_at_the_header_
         let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf)).await;
         assert!(matches!(n, Ok(Ok(0)) | Ok(Err(_))), "still open: {n:?}");
     }
+    assert_eq!(chat(&url).await, 200);
+
+    // Ten thousand more live in the memory the first gave back: resident memory grows by at
+    // most a tenth of what the first wave took (the allocator's own slack).
+    drop(idle);
+    let again = open_idle(port).await;
+    let reopened = until(pid, 1000, accepted).await;
+    assert!(accepted(reopened.0), "the second wave was accepted");
+    let first_wave = open.1.saturating_sub(rss_before);
+    eprintln!(
+        "the second wave: {} kB resident (the first: {} kB)",
+        reopened.1, open.1
+    );
+    assert!(
+        reopened.1 <= open.1 + first_wave / 10,
+        "the second wave took {} kB more than the first held",
+        reopened.1.saturating_sub(open.1)
+    );
+    // Closed by their clients, they give back their descriptors without waiting for the
+    // timeout.
+    drop(again);
+    let closed = until(pid, 500, |fds| fds <= fds_before + SLACK).await;
+    assert!(
+        closed.0 <= fds_before + SLACK,
+        "{} descriptors left of {fds_before} after the clients closed",
+        closed.0
+    );
     assert_eq!(chat(&url).await, 200);
     drop(gw);
     drop(sim);

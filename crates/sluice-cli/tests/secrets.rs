@@ -1,8 +1,9 @@
 //! No secret is written anywhere: a gateway run with the access log, the ledger, both
-//! caches' tenant scoping, batches, a key made through the admin API and every way a key
-//! is sent; then everything it wrote (its files, its standard output and error, /metrics,
-//! /admin/usage, every answer but the one that hands out a new key) is searched for each
-//! API key, the admin and metrics tokens and the upstream's key.
+//! caches' tenant scoping, batches, every call traced, a key made through the admin API and
+//! every way a key is sent; then everything it wrote (its files, its standard output and
+//! error, the spans it exported over OTLP, /metrics, /admin/usage, every answer but the one
+//! that hands out a new key) is searched for each API key, the admin and metrics tokens and
+//! the upstream's key.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -10,7 +11,11 @@ mod harness;
 
 use std::io::Read;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use harness::{Sim, free_port, submit, until_ended};
 use serde_json::json;
@@ -21,11 +26,13 @@ const ADMIN: &str = "admin-token-secret-7b3e90aa";
 const METRICS: &str = "metrics-token-secret-2c81d4";
 const UPSTREAM: &str = "sk-upstream-secret-9e0f71b2";
 
-fn config(port: u16, sim: u16, dir: &std::path::Path) -> String {
+fn config(port: u16, sim: u16, spans: u16, dir: &std::path::Path) -> String {
     format!(
         "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace = \"2s\"\n\
          admin_token_env = \"T_ADMIN\"\nmetrics_token_env = \"T_METRICS\"\n\
          [telemetry]\naccess_log = \"json\"\n\
+         [traces]\nenabled = true\nsample = 1.0\nflush = \"100ms\"\n\
+         endpoint = \"http://127.0.0.1:{spans}/v1/traces\"\n\
          [ledger]\npath = \"{}\"\n\
          [cache]\nenabled = true\n\
          [providers.up]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{sim}/up/v1\"\napi_key_env = \"T_UPSTREAM\"\n\
@@ -35,6 +42,55 @@ fn config(port: u16, sim: u16, dir: &std::path::Path) -> String {
         dir.join("ledger.db").display(),
         hash_hex(KEY)
     )
+}
+
+/// What the gateway exports over OTLP/HTTP, kept as it arrives: a listener that reads each
+/// request's body whole and answers 200 with an empty export response.
+async fn span_sink() -> (u16, Arc<Mutex<Vec<u8>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let sink = kept.clone();
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            tokio::spawn(export_requests(conn, sink.clone()));
+        }
+    });
+    (port, kept)
+}
+
+/// Reads OTLP requests off `conn` until it closes, keeping their bodies in `kept`.
+async fn export_requests(mut conn: tokio::net::TcpStream, kept: Arc<Mutex<Vec<u8>>>) {
+    let mut buf = Vec::new();
+    let mut piece = [0u8; 16 * 1024];
+    loop {
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            match conn.read(&mut piece).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&piece[..n]),
+            }
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map_or(0, |v| v.trim().parse().unwrap());
+        while buf.len() < end + 4 + length {
+            match conn.read(&mut piece).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&piece[..n]),
+            }
+        }
+        kept.lock()
+            .extend_from_slice(&buf[end + 4..end + 4 + length]);
+        buf.drain(..end + 4 + length);
+        let ok =
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+        if conn.write_all(ok).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Every file under `dir`, read whole.
@@ -65,8 +121,9 @@ async fn no_key_or_token_is_written_anywhere() {
         "ttft_median = \"5ms\"\noutput_tokens_median = 5\n",
     );
     let port = free_port();
+    let (spans_port, spans) = span_sink().await;
     let path = dir.path().join("gw.toml");
-    std::fs::write(&path, config(port, sim.port, dir.path())).unwrap();
+    std::fs::write(&path, config(port, sim.port, spans_port, dir.path())).unwrap();
     let mut gw = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["serve", "--config"])
         .arg(&path)
@@ -177,6 +234,13 @@ async fn no_key_or_token_is_written_anywhere() {
         // The configuration holds the environment variables' names, not their values.
         .filter(|(p, _)| !p.ends_with("gw.toml") && !p.contains("sim-"))
         .collect();
+    let exported = spans.lock().clone();
+    assert!(
+        holds(&exported, "acme") && holds(&exported, "chat"),
+        "the calls' spans were exported ({} bytes)",
+        exported.len()
+    );
+    written.push(("the exported spans".into(), exported));
     written.push(("standard output".into(), out));
     written.push(("standard error".into(), err));
     for (i, a) in answers.into_iter().enumerate() {

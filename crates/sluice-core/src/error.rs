@@ -36,6 +36,8 @@ pub enum ErrorKind {
     MethodNotAllowed,
     /// The body exceeds the configured limit.
     PayloadTooLarge,
+    /// The client paused longer than `[server] stall_timeout` while sending its body.
+    ClientTimeout,
     /// The upstream did not connect, answer or continue a stream in time.
     UpstreamTimeout,
     /// The upstream could not be reached, or dropped the connection.
@@ -86,6 +88,7 @@ impl ErrorKind {
             Self::Conflict | Self::Withdrawn => 409,
             Self::MethodNotAllowed => 405,
             Self::PayloadTooLarge => 413,
+            Self::ClientTimeout => 408,
             Self::UpstreamConnect | Self::UpstreamServerError | Self::UpstreamProtocol => 502,
             Self::ShuttingDown
             | Self::Overloaded
@@ -103,6 +106,7 @@ impl ErrorKind {
             | Self::InvalidRequest
             | Self::ContextLengthExceeded
             | Self::PayloadTooLarge
+            | Self::ClientTimeout
             | Self::MethodNotAllowed
             | Self::UpstreamRejected
             | Self::Conflict
@@ -138,6 +142,7 @@ impl ErrorKind {
             Self::RouteNotFound => "route_not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::PayloadTooLarge => "payload_too_large",
+            Self::ClientTimeout => "request_timeout",
             Self::UpstreamTimeout => "upstream_timeout",
             Self::UpstreamConnect => "upstream_connect_error",
             Self::UpstreamServerError => "upstream_server_error",
@@ -223,6 +228,9 @@ pub struct GatewayError {
     /// Further headers of sluice's own refusals (the IETF `RateLimit` fields of a quota);
     /// boxed, as errors should stay small.
     pub headers: Option<Box<Vec<(&'static str, String)>>>,
+    /// The status an upstream answered a [`ErrorKind::UpstreamServerError`] with, when it
+    /// answered one (a 5xx); what tells its overload (503, 504, 529) from its own fault.
+    pub upstream_status: Option<u16>,
 }
 
 impl GatewayError {
@@ -235,7 +243,25 @@ impl GatewayError {
             upstream: None,
             retry_after: None,
             headers: None,
+            upstream_status: None,
         }
+    }
+
+    /// Notes the status the upstream answered with.
+    pub fn with_upstream_status(mut self, status: u16) -> Self {
+        self.upstream_status = Some(status);
+        self
+    }
+
+    /// Whether the upstream said it is overloaded: a 429, a 503, 504 or 529, or no answer
+    /// in time. An upstream's own fault (a 500, a reset, a broken answer) is not: it says
+    /// nothing of how much it can take, and at a provider's usual rate of a few in a
+    /// thousand it would cut a concurrency limit window after window.
+    pub fn is_overload(&self) -> bool {
+        self.is_rate_limited()
+            || self.kind == ErrorKind::UpstreamTimeout
+            || (self.kind == ErrorKind::UpstreamServerError
+                && matches!(self.upstream_status, Some(503 | 504 | 529)))
     }
 
     /// Adds a header to the answer.
@@ -273,6 +299,7 @@ impl GatewayError {
             upstream: Some(Box::new(reply)),
             retry_after: None,
             headers: None,
+            upstream_status: None,
         }
     }
 

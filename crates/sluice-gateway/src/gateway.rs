@@ -40,6 +40,8 @@ pub struct Gateway {
     /// The instances this one shares limits, budgets and pacing with, when any.
     pub(crate) cluster: Option<sluice_cluster::Cluster>,
     pub(crate) max_body_bytes: usize,
+    /// The longest pause while a client sends a body (`[server] stall_timeout`).
+    pub(crate) body_stall: std::time::Duration,
     pub(crate) draining: AtomicBool,
     /// Whether the ledger's store answers (`cluster::follow_store` reads it every second).
     pub(crate) store_health: crate::cluster::StoreHealth,

@@ -55,6 +55,7 @@ pub async fn count_tokens(State(gw): State<Arc<Gateway>>, req: axum::extract::Re
         let bytes = ingress::read_body(
             crate::walk::http::arriving(&parts.headers, body),
             gw.max_body_bytes,
+            gw.body_stall,
         )
         .await?;
         let chat = sluice_ingress::anthropic::count_request(&bytes)?;
@@ -117,6 +118,10 @@ pub async fn metrics(State(gw): State<Arc<Gateway>>, headers: http::HeaderMap) -
     if let Some(refusal) = metrics_refusal(&gw, &headers) {
         return refusal;
     }
+    let tasks = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    gw.telemetry().set_runtime_tasks(tasks);
     if let Some(ledger) = gw.ledger() {
         let s = ledger.stats();
         gw.telemetry()
@@ -132,6 +137,9 @@ pub async fn metrics(State(gw): State<Arc<Gateway>>, headers: http::HeaderMap) -
     if let Some(sem) = &gw.caches.semantic {
         for (group, estimate, _) in sem.cache.estimates() {
             gw.telemetry().set_semantic_error(&group, estimate);
+        }
+        for (group, stopped) in sem.cache.stopped() {
+            gw.telemetry().set_semantic_stopped(&group, stopped);
         }
     }
     for name in gw.routes().names() {

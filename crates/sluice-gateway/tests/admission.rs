@@ -315,6 +315,32 @@ async fn aimd_cuts_the_limit_when_the_upstream_refuses() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_upstream_overloaded_cuts_the_limit_and_its_own_faults_do_not() {
+    let limit_after = |status: u16| async move {
+        let r = rig(false, |b| {
+            b.limits(LimitSpec::Aimd {
+                initial: 20,
+                min: 1,
+                max: 100,
+            })
+        });
+        for _ in 0..10 {
+            r.a.push_end(10, End::ServerError(status));
+        }
+        let statuses = r.burst(10, "batch", "s").await;
+        assert!(statuses.iter().all(|s| *s == 502), "{statuses:?}");
+        let group = r.gw.routes().group("chat").unwrap();
+        group.deployments[0].limiter.as_ref().unwrap().stats().limit
+    };
+    // A 500 is the upstream's own fault: the breaker's business, not congestion.
+    assert_eq!(limit_after(500).await, 20);
+    // 503, 504 and 529 say it is overloaded: ten of them, 20 × 0.9 ten times.
+    for status in [503, 504, 529] {
+        assert_eq!(limit_after(status).await, 5, "{status}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_tenant_is_recorded_and_its_default_lane_applies_unless_the_request_names_one() {
     let r = rig(false, |b| b.tenant_lane("bulkco", "batch"));
     let got = ask_with(&r.router, &[("x-sluice-tenant", "bulkco")], "t-0", false).await;

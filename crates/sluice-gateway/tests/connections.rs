@@ -44,6 +44,7 @@ fn limits(max_connections: usize, header_timeout_ms: u64) -> ConnLimits {
     ConnLimits {
         max_connections,
         header_timeout: Duration::from_millis(header_timeout_ms),
+        stall_timeout: Duration::from_secs(60),
         max_header_bytes: 16 * 1024,
     }
 }

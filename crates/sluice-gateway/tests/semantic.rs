@@ -396,6 +396,17 @@ async fn the_verified_mode_checks_would_be_hits_until_the_entry_has_learnt() {
         )),
         "{page}"
     );
+    // Every answer agreed: far from giving up on certifying, and both places say so.
+    assert!(
+        page.contains(r#"sluice_semantic_cache_verification_stopped{group="chat"} 0"#),
+        "{page}"
+    );
+    let (status, cache) = admin(&r.router, "GET", "/admin/cache", Some("t0k"), Value::Null).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        cache["semantic"]["verification"],
+        json!([{"group": "chat", "stopped": false}])
+    );
 }
 
 #[tokio::test(start_paused = true)]

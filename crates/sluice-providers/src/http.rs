@@ -338,7 +338,8 @@ async fn exchange(
         return Err(GatewayError::new(
             ErrorKind::UpstreamServerError,
             format!("upstream {upstream} answered {status}: {excerpt}"),
-        ));
+        )
+        .with_upstream_status(status));
     }
     let (body, content_type) = match translate_error(&raw) {
         Some(translated) => (translated, Some("application/json".to_string())),

@@ -113,6 +113,8 @@ struct Seen {
     answer: String,
     compression: Option<String>,
     progressive: Option<String>,
+    /// The answer's `usage`: (prompt, completion) tokens.
+    usage: Option<(u64, u64)>,
     latency: Duration,
 }
 
@@ -147,6 +149,10 @@ async fn ask(router: &axum::Router, id: String, body: String) -> Seen {
             .to_string(),
         compression,
         progressive,
+        usage: v.get("usage").map(|u| {
+            let n = |k: &str| u[k].as_u64().unwrap();
+            (n("prompt_tokens"), n("completion_tokens"))
+        }),
         latency: start.elapsed(),
     }
 }
@@ -314,6 +320,18 @@ async fn a_document_the_first_round_misses_is_answered_in_a_later_round() {
     assert_billed(r);
     // The later round's prompt starts with the earlier one's: the provider's cache read it.
     assert!(r.rounds[1].usage.unwrap().cached_tokens > 0);
+    // The client's usage adds up every round, as the ledger's record and the header do.
+    let billed = r.usage.unwrap();
+    assert_eq!(
+        seen.usage,
+        Some((billed.prompt_tokens, billed.completion_tokens)),
+        "the answer's usage is every round's"
+    );
+    assert!(
+        h.contains(&format!("prompt_tokens={};", billed.prompt_tokens))
+            || h.ends_with(&format!("prompt_tokens={}", billed.prompt_tokens)),
+        "{h}"
+    );
     // Each round went to the upstream; the client saw one answer.
     let seen = rig.seen.lock();
     assert_eq!(seen.len(), r.rounds.len());

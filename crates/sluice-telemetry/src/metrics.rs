@@ -87,6 +87,8 @@ pub struct Metrics {
     pub window_percentiles: [Family<WindowLabels, Gauge<f64, AtomicU64>>; 6],
     /// Requests being served now.
     pub inflight: Gauge,
+    /// Tasks alive in the gateway's runtime, read at each scrape.
+    pub runtime_tasks: Gauge,
     /// Usage-ledger rows committed.
     pub ledger_committed: Counter,
     /// Usage-ledger rows waiting to be written.
@@ -115,6 +117,8 @@ pub struct Metrics {
     /// Each group's current estimate of the share of wrong answers among its semantic
     /// would-be hits.
     pub semantic_error_estimate: Family<GroupLabels, Gauge<f64, AtomicU64>>,
+    /// 1 while a verified group has stopped verifying (it cannot certify any similarity).
+    pub semantic_stopped: Family<GroupLabels, Gauge>,
     /// Prompt tokens and those the provider's cache served or wrote, per tenant.
     pub prompt_cache_tokens: Family<PromptCacheLabels, Counter>,
     /// What the provider's cache saved, and what writing to it cost beyond the input price.
@@ -167,6 +171,7 @@ impl Metrics {
             unpriced: Family::default(),
             window_percentiles: Default::default(),
             inflight: Gauge::default(),
+            runtime_tasks: Gauge::default(),
             ledger_committed: Counter::default(),
             ledger_pending: Gauge::default(),
             ledger_failures: Counter::default(),
@@ -180,6 +185,7 @@ impl Metrics {
             semantic_verifications: Family::default(),
             semantic_micros: Family::default(),
             semantic_error_estimate: Family::default(),
+            semantic_stopped: Family::default(),
             prompt_cache_tokens: Family::default(),
             prompt_cache_micros: Family::default(),
             prefix_churn: Family::default(),
@@ -328,13 +334,18 @@ impl Metrics {
         }
     }
 
-    /// The gateway's own state: requests in flight, the ledger, the access log, routing and
-    /// its learning, the semantic and prompt caches, prompt shaping, the cluster.
+    /// The gateway's own state: requests in flight and tasks, the ledger, the access log,
+    /// routing and its learning (then [`Metrics::register_caches`]).
     fn register_state(&self, r: &mut Registry) {
         r.register(
             "inflight_requests",
             "Requests being served now",
             self.inflight.clone(),
+        );
+        r.register(
+            "runtime_tasks",
+            "Tasks alive in the gateway's async runtime (connections, requests, detached work)",
+            self.runtime_tasks.clone(),
         );
         r.register(
             "ledger_rows_committed",
@@ -381,6 +392,11 @@ impl Metrics {
             "Saves of what automatic routers learnt to the store that failed (each is tried again)",
             self.router_save_failures.clone(),
         );
+        self.register_caches(r);
+    }
+
+    /// The semantic and prompt caches, prompt shaping, the cluster's stores.
+    fn register_caches(&self, r: &mut Registry) {
         r.register(
             "semantic_cache_lookups",
             "Semantic-cache lookups by group and result (hit, miss, refused by a guard, ineligible) and why",
@@ -420,6 +436,11 @@ impl Metrics {
             "semantic_cache_error_estimate",
             "The estimated share of wrong answers among a group's semantic would-be hits, from sampled verifications weighted by the inverse of their probability",
             self.semantic_error_estimate.clone(),
+        );
+        r.register(
+            "semantic_cache_verification_stopped",
+            "1 while a group in verified mode has stopped verifying: its evidence says no similarity can be served within its error bound, so its would-be hits are misses but for a trickle of one in a hundred, verified to notice a change",
+            self.semantic_stopped.clone(),
         );
         r.register(
             "cluster_degraded",

@@ -57,6 +57,10 @@ struct Run {
     served_wrong: usize,
     verified: usize,
     unverified: usize,
+    /// Asks, and verifications, while the route had stopped verifying (it could not
+    /// certify any similarity).
+    asked_stopped: usize,
+    verified_stopped: usize,
 }
 
 impl Run {
@@ -75,6 +79,12 @@ impl Run {
     }
     fn verified_share(&self) -> f64 {
         ratio(self.verified, self.asked)
+    }
+    fn verified_stopped_share(&self) -> f64 {
+        if self.asked_stopped == 0 {
+            return f64::NAN;
+        }
+        ratio(self.verified_stopped, self.asked_stopped)
     }
     fn net(&self) -> i64 {
         self.served as i64 - self.verified as i64
@@ -125,6 +135,15 @@ fn report(label: &str, runs: &[Run]) {
         pct(spread(runs, Run::verified_share)),
         total(|r| r.unverified),
     );
+    let stopped = total(|r| r.asked_stopped);
+    if stopped > 0 {
+        println!(
+            "  {:36} once it stopped verifying (it could not certify): {stopped} asks, {} verified ({} of them)",
+            "",
+            total(|r| r.verified_stopped),
+            pct(spread(runs, Run::verified_stopped_share)),
+        );
+    }
 }
 
 /// Measures `e` on `pairs` under both protocols.
@@ -317,6 +336,10 @@ fn settle(
     q: &Question,
     right_of: impl Fn(u64) -> bool,
 ) -> bool {
+    // What the route's evidence said when this ask was decided.
+    let stopped = cache.stopped().iter().any(|(_, s)| *s);
+    run.asked_stopped += usize::from(stopped);
+    run.verified_stopped += usize::from(stopped && matches!(found, Lookup::Verify { .. }));
     match found {
         Lookup::Hit { id, .. } => {
             run.served += 1;

@@ -3,7 +3,12 @@
 //! or none at all) and what each route learns: its running error estimate, its pooled
 //! threshold curve, and its verification budget (verified mode: verifications spend at most
 //! the route's share of its would-be hits, beyond a small burst; a would-be hit the budget
-//! cannot pay for is neither served nor verified, but asked upstream as a miss).
+//! cannot pay for is neither served nor verified, but asked upstream as a miss). A route
+//! that has served nothing for [`STOP_UNSERVED`] would-be hits and whose evidence says no
+//! similarity can be certified under its bound ([`Threshold::cannot_certify`]) stops
+//! verifying: [`TRICKLE`] of its would-be hits are still verified, to notice a change, the
+//! rest are misses; a hit served (an entry that learnt on its own) or better evidence
+//! resumes it.
 
 use std::sync::Arc;
 
@@ -23,12 +28,32 @@ use crate::Stored;
 /// must start somewhere), and the most it saves up.
 pub const VERIFY_BURST: f64 = 20.0;
 
+/// Would-be hits in a row without a hit served before a route that cannot certify stops
+/// verifying: its entries are not learning to serve on their own either.
+pub const STOP_UNSERVED: u64 = 200;
+
+pub use super::verified::TRICKLE;
+
 /// What a route learns.
 #[derive(Debug)]
 struct RouteState {
     estimate: ErrorEstimate,
     pooled: Threshold,
     budget: Option<Budget>,
+    /// Would-be hits since the last hit served.
+    unserved: u64,
+}
+
+impl RouteState {
+    /// Whether it has stopped verifying under `mode`.
+    fn stopped(&self, mode: Mode) -> bool {
+        match mode {
+            Mode::Verified { delta, .. } => {
+                self.unserved >= STOP_UNSERVED && self.pooled.cannot_certify(delta)
+            }
+            Mode::Static { .. } => false,
+        }
+    }
 }
 
 impl RouteState {
@@ -40,6 +65,7 @@ impl RouteState {
                 Mode::Verified { budget, .. } => Some(Budget::new(budget, VERIFY_BURST)),
                 Mode::Static { .. } => None,
             },
+            unserved: 0,
         }
     }
 }
@@ -111,6 +137,22 @@ impl SemanticCache {
             .lock()
             .iter()
             .filter_map(|(r, l)| Some((r.clone(), l.estimate.value()?, l.estimate.evidence())))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Each route in verified mode that has learnt anything, and whether it has stopped
+    /// verifying (its evidence says no similarity can be certified under its bound).
+    pub fn stopped(&self) -> Vec<(Arc<str>, bool)> {
+        let mut v: Vec<_> = self
+            .learnt
+            .lock()
+            .iter()
+            .filter_map(|(r, l)| match self.mode(r) {
+                Some(m @ Mode::Verified { .. }) => Some((r.clone(), l.stopped(m))),
+                _ => None,
+            })
             .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
@@ -201,6 +243,30 @@ impl SemanticCache {
                 b.deposit();
             }
         }
+        let found = match found {
+            Lookup::Hit { .. } => {
+                l.unserved = 0;
+                found
+            }
+            // Stopped: only what the rule would verify (not the audit of a hit) stops; the
+            // coin keeps a trickle, each verification standing for itself in the estimate.
+            Lookup::Verify { id, similarity, p } if p >= 1.0 && l.stopped(mode) => {
+                l.unserved += 1;
+                if u < TRICKLE {
+                    Lookup::Verify { id, similarity, p }
+                } else {
+                    Lookup::Miss {
+                        refused: None,
+                        best: Some(similarity),
+                    }
+                }
+            }
+            Lookup::Verify { .. } => {
+                l.unserved += 1;
+                found
+            }
+            other => other,
+        };
         match found {
             Lookup::Verify { id, similarity, .. }
                 if l.budget.as_mut().is_some_and(|b| !b.try_spend(now)) =>

@@ -339,6 +339,62 @@ fn verifications_spend_at_most_the_routes_budget_of_would_be_hits() {
     assert_eq!(verified + unverified, 1000);
 }
 
+#[test]
+fn a_route_that_cannot_certify_stops_verifying_but_for_a_trickle() {
+    use crate::semantic::cache::STOP_UNSERVED;
+    let now = Instant::now();
+    let mode = Mode::Verified {
+        delta: 0.02,
+        floor: 0.5,
+        budget: 1.0,
+    };
+    let cache = SemanticCache::new(policy(mode), 1.0);
+    let route: std::sync::Arc<str> = std::sync::Arc::from("chat");
+    // Each question its own partition: a fresh entry, with no evidence of its own.
+    let ask = |i: u64, u: f64| {
+        let q = Question {
+            partition: i,
+            text: "How do I reset my password?".into(),
+            facts: facts("How do I reset my password?"),
+        };
+        cache.insert(&q, at(0.0), Bytes::from_static(b"a"), 0, now);
+        cache.lookup(&q, "chat", mode, &at(0.1), now, u)
+    };
+    assert!(matches!(ask(0, 0.5), Lookup::Verify { p, .. } if p == 1.0));
+    // Verified answers right 13 times in 14 however similar (0.90 to 0.99): no region can
+    // show 98%.
+    for k in 0..120_u32 {
+        let s = 0.9 + 0.01 * f64::from(k % 10);
+        cache.verified(&route, (0, 1), s, k % 14 != 0, 1.0);
+    }
+    // Nothing served yet, but its entries may still learn: it verifies on, until it has
+    // gone STOP_UNSERVED would-be hits without serving one.
+    assert_eq!(cache.stopped(), vec![(route.clone(), false)]);
+    for i in 0..STOP_UNSERVED - 1 {
+        assert!(matches!(ask(10_000 + i, 0.5), Lookup::Verify { .. }));
+    }
+    assert_eq!(cache.stopped(), vec![(route.clone(), true)]);
+    let (mut verified, mut missed) = (0, 0);
+    for i in 0..1000_u32 {
+        match ask(u64::from(i) + 1, f64::from(i) / 1000.0) {
+            Lookup::Verify { p, .. } => {
+                assert_eq!(p, 1.0, "each stands for itself in the estimate");
+                verified += 1;
+            }
+            Lookup::Miss { best, .. } => {
+                assert!(best.is_some());
+                missed += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(verified, 10, "one would-be hit in a hundred");
+    assert_eq!(missed, 990);
+    // A static route is never stopped, nor listed.
+    let fixed = SemanticCache::new(policy(STATIC), 1.0);
+    assert!(fixed.stopped().is_empty());
+}
+
 /// Entries of this process whose "other instances" are the test: it hands the cache the
 /// verdicts put in `inbox`.
 #[derive(Debug)]

@@ -51,6 +51,14 @@ pub const AUDIT: f64 = 0.05;
 /// mixed labels fit a flat curve that no similarity would clear).
 pub const HOPELESS_AFTER: usize = 40;
 
+/// The share of would-be hits still verified, on entries with no evidence of their own,
+/// once a route cannot certify ([`Threshold::cannot_certify`]): enough to notice a change.
+pub const TRICKLE: f64 = 0.01;
+
+/// Verified answers, the most similar first, a region must hold before its record can say
+/// that no similarity is servable (the route then stops verifying but for a trickle).
+pub const STOP_AFTER: usize = 40;
+
 /// How far below its estimate the optimistic side puts an entry's threshold (one-sided 95%).
 const OPTIMISM_Z: f64 = 1.645;
 
@@ -213,6 +221,23 @@ impl Threshold {
                 1.0 - wilson_lower(wrong, n) >= 1.0 - delta
             }
         }
+    }
+
+    /// Whether the evidence says no similarity can be served under `delta`: every region of
+    /// the most similar verified answers holding at least [`STOP_AFTER`] of them was wrong
+    /// too often for even the optimistic side of its one-sided 95% Wilson bound to reach
+    /// `1 - delta` (with fewer, the evidence cannot say, and this is false). Regions only
+    /// grow worse downward in similarity as a rule, so in practice this reads the top one.
+    pub fn cannot_certify(&self, delta: f64) -> bool {
+        let ranked = self.ranked();
+        if ranked.len() < STOP_AFTER {
+            return false;
+        }
+        ranked.iter().enumerate().all(|(i, &(s, n, right))| {
+            let closes = ranked.get(i + 1).is_none_or(|next| next.0 < s);
+            let small = (n as usize) < STOP_AFTER;
+            small || !closes || wilson_lower(f64::from(n - right), f64::from(n)) > delta
+        })
     }
 
     /// The lowest similarity from which the answers verified at or above it were right at

@@ -220,6 +220,9 @@ pub(super) fn server(
     if s.header_timeout.is_zero() {
         diags.push(doc.diag(&key(&["server", "header_timeout"]), "must be more than 0s"));
     }
+    if s.stall_timeout.is_zero() {
+        diags.push(doc.diag(&key(&["server", "stall_timeout"]), "must be more than 0s"));
+    }
     // hyper reads a request head into a buffer of at least 8 KiB.
     if s.max_header_bytes < 8192 {
         diags.push(doc.diag(

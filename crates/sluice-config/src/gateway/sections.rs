@@ -13,6 +13,8 @@ use sluice_telemetry::{AccessLogSetting, TenantLabels};
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * 1024;
 /// Default time a client has to send a request's headers: 30 s.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default longest a client may pause mid-request or leave an answer untaken: 60 s.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default largest request head: 64 KiB.
 pub const DEFAULT_MAX_HEADER_BYTES: u64 = 64 * 1024;
 /// Most request threads `[server] worker_threads` may ask for.
@@ -54,6 +56,11 @@ pub struct ServerConfig {
     /// connection is kept waiting for its next request; then it is closed.
     #[serde(with = "humantime_serde")]
     pub header_timeout: Duration,
+    /// The longest a client may pause while it sends a request's body, or leave the next
+    /// piece of an answer untaken (a slow reader), before its request is ended (408 for a
+    /// body; the connection closed for an answer, the upstream's usage read on for the bill).
+    #[serde(with = "humantime_serde")]
+    pub stall_timeout: Duration,
     /// Largest request head (request line and headers) accepted; larger ones get 431.
     pub max_header_bytes: u64,
 }
@@ -71,6 +78,7 @@ impl Default for ServerConfig {
             worker_threads: None,
             max_connections: None,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
         }
     }

@@ -1211,7 +1211,7 @@ fn a_listener_open_to_other_machines_without_an_admin_token_is_warned_of() {
 #[test]
 fn connection_limits_are_read_and_checked() {
     let c = check(
-        "[server]\nmax_connections = 500\nheader_timeout = \"5s\"\nmax_header_bytes = 16384\n",
+        "[server]\nmax_connections = 500\nheader_timeout = \"5s\"\nstall_timeout = \"7s\"\nmax_header_bytes = 16384\n",
         &env(&[]),
         &[],
         Secrets::Required,
@@ -1219,9 +1219,10 @@ fn connection_limits_are_read_and_checked() {
     let s = c.config.unwrap().server;
     assert_eq!(s.max_connections, Some(500));
     assert_eq!(s.header_timeout, std::time::Duration::from_secs(5));
+    assert_eq!(s.stall_timeout, std::time::Duration::from_secs(7));
     assert_eq!(s.max_header_bytes, 16384);
     let bad = check(
-        "[server]\nmax_connections = 0\nheader_timeout = \"0s\"\nmax_header_bytes = 100\n",
+        "[server]\nmax_connections = 0\nheader_timeout = \"0s\"\nstall_timeout = \"0s\"\nmax_header_bytes = 100\n",
         &env(&[]),
         &[],
         Secrets::Required,
@@ -1232,6 +1233,7 @@ fn connection_limits_are_read_and_checked() {
         [
             "server.max_connections",
             "server.header_timeout",
+            "server.stall_timeout",
             "server.max_header_bytes"
         ]
     );

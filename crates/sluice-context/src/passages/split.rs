@@ -13,6 +13,10 @@
 //!    or `;` followed by a space), and a sentence longer than that at a space.
 //! 4. A body passage whose text appeared before (case and spacing aside, digits not: "year 1"
 //!    and "year 2" are different clauses) is a duplicate.
+//! 5. Inside a fenced code block (between lines opening with ```` ``` ```` or `~~~`) no line is
+//!    a heading, boilerplate or a clause's start: a `# comment` there is code.
+//! 6. A heading that heads nothing (another heading follows it at once, or the text ends) is
+//!    a body passage of its own: every line is sendable, none only as a title.
 
 use hashbrown::{HashMap, HashSet};
 
@@ -179,22 +183,51 @@ fn push(
     });
 }
 
-/// The passages of `text`.
-pub(super) fn split(text: &str) -> Vec<Passage> {
-    // The lines with their offsets.
-    let mut lines: Vec<(usize, &str)> = Vec::new();
+/// Whether a line opens or closes a fenced code block.
+fn is_fence(line: &str) -> bool {
+    let t = line.trim_start();
+    t.starts_with("```") || t.starts_with("~~~")
+}
+
+/// Headings no passage sits under become body passages (under the heading before them that
+/// does head something, if any).
+fn orphans_to_bodies(out: &mut [Passage]) {
+    let mut heads = vec![false; out.len()];
+    for p in out.iter() {
+        if let Some(h) = p.heading
+            && let Some(x) = heads.get_mut(h)
+        {
+            *x = true;
+        }
+    }
+    let mut last_head = None;
+    for (i, p) in out.iter_mut().enumerate() {
+        if p.kind != Kind::Heading {
+            continue;
+        }
+        if heads[i] {
+            last_head = Some(i);
+        } else {
+            p.kind = Kind::Body;
+            p.heading = last_head;
+        }
+    }
+}
+
+/// The lines of `text` with their offsets.
+fn lines_of(text: &str) -> Vec<(usize, &str)> {
+    let mut lines = Vec::new();
     let mut at = 0;
     for line in text.split('\n') {
         lines.push((at, line));
         at += line.len() + 1;
     }
-    let keys: Vec<Option<String>> = lines
-        .iter()
-        .map(|(_, l)| {
-            (l.len() <= BOILERPLATE_MAX_BYTES && !l.trim().is_empty()).then(|| masked(l, true))
-        })
-        .collect();
-    // Per masked line: how often it occurs, where last, and whether two occurrences were close.
+    lines
+}
+
+/// Per masked line (`keys`, by line): how often it occurs, where last, and whether two
+/// occurrences were close.
+fn counts_of(keys: &[Option<String>]) -> HashMap<&str, (usize, usize, bool)> {
     let mut counts: HashMap<&str, (usize, usize, bool)> = HashMap::new();
     for (i, k) in keys.iter().enumerate() {
         if let Some(k) = k {
@@ -206,6 +239,19 @@ pub(super) fn split(text: &str) -> Vec<Passage> {
             e.1 = i;
         }
     }
+    counts
+}
+
+/// The passages of `text`.
+pub(super) fn split(text: &str) -> Vec<Passage> {
+    let lines = lines_of(text);
+    let keys: Vec<Option<String>> = lines
+        .iter()
+        .map(|(_, l)| {
+            (l.len() <= BOILERPLATE_MAX_BYTES && !l.trim().is_empty()).then(|| masked(l, true))
+        })
+        .collect();
+    let counts = counts_of(&keys);
     let blank = |i: usize| {
         lines
             .get(i)
@@ -232,6 +278,7 @@ pub(super) fn split(text: &str) -> Vec<Passage> {
     let mut out: Vec<Passage> = Vec::new();
     let mut heading: Option<usize> = None;
     let mut para: Option<(usize, usize)> = None;
+    let mut fenced = false;
     let flush = |para: &mut Option<(usize, usize)>, heading, out: &mut Vec<Passage>| {
         if let Some((s, e)) = para.take() {
             cut(text, s, e, heading, out);
@@ -241,6 +288,16 @@ pub(super) fn split(text: &str) -> Vec<Passage> {
         let end = start + line.len();
         if line.trim().is_empty() {
             flush(&mut para, heading, &mut out);
+            continue;
+        }
+        let fence = is_fence(line);
+        if fenced || fence {
+            // Code: text of the paragraph it is in, whatever it looks like.
+            fenced ^= fence;
+            para = Some(match para {
+                Some((s, _)) => (s, end),
+                None => (*start, end),
+            });
             continue;
         }
         if let Some(k) = keys[i].as_deref()
@@ -284,6 +341,7 @@ pub(super) fn split(text: &str) -> Vec<Passage> {
         });
     }
     flush(&mut para, heading, &mut out);
+    orphans_to_bodies(&mut out);
     // Duplicated body passages.
     let mut seen: HashSet<String> = HashSet::new();
     for p in out.iter_mut().filter(|p| p.kind == Kind::Body) {

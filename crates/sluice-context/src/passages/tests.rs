@@ -290,3 +290,59 @@ fn real_licences_keep_their_wrapped_sentences_and_their_disclaimers() {
         );
     }
 }
+
+#[test]
+fn a_comment_in_a_code_block_is_code_and_every_line_can_be_sent() {
+    let text = "# 部署说明\n\n以下脚本设置服务的端口。\n\n```bash\n# 设置端口为 8443\nexport PORT=8443\n# 启动服务\n./serve --port $PORT\n```\n\n## Deployment\n\n```python\n# the retry limit is 7\nRETRIES = 7\n```";
+    let p = Passages::of(text, &FourBytes);
+    for (line, kind) in [
+        ("# 设置端口为 8443", Kind::Body),
+        ("# the retry limit is 7", Kind::Body),
+        ("# 部署说明", Kind::Heading),
+    ] {
+        let found = holding(&p, line);
+        assert_eq!(found.len(), 1, "{line}: {found:?}");
+        assert_eq!(found[0].1, kind, "{line}: {found:?}");
+    }
+    // The block is one passage, ranked and sent with the heading it sits under.
+    let ranked = p.ranked("设置端口为多少？");
+    assert!(
+        p.text(ranked[0]).contains("export PORT=8443"),
+        "{}",
+        p.text(ranked[0])
+    );
+    let sent = p.write(&ranked[..1]);
+    assert!(sent.starts_with("# 部署说明"), "{sent}");
+    let ranked = p.ranked("what is the retry limit?");
+    assert!(
+        p.text(ranked[0]).contains("RETRIES = 7"),
+        "{}",
+        p.text(ranked[0])
+    );
+    let sent = p.write(&ranked[..1]);
+    assert!(sent.starts_with("## Deployment"), "{sent}");
+}
+
+#[test]
+fn a_heading_that_heads_nothing_is_a_passage_of_its_own() {
+    for text in [
+        "# Overview\n## Port 8443 is the default\n## Limits\n\nAt most 7 retries.",
+        "# 概述\n# 默认端口是 8443\n# 限制\n\n最多重试七次。",
+    ] {
+        let p = Passages::of(text, &FourBytes);
+        let port = holding(&p, "8443");
+        assert_eq!(port.len(), 1, "{port:?}");
+        assert_eq!(port[0].1, Kind::Body, "sendable: {port:?}");
+        let i = p.bodies().find(|i| p.text(*i).contains("8443")).unwrap();
+        assert!(p.ranked("8443").contains(&i));
+        assert!(p.write(&[i]).contains("8443"));
+        // A heading with a body under it stays a heading.
+        let heads: Vec<Kind> = p
+            .list()
+            .iter()
+            .filter(|x| x.kind == Kind::Heading)
+            .map(|x| x.kind)
+            .collect();
+        assert_eq!(heads.len(), 1, "{:?}", p.list());
+    }
+}

@@ -44,6 +44,9 @@ pub async fn show(State(gw): State<Arc<Gateway>>) -> Json<serde_json::Value> {
                 "error_estimates": s.cache.estimates().into_iter().map(|(group, estimate, evidence)| {
                     json!({"group": &*group, "estimate": estimate, "recent_verifications": evidence})
                 }).collect::<Vec<_>>(),
+                "verification": s.cache.stopped().into_iter().map(|(group, stopped)| {
+                    json!({"group": &*group, "stopped": stopped})
+                }).collect::<Vec<_>>(),
             })
         }
     };

@@ -1,6 +1,7 @@
 //! `POST /v1/analyses` and `GET /v1/analyses/{id}`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Multipart, Path, Query, State};
@@ -18,6 +19,7 @@ use crate::batches::api::{Scope, describe, enqueue, failed, invalid, not_found, 
 use crate::batches::{ms, now_ms};
 use crate::walk::Walker;
 use crate::walk::auth::{self, Identity};
+use crate::walk::ingress::piece;
 
 /// How a report is written.
 #[derive(Debug, Default, Deserialize)]
@@ -83,7 +85,7 @@ async fn create_inner(
             "file",
         )
     })?;
-    let docs = take_files(&analyses, multipart).await?;
+    let docs = take_files(&analyses, multipart, served.gw.body_stall).await?;
     if docs.len() == 1 && !shape.batch {
         let Some((name, bytes)) = docs.into_iter().next() else {
             return Err(invalid("`file` is required", "file"));
@@ -169,14 +171,14 @@ async fn submit(
 async fn take_files(
     analyses: &Analyses,
     mut multipart: Multipart,
+    stall: Duration,
 ) -> Result<Vec<(String, Vec<u8>)>, GatewayError> {
     let limit = analyses.settings.max_upload_bytes;
     let max_docs = analyses.settings.max_documents;
     let mut docs = Vec::new();
     let mut total = 0_u64;
-    while let Some(mut field) = multipart
-        .next_field()
-        .await
+    while let Some(mut field) = piece(stall, multipart.next_field())
+        .await?
         .map_err(|e| invalid(format!("the upload could not be read: {e}"), "file"))?
     {
         if field.name() != Some("file") {
@@ -192,9 +194,8 @@ async fn take_files(
             .file_name()
             .map_or_else(|| format!("document-{}", docs.len() + 1), str::to_string);
         let mut bytes = Vec::new();
-        while let Some(chunk) = field
-            .chunk()
-            .await
+        while let Some(chunk) = piece(stall, field.chunk())
+            .await?
             .map_err(|e| invalid(format!("`{name}` could not be read: {e}"), "file"))?
         {
             total += chunk.len() as u64;

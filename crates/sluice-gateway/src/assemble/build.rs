@@ -117,6 +117,7 @@ impl GatewayBuilder {
             ledger: self.ledger,
             cluster: self.cluster,
             max_body_bytes: self.max_body_bytes,
+            body_stall: self.body_stall,
             draining: AtomicBool::new(false),
             store_health: crate::cluster::StoreHealth::default(),
         });

@@ -166,6 +166,7 @@ impl GatewayBuilder {
     pub fn from_config(cfg: &GatewayConfig, env: &dyn Env) -> Result<Self, BuildError> {
         let mut b = Self::new()
             .max_body_bytes(usize::try_from(cfg.server.max_body_bytes).unwrap_or(usize::MAX))
+            .body_stall(cfg.server.stall_timeout)
             .window(WindowConfig {
                 length: cfg.telemetry.latency_window,
                 slices: cfg.telemetry.latency_window_slices,

@@ -135,6 +135,7 @@ pub struct GatewayBuilder {
     unpriced: Unpriced,
     window: WindowConfig,
     max_body_bytes: usize,
+    body_stall: std::time::Duration,
     seed: Option<u64>,
     sinks: Vec<RecordSink>,
     ledger: Option<(Ledger, Arc<AnyStore>)>,
@@ -185,6 +186,7 @@ impl Default for GatewayBuilder {
             window: WindowConfig::default(),
             max_body_bytes: usize::try_from(sluice_config::gateway::DEFAULT_MAX_BODY_BYTES)
                 .unwrap_or(usize::MAX),
+            body_stall: sluice_config::gateway::DEFAULT_STALL_TIMEOUT,
             seed: None,
             sinks: Vec::new(),
             ledger: None,
@@ -343,6 +345,12 @@ impl GatewayBuilder {
     /// Sets the body limit.
     pub fn max_body_bytes(mut self, n: usize) -> Self {
         self.max_body_bytes = n;
+        self
+    }
+
+    /// Sets the longest pause a client may take while it sends a body (then 408).
+    pub fn body_stall(mut self, d: std::time::Duration) -> Self {
+        self.body_stall = d;
         self
     }
 

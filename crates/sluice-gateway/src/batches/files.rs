@@ -12,6 +12,7 @@ use sluice_core::{ErrorKind, GatewayError};
 
 use super::api::{Scope, failed, invalid, not_found, page, page_size, stored};
 use super::{Served, ms, now_ms};
+use crate::walk::ingress::piece;
 
 /// The most bad lines an upload's error message lists one by one.
 const LISTED_LINE_ERRORS: usize = 20;
@@ -62,27 +63,25 @@ fn file_object(f: &NewFile) -> serde_json::Value {
 
 async fn take_file(scope: &Scope, mut multipart: Multipart) -> Result<NewFile, GatewayError> {
     let limit = scope.batches.settings.max_file_bytes;
+    let stall = scope.gw.body_stall;
     let (mut purpose, mut file) = (None, None);
     loop {
-        let field = multipart
-            .next_field()
-            .await
+        let field = piece(stall, multipart.next_field())
+            .await?
             .map_err(|e| invalid(format!("the upload could not be read: {e}"), "file"))?;
         let Some(mut field) = field else { break };
         match field.name() {
             Some("purpose") => {
-                let text = field
-                    .text()
-                    .await
+                let text = piece(stall, field.text())
+                    .await?
                     .map_err(|e| invalid(format!("`purpose` could not be read: {e}"), "purpose"))?;
                 purpose = Some(text);
             }
             Some("file") => {
                 let name = field.file_name().unwrap_or("upload.jsonl").to_string();
                 let mut bytes = Vec::new();
-                while let Some(chunk) = field
-                    .chunk()
-                    .await
+                while let Some(chunk) = piece(stall, field.chunk())
+                    .await?
                     .map_err(|e| invalid(format!("`file` could not be read: {e}"), "file"))?
                 {
                     bytes.extend_from_slice(&chunk);

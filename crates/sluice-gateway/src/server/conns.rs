@@ -25,6 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::task::TaskTracker;
 
 use super::ConnLimits;
+use super::stall::Stall;
 
 /// Serves `router` on `listener` until `close` resolves; then stops accepting, asks every
 /// open connection to finish what it is doing (HTTP/1.1: the answer in progress, then the
@@ -71,7 +72,7 @@ pub async fn serve(
                     tcp,
                     router.clone(),
                     Watch::new(closing.clone()),
-                    limits.header_timeout,
+                    limits,
                 ));
             }
             Err(e) if is_connection_error(&e) => {}
@@ -117,22 +118,23 @@ fn is_connection_error(e: &io::Error) -> bool {
 
 /// One connection, to its end; closed at once when its client sends nothing within
 /// `first_bytes` (hyper's own header timeout starts only once it knows the HTTP version,
-/// which it learns from those bytes).
+/// which it learns from those bytes); its writes bounded in waiting by the stall timeout.
 async fn connection(
     builder: auto::Builder<TokioExecutor>,
     tcp: TcpStream,
     router: Router,
     mut watch: Watch,
-    first_bytes: Duration,
+    limits: ConnLimits,
 ) {
     let mut byte = [0u8; 1];
-    match tokio::time::timeout(first_bytes, tcp.peek(&mut byte)).await {
+    match tokio::time::timeout(limits.header_timeout, tcp.peek(&mut byte)).await {
         Ok(Ok(n)) if n > 0 => {}
         // Silent past the timeout, closed, or failed: nothing to serve.
         _ => return,
     }
     let service = TowerToHyperService::new(router);
-    let mut conn = pin!(builder.serve_connection_with_upgrades(TokioIo::new(tcp), service));
+    let io = TokioIo::new(Stall::new(tcp, limits.stall_timeout));
+    let mut conn = pin!(builder.serve_connection_with_upgrades(io, service));
     let mut told = false;
     let ended = std::future::poll_fn(|cx| {
         if !told && watch.poll_closed(cx) {

@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use sluice_config::gateway::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_HEADER_BYTES};
+use sluice_config::gateway::{
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_HEADER_BYTES, DEFAULT_STALL_TIMEOUT,
+};
 
 /// The connection limits a server applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,6 +16,9 @@ pub struct ConnLimits {
     pub max_connections: usize,
     /// How long a client has to send a request's head, and an idle connection is kept.
     pub header_timeout: Duration,
+    /// How long a write to the client may wait for it to take bytes before the connection
+    /// is closed (a reader that stopped reading).
+    pub stall_timeout: Duration,
     /// Largest request head, in bytes.
     pub max_header_bytes: usize,
 }
@@ -23,6 +28,7 @@ impl Default for ConnLimits {
         Self {
             max_connections: auto_max_connections(),
             header_timeout: DEFAULT_HEADER_TIMEOUT,
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
             max_header_bytes: usize::try_from(DEFAULT_MAX_HEADER_BYTES).unwrap_or(usize::MAX),
         }
     }

@@ -3,6 +3,7 @@
 mod conns;
 mod limits;
 mod shape;
+mod stall;
 
 pub use limits::{ConnLimits, auto_max_connections, raise_file_limit};
 pub use shape::dialect_of;

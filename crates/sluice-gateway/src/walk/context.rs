@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use sluice_context::compress::{self, Outcome};
+use sluice_context::count::Count;
 use sluice_context::progressive::Rounds;
 use sluice_core::{ChatRequest, GatewayError, Round, Usage};
 use sluice_routing::{Deployment, ModelGroup};
@@ -177,8 +179,10 @@ fn resend_share(group: &ModelGroup) -> f64 {
 
 /// Progressive loading's follow-up calls after `answer`, the first round's: while the answer
 /// says the passages did not suffice and rounds are left, the next passages go to the same
-/// deployment within the same deadline. The client gets the last answer; the call's usage is
-/// every round's, and so is its bill.
+/// deployment within the same deadline. The client gets the last answer with the usage of
+/// every round (in the body, as in the ledger and the header), and so is its bill. `first`
+/// holds the first round's prompt tokens as the gateway's tokenizer counts them; so are the
+/// later rounds' and the whole document's, for `sluice_context_tokens_total`.
 pub async fn more(
     gw: &Gateway,
     call: &mut Call,
@@ -223,7 +227,7 @@ pub async fn more(
             } else {
                 "answered"
             };
-            let whole = call.record().prompt_estimate;
+            let whole = gw.shaping.counter.prompt(rounds.original());
             gw.observers.telemetry.context_shaped(
                 &group.name,
                 "progressive",
@@ -233,6 +237,12 @@ pub async fn more(
             gw.observers
                 .telemetry
                 .context_rounds(&group.name, u64::from(rounds.round()));
+            // One round: the upstream's body already says its usage, and its own API's body
+            // may go as it came. Several: sluice wrote the answer, in the client's API.
+            let (body, native) = match rounds.round() {
+                0 | 1 => (body, native),
+                _ => (with_usage(body, &total), None),
+            };
             return Ok(Answer::Complete {
                 attempt,
                 body,
@@ -244,8 +254,37 @@ pub async fn more(
         };
         // The slot is given back before the next round queues for one.
         drop(permit);
-        last = next.prompt_estimate();
+        last = gw.shaping.counter.prompt(&next);
         answer =
             dispatch::dispatch(gw, call, group, deployment, Arc::new(next), ask.clone()).await?;
+    }
+}
+
+/// A chat completion's `body` with its `usage` replaced by `total`. A body that is not a
+/// JSON object (it passed the upstream reader, so this is a bug) goes as it came, logged.
+fn with_usage(body: Bytes, total: &Usage) -> Bytes {
+    let mut v: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::error!(error = %e, "a progressive answer's body is not JSON; its usage is the last round's");
+            return body;
+        }
+    };
+    let Some(object) = v.as_object_mut() else {
+        tracing::error!(
+            "a progressive answer's body is not an object; its usage is the last round's"
+        );
+        return body;
+    };
+    object.insert(
+        "usage".into(),
+        sluice_providers::usage::to_openai_json(total),
+    );
+    match serde_json::to_vec(&v) {
+        Ok(out) => Bytes::from(out),
+        Err(e) => {
+            tracing::error!(error = %e, "a progressive answer could not be written");
+            body
+        }
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::FutureExt;
 use http::{HeaderMap, HeaderName};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use sluice_core::{ChatRequest, ErrorKind, GatewayError, RequestId};
@@ -123,9 +124,10 @@ pub fn timeout(headers: &HeaderMap) -> Result<Option<Duration>, GatewayError> {
 }
 
 /// Reads the whole body, refusing more than `limit` bytes (up front when its declared
-/// length says so, else as soon as the limit is crossed); a body already in memory is held
-/// to the same limit.
-pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, GatewayError> {
+/// length says so, else as soon as the limit is crossed), and a client that pauses longer
+/// than `stall` between two pieces of it (408); a body already in memory is held to the
+/// same limit.
+pub async fn read_body(body: Body, limit: usize, stall: Duration) -> Result<Bytes, GatewayError> {
     let (body, declared) = match body {
         Body::Ready(bytes) if bytes.len() > limit => return Err(too_large(limit)),
         Body::Ready(bytes) => return Ok(bytes),
@@ -134,14 +136,59 @@ pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, GatewayError> 
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large(limit));
     }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large(limit)),
-        Err(e) => Err(GatewayError::new(
-            ErrorKind::InvalidRequest,
-            format!("could not read the request body: {e}"),
-        )),
+    let mut body = Limited::new(body, limit);
+    let mut pieces: Vec<Bytes> = Vec::new();
+    loop {
+        // The clock is set only when a piece is not there yet: most bodies arrive with their
+        // head and never wait.
+        match piece(stall, body.frame()).await? {
+            None => break,
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    pieces.push(data);
+                }
+            }
+            Some(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                return Err(too_large(limit));
+            }
+            Some(Err(e)) => {
+                return Err(GatewayError::new(
+                    ErrorKind::InvalidRequest,
+                    format!("could not read the request body: {e}"),
+                ));
+            }
+        }
     }
+    Ok(match pieces.len() {
+        1 => pieces.pop().unwrap_or_default(),
+        _ => Bytes::from(pieces.concat()),
+    })
+}
+
+/// The next piece of a body being read (`fut`), or 408 when the client sends nothing of it
+/// for `stall`; the clock is set only when the piece is not there yet.
+pub async fn piece<F: std::future::Future>(
+    stall: Duration,
+    fut: F,
+) -> Result<F::Output, GatewayError> {
+    let mut fut = std::pin::pin!(fut);
+    if let Some(out) = fut.as_mut().now_or_never() {
+        return Ok(out);
+    }
+    tokio::time::timeout(stall, fut)
+        .await
+        .map_err(|_| stalled(stall))
+}
+
+/// A body the client stopped sending.
+fn stalled(stall: Duration) -> GatewayError {
+    GatewayError::new(
+        ErrorKind::ClientTimeout,
+        format!(
+            "the request body stopped arriving: nothing came for {}s ([server] stall_timeout)",
+            stall.as_secs_f64()
+        ),
+    )
 }
 
 /// Parses and checks a body in the client's dialect, as a chat-completions request; a

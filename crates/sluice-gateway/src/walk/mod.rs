@@ -35,6 +35,7 @@ use auth::Identity;
 use cache::Served;
 use dispatch::Answer;
 use entry::{Answered, Asks, Caller, Refused, Request};
+use sluice_context::count::Count;
 use sluice_core::ChatRequest;
 
 pub use entry::Walker;
@@ -110,7 +111,7 @@ async fn walk(
     // 1. Ingress: read the body under its limit and parse it. First, because every later step
     //    needs a valid request, and a bad one must cost nothing upstream.
     //    A client of another API is checked by that API's rules and met in the internal form.
-    let bytes = ingress::read_body(body, gw.max_body_bytes).await?;
+    let bytes = ingress::read_body(body, gw.max_body_bytes, gw.body_stall).await?;
     let request = Arc::new(ingress::parse(bytes, call.dialect(), &asks.forwarded)?);
     call.parsed(request.stream);
     call.mark(|m| &mut m.parsed);
@@ -422,7 +423,7 @@ async fn take(
     //    suffice: to the same deployment, within the same deadline, billed to the same call.
     match rounds {
         Some(r) => {
-            let first = (request.prompt_estimate(), answer);
+            let first = (gw.shaping.counter.prompt(request), answer);
             context::more(gw, call, group, deployment, r.clone(), first, ask)
                 .await
                 .map_err(failed)

@@ -52,6 +52,8 @@ pub const ANSWER: &str = r#"{"id":"s-1","object":"chat.completion","choices":[{"
 pub enum End {
     Ok,
     Fail,
+    /// The upstream's own 5xx with this status.
+    ServerError(u16),
     /// 429 with this `retry-after`, in seconds.
     Limited(u64),
     /// The upstream's own 4xx (not retryable).
@@ -68,6 +70,8 @@ pub enum End {
         frames: u32,
         gap: u64,
     },
+    /// A stream of this many frames as fast as they are read, then the usage.
+    Flood(u32),
 }
 
 /// The `traceparent` and `tracestate` a call carried.
@@ -151,6 +155,13 @@ impl Provider for Scripted {
                         "scripted failure",
                     ));
                 }
+                End::ServerError(status) => {
+                    return Err(GatewayError::new(
+                        ErrorKind::UpstreamServerError,
+                        format!("upstream answered {status}"),
+                    )
+                    .with_upstream_status(status));
+                }
                 End::Limited(secs) => {
                     return Err(GatewayError::rejected(UpstreamReply {
                         status: 429,
@@ -180,6 +191,15 @@ impl Provider for Scripted {
                 }
                 End::StreamWithUsage { frames, gap } => {
                     return Ok(UpstreamResponse::Stream(frames_of(frames, gap, usage)));
+                }
+                End::Flood(frames) => {
+                    let chunks = futures::stream::iter(0..frames).map(|i| {
+                        Ok(StreamEvent::Frame(Bytes::from(format!(
+                            "data: {{\"n\":{i}}}\n\n"
+                        ))))
+                    });
+                    let usage = futures::stream::iter(usage.map(|u| Ok(StreamEvent::Usage(u))));
+                    return Ok(UpstreamResponse::Stream(chunks.chain(usage).boxed()));
                 }
             }
             Ok(UpstreamResponse::Complete(Completion {

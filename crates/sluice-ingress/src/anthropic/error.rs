@@ -21,6 +21,7 @@ pub fn kind_and_status(e: &GatewayError) -> (&'static str, u16) {
             ("not_found_error", 404)
         }
         ErrorKind::PayloadTooLarge => ("request_too_large", 413),
+        ErrorKind::ClientTimeout => ("timeout_error", 408),
         ErrorKind::QuotaExceeded => ("rate_limit_error", 429),
         ErrorKind::Overloaded | ErrorKind::ShuttingDown | ErrorKind::UpstreamUnavailable => {
             ("overloaded_error", 529)

@@ -99,6 +99,16 @@ impl Telemetry {
             .set(estimate);
     }
 
+    /// Sets whether `group` has stopped verifying (`sluice_semantic_cache_verification_stopped`).
+    pub fn set_semantic_stopped(&self, group: &Arc<str>, stopped: bool) {
+        self.metrics
+            .semantic_stopped
+            .get_or_create(&crate::metrics::GroupLabels {
+                group: group.clone(),
+            })
+            .set(i64::from(stopped));
+    }
+
     /// Sets the usage ledger's figures, read at a scrape: rows committed, rows waiting, and
     /// failed writes (the writer keeps the running counts; the counters catch up to them).
     pub fn set_ledger(&self, committed: u64, pending: u64, failures: u64) {
@@ -109,6 +119,13 @@ impl Telemetry {
             .inc_by(failures.saturating_sub(m.ledger_failures.get()));
         m.ledger_pending
             .set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+
+    /// Sets the count of tasks alive in the runtime (`sluice_runtime_tasks`).
+    pub fn set_runtime_tasks(&self, tasks: usize) {
+        self.metrics
+            .runtime_tasks
+            .set(i64::try_from(tasks).unwrap_or(i64::MAX));
     }
 
     /// Sets the cluster's series for the kind of state `state`: whether it is `degraded`, and

@@ -174,3 +174,32 @@ fn near_copies_that_are_always_right_serve_where_a_shallow_curve_would_not() {
     assert_eq!(wilson_lower(0.0, 0.0), 0.0);
     assert!((wilson_lower(133.0, 133.0) - 0.98).abs() < 0.001);
 }
+
+#[test]
+fn a_route_whose_most_similar_answers_are_too_often_wrong_cannot_certify() {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    // Right 85% of the time however similar: no region can show 98%.
+    let mut noisy = Threshold::pooled();
+    for k in 0..(STOP_AFTER * 3) {
+        assert!(
+            !noisy.cannot_certify(0.02) || k >= STOP_AFTER,
+            "{k} observations"
+        );
+        noisy.observe(0.9 + 0.1 * rng.random::<f64>(), rng.random::<f64>() < 0.85);
+    }
+    assert!(noisy.cannot_certify(0.02));
+    // At a 10% bound the same evidence could still certify.
+    assert!(!noisy.cannot_certify(0.10));
+    // Near-copies that are always right keep a route certifiable, whatever lies below them.
+    let mut clean_top = Threshold::pooled();
+    for _ in 0..STOP_AFTER {
+        clean_top.observe(0.99, true);
+    }
+    for _ in 0..200 {
+        clean_top.observe(0.8, rng.random::<f64>() < 0.5);
+    }
+    assert!(!clean_top.cannot_certify(0.02));
+    // And a curve that learnt a clean region above its threshold is never stopped.
+    assert!(!taught(2000, 5).cannot_certify(0.02));
+}

@@ -14,11 +14,7 @@ use sluice_routing::Deployment;
 
 /// Whether a failure says the upstream is overloaded (the limiter's "drop").
 fn is_drop(e: &GatewayError) -> bool {
-    e.is_rate_limited()
-        || matches!(
-            e.kind,
-            ErrorKind::UpstreamTimeout | ErrorKind::UpstreamServerError
-        )
+    e.is_overload()
 }
 
 /// Runs one attempt. A stream is held until its first frame so that a failure before any
