@@ -25,17 +25,27 @@ const CHEAP: Price = Price {
 };
 
 /// `auto` over `chat` (model `small` on `a`, a tenth of the price, a 1,000-token window) and
-/// `big` (model `large` on `b`), exploring nothing so each choice is the rule's.
+/// `big` (model `large` on `b`), exploring and revisiting nothing so each choice is the rule's.
 fn routed(configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder) -> Rig {
+    routed_with(
+        RouterPolicy {
+            explore: 0.0,
+            revisit: 0.0,
+            ..RouterPolicy::default()
+        },
+        configure,
+    )
+}
+
+fn routed_with(
+    policy: RouterPolicy,
+    configure: impl FnOnce(GatewayBuilder) -> GatewayBuilder,
+) -> Rig {
     rig_over(vec![dep_on("a", "small")], |b| {
         let small = InfoOverride {
             context_window: Some(1_000),
             max_output: Some(500),
             ..InfoOverride::default()
-        };
-        let policy = RouterPolicy {
-            explore: 0.0,
-            ..RouterPolicy::default()
         };
         configure(
             b.model("big", vec![dep_on("b", "large")])
@@ -123,6 +133,24 @@ async fn the_choice_is_explained_and_feedback_teaches_it() {
         ),
         "{page}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_budget_mode_states_its_value_in_the_route_header() {
+    let policy = RouterPolicy {
+        explore: 0.0,
+        revisit: 0.0,
+        ..RouterPolicy::for_mode(Some(0.02))
+    };
+    let r = routed_with(policy, |b| b);
+    let got = send(&r.router, &[QA], "r-v", &body(100)).await;
+    assert_eq!(got.status, 200, "{}", got.text);
+    let route = got.headers["x-sluice-route"].to_str().unwrap();
+    assert!(
+        route.starts_with("auto: best_value -> ") && route.contains("(task qa, value $0.0200;"),
+        "{route}"
+    );
+    assert!(!route.contains("floor"), "{route}");
 }
 
 #[tokio::test(start_paused = true)]

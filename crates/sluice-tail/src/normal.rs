@@ -1,6 +1,11 @@
-//! The standard normal distribution's quantile: turning a credibility or a tail share into
-//! standard deviations (the simulator's lognormal tails, the router's credible bounds, the
-//! semantic cache's verified rule).
+//! The standard normal distribution's quantile and tail: turning a credibility or a tail
+//! share into standard deviations and back (the simulator's lognormal tails, the router's
+//! credible bounds and overturn chances, the semantic cache's verified rule).
+
+/// The chance that a standard normal draw exceeds `z`.
+pub fn upper_tail(z: f64) -> f64 {
+    0.5 * libm::erfc(z / std::f64::consts::SQRT_2)
+}
 
 /// The standard normal quantile (Acklam's rational approximation, |error| < 1.2e-9).
 pub fn quantile(p: f64) -> f64 {
@@ -61,5 +66,16 @@ mod tests {
         assert!((quantile(0.9) - 1.281_552).abs() < 1e-6);
         assert!((quantile(1e-4) + 3.719_016).abs() < 1e-5);
         assert!((quantile(0.99) - 2.326_348).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_tail_inverts_the_quantile() {
+        assert!((upper_tail(0.0) - 0.5).abs() < 1e-12);
+        for p in [1e-4, 0.01, 0.2, 0.5, 0.9, 0.999] {
+            assert!(
+                (upper_tail(quantile(1.0 - p)) - p).abs() < 1e-8 * p.max(1e-3),
+                "{p}"
+            );
+        }
     }
 }

@@ -29,6 +29,8 @@ pub struct AutoChoice {
     pub why: &'static str,
     /// The quality floor.
     pub floor: f64,
+    /// The budget mode's worth of a good answer in USD (`None`: the floor mode).
+    pub good_answer_value: Option<f64>,
     /// Every candidate as estimated, in configured order.
     pub candidates: Vec<CandidateEstimate>,
     /// The request asked for JSON (`response_format`): an answer that is not is a bad one.

@@ -39,6 +39,7 @@ pub async fn show(State(gw): State<Arc<Gateway>>) -> Json<Value> {
                                 "cached_share": a.cached.get(),
                                 "picks": a.picks,
                                 "explored": a.explored,
+                                "settled": a.settled,
                             })
                         })
                         .collect();

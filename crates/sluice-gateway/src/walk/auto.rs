@@ -79,7 +79,7 @@ pub fn choose<'g>(
         time_left: asked.map(|b| b.saturating_sub(now.saturating_duration_since(received))),
     };
     let choice = r.choose(task, &ask, &offers);
-    let floor = r.policy.floor;
+    let (floor, good_answer_value) = (r.policy.floor, r.policy.good_answer_value);
     let name = r.name.clone();
     drop(r);
     let winner = groups[choice.winner()];
@@ -93,6 +93,7 @@ pub fn choose<'g>(
             task: choice.task,
             why: choice.why.label(),
             floor,
+            good_answer_value,
             candidates: choice.estimates,
             wants_json: request
                 .field("response_format")
@@ -109,12 +110,17 @@ pub fn choose<'g>(
     })
 }
 
-/// The `x-sluice-route` text of an automatic choice: the router, why, the winner, the task,
-/// then each candidate's believed quality, its lower bound and expected cost.
+/// The `x-sluice-route` text of an automatic choice: the router, why, the winner, the task
+/// and the mode (`floor 0.80`, or `value $0.0200` a good answer), then each candidate's
+/// believed quality, its lower bound and expected cost.
 pub fn explain(route: &RouteTaken, auto: &AutoChoice) -> String {
+    let mode = match auto.good_answer_value {
+        Some(v) => format!("value ${v:.4}"),
+        None => format!("floor {:.2}", auto.floor),
+    };
     let mut out = format!(
-        "{}: {} -> {} (task {}, floor {:.2};",
-        route.route, auto.why, route.group, auto.task, auto.floor
+        "{}: {} -> {} (task {}, {mode};",
+        route.route, auto.why, route.group, auto.task
     );
     for c in &auto.candidates {
         let cost = c

@@ -15,15 +15,7 @@ use super::*;
 const TASKS: usize = 60;
 
 fn offers() -> [Offer; 2] {
-    [1.0, 10.0].map(|p| Offer {
-        price: Some(TokenPrice {
-            input: p / 4.0,
-            cached_input: p / 40.0,
-            output: p,
-        }),
-        ttfb_p95: None,
-        available: true,
-    })
+    [1.0, 10.0].map(super::mixes::offer)
 }
 
 const ASK: Ask = Ask {

@@ -45,19 +45,21 @@ fn oracle_rates(q: &[[f64; 4]], floor: f64) -> (f64, f64) {
     (cost, good)
 }
 
+/// A candidate at `p` times the cheapest one's price (the budget mix's too).
+pub(super) fn offer(p: f64) -> Offer {
+    Offer {
+        price: Some(TokenPrice {
+            input: p / 4.0,
+            cached_input: p / 40.0,
+            output: p,
+        }),
+        ttfb_p95: None,
+        available: true,
+    }
+}
+
 fn offers() -> Vec<Offer> {
-    PRICES
-        .iter()
-        .map(|p| Offer {
-            price: Some(TokenPrice {
-                input: p / 4.0,
-                cached_input: p / 40.0,
-                output: *p,
-            }),
-            ttfb_p95: None,
-            available: true,
-        })
-        .collect()
+    PRICES.iter().map(|p| offer(*p)).collect()
 }
 
 const ASK: Ask = Ask {
@@ -150,89 +152,93 @@ fn on_a_mix_not_monotone_in_price_it_costs_within_fifteen_percent_of_the_oracle(
     }
 }
 
+/// The first request of `picks` from which `who` takes at least 80% of the next 50: when a
+/// change was found and acted on.
+fn found_at(picks: &[usize], who: usize) -> Option<usize> {
+    (0..picks.len().saturating_sub(50)).find(|&k| share(&picks[k..k + 50], who) >= 0.8)
+}
+
 #[test]
-fn a_drop_is_found_within_a_thousand_requests_and_an_improvement_within_three_thousand() {
+fn a_drop_and_an_improvement_are_found_within_about_a_thousand_requests() {
     let floor = RouterPolicy::default().floor;
-    for seed in 1..=4 {
+    let mut within = 0;
+    for seed in 1..=8 {
         let mut q = table();
         let mut r = router();
         let mut rng = StdRng::seed_from_u64(seed);
         run(&mut r, &q, &mut rng, 3_000);
         // Task 1's choice (2.5x) drops below the floor; on task 3, the 6x candidate (cheaper
-        // than the choice, 15x) improves past it.
+        // than the choice, 15x, and rejected at 0.70) improves past it.
         q[1][1] = 0.60;
         q[3][2] = 0.93;
         assert_eq!((oracle(&q[1], floor), oracle(&q[3], floor)), (2, 2));
         let (_, picks) = run(&mut r, &q, &mut rng, 3_000);
-        let late = |t: usize, who: usize, from: usize| share(&picks[t][from..from + 400], who);
+        let left = share(&picks[1][600..1_000], 1);
+        let found = found_at(&picks[3], 2);
         eprintln!(
-            "seed {seed}: task 1 on c2.5 over requests 600-1000 after the change {:.2}; task 3 on c6 over 600-1000 {:.2}, 2600-3000 {:.2}",
-            late(1, 1, 600),
-            late(3, 2, 600),
-            late(3, 2, 2_600),
+            "seed {seed}: task 1 on c2.5 over requests 600-1000 after the change {left:.2}; the improvement on task 3 acted on from request {found:?}; c6 over 2000-3000 {:.2}",
+            share(&picks[3][2_000..], 2)
         );
-        eprintln!(
-            "seed {seed}: task 3's share on c6 by 200 requests after the change {:?}",
-            (0..15)
-                .map(|k| (share(&picks[3][k * 200..k * 200 + 200], 2) * 100.0).round())
-                .collect::<Vec<_>>()
-        );
-        // The drop is found within 1,000 requests of the task: the candidate is left.
+        assert!(left <= 0.1, "seed {seed}: the drop on task 1 was not found");
+        // A rejected candidate is seen only through looks, at a share of the task's requests
+        // that follows its chance to overturn the rejection (a few percent at 0.70 against a
+        // floor of 0.8): docs/routing.md derives the time it takes.
+        let at = found.unwrap_or(usize::MAX);
         assert!(
-            late(1, 1, 600) <= 0.1,
-            "seed {seed}: the drop on task 1 was not found"
+            at <= 1_250,
+            "seed {seed}: the improvement was found at {found:?}"
         );
-        // The improvement of a candidate that does not carry the task is seen only through
-        // revisits: within 1,000 requests on three of these seeds, 1,800 on the fourth. The
-        // bound: telling 0.93 from 0.70 takes about 24 of its answers, and at a revisit share
-        // of 0.05 over three rejected candidates it gets one in 60 of the task's requests
-        // (about 1,440 requests shared evenly); a share of 0.1 finds it within 1,000 on every
-        // seed here, at 0.980-0.986x the oracle's good answers (docs/routing.md, "The automatic
-        // router").
+        within += usize::from(at <= 1_000);
         assert!(
-            late(3, 2, 2_600) >= 0.8,
-            "seed {seed}: the improvement on task 3 was not found"
+            share(&picks[3][2_000..], 2) >= 0.8,
+            "seed {seed}: the improvement was not kept"
         );
     }
+    assert!(
+        within >= 6,
+        "found within 1,000 requests on {within} of 8 seeds"
+    );
+}
+
+/// A GSM8K-like task: one task, a weak candidate right 64% of the time and a strong one 92%
+/// at six times its price, a floor of 0.8 (the strong one is the choice in hindsight).
+fn gsm8k_like(policy: &RouterPolicy, seed: u64, n: usize, change_at: Option<usize>) -> Vec<usize> {
+    let names = vec![Arc::from("weak"), Arc::from("strong")];
+    let mut r = Router::new("auto", names, policy.clone());
+    let offers = [offer(PRICES[0]), offer(PRICES[2])];
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut q = [0.64, 0.92];
+    (0..n)
+        .map(|k| {
+            if Some(k) == change_at {
+                q[0] = 0.92;
+            }
+            let c = r.choose(Some("gsm8k"), &ASK, &offers);
+            let w = c.winner();
+            let ok = rng.random_bool(q[w]);
+            r.observe(&c.task, w, f64::from(u8::from(ok)), None);
+            w
+        })
+        .collect()
 }
 
 #[test]
-fn with_twice_the_revisits_every_change_is_found_within_a_thousand_requests_at_the_same_bill() {
-    // The setting that buys faster discovery (docs/routing.md, "The automatic router"): the whole
-    // acceptance at once, on every seed.
-    let policy = RouterPolicy {
-        revisit: 0.1,
-        ..RouterPolicy::default()
-    };
-    let (oracle_cost, oracle_good) = oracle_rates(&table(), policy.floor);
-    for seed in 1..=4 {
-        let mut q = table();
-        let mut r = router_with(policy.clone());
-        let mut rng = StdRng::seed_from_u64(seed);
-        run(&mut r, &q, &mut rng, 2_000);
-        let ((cost, good, reqs), _) = run(&mut r, &q, &mut rng, 6_000);
-        let (cost, good) = (cost / reqs, good / reqs);
+fn on_a_task_with_a_clear_winner_the_loser_is_left_alone_once_settled() {
+    let policy = RouterPolicy::default();
+    for seed in 1..=8 {
+        let picks = gsm8k_like(&policy, seed, 1_319, None);
+        let settled = 1.0 - share(&picks[300..], 0);
+        let whole = 1.0 - share(&picks, 0);
+        let picks = gsm8k_like(&policy, seed, 4_000, Some(1_000));
+        let found = found_at(&picks[1_000..], 0);
         eprintln!(
-            "seed {seed}, revisit 0.1: cost {:.3}x the oracle's, good answers {:.3}x",
-            cost / oracle_cost,
-            good / oracle_good
+            "seed {seed}: strong share {whole:.3} over 1,319 requests, {settled:.3} after the 300th; the weak one improving to 0.92 is acted on {found:?} requests after"
         );
-        assert!(cost <= 1.15 * oracle_cost, "seed {seed}: cost {cost:.3}");
-        assert!(good >= 0.98 * oracle_good, "seed {seed}: good {good:.3}");
-        q[1][1] = 0.60;
-        q[3][2] = 0.93;
-        let (_, picks) = run(&mut r, &q, &mut rng, 1_000);
-        // Found within 1,000 requests: carried (or left) over the last hundred of them.
-        let late = |t: usize, who: usize| share(&picks[t][900..1_000], who);
-        eprintln!(
-            "seed {seed}, revisit 0.1: requests 900-1000 after the change: task 1 on c2.5 {:.2}, task 3 on c6 {:.2}",
-            late(1, 1),
-            late(3, 2)
-        );
-        assert!(late(1, 1) <= 0.1, "seed {seed}: the drop was not found");
+        // In hindsight every request goes to the strong one: within a point of that once the
+        // task is settled.
         assert!(
-            late(3, 2) >= 0.8,
-            "seed {seed}: the improvement was not found"
+            settled >= 0.99,
+            "seed {seed}: strong share {settled:.3} once settled"
         );
     }
 }

@@ -11,8 +11,10 @@
 //! quality). Exploration is optimistic and bounded by a share of each task's requests: a
 //! candidate cheaper than the choice whose upper credible bound still clears the floor (one
 //! not yet decided either way) is tried, the cheapest first, until it is decided; when none
-//! clears, one whose upper bound beats the choice's mean. A smaller share revisits cheaper
-//! candidates already rejected, in turn, so that one that got better is seen. Each
+//! clears, one whose upper bound beats the choice's mean. A candidate already rejected is
+//! looked at again in proportion to its chance to overturn the rejection (`revisit.rs`): one
+//! rejected on decisive evidence rarely, one near the line or whose evidence has faded more,
+//! and one believed over the line again is explored like a new one. Each
 //! candidate keeps a short-memory belief beside its long one; when the two disagree beyond
 //! chance, the long one is replaced (a change found in tens of observations, not hundreds).
 //! Evidence also fades (an observation of a candidate keeps `1 - 1/memory` of what was known
@@ -26,6 +28,7 @@ mod choose;
 mod mixes;
 mod params;
 mod pick;
+mod revisit;
 mod store;
 #[cfg(test)]
 mod tests;
@@ -73,8 +76,10 @@ pub struct RouterPolicy {
     pub latency_weight: f64,
     /// Distinct tasks learnt separately; the rest share [`OTHER_TASK`].
     pub max_tasks: usize,
-    /// The share of each task's requests that revisits cheaper candidates already rejected
-    /// (so an improvement is seen).
+    /// The share of each task's requests a rejected candidate may draw when its chance to
+    /// overturn the rejection is 1: each draws its chance times this, all of a task's together
+    /// at most this (so an improvement is seen, and one rejected on decisive evidence is left
+    /// nearly alone).
     pub revisit: f64,
     /// The budget mode: what a good answer is worth, in USD (`None`: the floor mode). Each
     /// request goes where the worth of its expected quality less its expected cost is
@@ -92,7 +97,7 @@ impl Default for RouterPolicy {
             memory: 200.0,
             latency_weight: 0.0,
             max_tasks: 256,
-            revisit: 0.05,
+            revisit: 0.2,
             good_answer_value: None,
         }
     }
@@ -104,10 +109,9 @@ impl RouterPolicy {
     /// candidates' qualities per dollar, which takes longer evidence to know than whether one
     /// quality clears a floor (memory 1,000, not 200); and each revisit spends the candidate
     /// the ranking turned down where it gains least, straight off the budget (revisit 0.02,
-    /// not 0.05). Changes are still found by the short-memory beliefs, which these leave
-    /// alone. Measured in `budget_mix.rs`: with the floor mode's defaults the budget mode
-    /// closes 80% of the quality gap at 1.18x the optimum's strong share; with these, at
-    /// 1.08-1.13x.
+    /// not 0.2), each look at it weighed by its chance to be the better value. Measured in
+    /// `budget_mix.rs`: it closes 80% of the quality gap at 1.03-1.07x the optimum's strong
+    /// share.
     pub fn for_mode(good_answer_value: Option<f64>) -> Self {
         match good_answer_value {
             None => Self::default(),
@@ -144,6 +148,9 @@ pub struct Arm {
     pub recent: Belief,
     /// Changes found (the long belief replaced by the short one).
     pub changes: u64,
+    /// Its evidence once reached [`DECIDED_AFTER`]: from then on it is looked at again only
+    /// by its chance to overturn the choice, never by the optimistic exploration of the new.
+    pub settled: bool,
 }
 
 /// Standard deviations above the mean of a candidate's optimistic bound: a candidate is
@@ -266,14 +273,13 @@ pub struct Stored {
 }
 
 /// What a task may spend on learning now.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Credit {
     /// Explorations it may make.
     explore: f64,
-    /// Revisits it may make.
-    revisit: f64,
-    /// Revisits made (whose turn is next).
-    turn: usize,
+    /// Each candidate's credit toward being looked at again (revisits; the budget mode's
+    /// explorations too).
+    owed: Vec<f64>,
     /// The candidate that last carried the task by clearing the floor.
     incumbent: Option<usize>,
 }
@@ -398,6 +404,7 @@ impl Router {
         let arm = &mut arms[candidate];
         arm.belief.add(score);
         arm.recent.add(score);
+        arm.settled |= arm.belief.evidence() >= DECIDED_AFTER;
         // A change: the recent answers are unlikely under the long belief; or a candidate
         // that does not carry the task (revisited) credibly clears the floor on its recent
         // answers alone, whatever its old evidence says.

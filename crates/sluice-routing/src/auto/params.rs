@@ -20,8 +20,10 @@ pub struct RouterParams {
     /// The share of each task's requests that may be explored, in [0, 1] (default 0.15).
     #[serde(default)]
     pub explore: Option<f64>,
-    /// The share of each task's requests that revisits cheaper candidates already rejected,
-    /// in [0, 1] (unset: the mode's default, 0.05 in the floor mode, 0.02 in the budget mode).
+    /// The share of each task's requests a rejected candidate may draw when its chance to
+    /// overturn the rejection is 1 (each draws its chance times this, all together at most
+    /// this), in [0, 1] (unset: the mode's default, 0.2 in the floor mode, 0.02 in the budget
+    /// mode).
     #[serde(default)]
     pub revisit: Option<f64>,
     /// Observations of a task after which old evidence weighs 1/e (unset: the mode's default,
