@@ -18,7 +18,8 @@ fn offers() -> [Offer; 2] {
     [1.0, 10.0].map(super::mixes::offer)
 }
 
-const ASK: Ask = Ask {
+/// A request of 400 prompt tokens asking for 100 (the modes' comparison's too).
+pub(super) const ASK: Ask = Ask {
     prompt_tokens: 400,
     max_tokens: Some(100),
     time_left: None,

@@ -26,6 +26,8 @@ mod budget_mix;
 mod choose;
 #[cfg(test)]
 mod mixes;
+#[cfg(test)]
+mod modes;
 mod params;
 mod pick;
 mod revisit;
