@@ -43,8 +43,12 @@ async fn chat(url: &str) -> u16 {
         .as_u16()
 }
 
-/// `IDLE` connections to `port`, opened in waves so that the listen backlog never overflows.
-async fn open_idle(port: u16) -> Vec<tokio::net::TcpStream> {
+/// `IDLE` connections to `port`, opened in waves of 500, each wave waited for until the
+/// gateway `pid` holds it (above `base` descriptors), so that the listen backlog (1,024)
+/// never overflows: a connection the kernel could not queue looks open to its client but
+/// waits for a retransmitted handshake, seconds later, while the first ones near their
+/// header timeout.
+async fn open_idle(port: u16, pid: u32, base: usize) -> Vec<tokio::net::TcpStream> {
     let mut idle = Vec::with_capacity(IDLE);
     while idle.len() < IDLE {
         let wave: Vec<_> = (0..500)
@@ -53,6 +57,8 @@ async fn open_idle(port: u16) -> Vec<tokio::net::TcpStream> {
         for c in futures::future::join_all(wave).await {
             idle.push(c.unwrap());
         }
+        let want = base + idle.len();
+        until(pid, 500, |fds| fds + SLACK >= want).await;
     }
     idle
 }
@@ -94,7 +100,7 @@ async fn ten_thousand_idle_connections_cost_little_and_are_closed_at_the_header_
     assert!(warm.iter().all(|s| *s == 200), "{warm:?}");
     let (fds_before, rss_before) = footprint(pid);
 
-    let mut idle = open_idle(port).await;
+    let mut idle = open_idle(port, pid, fds_before).await;
     // Every one accepted: the gateway holds a descriptor for each.
     // (A few descriptors of the gateway's own, such as a pooled upstream connection, may
     // come and go meanwhile.)
@@ -145,7 +151,7 @@ async fn ten_thousand_idle_connections_cost_little_and_are_closed_at_the_header_
     // Ten thousand more live in the memory the first gave back: resident memory grows by at
     // most a tenth of what the first wave took (the allocator's own slack).
     drop(idle);
-    let again = open_idle(port).await;
+    let again = open_idle(port, pid, fds_before).await;
     let reopened = until(pid, 1000, accepted).await;
     assert!(accepted(reopened.0), "the second wave was accepted");
     let first_wave = open.1.saturating_sub(rss_before);
