@@ -1,4 +1,5 @@
-//! Ten thousand idle connections to a running `sluice serve` with its defaults: requests
+//! Ten thousand idle connections to a running `sluice serve` with its defaults (a listen
+//! backlog of 4,096, so a burst of them is queued, not dropped): requests
 //! are still served while they are open, each costs the process little memory, and at the
 //! header timeout (30 s) the gateway closes every one of them, giving back their file
 //! descriptors; ten thousand more, opened after, are held in the memory the first gave
@@ -95,6 +96,20 @@ async fn ten_thousand_idle_connections_cost_little_and_are_closed_at_the_header_
     let url = gw.urls[0].clone();
     let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
     let pid = gw.children[0].as_ref().unwrap().id();
+    // Its listen backlog is sluice's 4,096 (or the kernel's cap), not the runtime's 128: `ss`
+    // shows a listening socket's backlog as its send queue.
+    let ss = std::process::Command::new("ss")
+        .args(["-ltnH", &format!("sport = :{port}")])
+        .output()
+        .expect("ss (iproute2) lists the listening socket");
+    let line = String::from_utf8_lossy(&ss.stdout).to_string();
+    let backlog: u32 = line.split_whitespace().nth(2).unwrap().parse().unwrap();
+    let cap: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(backlog, cap.min(4_096), "{line}");
     // Twenty at once first, so the upstream connection pool is as large before as after.
     let warm = futures::future::join_all((0..20).map(|_| chat(&url))).await;
     assert!(warm.iter().all(|s| *s == 200), "{warm:?}");

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use axum::routing::{delete, get, post, put};
 use axum::{Router, middleware};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::{
@@ -136,6 +136,25 @@ pub struct Server {
     limits: ConnLimits,
 }
 
+/// Connections the kernel may hold, handshake done, before the server accepts them (it caps
+/// this at `net.core.somaxconn`, 4,096 by default): the runtime's own 128 overflows when a
+/// fleet's clients reconnect at once or the server is briefly starved of CPU, and a
+/// connection past it waits a second or more for a retransmitted handshake.
+pub const LISTEN_BACKLOG: u32 = 4_096;
+
+/// A listening socket on `addr`, the address reusable at once after a restart, with
+/// [`LISTEN_BACKLOG`].
+fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// How often a draining server looks whether its last call has ended.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
 
@@ -143,7 +162,7 @@ impl Server {
     /// Binds `addr` (port 0 picks a free port).
     pub async fn bind(app: impl Into<App>, addr: SocketAddr, grace: Duration) -> io::Result<Self> {
         Ok(Self {
-            listener: TcpListener::bind(addr).await?,
+            listener: listen(addr)?,
             app: app.into(),
             grace,
             notice: Duration::ZERO,
