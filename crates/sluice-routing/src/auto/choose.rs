@@ -147,6 +147,7 @@ impl Router {
             && let Some(i) = try_first
         {
             credit.explore -= 1.0;
+            refund(&mut credit.owed, again);
             return Some((i, Why::Explore));
         }
         again.map(|i| (i, Why::Revisit))
@@ -186,6 +187,7 @@ impl Router {
         let again = accrue(&mut credit.owed, &passed, self.policy.revisit);
         if credit.explore >= 1.0 && !open.is_empty() {
             credit.explore -= 1.0;
+            refund(&mut credit.owed, again);
             let i = best_by(&open, |i| value(i, arms[i].belief.upper(OPTIMISM_Z)));
             return Some((i, Why::Explore));
         }
@@ -236,5 +238,13 @@ impl Router {
                 available: offer.available,
             })
             .collect()
+    }
+}
+
+/// Gives back the look `again` took when an exploration took the request instead: it falls
+/// due again at the next request.
+fn refund(owed: &mut [f64], again: Option<usize>) {
+    if let Some(o) = again.and_then(|i| owed.get_mut(i)) {
+        *o += 1.0;
     }
 }
