@@ -132,7 +132,8 @@ impl Router {
                 share: self.policy.revisit,
             })
             .collect();
-        let credit = self.budgets.entry(task.clone()).or_default();
+        // `choose` made the task's credit before asking.
+        let credit = self.budgets.get_mut(task)?;
         let again = accrue(&mut credit.owed, &passed, self.policy.revisit);
         // Of the open: the cheapest, when a cheaper one might replace the choice; the most
         // hopeful, when none clears.
@@ -183,7 +184,8 @@ impl Router {
                 })
             })
             .collect();
-        let credit = self.budgets.entry(task.clone()).or_default();
+        // `choose` made the task's credit before asking.
+        let credit = self.budgets.get_mut(task)?;
         let again = accrue(&mut credit.owed, &passed, self.policy.revisit);
         if credit.explore >= 1.0 && !open.is_empty() {
             credit.explore -= 1.0;

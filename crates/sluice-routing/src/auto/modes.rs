@@ -10,7 +10,7 @@ use std::sync::Arc;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use super::budget_mix::ASK;
+use super::budget_mix::{ASK, optimum};
 use super::*;
 
 const TASKS: usize = 57;
@@ -74,21 +74,6 @@ fn share_at(points: &[(f64, f64)], gap: f64) -> Option<f64> {
     })
 }
 
-/// The in-hindsight optimum's strong share for `gap`: the tasks with the largest gains first.
-fn optimum(q: &[(f64, f64)], gap: f64) -> f64 {
-    let mut gains: Vec<f64> = q.iter().map(|(w, s)| s - w).collect();
-    gains.sort_by(|a, b| b.total_cmp(a));
-    let total: f64 = gains.iter().sum();
-    let mut sum = 0.0;
-    for (k, g) in gains.iter().enumerate() {
-        if sum + g >= gap * total {
-            return (k as f64 + (gap * total - sum) / g) / q.len() as f64;
-        }
-        sum += g;
-    }
-    1.0
-}
-
 #[test]
 fn the_budget_mode_needs_no_more_strong_calls_than_the_floor_mode_for_the_same_gap() {
     // The strong candidate's extra cost a call, to turn gains into values.
@@ -124,7 +109,7 @@ fn the_budget_mode_needs_no_more_strong_calls_than_the_floor_mode_for_the_same_g
                 gap * 100.0,
                 f.map_or("never".into(), |s| format!("{s:.3}")),
                 b.map_or("never".into(), |s| format!("{s:.3}")),
-                optimum(&q, gap)
+                optimum(&q, gap).1
             );
             let (f, b) = (f.unwrap_or(1.0), b.unwrap_or(1.0));
             assert!(
