@@ -480,3 +480,6 @@ fn jobs(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_azure;

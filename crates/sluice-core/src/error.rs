@@ -48,6 +48,10 @@ pub enum ErrorKind {
     UpstreamProtocol,
     /// The upstream refused the request with its own 4xx; its status and body pass through.
     UpstreamRejected,
+    /// The upstream's content filter refused the prompt (Azure OpenAI's `content_filter`);
+    /// its status and body pass through. Not retried elsewhere: the filter is the
+    /// operator's policy, which another deployment would not apply.
+    ContentFiltered,
     /// Every upstream of the model group is failing and its circuit breaker is open.
     UpstreamUnavailable,
     /// sluice's own queue for this upstream is full, or the request waited as long as its
@@ -79,7 +83,8 @@ impl ErrorKind {
             Self::InvalidJson
             | Self::InvalidRequest
             | Self::ContextLengthExceeded
-            | Self::UpstreamRejected => 400,
+            | Self::UpstreamRejected
+            | Self::ContentFiltered => 400,
             Self::Unauthorized => 401,
             Self::InsufficientCredits => 402,
             Self::QuotaExceeded => 429,
@@ -109,6 +114,7 @@ impl ErrorKind {
             | Self::ClientTimeout
             | Self::MethodNotAllowed
             | Self::UpstreamRejected
+            | Self::ContentFiltered
             | Self::Conflict
             | Self::Withdrawn
             | Self::Unauthorized => "invalid_request_error",
@@ -148,6 +154,7 @@ impl ErrorKind {
             Self::UpstreamServerError => "upstream_server_error",
             Self::UpstreamProtocol => "upstream_protocol_error",
             Self::UpstreamRejected => "upstream_rejected",
+            Self::ContentFiltered => "content_filter",
             Self::UpstreamUnavailable => "upstream_unavailable",
             Self::Overloaded => "overloaded",
             Self::ShuttingDown => "shutting_down",
@@ -173,7 +180,11 @@ impl ErrorKind {
 
     /// Whether the upstream, not the client or sluice, is at fault.
     pub fn is_upstream(self) -> bool {
-        self.retryable() || matches!(self, Self::UpstreamRejected | Self::UpstreamUnavailable)
+        self.retryable()
+            || matches!(
+                self,
+                Self::UpstreamRejected | Self::ContentFiltered | Self::UpstreamUnavailable
+            )
     }
 
     /// Whether a failure of this kind counts against the upstream's health (a breaker's
@@ -306,7 +317,14 @@ impl GatewayError {
     /// The status to answer with: the upstream's own for a pass-through, else the kind's.
     pub fn status(&self) -> u16 {
         match &self.upstream {
-            Some(reply) if self.kind == ErrorKind::UpstreamRejected => reply.status,
+            Some(reply)
+                if matches!(
+                    self.kind,
+                    ErrorKind::UpstreamRejected | ErrorKind::ContentFiltered
+                ) =>
+            {
+                reply.status
+            }
             _ => self.kind.status(),
         }
     }

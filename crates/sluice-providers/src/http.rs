@@ -144,6 +144,18 @@ impl Endpoint {
         })
     }
 
+    /// The same upstream at another `url` (an Azure deployment's, say): its fixed headers
+    /// and its pool shared.
+    pub fn at(&self, url: &str) -> Result<Self, GatewayError> {
+        Ok(Self {
+            url: url
+                .parse()
+                .map_err(|e| config_error(format!("URL `{url}`: {e}")))?,
+            headers: self.headers.clone(),
+            client: self.client.clone(),
+        })
+    }
+
     /// The request of one call: `body` (JSON) with the fixed headers, `x-request-id`, and
     /// what is left of the client's deadline as `x-sluice-timeout-ms` (so an upstream that
     /// reads it can give up in time too).
@@ -251,10 +263,11 @@ pub async fn send(
     );
     // Headers of the client's own API that go with its request (they replace fixed ones).
     for (name, value) in extra {
-        if let (Ok(n), Ok(v)) = (
+        if let (Ok(n), Ok(mut v)) = (
             http::HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_str(value),
         ) {
+            v.set_sensitive(n == http::header::AUTHORIZATION);
             request.headers_mut().insert(n, v);
         }
     }

@@ -1,6 +1,6 @@
 //! Upstream adapters: the [`Provider`] interface the gateway dispatches to, an
-//! OpenAI-compatible adapter, an Anthropic Messages adapter, and the SSE and usage parsing
-//! they share.
+//! OpenAI-compatible adapter, an Azure OpenAI adapter, an Anthropic Messages adapter, and the
+//! SSE and usage parsing they share.
 //!
 //! Adapters speak OpenAI chat completions towards the gateway whatever the upstream speaks:
 //! complete answers are OpenAI `chat.completion` JSON, streams are OpenAI SSE frames. Usage is
@@ -8,6 +8,7 @@
 
 pub mod alarm;
 pub mod anthropic;
+pub mod azure;
 pub mod embeddings;
 pub mod http;
 pub mod openai;
@@ -28,6 +29,7 @@ use sluice_core::{ChatRequest, GatewayError, RequestId, Usage};
 use tokio::time::Instant;
 
 pub use anthropic::{Anthropic, AnthropicSettings};
+pub use azure::{Azure, AzureSettings};
 pub use http::HttpSettings;
 pub use openai::{OpenAiCompat, OpenAiSettings};
 pub use params::{KindParams, ProviderKind, ProviderParams};

@@ -13,8 +13,12 @@ use std::sync::Arc;
 use sluice_core::GatewayError;
 
 use crate::anthropic::AnthropicParams;
+use crate::azure::AzureParams;
 use crate::openai::OpenAiParams;
-use crate::{Anthropic, AnthropicSettings, HttpSettings, OpenAiCompat, OpenAiSettings, Provider};
+use crate::{
+    Anthropic, AnthropicSettings, Azure, AzureSettings, HttpSettings, OpenAiCompat, OpenAiSettings,
+    Provider,
+};
 
 /// Which API an upstream speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
@@ -25,6 +29,8 @@ pub enum ProviderKind {
     Openai,
     /// Anthropic Messages.
     Anthropic,
+    /// Azure OpenAI: chat completions at a resource's deployment (or v1) URLs.
+    Azure,
 }
 
 /// Reads one part of a provider's table (the configuration's reader, which reports errors
@@ -36,13 +42,14 @@ pub trait ReadPart {
 
 impl ProviderKind {
     /// Every kind.
-    pub const ALL: [Self; 2] = [Self::Openai, Self::Anthropic];
+    pub const ALL: [Self; 3] = [Self::Openai, Self::Anthropic, Self::Azure];
 
     /// Its name as written in `kind`.
     pub fn name(self) -> &'static str {
         match self {
             Self::Openai => "openai",
             Self::Anthropic => "anthropic",
+            Self::Azure => "azure",
         }
     }
 
@@ -51,6 +58,7 @@ impl ProviderKind {
         Some(match self {
             Self::Openai => KindParams::Openai(r.read()?),
             Self::Anthropic => KindParams::Anthropic(r.read()?),
+            Self::Azure => KindParams::Azure(r.read()?),
         })
     }
 }
@@ -60,7 +68,8 @@ impl ProviderKind {
 pub struct Upstream {
     /// Which API it speaks.
     pub kind: ProviderKind,
-    /// Base URL, up to and including the version (`https://api.openai.com/v1`).
+    /// Base URL, up to and including the version (`https://api.openai.com/v1`); for Azure
+    /// the resource (`https://NAME.openai.azure.com`).
     pub base_url: String,
     /// Name of the environment variable holding the API key. Keys never live in the file.
     #[serde(default)]
@@ -77,14 +86,17 @@ pub enum KindParams {
     Openai(OpenAiParams),
     /// `kind = "anthropic"`.
     Anthropic(AnthropicParams),
+    /// `kind = "azure"`.
+    Azure(AzureParams),
 }
 
 impl KindParams {
-    /// What is wrong with them, if anything: (field, message).
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
+    /// What is wrong with them, given where the upstream is, if anything: (field, message).
+    pub fn problems(&self, upstream: &Upstream) -> Vec<(&'static str, String)> {
         match self {
             Self::Openai(_) => Vec::new(),
             Self::Anthropic(a) => a.problems(),
+            Self::Azure(a) => a.problems(upstream.api_key_env.is_some()),
         }
     }
 }
@@ -109,8 +121,18 @@ impl ProviderParams {
     /// What is wrong with it beyond its URL and key, if anything: (field, message).
     pub fn problems(&self) -> Vec<(&'static str, String)> {
         let mut out = self.http.problems();
-        out.extend(self.settings.problems());
+        out.extend(self.settings.problems(&self.upstream));
         out
+    }
+
+    /// The environment variable holding its credential: `api_key_env`, or an Azure
+    /// provider's `token_env`.
+    pub fn key_env(&self) -> Option<&str> {
+        match (&self.upstream.api_key_env, &self.settings) {
+            (Some(var), _) => Some(var),
+            (None, KindParams::Azure(a)) => a.token_env.as_deref(),
+            (None, _) => None,
+        }
     }
 
     fn headers(&self) -> Vec<(String, String)> {
@@ -126,7 +148,7 @@ impl ProviderParams {
     pub fn openai_settings(&self, api_key: Option<String>) -> Option<OpenAiSettings> {
         match &self.settings {
             KindParams::Openai(o) => Some(self.openai(o, api_key)),
-            KindParams::Anthropic(_) => None,
+            KindParams::Anthropic(_) | KindParams::Azure(_) => None,
         }
     }
 
@@ -148,6 +170,16 @@ impl ProviderParams {
     ) -> Result<Arc<dyn Provider>, GatewayError> {
         Ok(match &self.settings {
             KindParams::Openai(o) => Arc::new(OpenAiCompat::new(name, self.openai(o, api_key))?),
+            KindParams::Azure(a) => Arc::new(Azure::new(
+                name,
+                AzureSettings {
+                    base_url: self.upstream.base_url.clone(),
+                    params: a.clone(),
+                    api_key,
+                    headers: self.headers(),
+                    http: self.http.clone(),
+                },
+            )?),
             KindParams::Anthropic(a) => Arc::new(Anthropic::new(
                 name,
                 AnthropicSettings {

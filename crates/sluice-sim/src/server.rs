@@ -1,6 +1,8 @@
 //! The simulator over HTTP (`sluice sim`): every upstream answers OpenAI chat completions at
-//! `/NAME/v1/chat/completions` (or Anthropic Messages at `/NAME/v1/messages`), and `/stats`
-//! reports what each saw.
+//! `/NAME/v1/chat/completions` (or Anthropic Messages at `/NAME/v1/messages`, or Azure
+//! OpenAI's URLs under `/NAME/openai/`, see [`azure`]), and `/stats` reports what each saw.
+
+mod azure;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -137,6 +139,22 @@ impl SimServer {
             .route("/{upstream}/v1/chat/completions", post(chat))
             .route("/{upstream}/v1/messages", post(messages))
             .route("/{upstream}/v1/embeddings", post(embeddings))
+            .route(
+                "/{upstream}/openai/deployments/{deployment}/chat/completions",
+                post(azure::deployment_chat),
+            )
+            .route(
+                "/{upstream}/openai/deployments/{deployment}/embeddings",
+                post(azure::deployment_embeddings),
+            )
+            .route(
+                "/{upstream}/openai/v1/chat/completions",
+                post(azure::v1_chat),
+            )
+            .route(
+                "/{upstream}/openai/v1/embeddings",
+                post(azure::v1_embeddings),
+            )
             .route("/stats", get(stats))
             .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
             .with_state(self.clone())
@@ -177,7 +195,11 @@ async fn messages(
 
 /// `/v1/embeddings` in OpenAI's shape: each input embedded by the FAQ world's simulated
 /// model ([`crate::faq`]), at once (no latency, limits or faults are simulated here).
-async fn embeddings(State(s): State<SimServer>, Path(name): Path<String>, body: Bytes) -> Response {
+pub(crate) async fn embeddings(
+    State(s): State<SimServer>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
     if s.upstream(&name).is_none() {
         return error(
             Api::Openai,
@@ -238,7 +260,12 @@ fn insert_all(h: &mut HeaderMap, headers: Vec<(String, String)>) {
     }
 }
 
-fn error(api: Api, status: StatusCode, message: &str, extra: Vec<(String, String)>) -> Response {
+pub(crate) fn error(
+    api: Api,
+    status: StatusCode,
+    message: &str,
+    extra: Vec<(String, String)>,
+) -> Response {
     let mut r = (status, script::error_body(api, status.as_u16(), message)).into_response();
     let h = r.headers_mut();
     h.insert("content-type", HeaderValue::from_static("application/json"));
@@ -246,7 +273,7 @@ fn error(api: Api, status: StatusCode, message: &str, extra: Vec<(String, String
     r
 }
 
-async fn serve(
+pub(crate) async fn serve(
     State(s): State<SimServer>,
     Path(name): Path<String>,
     headers: HeaderMap,

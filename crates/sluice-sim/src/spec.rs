@@ -75,6 +75,9 @@ pub struct UpstreamSpec {
     /// The model answers the FAQ world's questions by meaning ([`crate::faq`]): one answer
     /// per class of questions that share one, whatever the wording.
     pub faq: bool,
+    /// Served as Azure OpenAI (`/NAME/openai/...`): a prompt holding any of these words
+    /// (in any case) is refused by the simulated content filter, a 400 in Azure's shape.
+    pub content_filter: Vec<String>,
 }
 
 /// A simulated model's price, in USD per million tokens.
@@ -118,6 +121,7 @@ impl Default for UpstreamSpec {
             retry_after: true,
             reader: false,
             faq: false,
+            content_filter: Vec::new(),
         }
     }
 }

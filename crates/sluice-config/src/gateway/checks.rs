@@ -309,13 +309,23 @@ pub(super) fn provider(
             format!("`{}` is not an http(s) URL", u.base_url),
         )),
     }
-    if let Some(var) = &u.api_key_env
+    if let Some(var) = p.key_env()
         && env.get(var).is_none()
     {
+        let field = match u.api_key_env {
+            Some(_) => "api_key_env",
+            None => "token_env",
+        };
         unset.push(doc.diag(
-            &at("api_key_env"),
+            &at(field),
             format!("environment variable `{var}` is not set"),
         ));
+    }
+    if let sluice_providers::KindParams::Azure(a) = &p.settings
+        && let Some(file) = &a.token_file
+        && let Err(e) = sluice_providers::azure::check_token_file(file)
+    {
+        diags.push(doc.diag(&at("token_file"), format!("`{}`: {e}", file.display())));
     }
     for (header, value) in &u.headers {
         let name_ok = http_token(header);

@@ -262,10 +262,8 @@ impl GatewayBuilder {
     }
 }
 
-/// A provider's API key, from the environment variable its entry names.
+/// A provider's API key (or an Azure provider's `token_env` token), from the environment
+/// variable its entry names.
 fn api_key(p: &sluice_config::gateway::ProviderConfig, env: &dyn Env) -> Option<String> {
-    p.upstream
-        .api_key_env
-        .as_deref()
-        .and_then(|var| env.get(var))
+    p.key_env().and_then(|var| env.get(var))
 }

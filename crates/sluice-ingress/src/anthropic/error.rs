@@ -27,7 +27,7 @@ pub fn kind_and_status(e: &GatewayError) -> (&'static str, u16) {
             ("overloaded_error", 529)
         }
         ErrorKind::UpstreamTimeout | ErrorKind::DeadlineExceeded => ("timeout_error", 504),
-        ErrorKind::UpstreamRejected => {
+        ErrorKind::UpstreamRejected | ErrorKind::ContentFiltered => {
             let status = e.status();
             let kind = match status {
                 401 => "authentication_error",

@@ -11,7 +11,7 @@ use crate::http::{self, Endpoint, HttpSettings};
 use crate::{Completion, UpstreamCall, UpstreamResponse};
 
 /// The client's embeddings body with the upstream's model name.
-pub(super) fn body(raw: &[u8], model: &str) -> Result<Vec<u8>, GatewayError> {
+pub(crate) fn body(raw: &[u8], model: &str) -> Result<Vec<u8>, GatewayError> {
     serde_json::to_vec(&crate::as_it_came(raw, model)?)
         .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("encoding request: {e}")))
 }
@@ -28,15 +28,18 @@ struct Counted {
     prompt_tokens: u64,
 }
 
-/// Sends `body` for `call` and reads the whole answer.
-pub(super) async fn send(
+/// Sends `body` for `call` with `extra` headers (a rotating credential's) and reads the
+/// whole answer.
+pub(crate) async fn send(
     name: Arc<str>,
     settings: HttpSettings,
     endpoint: Arc<Endpoint>,
     body: Result<Vec<u8>, GatewayError>,
     call: UpstreamCall,
+    extra: Vec<(String, String)>,
 ) -> Result<UpstreamResponse, GatewayError> {
-    let mut accepted = http::send(&name, &settings, &endpoint, body?, &call, |_| None, &[]).await?;
+    let mut accepted =
+        http::send(&name, &settings, &endpoint, body?, &call, |_| None, &extra).await?;
     let (raw, first_byte) = http::read_complete(&mut accepted).await?;
     let answer: Answer = serde_json::from_slice(&raw).map_err(|e| {
         GatewayError::new(

@@ -97,7 +97,8 @@ impl Provider for OpenAiCompat {
         {
             let body = embed::body(&o.body, &call.model);
             let (name, http) = (self.name.clone(), self.settings.http.clone());
-            return embed::send(name, http, self.embeddings.clone(), body, call).boxed();
+            return embed::send(name, http, self.embeddings.clone(), body, call, Vec::new())
+                .boxed();
         }
         if let (Some(o), Some(endpoint)) = (
             call.request
@@ -120,28 +121,39 @@ impl Provider for OpenAiCompat {
         let http = self.settings.http.clone();
         let endpoint = self.endpoint.clone();
         async move {
-            let mut accepted =
-                http::send(&name, &http, &endpoint, body, &call, |_| None, &[]).await?;
-            if call.request.stream {
-                Ok(UpstreamResponse::Stream(stream(
-                    accepted,
-                    name,
-                    call.request.include_usage,
-                )))
-            } else {
-                complete(&mut accepted, &name)
-                    .await
-                    .map(UpstreamResponse::Complete)
-            }
+            let accepted = http::send(&name, &http, &endpoint, body, &call, |_| None, &[]).await?;
+            answer(accepted, name, &call).await
         }
         .boxed()
+    }
+}
+
+/// An accepted chat answer as the call asked for it: a stream of chunks, or read whole.
+pub(crate) async fn answer(
+    mut accepted: Accepted,
+    name: Arc<str>,
+    call: &UpstreamCall,
+) -> Result<UpstreamResponse, GatewayError> {
+    if call.request.stream {
+        Ok(UpstreamResponse::Stream(stream(
+            accepted,
+            name,
+            call.request.include_usage,
+        )))
+    } else {
+        complete(&mut accepted, &name)
+            .await
+            .map(UpstreamResponse::Complete)
     }
 }
 
 /// The client's body with the upstream model name, and `stream_options.include_usage` set on
 /// streams so usage can be read from the last chunk. Every other field is copied as the
 /// client wrote it: no JSON tree is built or written.
-fn outgoing_body(request: &ChatRequest, model: &str) -> Result<Vec<u8>, serde_json::Error> {
+pub(crate) fn outgoing_body(
+    request: &ChatRequest,
+    model: &str,
+) -> Result<Vec<u8>, serde_json::Error> {
     let stream = request.stream;
     let mut out = Vec::with_capacity(request.body_len() + model.len() + 48);
     out.push(b'{');
@@ -398,7 +410,7 @@ pub fn error_frame(e: &GatewayError) -> Bytes {
     sse::frame(v.to_string().as_bytes())
 }
 
-mod embed;
+pub(crate) mod embed;
 pub(crate) mod responses;
 
 #[cfg(test)]
