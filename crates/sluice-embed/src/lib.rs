@@ -9,6 +9,7 @@
 //! limit.
 
 pub mod bert;
+pub mod onnx;
 pub mod serve;
 
 use std::path::{Path, PathBuf};
@@ -28,11 +29,13 @@ const FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
 pub enum EmbedError {
     /// The model's folder lacks a file.
     #[error(
-        "the embedding model is missing: {path} does not exist; install it with `{INSTALL_COMMAND} {dir}`"
+        "the embedding model is missing: {path} does not exist; install it with `{INSTALL_COMMAND}{flag} {dir}`"
     )]
     Missing {
         /// The missing file.
         path: PathBuf,
+        /// The install command's option for this kind of model (with its leading space).
+        flag: &'static str,
         /// The folder the model belongs in.
         dir: String,
     },
@@ -78,6 +81,8 @@ enum Kind {
     Static(StaticModel),
     /// A BERT encoder, mean-pooled and normalised.
     Bert(Box<bert::Bert>),
+    /// An encoder exported to ONNX, run by ONNX Runtime, mean-pooled and normalised.
+    Onnx(Box<onnx::Onnx>),
     /// An OpenAI-compatible `/embeddings` upstream, asked within `timeout`.
     Remote {
         upstream: Box<Embeddings>,
@@ -98,10 +103,17 @@ impl Embedder {
     /// `config.json`).
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
         let shown = dir.display().to_string();
+        if onnx::is_onnx(dir) {
+            return Self::load_onnx(dir, shown);
+        }
         for f in FILES {
             let path = dir.join(f);
             if !path.is_file() {
-                return Err(EmbedError::Missing { path, dir: shown });
+                return Err(EmbedError::Missing {
+                    path,
+                    flag: "",
+                    dir: shown,
+                });
             }
         }
         if bert::is_bert(dir) {
@@ -123,6 +135,29 @@ impl Embedder {
         Ok(Self {
             kind: Kind::Static(model),
             name: format!("static:{shown}"),
+        })
+    }
+
+    /// The ONNX encoder in `dir`, a session for each core.
+    fn load_onnx(dir: &Path, shown: String) -> Result<Self, EmbedError> {
+        for f in onnx::FILES {
+            let path = dir.join(f);
+            if !path.is_file() {
+                return Err(EmbedError::Missing {
+                    path,
+                    flag: " --onnx",
+                    dir: shown,
+                });
+            }
+        }
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let model = onnx::Onnx::load(dir, cores).map_err(|reason| EmbedError::Load {
+            dir: shown.clone(),
+            reason,
+        })?;
+        Ok(Self {
+            kind: Kind::Onnx(Box::new(model)),
+            name: format!("onnx:{shown}"),
         })
     }
 
@@ -148,13 +183,14 @@ impl Embedder {
         match &self.kind {
             Kind::Static(m) => Some(m.dim()),
             Kind::Bert(m) => Some(m.dim()),
+            Kind::Onnx(m) => Some(m.dim()),
             Kind::Remote { .. } => None,
         }
     }
 
     /// Whether it embeds in process (no call to wait for).
     pub fn is_local(&self) -> bool {
-        matches!(self.kind, Kind::Static(_) | Kind::Bert(_))
+        matches!(self.kind, Kind::Static(_) | Kind::Bert(_) | Kind::Onnx(_))
     }
 
     /// `text` as a unit vector, in process; `None` for an upstream (use [`Embedder::embed`]).
@@ -164,7 +200,8 @@ impl Embedder {
                 let mut v = m.encode_single(text);
                 Some(unit(&mut v).map(|()| v))
             }
-            Kind::Bert(m) => Some(bert_unit(m, text)),
+            Kind::Bert(m) => Some(encoded_unit(m.encode(text))),
+            Kind::Onnx(m) => Some(encoded_unit(m.encode(text))),
             Kind::Remote { .. } => None,
         }
     }
@@ -177,7 +214,8 @@ impl Embedder {
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut vectors = match &self.kind {
             Kind::Static(m) => texts.iter().map(|t| m.encode_single(t)).collect(),
-            Kind::Bert(m) => return texts.iter().map(|t| bert_unit(m, t)).collect(),
+            Kind::Bert(m) => return texts.iter().map(|t| encoded_unit(m.encode(t))).collect(),
+            Kind::Onnx(m) => return texts.iter().map(|t| encoded_unit(m.encode(t))).collect(),
             Kind::Remote { upstream, timeout } => {
                 match tokio::time::timeout(*timeout, upstream.embed(texts, request_id)).await {
                     Err(_) => return Err(EmbedError::Timeout(*timeout)),
@@ -193,10 +231,10 @@ impl Embedder {
     }
 }
 
-/// `text` through a BERT encoder, as a unit vector.
-fn bert_unit(m: &bert::Bert, text: &str) -> Result<Vec<f32>, EmbedError> {
-    let mut v = m.encode(text).map_err(|reason| EmbedError::Load {
-        dir: "bert".into(),
+/// An encoder's pooled vector as a unit vector.
+fn encoded_unit(pooled: Result<Vec<f32>, String>) -> Result<Vec<f32>, EmbedError> {
+    let mut v = pooled.map_err(|reason| EmbedError::Load {
+        dir: "encoder".into(),
         reason,
     })?;
     unit(&mut v)?;
