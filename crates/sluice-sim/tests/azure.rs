@@ -161,6 +161,16 @@ async fn both_url_shapes_answer_with_usage_and_cached_tokens_complete_and_stream
             .collect();
         assert!(!content.is_empty(), "{group}: {text}");
     }
+    // Embeddings go to the deployment's `/embeddings`.
+    let (status, e) = post(
+        &url,
+        "/v1/embeddings",
+        json!({"model": "chat", "input": ["How do I reset my password?", "hello"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{e}");
+    assert_eq!(e["data"].as_array().unwrap().len(), 2);
+    assert!(e["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
     // A Messages client reaches the same deployment, translated both ways.
     let (status, m) = post(
         &url,

@@ -166,6 +166,14 @@ fn a_token_file_that_holds_no_token_is_refused() {
     assert!(check_token_file(&path.with_extension("missing")).is_err());
     std::fs::write(&path, "eyJ0eXAi.x-y_z\n").unwrap();
     assert!(check_token_file(&path).is_ok());
+    std::fs::write(&path, "a".repeat(70_000)).unwrap();
+    assert!(check_token_file(&path).unwrap_err().contains("longer than"));
+    let dev_zero = std::path::Path::new("/dev/zero");
+    assert!(
+        check_token_file(dev_zero)
+            .unwrap_err()
+            .contains("regular file")
+    );
 }
 
 #[test]

@@ -11,6 +11,9 @@ use parking_lot::Mutex;
 use sluice_core::{ErrorKind, GatewayError};
 use tokio::time::Instant;
 
+/// The longest token file read (an Entra ID token is a few kilobytes).
+const LONGEST: u64 = 64 * 1024;
+
 /// How often the file is looked at again.
 pub const RECHECK: Duration = Duration::from_secs(1);
 
@@ -88,8 +91,19 @@ fn stamp_of(path: &Path) -> Option<Stamp> {
 }
 
 fn load(path: &Path) -> Result<(Arc<str>, Option<Stamp>), String> {
+    use std::io::Read as _;
     let stamp = stamp_of(path);
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    if !file.metadata().map_err(|e| e.to_string())?.is_file() {
+        return Err("it is not a regular file".into());
+    }
+    let mut text = String::new();
+    file.take(LONGEST + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > LONGEST {
+        return Err(format!("it is longer than {LONGEST} bytes"));
+    }
     let token = text.trim();
     if token.is_empty() {
         return Err("it holds no token".into());
