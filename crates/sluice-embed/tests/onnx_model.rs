@@ -1,6 +1,6 @@
-//! The ONNX embedder on all-MiniLM-L6-v2 with int8 weights as `scripts/install-embedder
-//! --onnx` installs it (`./scripts/test` installs it and says where in `SLUICE_ONNX_DIR`),
-//! against the same encoder run by candle in f32 (`SLUICE_MINILM_DIR`).
+//! The ONNX embedder on all-MiniLM-L6-v2 quantized as `scripts/install-embedder --onnx`
+//! installs it (`./scripts/test` installs it and says where in `SLUICE_ONNX_DIR`), against
+//! the same encoder run by candle in f32 (`SLUICE_MINILM_DIR`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -38,12 +38,21 @@ async fn the_onnx_encoder_agrees_with_the_f32_one_and_tells_paraphrases_apart() 
         "clause ",
     ];
     let one = |e: &Embedder, t: &str| e.embed_local(t).unwrap().unwrap();
+    // The dense layers compute in int8: each vector within 0.98 of the f32 one, 0.99 on
+    // average.
+    let mut sum = 0.0;
     for t in texts {
         let (a, b) = (one(&onnx, t), one(&f32s, t));
         let norm: f32 = a.iter().map(|x| x * x).sum();
         assert!((norm - 1.0).abs() < 1e-4, "{norm}");
-        assert!(cos(&a, &b) > 0.99, "{t}: {}", cos(&a, &b));
+        assert!(cos(&a, &b) > 0.98, "{t}: {}", cos(&a, &b));
+        sum += cos(&a, &b);
     }
+    assert!(
+        sum / texts.len() as f32 > 0.99,
+        "{}",
+        sum / texts.len() as f32
+    );
     let a = one(&onnx, texts[0]);
     let (close, far) = (
         cos(&a, &one(&onnx, texts[1])),

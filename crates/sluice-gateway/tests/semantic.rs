@@ -313,8 +313,8 @@ fn a_missing_model_stops_the_gateway_naming_the_folder_and_the_install_command()
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(
-        err.contains("/etc/sluice/no/such/model/model.safetensors")
-            && err.contains("scripts/install-embedder /etc/sluice/no/such/model"),
+        err.contains("/etc/sluice/no/such/model holds no model")
+            && err.contains("scripts/install-embedder --onnx /etc/sluice/no/such/model"),
         "{err}"
     );
     // Off, nothing is loaded.

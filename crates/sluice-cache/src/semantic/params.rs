@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use super::{Mode, Policy};
 
+/// The embedding model's folder when `[cache.semantic] model` names none.
+pub const DEFAULT_MODEL: &str = "models/minilm-onnx";
+
 /// The verified mode's default verification budget: a quarter of would-be hits.
 pub const DEFAULT_VERIFY_BUDGET: f64 = 0.25;
 
@@ -60,7 +63,9 @@ pub struct SemanticParams {
     /// What its entries may weigh together (answers, vectors, bookkeeping).
     pub max_bytes: u64,
     /// The embedding model's folder (relative to the config file's), as
-    /// `scripts/install-embedder` fills it.
+    /// `scripts/install-embedder` fills it: by default all-MiniLM-L6-v2 run by ONNX Runtime
+    /// (`--onnx`), which serves the most of what is answerable under the verified mode's bound
+    /// on the project's labelled questions.
     pub model: String,
     /// An OpenAI-compatible embeddings upstream to embed with instead of the model.
     pub embeddings: Option<EmbeddingsParams>,
@@ -124,7 +129,7 @@ impl Default for SemanticParams {
             max_question_chars: 2000,
             ttl: Duration::from_secs(3600),
             max_bytes: DEFAULT_CACHE_BYTES,
-            model: "models/static-64".into(),
+            model: DEFAULT_MODEL.into(),
             embeddings: None,
             groups: BTreeMap::new(),
         }
