@@ -31,6 +31,21 @@ pub fn is_bert(dir: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// The encoder's `tokenizer.json` in `dir`, one question at a time: cut at [`MAX_TOKENS`],
+/// never padded (so every token is real and the mean is over all of them).
+pub fn tokenizer(dir: &Path) -> Result<Tokenizer, String> {
+    let mut tokenizer =
+        Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
+    tokenizer
+        .with_truncation(Some(tokenizers::TruncationParams {
+            max_length: MAX_TOKENS,
+            ..Default::default()
+        }))
+        .map_err(|e| e.to_string())?;
+    tokenizer.with_padding(None);
+    Ok(tokenizer)
+}
+
 impl Bert {
     /// Loads the encoder in `dir`; the error says what failed.
     pub fn load(dir: &Path) -> Result<Self, String> {
@@ -38,15 +53,7 @@ impl Bert {
             &std::fs::read_to_string(dir.join("config.json")).map_err(|e| e.to_string())?,
         )
         .map_err(|e| format!("config.json: {e}"))?;
-        let mut tokenizer =
-            Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
-        tokenizer
-            .with_truncation(Some(tokenizers::TruncationParams {
-                max_length: MAX_TOKENS,
-                ..Default::default()
-            }))
-            .map_err(|e| e.to_string())?;
-        tokenizer.with_padding(None);
+        let tokenizer = tokenizer(dir)?;
         let weights = std::fs::read(dir.join("model.safetensors")).map_err(|e| e.to_string())?;
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .map_err(|e| e.to_string())?;

@@ -16,8 +16,6 @@ use ort::value::Tensor;
 use parking_lot::Mutex;
 use tokenizers::Tokenizer;
 
-use crate::bert::MAX_TOKENS;
-
 /// The files an ONNX model's folder holds.
 pub const FILES: [&str; 3] = ["model.onnx", "tokenizer.json", LIBRARY];
 
@@ -57,15 +55,7 @@ impl Onnx {
     /// Loads the encoder in `dir` with `sessions` sessions; the error says what failed.
     pub fn load(dir: &Path, sessions: usize) -> Result<Self, String> {
         runtime(dir)?;
-        let mut tokenizer =
-            Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
-        tokenizer
-            .with_truncation(Some(tokenizers::TruncationParams {
-                max_length: MAX_TOKENS,
-                ..Default::default()
-            }))
-            .map_err(|e| e.to_string())?;
-        tokenizer.with_padding(None);
+        let tokenizer = crate::bert::tokenizer(dir)?;
         let model = std::fs::read(dir.join("model.onnx")).map_err(|e| e.to_string())?;
         let open = || -> Result<Session, String> {
             Session::builder()

@@ -21,6 +21,15 @@ pub(crate) struct Version {
     api_version: Option<String>,
 }
 
+impl Version {
+    /// Azure's 404 for a deployment URL without `api-version`.
+    fn missing(&self) -> Option<Response> {
+        self.api_version
+            .is_none()
+            .then(|| azure_error(StatusCode::NOT_FOUND, "404", "Resource not found", None))
+    }
+}
+
 /// `POST /NAME/openai/deployments/{deployment}/chat/completions?api-version=...`.
 pub(crate) async fn deployment_chat(
     state: State<SimServer>,
@@ -29,8 +38,8 @@ pub(crate) async fn deployment_chat(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if v.api_version.is_none() {
-        return azure_error(StatusCode::NOT_FOUND, "404", "Resource not found", None);
+    if let Some(refused) = v.missing() {
+        return refused;
     }
     chat(state, name, headers, body).await
 }
@@ -53,8 +62,8 @@ pub(crate) async fn deployment_embeddings(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if v.api_version.is_none() {
-        return azure_error(StatusCode::NOT_FOUND, "404", "Resource not found", None);
+    if let Some(refused) = v.missing() {
+        return refused;
     }
     if let Some(refused) = unauthorised(&headers) {
         return refused;
