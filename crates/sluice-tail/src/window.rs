@@ -125,11 +125,29 @@ pub fn record_into(h: &mut Histogram<u64>, latency: Duration) {
     h.saturating_record(us.clamp(LOWEST_US, HIGHEST_US));
 }
 
+/// A body quantile is read again from the histogram once the window's count has moved by
+/// more than `1 / REREAD_SHARE` of itself since it was read (or a slice rotated). Reading
+/// one scans every bucket up to the largest latency twice (about 3,000 buckets for a
+/// window reaching into seconds), and hedging reads one on every interactive request: at
+/// 1/64 a busy window is scanned once per ~1.5% of new samples, and a quantile moves by at
+/// most the 1.6% of rank that the new samples can shift it.
+const REREAD_SHARE: u64 = 64;
+
+/// A body quantile as last read, with the count it was read at.
+#[derive(Clone, Copy, Debug)]
+struct ReadBody {
+    q: u64,
+    min_samples: u64,
+    count: u64,
+    value: Option<crate::hedge::BodyQuantile>,
+}
+
 /// A rotating window of latencies.
 ///
 /// Besides the slices it keeps their running sum, updated on every record and rotation, so
 /// that reading a quantile (hedging does it on every request) is one scan of one histogram
-/// rather than a merge of all the slices.
+/// rather than a merge of all the slices; body quantiles are kept between reads
+/// ([`REREAD_SHARE`]).
 #[derive(Debug)]
 pub struct LatencyWindow {
     slice_len: Duration,
@@ -137,6 +155,7 @@ pub struct LatencyWindow {
     total: Histogram<u64>,
     head: usize,
     head_start: Instant,
+    bodies: Vec<ReadBody>,
 }
 
 impl LatencyWindow {
@@ -162,6 +181,7 @@ impl LatencyWindow {
             total: new_histogram()?,
             head: 0,
             head_start: now,
+            bodies: Vec::new(),
         })
     }
 
@@ -192,6 +212,9 @@ impl LatencyWindow {
 
     /// The latency at quantile `q` over the window's body, its cluster of stalls left out
     /// when it has one ([`crate::hedge::body`]), or `None` with fewer than `min_samples`.
+    /// Read again from the histogram only when the count moved by more than
+    /// `1 / REREAD_SHARE` of itself since the last read of the same `(q, min_samples)`, or a
+    /// slice rotated.
     pub fn body_quantile(
         &mut self,
         now: Instant,
@@ -199,9 +222,46 @@ impl LatencyWindow {
         min_samples: u64,
     ) -> Option<crate::hedge::BodyQuantile> {
         self.rotate(now);
-        if self.total.len() < min_samples.max(1) {
+        let count = self.total.len();
+        if count < min_samples.max(1) {
             return None;
         }
+        let key = q.to_bits();
+        let fresh = |r: &&ReadBody| {
+            r.q == key
+                && r.min_samples == min_samples
+                && count.abs_diff(r.count) <= r.count / REREAD_SHARE
+        };
+        if let Some(r) = self.bodies.iter().find(fresh) {
+            return r.value;
+        }
+        let value = self.read_body(q);
+        let read = ReadBody {
+            q: key,
+            min_samples,
+            count,
+            value,
+        };
+        match self
+            .bodies
+            .iter_mut()
+            .find(|r| r.q == key && r.min_samples == min_samples)
+        {
+            Some(r) => *r = read,
+            None => {
+                // A few `(q, min_samples)` pairs are read per window; more is a caller's
+                // loop, and starting over keeps the list short.
+                if self.bodies.len() >= 8 {
+                    self.bodies.clear();
+                }
+                self.bodies.push(read)
+            }
+        }
+        value
+    }
+
+    /// Scans the histogram for the body quantile `q`.
+    fn read_body(&self, q: f64) -> Option<crate::hedge::BodyQuantile> {
         let total = &self.total;
         let buckets = || {
             total.iter_recorded().map(|v| {
@@ -220,6 +280,7 @@ impl LatencyWindow {
         if elapsed < self.slice_len {
             return;
         }
+        self.bodies.clear();
         let steps = elapsed.as_nanos() / self.slice_len.as_nanos().max(1);
         let n = self.slices.len();
         let clear = usize::try_from(steps).unwrap_or(usize::MAX).min(n);

@@ -144,3 +144,33 @@ fn a_window_with_a_cluster_of_stalls_gives_the_quantile_of_its_body() {
     );
     assert_eq!(w.body_quantile(now, 0.95, 1_000), None, "too few samples");
 }
+
+#[test]
+fn a_body_quantile_is_read_again_once_the_count_moves_by_a_64th_or_a_slice_rotates() {
+    let near = |d: Duration, to: Duration| d.abs_diff(to) * 100 <= to;
+    let (mut w, now) = window();
+    for _ in 0..640 {
+        w.record(now, ms(100));
+    }
+    let first = w.body_quantile(now, 0.5, 20).unwrap();
+    assert!(near(first.value, ms(100)), "{first:?}");
+    // Ten more samples (a 64th of 640) at 5 s: what was read is kept.
+    for _ in 0..10 {
+        w.record(now, ms(5_000));
+    }
+    assert_eq!(w.body_quantile(now, 0.5, 20), Some(first));
+    // Another `q` is read on its own, and sees the ten.
+    let p99 = w.body_quantile(now, 0.99, 20).unwrap();
+    assert_eq!(p99.stalls, 10);
+    // Past a 64th the histogram is read again: the slow samples are now the majority.
+    for _ in 0..700 {
+        w.record(now, ms(5_000));
+    }
+    let median = w.body_quantile(now, 0.5, 20).unwrap();
+    assert!(near(median.value, ms(5_000)), "{median:?}");
+    // A rotation drops what was read: a whole window later only the new sample is left.
+    let later = now + Duration::from_secs(61);
+    w.record(later, ms(7));
+    let fresh = w.body_quantile(later, 0.5, 1).unwrap();
+    assert!(near(fresh.value, ms(7)), "{fresh:?}");
+}
