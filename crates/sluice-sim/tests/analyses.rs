@@ -6,12 +6,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod shared;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::Value;
 use sluice_gateway::GatewayBuilder;
-use sluice_sim::server::{SimServer, serve_on};
+use sluice_sim::server::SimServer;
 use sluice_sim::spec::UpstreamSpec;
 
 const BOUNDARY: &str = "sluice-analysis-boundary";
@@ -36,9 +38,7 @@ async fn served(extra: &str) -> Served {
         ..UpstreamSpec::default()
     };
     let sim = SimServer::new(&[("openai".to_string(), fast)], 1);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sim_addr = listener.local_addr().unwrap();
-    tokio::spawn(serve_on(sim, listener, std::future::pending()));
+    let sim_addr = shared::simulator(sim).await;
     let text = format!(
         r#"
 [server]
@@ -87,15 +87,7 @@ concurrency = 2
         )
         .unwrap();
     tokio::spawn(app.clone().run_batches());
-    let server = sluice_gateway::server::Server::bind(
-        app,
-        "127.0.0.1:0".parse().unwrap(),
-        Duration::from_secs(1),
-    )
-    .await
-    .unwrap();
-    let url = format!("http://{}", server.local_addr().unwrap());
-    tokio::spawn(server.run(std::future::pending()));
+    let url = shared::gateway_url(app).await;
     Served { url, _dir: dir }
 }
 

@@ -5,12 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod shared;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use sluice_gateway::GatewayBuilder;
-use sluice_sim::server::{SimServer, serve_on};
+use sluice_sim::server::SimServer;
 use sluice_sim::spec::UpstreamSpec;
 
 fn azure() -> UpstreamSpec {
@@ -36,9 +38,7 @@ async fn gateway(token: &std::path::Path) -> String {
         &[("az".to_string(), azure()), ("paced".to_string(), paced)],
         1,
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sim_addr = listener.local_addr().unwrap();
-    tokio::spawn(serve_on(sim, listener, std::future::pending()));
+    let sim_addr = shared::simulator(sim).await;
     let text = format!(
         r#"
 [server]
@@ -74,16 +74,7 @@ deployments = [{{ provider = "az-paced", model = "gpt-4o" }}]
         .unwrap()
         .build()
         .unwrap();
-    let server = sluice_gateway::server::Server::bind(
-        gw,
-        "127.0.0.1:0".parse().unwrap(),
-        Duration::from_secs(1),
-    )
-    .await
-    .unwrap();
-    let url = format!("http://{}", server.local_addr().unwrap());
-    tokio::spawn(server.run(std::future::pending()));
-    url
+    shared::gateway_url(gw).await
 }
 
 async fn post(url: &str, path: &str, body: Value) -> (u16, Value) {

@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod shared;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +17,7 @@ use sluice_gateway::{GatewayBuilder, Server, ShutdownHandle};
 use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore, Store, UsageQuery};
 use sluice_providers::{OpenAiCompat, OpenAiSettings};
 use sluice_sim::scenario::Scenario;
-use sluice_sim::server::{SimServer, serve_on};
+use sluice_sim::server::SimServer;
 
 /// What a stream of `n` asks made of the cache at error bound `max_error`.
 struct Ran {
@@ -55,9 +57,7 @@ async fn stream(max_error: f64, n: usize) -> Ran {
         u.ttft_median = Duration::from_millis(1);
     }
     let sim = SimServer::new(&s.upstreams, s.meta.seed);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sim_addr = listener.local_addr().unwrap();
-    tokio::spawn(serve_on(sim.clone(), listener, std::future::pending()));
+    let sim_addr = shared::simulator(sim.clone()).await;
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(AnyStore::Sqlite(
         SqliteStore::open(&dir.path().join("ledger.db"), Durability::Process)

@@ -5,11 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod shared;
+
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use sluice_gateway::GatewayBuilder;
-use sluice_sim::server::{SimServer, serve_on};
+use sluice_sim::server::SimServer;
 use sluice_sim::spec::UpstreamSpec;
 
 fn fast() -> UpstreamSpec {
@@ -47,9 +49,7 @@ async fn gateway() -> String {
         ],
         1,
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sim_addr = listener.local_addr().unwrap();
-    tokio::spawn(serve_on(sim, listener, std::future::pending()));
+    let sim_addr = shared::simulator(sim).await;
     let text = format!(
         r#"
 [server]
@@ -74,16 +74,7 @@ deployments = [{{ provider = "sim-claude", model = "claude-sonnet-4-5" }}]
         .unwrap()
         .build()
         .unwrap();
-    let server = sluice_gateway::server::Server::bind(
-        gw,
-        "127.0.0.1:0".parse().unwrap(),
-        std::time::Duration::from_secs(1),
-    )
-    .await
-    .unwrap();
-    let url = format!("http://{}", server.local_addr().unwrap());
-    tokio::spawn(server.run(std::future::pending()));
-    url
+    shared::gateway_url(gw).await
 }
 
 async fn ask(url: &str, body: Value) -> Value {

@@ -1,6 +1,6 @@
 //! What several of the simulator's end-to-end tests share: a provider that keeps each request
-//! as it reached the upstream, a deployment named after its provider, and a gateway served
-//! on a loopback port.
+//! as it reached the upstream, a deployment named after its provider, the simulator's HTTP
+//! server and a gateway served on a loopback port.
 
 #![allow(dead_code)]
 
@@ -82,4 +82,30 @@ impl Serving {
             let _ = t.await;
         }
     }
+}
+
+/// Serves the simulator `sim` on a free loopback port for the rest of the test; its address.
+pub async fn simulator(sim: sluice_sim::server::SimServer) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(sluice_sim::server::serve_on(
+        sim,
+        listener,
+        std::future::pending(),
+    ));
+    addr
+}
+
+/// Serves `gw` on a free loopback port for the rest of the test; its base URL.
+pub async fn gateway_url(gw: impl Into<sluice_gateway::App>) -> String {
+    let server = sluice_gateway::server::Server::bind(
+        gw,
+        "127.0.0.1:0".parse().unwrap(),
+        Duration::from_secs(1),
+    )
+    .await
+    .unwrap();
+    let url = format!("http://{}", server.local_addr().unwrap());
+    tokio::spawn(server.run(std::future::pending()));
+    url
 }
