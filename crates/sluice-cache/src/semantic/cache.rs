@@ -29,8 +29,11 @@ use crate::Stored;
 pub const VERIFY_BURST: f64 = 20.0;
 
 /// Would-be hits in a row without a hit served before a route that cannot certify stops
-/// verifying: its entries are not learning to serve on their own either.
-pub const STOP_UNSERVED: u64 = 200;
+/// verifying: its entries are not learning to serve on their own either. At 100 a route
+/// stops close to as early as its evidence allows ([`super::verified::STOP_AFTER`]
+/// verified answers); at 50 it stopped streams whose entries were still learning (see
+/// `docs/caches.md`).
+pub const STOP_UNSERVED: u64 = 100;
 
 pub use super::verified::TRICKLE;
 

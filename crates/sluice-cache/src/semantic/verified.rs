@@ -59,6 +59,10 @@ pub const TRICKLE: f64 = 0.01;
 /// that no similarity is servable (the route then stops verifying but for a trickle).
 pub const STOP_AFTER: usize = 40;
 
+/// The most similar verified answers a route keeps verifying for while all of them were
+/// right: however wrong the answers below them, the region they start may yet certify.
+pub const CLEAN_TOP: usize = 10;
+
 /// How far below its estimate the optimistic side puts an entry's threshold (one-sided 95%).
 const OPTIMISM_Z: f64 = 1.645;
 
@@ -226,11 +230,19 @@ impl Threshold {
     /// Whether the evidence says no similarity can be served under `delta`: every region of
     /// the most similar verified answers holding at least [`STOP_AFTER`] of them was wrong
     /// too often for even the optimistic side of its one-sided 95% Wilson bound to reach
-    /// `1 - delta` (with fewer, the evidence cannot say, and this is false). Regions only
-    /// grow worse downward in similarity as a rule, so in practice this reads the top one.
+    /// `1 - delta` (with fewer, the evidence cannot say, and this is false), and the
+    /// [`CLEAN_TOP`] most similar hold a wrong one. Regions only grow worse downward in
+    /// similarity as a rule, so in practice this reads the top ones.
     pub fn cannot_certify(&self, delta: f64) -> bool {
         let ranked = self.ranked();
         if ranked.len() < STOP_AFTER {
+            return false;
+        }
+        // The most similar answers all right: the region they start may yet certify.
+        if ranked
+            .get(CLEAN_TOP - 1)
+            .is_some_and(|&(_, n, right)| n == right)
+        {
             return false;
         }
         ranked.iter().enumerate().all(|(i, &(s, n, right))| {

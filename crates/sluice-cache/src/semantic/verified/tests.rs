@@ -203,3 +203,20 @@ fn a_route_whose_most_similar_answers_are_too_often_wrong_cannot_certify() {
     // And a curve that learnt a clean region above its threshold is never stopped.
     assert!(!taught(2000, 5).cannot_certify(0.02));
 }
+
+#[test]
+fn a_route_keeps_verifying_while_its_most_similar_answers_are_all_right() {
+    // The ten most similar right, thirty below them right two times in three: every region
+    // of forty or more is too often wrong, but the ten may start one that certifies.
+    let mut route = Threshold::pooled();
+    for _ in 0..CLEAN_TOP {
+        route.observe(0.99, true);
+    }
+    for k in 0..(STOP_AFTER * 2) {
+        route.observe(0.95, k % 3 != 0);
+    }
+    assert!(!route.cannot_certify(0.02));
+    // One wrong answer among the most similar, and it stops.
+    route.observe(0.995, false);
+    assert!(route.cannot_certify(0.02));
+}
