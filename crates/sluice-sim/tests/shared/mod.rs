@@ -54,13 +54,7 @@ pub struct Serving {
 impl Serving {
     /// Serves `gw` on a free loopback port.
     pub async fn start(gw: impl Into<sluice_gateway::App>) -> Self {
-        let server = sluice_gateway::server::Server::bind(
-            gw,
-            "127.0.0.1:0".parse().unwrap(),
-            Duration::from_secs(1),
-        )
-        .await
-        .unwrap();
+        let server = bind(gw).await;
         let addr = server.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(server.run(async {
@@ -98,14 +92,15 @@ pub async fn simulator(sim: sluice_sim::server::SimServer) -> SocketAddr {
 
 /// Serves `gw` on a free loopback port for the rest of the test; its base URL.
 pub async fn gateway_url(gw: impl Into<sluice_gateway::App>) -> String {
-    let server = sluice_gateway::server::Server::bind(
-        gw,
-        "127.0.0.1:0".parse().unwrap(),
-        Duration::from_secs(1),
-    )
-    .await
-    .unwrap();
+    let server = bind(gw).await;
     let url = format!("http://{}", server.local_addr().unwrap());
     tokio::spawn(server.run(std::future::pending()));
     url
+}
+
+/// `gw`'s server bound to a free loopback port (a second's drain on stopping).
+async fn bind(gw: impl Into<sluice_gateway::App>) -> sluice_gateway::server::Server {
+    sluice_gateway::server::Server::bind(gw, "127.0.0.1:0".parse().unwrap(), Duration::from_secs(1))
+        .await
+        .unwrap()
 }
