@@ -19,7 +19,8 @@ use sluice_economy::{Micros, Price};
 use sluice_gateway::{Gateway, Server, ShutdownHandle};
 use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore, Store, UsageQuery, UsageRow};
 use sluice_providers::{
-    Anthropic, AnthropicSettings, HttpSettings, OpenAiCompat, OpenAiSettings, Provider,
+    Anthropic, AnthropicSettings, Gemini, GeminiSettings, HttpSettings, OpenAiCompat,
+    OpenAiSettings, Provider,
 };
 use sluice_sim::Stats;
 use sluice_sim::limits::Api;
@@ -140,7 +141,26 @@ fn provider(name: &str, api: Api, base: String, s: &Scenario) -> anyhow::Result<
                 ..AnthropicSettings::default()
             },
         )?),
+        // The simulator asks for a credential on Gemini's URLs, as Google does.
+        Api::Gemini => Arc::new(Gemini::new(
+            name,
+            GeminiSettings {
+                base_url: base,
+                params: sluice_providers::gemini::GeminiParams::default(),
+                api_key: Some("sim".into()),
+                headers: Vec::new(),
+                http,
+            },
+        )?),
     })
+}
+
+/// Where the simulator serves upstream `name` in `api`'s URL shape.
+pub(crate) fn sim_base(sim: std::net::SocketAddr, name: &str, api: Api) -> String {
+    match api {
+        Api::Gemini => format!("http://{sim}/{name}/v1beta"),
+        Api::Openai | Api::Anthropic => format!("http://{sim}/{name}/v1"),
+    }
 }
 
 async fn start(v: Variant, s: &Scenario) -> anyhow::Result<Running> {
@@ -152,7 +172,7 @@ async fn start(v: Variant, s: &Scenario) -> anyhow::Result<Running> {
     for (name, spec) in &s.upstreams {
         b = b.provider(
             name,
-            provider(name, spec.api, format!("http://{sim_addr}/{name}/v1"), s)?,
+            provider(name, spec.api, sim_base(sim_addr, name, spec.api), s)?,
         );
     }
     // Each column keeps its own ledger, as a gateway would. GLM is priced with the example

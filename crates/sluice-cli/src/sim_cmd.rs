@@ -22,8 +22,10 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
             let path = match spec.api {
                 sluice_sim::limits::Api::Openai => "chat/completions",
                 sluice_sim::limits::Api::Anthropic => "messages",
+                sluice_sim::limits::Api::Gemini => "models/{model}:generateContent",
             };
-            tracing::info!("upstream {name}: http://{addr}/{name}/v1/{path}");
+            let base = crate::demo::sim_base(addr, name, spec.api);
+            tracing::info!("upstream {name}: {base}/{path}");
         }
         tracing::info!("statistics: http://{addr}/stats");
         serve_on(server, listener, sluice_gateway::server::signal()).await?;

@@ -483,3 +483,5 @@ mod tests;
 
 #[cfg(test)]
 mod tests_azure;
+#[cfg(test)]
+mod tests_gemini;

@@ -127,6 +127,44 @@ pub(crate) const DEFAULTS: &[Entry] = &[
         false,
         true,
     ),
+    // Google Gemini (ai.google.dev/gemini-api/docs/models), from the same package.
+    ("gemini-2.5-pro", 1_048_576, 65_536, true, true, true, true),
+    (
+        "gemini-2.5-flash",
+        1_048_576,
+        65_536,
+        true,
+        true,
+        true,
+        true,
+    ),
+    (
+        "gemini-2.5-flash-lite",
+        1_048_576,
+        65_536,
+        true,
+        true,
+        true,
+        true,
+    ),
+    (
+        "gemini-3-flash-preview",
+        1_048_576,
+        65_536,
+        true,
+        true,
+        true,
+        true,
+    ),
+    (
+        "gemini-3.1-pro-preview",
+        1_048_576,
+        65_536,
+        true,
+        true,
+        true,
+        true,
+    ),
 ];
 
 /// The shipped entries as (name, info).

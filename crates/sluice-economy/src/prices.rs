@@ -241,6 +241,27 @@ const DEFAULTS: &[(&str, Currency, u64, u64, u64, u64)] = &[
     // Tencent Hunyuan on Tencent Cloud's international site, billed in dollars
     // (tencentcloud.com/document/product/1300/78937).
     ("hy4", USD, 834_000, 42_000, 834_000, 2_501_000),
+    // Google Gemini on the Gemini API (ai.google.dev/gemini-api/docs/pricing), billed in
+    // dollars; an implicit cache write costs the input price. The Pro models are left
+    // unpriced: a prompt over 200,000 tokens costs twice as much there, which one price a
+    // million tokens cannot say (write `[prices.gemini-2.5-pro]` to price them).
+    ("gemini-2.5-flash", USD, 300_000, 30_000, 300_000, 2_500_000),
+    (
+        "gemini-2.5-flash-lite",
+        USD,
+        100_000,
+        10_000,
+        100_000,
+        400_000,
+    ),
+    (
+        "gemini-3-flash-preview",
+        USD,
+        500_000,
+        50_000,
+        500_000,
+        3_000_000,
+    ),
 ];
 
 const USD: Currency = Currency::USD;

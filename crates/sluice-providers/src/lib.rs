@@ -1,6 +1,6 @@
 //! Upstream adapters: the [`Provider`] interface the gateway dispatches to, an
-//! OpenAI-compatible adapter, an Azure OpenAI adapter, an Anthropic Messages adapter, and the
-//! SSE and usage parsing they share.
+//! OpenAI-compatible adapter, an Azure OpenAI adapter, an Anthropic Messages adapter, a Google
+//! Gemini adapter, and the SSE and usage parsing they share.
 //!
 //! Adapters speak OpenAI chat completions towards the gateway whatever the upstream speaks:
 //! complete answers are OpenAI `chat.completion` JSON, streams are OpenAI SSE frames. Usage is
@@ -10,6 +10,7 @@ pub mod alarm;
 pub mod anthropic;
 pub mod azure;
 pub mod embeddings;
+pub mod gemini;
 pub mod http;
 pub mod openai;
 pub mod params;
@@ -18,6 +19,7 @@ pub mod ratelimit;
 pub mod replay;
 pub mod sse;
 pub mod timeout;
+pub mod token;
 pub mod usage;
 
 use std::sync::Arc;
@@ -30,6 +32,7 @@ use tokio::time::Instant;
 
 pub use anthropic::{Anthropic, AnthropicSettings};
 pub use azure::{Azure, AzureSettings};
+pub use gemini::{Gemini, GeminiSettings};
 pub use http::HttpSettings;
 pub use openai::{OpenAiCompat, OpenAiSettings};
 pub use params::{KindParams, ProviderKind, ProviderParams};

@@ -14,10 +14,11 @@ use sluice_core::GatewayError;
 
 use crate::anthropic::AnthropicParams;
 use crate::azure::AzureParams;
+use crate::gemini::GeminiParams;
 use crate::openai::OpenAiParams;
 use crate::{
-    Anthropic, AnthropicSettings, Azure, AzureSettings, HttpSettings, OpenAiCompat, OpenAiSettings,
-    Provider,
+    Anthropic, AnthropicSettings, Azure, AzureSettings, Gemini, GeminiSettings, HttpSettings,
+    OpenAiCompat, OpenAiSettings, Provider,
 };
 
 /// Which API an upstream speaks.
@@ -31,6 +32,8 @@ pub enum ProviderKind {
     Anthropic,
     /// Azure OpenAI: chat completions at a resource's deployment (or v1) URLs.
     Azure,
+    /// Google Gemini's `generateContent`, at the Gemini API's URLs or Vertex AI's.
+    Gemini,
 }
 
 /// Reads one part of a provider's table (the configuration's reader, which reports errors
@@ -42,7 +45,7 @@ pub trait ReadPart {
 
 impl ProviderKind {
     /// Every kind.
-    pub const ALL: [Self; 3] = [Self::Openai, Self::Anthropic, Self::Azure];
+    pub const ALL: [Self; 4] = [Self::Openai, Self::Anthropic, Self::Azure, Self::Gemini];
 
     /// Its name as written in `kind`.
     pub fn name(self) -> &'static str {
@@ -50,6 +53,7 @@ impl ProviderKind {
             Self::Openai => "openai",
             Self::Anthropic => "anthropic",
             Self::Azure => "azure",
+            Self::Gemini => "gemini",
         }
     }
 
@@ -59,6 +63,7 @@ impl ProviderKind {
             Self::Openai => KindParams::Openai(r.read()?),
             Self::Anthropic => KindParams::Anthropic(r.read()?),
             Self::Azure => KindParams::Azure(r.read()?),
+            Self::Gemini => KindParams::Gemini(r.read()?),
         })
     }
 }
@@ -69,7 +74,7 @@ pub struct Upstream {
     /// Which API it speaks.
     pub kind: ProviderKind,
     /// Base URL, up to and including the version (`https://api.openai.com/v1`); for Azure
-    /// the resource (`https://NAME.openai.azure.com`).
+    /// the resource (`https://NAME.openai.azure.com`); for Vertex AI its host.
     pub base_url: String,
     /// Name of the environment variable holding the API key. Keys never live in the file.
     #[serde(default)]
@@ -88,6 +93,8 @@ pub enum KindParams {
     Anthropic(AnthropicParams),
     /// `kind = "azure"`.
     Azure(AzureParams),
+    /// `kind = "gemini"`.
+    Gemini(GeminiParams),
 }
 
 impl KindParams {
@@ -97,6 +104,7 @@ impl KindParams {
             Self::Openai(_) => Vec::new(),
             Self::Anthropic(a) => a.problems(),
             Self::Azure(a) => a.problems(upstream.api_key_env.is_some()),
+            Self::Gemini(g) => g.problems(upstream.api_key_env.is_some()),
         }
     }
 }
@@ -125,13 +133,23 @@ impl ProviderParams {
         out
     }
 
-    /// The environment variable holding its credential: `api_key_env`, or an Azure
-    /// provider's `token_env`.
+    /// The environment variable holding its credential: `api_key_env`, or an Azure or
+    /// Gemini provider's `token_env`.
     pub fn key_env(&self) -> Option<&str> {
         match (&self.upstream.api_key_env, &self.settings) {
             (Some(var), _) => Some(var),
             (None, KindParams::Azure(a)) => a.token_env.as_deref(),
+            (None, KindParams::Gemini(g)) => g.token_env.as_deref(),
             (None, _) => None,
+        }
+    }
+
+    /// The file holding a rotating bearer token, when one is written.
+    pub fn token_file(&self) -> Option<&std::path::Path> {
+        match &self.settings {
+            KindParams::Azure(a) => a.token_file.as_deref(),
+            KindParams::Gemini(g) => g.token_file.as_deref(),
+            _ => None,
         }
     }
 
@@ -148,7 +166,7 @@ impl ProviderParams {
     pub fn openai_settings(&self, api_key: Option<String>) -> Option<OpenAiSettings> {
         match &self.settings {
             KindParams::Openai(o) => Some(self.openai(o, api_key)),
-            KindParams::Anthropic(_) | KindParams::Azure(_) => None,
+            KindParams::Anthropic(_) | KindParams::Azure(_) | KindParams::Gemini(_) => None,
         }
     }
 
@@ -175,6 +193,16 @@ impl ProviderParams {
                 AzureSettings {
                     base_url: self.upstream.base_url.clone(),
                     params: a.clone(),
+                    api_key,
+                    headers: self.headers(),
+                    http: self.http.clone(),
+                },
+            )?),
+            KindParams::Gemini(g) => Arc::new(Gemini::new(
+                name,
+                GeminiSettings {
+                    base_url: self.upstream.base_url.clone(),
+                    params: g.clone(),
                     api_key,
                     headers: self.headers(),
                     http: self.http.clone(),

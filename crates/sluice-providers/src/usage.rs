@@ -164,6 +164,50 @@ impl AnthropicUsage {
     }
 }
 
+/// Gemini's `usageMetadata`. `promptTokenCount` includes the cached tokens; thoughts are
+/// counted apart from the answer's tokens and billed as output.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GeminiUsage {
+    /// Input tokens, cached ones included.
+    #[serde(default)]
+    pub prompt_token_count: Option<u64>,
+    /// The answer's tokens, thoughts apart.
+    #[serde(default)]
+    pub candidates_token_count: Option<u64>,
+    /// Input tokens served from a cache (implicit or explicit).
+    #[serde(default)]
+    pub cached_content_token_count: Option<u64>,
+    /// Tokens the model spent thinking.
+    #[serde(default)]
+    pub thoughts_token_count: Option<u64>,
+    /// Input tokens of tool results the model read (search, code execution).
+    #[serde(default)]
+    pub tool_use_prompt_token_count: Option<u64>,
+}
+
+impl GeminiUsage {
+    /// Normalised usage: thoughts are output, and reasoning.
+    pub fn normalise(&self) -> Usage {
+        let thoughts = self.thoughts_token_count.unwrap_or(0);
+        let prompt = self
+            .prompt_token_count
+            .unwrap_or(0)
+            .saturating_add(self.tool_use_prompt_token_count.unwrap_or(0));
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: self
+                .candidates_token_count
+                .unwrap_or(0)
+                .saturating_add(thoughts),
+            cached_tokens: self.cached_content_token_count.unwrap_or(0).min(prompt),
+            cache_write_tokens: 0,
+            reasoning_tokens: thoughts,
+            cache_write_long_tokens: 0,
+        }
+    }
+}
+
 /// Renders usage the way OpenAI's chat completions do, cache fields included.
 pub fn to_openai_json(u: &Usage) -> Value {
     json!({

@@ -1,5 +1,5 @@
-//! Reads what the simulator needs from a request body (OpenAI or Anthropic shape): the prompt
-//! text for token counts and the prompt cache, the output cap, and the request id.
+//! Reads what the simulator needs from a request body (OpenAI, Anthropic or Gemini shape): the
+//! prompt text for token counts and the prompt cache, the output cap, and the request id.
 
 use serde_json::{Map, Value};
 
@@ -28,20 +28,28 @@ pub fn prompt_text(body: &Map<String, Value>) -> Vec<u8> {
         push_content(&mut out, system);
         out.push(b'\n');
     }
-    for m in body
-        .get("messages")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(role) = m.get("role").and_then(Value::as_str) {
-            out.extend_from_slice(role.as_bytes());
-            out.push(b':');
-        }
-        if let Some(c) = m.get("content") {
-            push_content(&mut out, c);
-        }
+    // Gemini's: `systemInstruction` and `contents`, each of `parts`.
+    if let Some(parts) = body.get("systemInstruction").and_then(|s| s.get("parts")) {
+        out.extend_from_slice(b"system:");
+        push_content(&mut out, parts);
         out.push(b'\n');
+    }
+    for key in ["messages", "contents"] {
+        for m in body
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(role) = m.get("role").and_then(Value::as_str) {
+                out.extend_from_slice(role.as_bytes());
+                out.push(b':');
+            }
+            if let Some(c) = m.get("content").or_else(|| m.get("parts")) {
+                push_content(&mut out, c);
+            }
+            out.push(b'\n');
+        }
     }
     out
 }
@@ -51,7 +59,12 @@ pub fn incoming(body: &Map<String, Value>, request_id: &str) -> Incoming {
     let text = prompt_text(body);
     let max_tokens = ["max_completion_tokens", "max_tokens"]
         .iter()
-        .find_map(|k| body.get(*k).and_then(Value::as_u64));
+        .find_map(|k| body.get(*k).and_then(Value::as_u64))
+        .or_else(|| {
+            body.get("generationConfig")
+                .and_then(|c| c.get("maxOutputTokens"))
+                .and_then(Value::as_u64)
+        });
     Incoming {
         request_id: request_id.to_string(),
         prompt_tokens: tokens_of(text.len()).max(1),

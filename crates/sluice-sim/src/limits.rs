@@ -12,6 +12,8 @@ pub enum Api {
     Openai,
     /// Anthropic Messages and `anthropic-ratelimit-*`.
     Anthropic,
+    /// Gemini's `generateContent`: no rate-limit headers, a 429's delay in its body.
+    Gemini,
 }
 
 /// The state of both limits, as headers report it.
@@ -72,6 +74,7 @@ impl RateState {
                 continue;
             };
             match api {
+                Api::Gemini => {}
                 Api::Openai => {
                     out.push((format!("x-ratelimit-limit-{dim}"), limit.to_string()));
                     out.push((

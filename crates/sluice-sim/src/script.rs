@@ -1,5 +1,6 @@
-//! Turns a planned answer into the timed steps a client sees: waits and frames, in OpenAI's or
-//! Anthropic's wire format. The in-process provider and the HTTP server both play these steps.
+//! Turns a planned answer into the timed steps a client sees: waits and frames, in OpenAI's,
+//! Anthropic's or Gemini's wire format. The in-process provider and the HTTP server both play
+//! these steps.
 
 use std::time::Duration;
 
@@ -83,7 +84,37 @@ fn id(p: &AnswerPlan, api: Api) -> String {
     match api {
         Api::Openai => format!("chatcmpl-sim{}", p.seq),
         Api::Anthropic => format!("msg_sim{}", p.seq),
+        Api::Gemini => format!("sim-resp-{}", p.seq),
     }
+}
+
+/// Gemini's `usageMetadata` of `u`.
+fn gemini_usage(u: &Usage) -> Value {
+    let mut v = json!({
+        "promptTokenCount": u.prompt_tokens,
+        "candidatesTokenCount": u.completion_tokens,
+        "totalTokenCount": u.total_tokens(),
+    });
+    if u.cached_tokens > 0 {
+        v["cachedContentTokenCount"] = Value::from(u.cached_tokens);
+    }
+    v
+}
+
+/// One Gemini answer (or stream chunk) of `parts`, finished for `finish`.
+fn gemini_answer(
+    p: &AnswerPlan,
+    r: &Render,
+    parts: Value,
+    finish: Option<&str>,
+    u: Value,
+) -> Value {
+    let mut candidate = json!({"content": {"role": "model", "parts": parts}, "index": 0});
+    if let Some(f) = finish {
+        candidate["finishReason"] = Value::from(f);
+    }
+    json!({"candidates": [candidate], "usageMetadata": u, "modelVersion": r.model,
+        "responseId": id(p, r.api)})
 }
 
 fn anthropic_usage(u: &Usage, output: u64) -> Value {
@@ -158,44 +189,178 @@ pub fn complete_body(p: &AnswerPlan, r: &Render) -> Bytes {
             "stop_sequence": null,
             "usage": anthropic_usage(&u, u.completion_tokens),
         }),
+        (Api::Gemini, Shape::Tool { name, arguments }) => gemini_answer(
+            p,
+            r,
+            json!([{"functionCall": {"name": name,
+                "args": serde_json::from_str::<Value>(arguments).unwrap_or(Value::Null)}}]),
+            Some("STOP"),
+            gemini_usage(&u),
+        ),
+        (Api::Gemini, _) => gemini_answer(
+            p,
+            r,
+            json!([{"text": content}]),
+            Some("STOP"),
+            gemini_usage(&u),
+        ),
     };
     Bytes::from(v.to_string())
 }
 
-fn stream(p: &AnswerPlan, r: &Render) -> Vec<Step> {
-    let mut steps = vec![Step::Wait(p.ttft)];
-    let chunk = p.tokens_per_chunk.max(1);
-    let oid = id(p, r.api);
-    let openai = |delta: Value, finish: Value| {
-        let v = json!({"id": oid, "object": "chat.completion.chunk", "created": 0, "model": r.model,
+/// One streamed answer's frames in its wire format.
+struct Frames<'a> {
+    p: &'a AnswerPlan,
+    r: &'a Render,
+    oid: String,
+}
+
+impl Frames<'_> {
+    fn openai(&self, delta: Value, finish: Value) -> Step {
+        let v = json!({"id": self.oid, "object": "chat.completion.chunk", "created": 0,
+            "model": self.r.model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
         Step::Frame(sse::frame(v.to_string().as_bytes()))
+    }
+
+    fn event(&self, name: &str, v: Value) -> Step {
+        Step::Frame(Bytes::from(format!("event: {name}\ndata: {v}\n\n")))
+    }
+
+    /// Gemini's events end in CRLF pairs, as Google's servers send them.
+    fn gemini(&self, parts: Value, finish: Option<&str>, u: Value) -> Step {
+        let v = gemini_answer(self.p, self.r, parts, finish, u);
+        Step::Frame(Bytes::from(format!("data: {v}\r\n\r\n")))
+    }
+
+    /// What comes before the first token: Anthropic's message and block starts.
+    fn opening(&self, tool: Option<&str>, u: &Usage) -> Vec<Step> {
+        if self.r.api != Api::Anthropic {
+            return Vec::new();
+        }
+        let block = match tool {
+            Some(name) => json!({"type": "tool_use", "id": format!("toolu_sim{}", self.p.seq),
+                "name": name, "input": {}}),
+            None => json!({"type": "text", "text": ""}),
+        };
+        vec![
+            self.event(
+                "message_start",
+                json!({"type": "message_start", "message": {
+                "id": self.oid, "type": "message", "role": "assistant", "model": self.r.model,
+                "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": anthropic_usage(u, 1)}}),
+            ),
+            self.event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": block}),
+            ),
+        ]
+    }
+
+    /// The frame of tokens `t`, the first when `first`; none for a Gemini function call,
+    /// which is sent whole at the end.
+    fn piece(&self, tool: Option<&str>, first: bool, t: String) -> Option<Step> {
+        Some(match (self.r.api, tool) {
+            (Api::Openai, Some(name)) if first => self.openai(
+                json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
+                    "id": format!("call_sim{}", self.p.seq), "type": "function",
+                    "function": {"name": name, "arguments": t}}]}),
+                Value::Null,
+            ),
+            (Api::Openai, Some(_)) => self.openai(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": t}}]}),
+                Value::Null,
+            ),
+            (Api::Openai, None) if first => {
+                self.openai(json!({"role": "assistant", "content": t}), Value::Null)
+            }
+            (Api::Openai, None) => self.openai(json!({"content": t}), Value::Null),
+            (Api::Anthropic, Some(_)) => self.event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": t}}),
+            ),
+            (Api::Anthropic, None) => self.event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": t}}),
+            ),
+            (Api::Gemini, Some(_)) => return None,
+            (Api::Gemini, None) => self.gemini(
+                json!([{"text": t}]),
+                None,
+                json!({"promptTokenCount": self.p.prompt_tokens}),
+            ),
+        })
+    }
+
+    /// What ends the answer: the finish, the usage, the terminator.
+    fn ending(&self, tool: Option<&str>, u: Usage) -> Vec<Step> {
+        match self.r.api {
+            Api::Openai => {
+                let finish = if tool.is_some() { "tool_calls" } else { "stop" };
+                let mut out = vec![self.openai(json!({}), Value::from(finish))];
+                if self.r.include_usage {
+                    let v = json!({"id": self.oid, "object": "chat.completion.chunk",
+                        "created": 0, "model": self.r.model,
+                        "choices": [], "usage": to_openai_json(&u)});
+                    out.push(Step::Frame(sse::frame(v.to_string().as_bytes())));
+                }
+                out.push(Step::Usage(u));
+                out.push(Step::Frame(sse::frame(sse::DONE)));
+                out
+            }
+            Api::Anthropic => {
+                let stop = if tool.is_some() {
+                    "tool_use"
+                } else {
+                    "end_turn"
+                };
+                vec![
+                    self.event(
+                        "content_block_stop",
+                        json!({"type": "content_block_stop", "index": 0}),
+                    ),
+                    self.event(
+                        "message_delta",
+                        json!({"type": "message_delta",
+                        "delta": {"stop_reason": stop, "stop_sequence": null},
+                        "usage": {"output_tokens": u.completion_tokens}}),
+                    ),
+                    Step::Usage(u),
+                    self.event("message_stop", json!({"type": "message_stop"})),
+                ]
+            }
+            Api::Gemini => {
+                let parts = match &self.r.shape {
+                    Shape::Tool { name, arguments } => json!([{"functionCall": {"name": name,
+                        "args": serde_json::from_str::<Value>(arguments).unwrap_or(Value::Null)}}]),
+                    _ => json!([{"text": ""}]),
+                };
+                vec![
+                    Step::Usage(u),
+                    self.gemini(parts, Some("STOP"), gemini_usage(&u)),
+                ]
+            }
+        }
+    }
+}
+
+fn stream(p: &AnswerPlan, r: &Render) -> Vec<Step> {
+    let frames = Frames {
+        p,
+        r,
+        oid: id(p, r.api),
     };
-    let event =
-        |name: &str, v: Value| Step::Frame(Bytes::from(format!("event: {name}\ndata: {v}\n\n")));
     let u = usage_of(p);
     let tool = match &r.shape {
         Shape::Tool { name, .. } => Some(name.as_str()),
         _ => None,
     };
-    if r.api == Api::Anthropic {
-        steps.push(event(
-            "message_start",
-            json!({"type": "message_start", "message": {
-            "id": oid, "type": "message", "role": "assistant", "model": r.model, "content": [],
-            "stop_reason": null, "stop_sequence": null,
-            "usage": anthropic_usage(&u, 1)}}),
-        ));
-        let block = match tool {
-            Some(name) => json!({"type": "tool_use", "id": format!("toolu_sim{}", p.seq),
-                "name": name, "input": {}}),
-            None => json!({"type": "text", "text": ""}),
-        };
-        steps.push(event(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": block}),
-        ));
-    }
+    let mut steps = vec![Step::Wait(p.ttft)];
+    steps.extend(frames.opening(tool, &u));
+    let chunk = p.tokens_per_chunk.max(1);
     let mut sent = 0;
     while sent < p.output_tokens {
         let n = chunk.min(p.output_tokens - sent);
@@ -213,66 +378,10 @@ fn stream(p: &AnswerPlan, r: &Render) -> Vec<Step> {
             Some(c) => piece(c, sent, n),
             None => text(sent, n),
         };
-        steps.push(match (r.api, tool) {
-            (Api::Openai, Some(name)) if sent == 0 => openai(
-                json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
-                    "id": format!("call_sim{}", p.seq), "type": "function",
-                    "function": {"name": name, "arguments": t}}]}),
-                Value::Null,
-            ),
-            (Api::Openai, Some(_)) => openai(
-                json!({"tool_calls": [{"index": 0, "function": {"arguments": t}}]}),
-                Value::Null,
-            ),
-            (Api::Openai, None) if sent == 0 => {
-                openai(json!({"role": "assistant", "content": t}), Value::Null)
-            }
-            (Api::Openai, None) => openai(json!({"content": t}), Value::Null),
-            (Api::Anthropic, Some(_)) => event(
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0,
-                "delta": {"type": "input_json_delta", "partial_json": t}}),
-            ),
-            (Api::Anthropic, None) => event(
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0,
-                "delta": {"type": "text_delta", "text": t}}),
-            ),
-        });
+        steps.extend(frames.piece(tool, sent == 0, t));
         sent += n;
     }
-    match r.api {
-        Api::Openai => {
-            let finish = if tool.is_some() { "tool_calls" } else { "stop" };
-            steps.push(openai(json!({}), Value::from(finish)));
-            if r.include_usage {
-                let v = json!({"id": oid, "object": "chat.completion.chunk", "created": 0, "model": r.model,
-                    "choices": [], "usage": to_openai_json(&u)});
-                steps.push(Step::Frame(sse::frame(v.to_string().as_bytes())));
-            }
-            steps.push(Step::Usage(u));
-            steps.push(Step::Frame(sse::frame(sse::DONE)));
-        }
-        Api::Anthropic => {
-            steps.push(event(
-                "content_block_stop",
-                json!({"type": "content_block_stop", "index": 0}),
-            ));
-            let stop = if tool.is_some() {
-                "tool_use"
-            } else {
-                "end_turn"
-            };
-            steps.push(event(
-                "message_delta",
-                json!({"type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": null},
-                "usage": {"output_tokens": u.completion_tokens}}),
-            ));
-            steps.push(Step::Usage(u));
-            steps.push(event("message_stop", json!({"type": "message_stop"})));
-        }
-    }
+    steps.extend(frames.ending(tool, u));
     steps
 }
 
@@ -294,6 +403,18 @@ pub fn error_body(api: Api, status: u16, message: &str) -> Bytes {
                 _ => "api_error",
             };
             json!({"type": "error", "error": {"type": t, "message": message}})
+        }
+        Api::Gemini => {
+            let s = match status {
+                400 => "INVALID_ARGUMENT",
+                401 => "UNAUTHENTICATED",
+                403 => "PERMISSION_DENIED",
+                404 => "NOT_FOUND",
+                429 => "RESOURCE_EXHAUSTED",
+                503 => "UNAVAILABLE",
+                _ => "INTERNAL",
+            };
+            json!({"error": {"code": status, "message": message, "status": s}})
         }
     };
     Bytes::from(v.to_string())

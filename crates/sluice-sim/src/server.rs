@@ -1,8 +1,10 @@
 //! The simulator over HTTP (`sluice sim`): every upstream answers OpenAI chat completions at
 //! `/NAME/v1/chat/completions` (or Anthropic Messages at `/NAME/v1/messages`, or Azure
-//! OpenAI's URLs under `/NAME/openai/`, see [`azure`]), and `/stats` reports what each saw.
+//! OpenAI's URLs under `/NAME/openai/`, see [`azure`], or Gemini's and Vertex AI's, see
+//! [`gemini`]), and `/stats` reports what each saw.
 
 mod azure;
+mod gemini;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -155,6 +157,14 @@ impl SimServer {
                 "/{upstream}/openai/v1/embeddings",
                 post(azure::v1_embeddings),
             )
+            .route(
+                "/{upstream}/v1beta/models/{call}",
+                post(gemini::gemini_api),
+            )
+            .route(
+                "/{upstream}/v1/projects/{project}/locations/{location}/publishers/google/models/{call}",
+                post(gemini::vertex),
+            )
             .route("/stats", get(stats))
             .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
             .with_state(self.clone())
@@ -302,8 +312,12 @@ pub(crate) async fn serve(
         .unwrap_or("-")
         .to_string();
     let plan = up.plan(&incoming(&req, &id), Instant::now());
-    // The wire format is the route's; the spec's `api` only picks header names on 429s.
-    let header_api = up.spec().api;
+    // The wire format is the route's; the spec's `api` only picks header names on 429s (Gemini
+    // sends none).
+    let header_api = match api {
+        Api::Gemini => Api::Gemini,
+        _ => up.spec().api,
+    };
     match plan {
         Plan::RateLimited(state) => error(
             api,

@@ -38,12 +38,18 @@ impl Shape {
 
 /// The shape `body` (OpenAI or Anthropic) asks for: a forced tool first, then JSON output.
 pub fn shape_of(body: &Map<String, Value>) -> Shape {
-    if let Some((name, schema)) = forced_tool(body) {
+    if let Some((name, schema)) = forced_tool(body).or_else(|| gemini_forced_tool(body)) {
         let args = value_of(&schema, &schema, 0);
         return Shape::Tool {
             name,
             arguments: args.to_string(),
         };
+    }
+    if let Some(schema) = body.get("generationConfig").and_then(|c| {
+        c.get("responseJsonSchema")
+            .or_else(|| c.get("responseSchema"))
+    }) {
+        return Shape::Json(value_of(schema, schema, 0).to_string());
     }
     let Some(format) = body.get("response_format") else {
         return Shape::Text;
@@ -94,6 +100,37 @@ fn forced_tool(body: &Map<String, Value>) -> Option<(String, Value)> {
         let schema = schema.cloned().unwrap_or_else(|| json!({"type": "object"}));
         Some((name.to_string(), schema))
     })
+}
+
+/// The function a Gemini request forces (`toolConfig.functionCallingConfig.mode` `ANY`), with
+/// its parameters' schema: the first of `allowedFunctionNames`, else the first declared.
+fn gemini_forced_tool(body: &Map<String, Value>) -> Option<(String, Value)> {
+    let config = body.get("toolConfig")?.get("functionCallingConfig")?;
+    if config.get("mode").and_then(Value::as_str) != Some("ANY") {
+        return None;
+    }
+    let allowed = config
+        .get("allowedFunctionNames")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str);
+    let declared = body
+        .get("tools")?
+        .as_array()?
+        .iter()
+        .filter_map(|t| t.get("functionDeclarations").and_then(Value::as_array))
+        .flatten();
+    declared
+        .filter_map(|d| Some((d.get("name")?.as_str()?, d)))
+        .find(|(name, _)| allowed.is_none_or(|a| a == *name))
+        .map(|(name, d)| {
+            let schema = d
+                .get("parametersJsonSchema")
+                .or_else(|| d.get("parameters"))
+                .cloned()
+                .unwrap_or_else(|| json!({"type": "object"}));
+            (name.to_string(), schema)
+        })
 }
 
 /// How deep a schema is followed (a recursive `$ref` stops here with `null`).

@@ -2,7 +2,7 @@
 //! conventions list them: told by the wire protocol it speaks, refined by the host it is
 //! reached at (an OpenAI-protocol endpoint at `api.deepseek.com` is `deepseek`).
 
-/// The `gen_ai.provider.name` of a provider speaking `protocol` (`openai` or `anthropic`) at
+/// The `gen_ai.provider.name` of a provider speaking `protocol` (its `kind`) at
 /// `host`.
 pub fn provider_name(protocol: &str, host: Option<&str>) -> &'static str {
     let host = host.unwrap_or("").to_ascii_lowercase();
@@ -25,12 +25,15 @@ pub fn provider_name(protocol: &str, host: Option<&str>) -> &'static str {
         "cohere"
     } else if at("generativelanguage.googleapis.com") {
         "gcp.gemini"
-    } else if at("aiplatform.googleapis.com") {
+    } else if at("aiplatform.googleapis.com") || host.ends_with("-aiplatform.googleapis.com") {
+        // Vertex AI's regional hosts are `{location}-aiplatform.googleapis.com`.
         "gcp.vertex_ai"
     } else if host.starts_with("bedrock-runtime.") && host.ends_with(".amazonaws.com") {
         "aws.bedrock"
     } else if protocol == "anthropic" {
         "anthropic"
+    } else if protocol == "gemini" {
+        "gcp.gemini"
     } else {
         "openai"
     }
@@ -43,6 +46,11 @@ mod tests {
     #[test]
     fn the_protocol_names_it_unless_the_host_is_known() {
         assert_eq!(provider_name("openai", Some("api.openai.com")), "openai");
+        assert_eq!(provider_name("gemini", Some("127.0.0.1")), "gcp.gemini");
+        assert_eq!(
+            provider_name("gemini", Some("us-central1-aiplatform.googleapis.com")),
+            "gcp.vertex_ai"
+        );
         assert_eq!(
             provider_name("anthropic", Some("api.anthropic.com")),
             "anthropic"

@@ -321,9 +321,8 @@ pub(super) fn provider(
             format!("environment variable `{var}` is not set"),
         ));
     }
-    if let sluice_providers::KindParams::Azure(a) = &p.settings
-        && let Some(file) = &a.token_file
-        && let Err(e) = sluice_providers::azure::check_token_file(file)
+    if let Some(file) = p.token_file()
+        && let Err(e) = sluice_providers::token::check(file)
     {
         diags.push(doc.diag(&at("token_file"), format!("`{}`: {e}", file.display())));
     }

@@ -43,16 +43,19 @@ pub(super) fn read(
         let kind = upstream.as_ref().map(|u| u.kind);
         parts.finish(|parts, key| {
             let others = ProviderKind::ALL.into_iter().filter(|k| Some(*k) != kind);
-            let owner = others.into_iter().find(|k| {
-                let mut probe = Probe {
-                    parts,
-                    key,
-                    took: false,
-                };
-                k.read(&mut probe);
-                probe.took
-            })?;
-            Some(format!("only applies to kind = \"{}\"", owner.name()))
+            let owners: Vec<String> = others
+                .filter(|k| {
+                    let mut probe = Probe {
+                        parts,
+                        key,
+                        took: false,
+                    };
+                    k.read(&mut probe);
+                    probe.took
+                })
+                .map(|k| format!("\"{}\"", k.name()))
+                .collect();
+            (!owners.is_empty()).then(|| format!("only applies to kind = {}", owners.join(" or ")))
         });
         Some(ProviderParams {
             upstream: upstream?,

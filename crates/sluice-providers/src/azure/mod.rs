@@ -4,10 +4,9 @@
 //! Azure's content filter becomes [`ErrorKind::ContentFiltered`], its body passed through.
 
 mod params;
-mod token;
 
+pub use crate::token::{RECHECK, TokenFile, check as check_token_file};
 pub use params::{AzureApi, AzureParams, DEFAULT_API_VERSION};
-pub use token::{RECHECK, TokenFile, check as check_token_file};
 
 use std::sync::Arc;
 

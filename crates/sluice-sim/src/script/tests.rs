@@ -131,3 +131,51 @@ fn a_read_answer_is_the_content_whole_and_streamed_in_pieces() {
     }
     assert_eq!(text, "The term is 3 years.");
 }
+
+#[test]
+fn gemini_answers_parse_with_the_gemini_translator() {
+    let body = complete_body(&plan(5), &render(Api::Gemini, false));
+    let (_, u) = sluice_providers::gemini::translate_response(&body, "sim").unwrap();
+    assert_eq!(
+        (u.prompt_tokens, u.completion_tokens, u.cached_tokens),
+        (2000, 5, 1024)
+    );
+    let steps = answer(&plan(9), &render(Api::Gemini, true));
+    let mut wire = Vec::new();
+    for s in &steps {
+        if let Step::Frame(b) = s {
+            assert!(
+                b.ends_with(b"\r\n\r\n"),
+                "Google's servers end events in CRLF pairs"
+            );
+            wire.extend_from_slice(b);
+        }
+    }
+    let mut events = Vec::new();
+    sluice_providers::sse::SseParser::new()
+        .push(&wire, &mut events)
+        .unwrap();
+    let mut t = sluice_providers::gemini::StreamTranslator::new("sim".into(), true);
+    let mut out = std::collections::VecDeque::new();
+    for e in &events {
+        t.event(e, &mut out).unwrap();
+    }
+    let text: String = out
+        .iter()
+        .filter_map(|e| match e {
+            sluice_providers::StreamEvent::Frame(b) => {
+                let s = std::str::from_utf8(b).ok()?;
+                let v: serde_json::Value =
+                    serde_json::from_str(s.trim().strip_prefix("data: ")?).ok()?;
+                v["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .map(str::to_string)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, super::text(0, 9));
+    let e: serde_json::Value =
+        serde_json::from_slice(&error_body(Api::Gemini, 429, "slow down")).unwrap();
+    assert_eq!(e["error"]["status"], "RESOURCE_EXHAUSTED");
+}

@@ -1,5 +1,5 @@
 //! A bearer token kept in a file that something else rotates (a workload identity's Entra ID
-//! token): read at start, looked at again at most once every [`RECHECK`], and re-read when
+//! token for Azure, an OAuth access token for Vertex AI): read at start, looked at again at most once every [`RECHECK`], and re-read when
 //! its modification time or length changed. A file that cannot be read later keeps the last
 //! token (logged): the upstream's 401 then says the token expired.
 
