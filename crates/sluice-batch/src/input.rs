@@ -300,7 +300,7 @@ fn checked_body(
         (param, e.message.into_owned())
     };
     let chat = dialect
-        .request(Bytes::copy_from_slice(body.as_bytes()))
+        .request(Bytes::copy_from_slice(body.as_bytes()), None)
         .map_err(refused)?;
     let request = ChatRequest::from_bytes(chat).map_err(refused)?;
     Ok((request, value))

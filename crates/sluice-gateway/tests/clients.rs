@@ -1,6 +1,6 @@
 //! The official client SDKs against a running sluice, with only their base URL changed: the
-//! `anthropic`, `openai` and LangChain Python packages and the `openai` npm package
-//! (installed by `scripts/install-clients` into a private environment, whose folder
+//! `anthropic`, `openai`, `google-genai` and LangChain Python packages and the `openai` npm
+//! package (installed by `scripts/install-clients` into a private environment, whose folder
 //! `SLUICE_CLIENTS` names) run `tests/clients/sdk_check.py` and `sdk_check.mjs` against a
 //! gateway in front of upstreams of both kinds.
 
@@ -92,6 +92,22 @@ async fn the_official_sdks_work_unchanged() {
         .filter(|b| b["model"] == "limited-1s")
         .count();
     assert_eq!(asked, 6, "two SDKs, three tries each");
+    // google-genai's function answer reached the upstream as a tool message answering the
+    // call the model turn before it made.
+    let bodies = gw.upstream.fake.bodies.lock().clone();
+    let answered = bodies.iter().any(|b| {
+        let m = b["messages"].as_array().cloned().unwrap_or_default();
+        m.windows(2).any(|w| {
+            w[0]["tool_calls"][0]["function"]["name"] == "weather"
+                && w[1]["role"] == "tool"
+                && w[1]["tool_call_id"] == w[0]["tool_calls"][0]["id"]
+                && w[1]["content"] == r#"{"temperature":"-3C"}"#
+        })
+    });
+    assert!(
+        answered,
+        "the function's answer went upstream as a tool message"
+    );
 
     // The JavaScript client, run from the folder that holds its node_modules.
     let script = env.join("node/sdk_check.mjs");

@@ -24,6 +24,12 @@ const ADMIN: &str = "admin-token-for-fuzzing";
 const WORDS: &[&[u8]] = &[
     b"/v1/chat/completions",
     b"/v1/messages",
+    b"/v1beta/models/m:generateContent",
+    b"/v1beta/models/m:streamGenerateContent",
+    b":countTokens",
+    b"x-goog-api-key: ",
+    b"contents",
+    b"parts",
     b"/admin/keys/",
     b"/admin/tenants/",
     b"?",
@@ -79,10 +85,16 @@ fn request(input: &[u8]) -> Option<http::Request<Body>> {
 }
 
 /// Whether `body` is a refusal in the shape of the API at `path` (Anthropic's for the
-/// Messages routes, OpenAI's for the rest, unknown routes included).
+/// Messages routes, Google's for Gemini's, OpenAI's for the rest, unknown routes included).
 fn shaped(path: &str, body: &Value) -> bool {
     let text = |v: &Value| v.as_str().is_some_and(|s| !s.trim().is_empty());
-    if path == "/v1/messages" || path == "/v1/messages/count_tokens" {
+    let gemini =
+        path.starts_with("/v1beta/") || (path.starts_with("/v1/models/") && path.contains(':'));
+    if gemini {
+        body["error"]["code"].is_u64()
+            && text(&body["error"]["status"])
+            && text(&body["error"]["message"])
+    } else if path == "/v1/messages" || path == "/v1/messages/count_tokens" {
         body["type"] == "error" && text(&body["error"]["type"]) && text(&body["error"]["message"])
     } else {
         text(&body["error"]["message"]) && text(&body["error"]["type"])

@@ -11,6 +11,7 @@
 pub mod anthropic;
 pub mod embeddings;
 mod frames;
+pub mod gemini;
 mod json;
 pub mod responses;
 
@@ -30,6 +31,12 @@ pub enum Dialect {
     Responses,
     /// OpenAI embeddings (`/v1/embeddings`): not a chat; its answer is the upstream's own.
     Embeddings,
+    /// Google's Gemini API (`/v1beta/models/{model}:generateContent`, or
+    /// `:streamGenerateContent` when `stream`): the model is in the URL.
+    Gemini {
+        /// Whether the URL asks for a stream.
+        stream: bool,
+    },
 }
 
 impl Dialect {
@@ -39,10 +46,17 @@ impl Dialect {
         self != Self::Embeddings
     }
 
-    /// The client's request body as a chat-completions body.
-    pub fn request(self, raw: Bytes) -> Result<Bytes, GatewayError> {
+    /// The client's request body as a chat-completions body; `model` is the model its URL
+    /// names, for an API that names it there.
+    pub fn request(self, raw: Bytes, model: Option<&str>) -> Result<Bytes, GatewayError> {
         match self {
             Self::Chat => Ok(raw),
+            Self::Gemini { stream } => {
+                let model = model.ok_or_else(|| {
+                    json::bad("model", "a Gemini request names its model in its URL")
+                })?;
+                gemini::to_chat(&raw, model, stream).map(Bytes::from)
+            }
             Self::Anthropic => anthropic::to_chat(&raw).map(Bytes::from),
             Self::Responses => responses::to_chat(&raw).map(Bytes::from),
             Self::Embeddings => embeddings::to_chat(&raw).map(Bytes::from),
@@ -58,7 +72,7 @@ impl Dialect {
         header: impl Fn(&str) -> Option<String>,
     ) -> Option<Original> {
         match self {
-            Self::Chat => None,
+            Self::Chat | Self::Gemini { .. } => None,
             Self::Responses => Some(Original {
                 api: Original::OPENAI_RESPONSES,
                 body: raw.clone(),
@@ -87,6 +101,7 @@ impl Dialect {
             Self::Chat | Self::Embeddings => Ok(chat),
             Self::Anthropic => anthropic::from_chat(&chat).map(Bytes::from),
             Self::Responses => responses::from_chat(&chat).map(Bytes::from),
+            Self::Gemini { .. } => gemini::from_chat(&chat).map(Bytes::from),
         }
     }
 
@@ -96,6 +111,7 @@ impl Dialect {
             Self::Chat | Self::Embeddings => None,
             Self::Anthropic => Some(Reframe::Anthropic(anthropic::Reframer::new())),
             Self::Responses => Some(Reframe::Responses(Box::default())),
+            Self::Gemini { .. } => Some(Reframe::Gemini(gemini::Reframer::new())),
         }
     }
 
@@ -104,6 +120,7 @@ impl Dialect {
         match self {
             Self::Chat | Self::Responses | Self::Embeddings => e.status(),
             Self::Anthropic => anthropic::error::kind_and_status(e).1,
+            Self::Gemini { .. } => gemini::error::status(e),
         }
     }
 
@@ -116,6 +133,10 @@ impl Dialect {
                 self.status(e),
                 Bytes::from(anthropic::error::body(e).to_string()),
             )),
+            Self::Gemini { .. } => Some((
+                self.status(e),
+                Bytes::from(gemini::error::body(e).to_string()),
+            )),
         }
     }
 }
@@ -127,6 +148,8 @@ pub enum Reframe {
     Anthropic(anthropic::Reframer),
     /// Responses' events.
     Responses(Box<responses::Restream>),
+    /// Gemini's events.
+    Gemini(gemini::Reframer),
 }
 
 impl Reframe {
@@ -135,6 +158,7 @@ impl Reframe {
         match self {
             Self::Anthropic(r) => r.feed(bytes),
             Self::Responses(r) => r.feed(bytes),
+            Self::Gemini(r) => r.feed(bytes),
         }
     }
 
@@ -143,6 +167,7 @@ impl Reframe {
         match self {
             Self::Anthropic(r) => r.fail(e),
             Self::Responses(r) => r.fail(e),
+            Self::Gemini(r) => r.fail(e),
         }
     }
 
@@ -151,6 +176,7 @@ impl Reframe {
         match self {
             Self::Anthropic(r) => r.finish(),
             Self::Responses(r) => r.finish(),
+            Self::Gemini(r) => r.finish(),
         }
     }
 

@@ -12,7 +12,7 @@ use hyper::body::Frame;
 use sluice_core::GatewayError;
 
 use crate::http::TimedBody;
-use crate::{Completion, EventStream, anthropic, openai, pump};
+use crate::{Completion, EventStream, anthropic, gemini, openai, pump};
 
 /// The API an upstream answered in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,11 +23,13 @@ pub enum Api {
     Responses,
     /// Anthropic Messages.
     Messages,
+    /// Google's `generateContent`.
+    Gemini,
 }
 
 impl Api {
     /// Every API.
-    pub const ALL: [Self; 3] = [Self::Chat, Self::Responses, Self::Messages];
+    pub const ALL: [Self; 4] = [Self::Chat, Self::Responses, Self::Messages, Self::Gemini];
 }
 
 const NAME: &str = "replay";
@@ -39,6 +41,7 @@ pub fn answer(api: Api, body: Bytes) -> Result<Completion, GatewayError> {
         Api::Chat => openai::completion(body, now, NAME),
         Api::Responses => openai::responses::completion(body, now, NAME),
         Api::Messages => anthropic::completion(body, now, NAME, true),
+        Api::Gemini => gemini::completion(&body, now, NAME),
     }
 }
 
@@ -61,6 +64,11 @@ pub fn stream(api: Api, chunks: Vec<Bytes>, include_usage: bool) -> EventStream 
         Api::Messages => pump::pump(
             timed,
             anthropic::StreamTranslator::new(include_usage).native(true),
+            name,
+        ),
+        Api::Gemini => pump::pump(
+            timed,
+            gemini::StreamTranslator::new(name.clone(), include_usage),
             name,
         ),
     }

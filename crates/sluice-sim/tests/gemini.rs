@@ -276,3 +276,58 @@ async fn throttling_with_the_delay_only_in_the_body_is_paced_not_passed_on() {
         assert_eq!(*status, 200, "{body}");
     }
 }
+
+fn gemini_ask() -> Value {
+    json!({
+        "systemInstruction": {"parts": [{"text": "You review contracts. ".repeat(400)}]},
+        "contents": [{"role": "user", "parts": [{"text": "What does clause 4 say?"}]}],
+        "generationConfig": {"maxOutputTokens": 64}
+    })
+}
+
+#[tokio::test]
+async fn a_gemini_client_reaches_a_gemini_upstream_through_sluice_complete_and_streamed() {
+    let url = gateway(&token_file()).await;
+    let path = "/v1beta/models/vertex:generateContent";
+    let (status, first) = post(&url, path, gemini_ask()).await;
+    assert_eq!(status, 200, "{first}");
+    assert!(first["candidates"][0]["content"]["parts"][0]["text"].is_string());
+    assert_eq!(first["candidates"][0]["finishReason"], "STOP");
+    let (_, again) = post(&url, path, gemini_ask()).await;
+    let cached = again["usageMetadata"]["cachedContentTokenCount"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(cached >= 1024, "the prompt cache was read: {again}");
+    let text = reqwest::Client::new()
+        .post(format!(
+            "{url}/v1beta/models/flash:streamGenerateContent?alt=sse"
+        ))
+        .json(&gemini_ask())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events: Vec<Value> = text
+        .split("\r\n\r\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let said: String = events
+        .iter()
+        .filter_map(|e| e["candidates"][0]["content"]["parts"][0]["text"].as_str())
+        .collect();
+    assert!(!said.is_empty(), "{text}");
+    let last = events.last().unwrap();
+    assert_eq!(last["candidates"][0]["finishReason"], "STOP", "{text}");
+    assert!(
+        last["usageMetadata"]["candidatesTokenCount"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let (status, e) = post(&url, "/v1beta/models/flash:embedContent", gemini_ask()).await;
+    assert_eq!(status, 400, "{e}");
+    assert_eq!(e["error"]["status"], "INVALID_ARGUMENT");
+}

@@ -1,7 +1,7 @@
 //! Request bodies of every client API, and answers translated both ways.
 
 use sluice_core::ChatRequest;
-use sluice_ingress::{Dialect, anthropic, embeddings, responses};
+use sluice_ingress::{Dialect, anthropic, embeddings, gemini, responses};
 use sluice_providers::anthropic::translate_request;
 
 use crate::{fuzz, is_json, json, refused_as_client};
@@ -58,6 +58,18 @@ const WORDS: &[&[u8]] = &[
     b"input_schema",
     b"cache_control",
     b"ephemeral",
+    b"contents",
+    b"parts",
+    b"systemInstruction",
+    b"generationConfig",
+    b"functionCall",
+    b"functionResponse",
+    b"functionDeclarations",
+    b"toolConfig",
+    b"inlineData",
+    b"candidates",
+    b"usageMetadata",
+    b"promptFeedback",
     b"thinking",
     b"budget_tokens",
     b"image",
@@ -152,6 +164,31 @@ fn messages_request() {
     })
 }
 
+/// The Gemini ingress (and `countTokens`): a refusal in Google's error shape.
+#[test]
+fn gemini_request() {
+    fuzz(json("gemini-request", WORDS), |input| {
+        let _ = gemini::count_request(input, "m");
+        match gemini::to_chat(input, "m", input.len() % 2 == 0) {
+            Ok(chat) => rescanned(&chat),
+            Err(e) => {
+                refused_as_client(&e)?;
+                let dialect = Dialect::Gemini { stream: false };
+                let (status, body) = dialect.refusal(&e).ok_or("no Google-shaped refusal")?;
+                let v: serde_json::Value =
+                    serde_json::from_slice(&body).map_err(|e| format!("refusal not JSON: {e}"))?;
+                let shaped = v["error"]["code"] == status
+                    && v["error"]["status"].is_string()
+                    && v["error"]["message"].is_string();
+                if !shaped {
+                    return Err(format!("refusal {status} not in Google's shape: {v}"));
+                }
+                Ok(())
+            }
+        }
+    })
+}
+
 /// The Responses ingress.
 #[test]
 fn responses_request() {
@@ -176,8 +213,8 @@ fn embeddings_request() {
     )
 }
 
-/// A chat answer, as an upstream's (usage read) and translated for Messages and Responses
-/// clients: JSON out, or a refusal that names the fault.
+/// A chat answer, as an upstream's (usage read) and translated for Messages, Responses and
+/// Gemini clients: JSON out, or a refusal that names the fault.
 #[test]
 fn chat_answer() {
     fuzz(json("chat-answer", WORDS), |input| {
@@ -186,6 +223,7 @@ fn chat_answer() {
         for (dialect, out) in [
             ("Messages", anthropic::from_chat(input)),
             ("Responses", responses::from_chat(input)),
+            ("Gemini", gemini::from_chat(input)),
         ] {
             match out {
                 Ok(json) => {
@@ -201,13 +239,14 @@ fn chat_answer() {
     })
 }
 
-/// Complete answers of Messages and Responses upstreams, read as chat answers.
+/// Complete answers of Messages, Responses and Gemini upstreams, read as chat answers.
 #[test]
 fn upstream_answers() {
     use sluice_providers::replay::{Api, answer};
     for (name, api) in [
         ("messages-answer", Api::Messages),
         ("responses-answer", Api::Responses),
+        ("gemini-answer", Api::Gemini),
     ] {
         fuzz(json(name, WORDS), |input| {
             match answer(api, bytes::Bytes::copy_from_slice(input)) {

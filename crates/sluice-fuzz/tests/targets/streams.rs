@@ -107,7 +107,7 @@ fn framed(api: Api, frame: &[u8]) -> Result<(), String> {
     }
     match api {
         Api::Chat => Ok(()),
-        Api::Responses | Api::Messages => well_formed_sse(frame),
+        Api::Responses | Api::Messages | Api::Gemini => well_formed_sse(frame),
     }
 }
 
@@ -142,24 +142,28 @@ fn chat_stream() {
     })
 }
 
-/// A chat stream re-framed for Messages and Responses clients is well-formed SSE.
+/// A chat stream re-framed for Messages, Responses and Gemini clients is well-formed SSE.
 fn reframed(input: &[u8]) -> Result<(), String> {
     let mut messages = sluice_ingress::anthropic::Reframer::new();
     let mut responses = sluice_ingress::responses::Restream::default();
+    let mut gemini = sluice_ingress::gemini::Reframer::new();
     for c in chunks(input) {
         well_formed_sse(&messages.feed(&c))?;
         well_formed_sse(&responses.feed(&c))?;
+        well_formed_sse(&gemini.feed(&c))?;
     }
     well_formed_sse(&messages.finish())?;
+    well_formed_sse(&gemini.finish())?;
     well_formed_sse(&responses.finish())
 }
 
-/// Anthropic's and Responses' event streams read as chat frames.
+/// Anthropic's, Responses' and Gemini's event streams read as chat frames.
 #[test]
 fn upstream_streams() {
     for (name, api) in [
         ("messages-stream", Api::Messages),
         ("responses-stream", Api::Responses),
+        ("gemini-stream", Api::Gemini),
     ] {
         fuzz(target(name), |input| read(api, chunks(input)).map(drop));
     }

@@ -92,6 +92,9 @@ pub fn router(app: impl Into<App>) -> Router {
         .route("/v1/messages", post(walk::http::messages))
         .route("/v1/responses", post(walk::http::responses))
         .route("/v1/embeddings", post(walk::http::embeddings))
+        // Google's clients use either version of the Gemini API's URLs.
+        .route("/v1beta/models/{call}", post(walk::http::gemini))
+        .route("/v1/models/{call}", post(walk::http::gemini))
         .fallback(public::not_found)
         .method_not_allowed_fallback(public::method_not_allowed)
         .with_state(app)

@@ -29,10 +29,13 @@ fn kind_of(status: u16) -> ErrorKind {
 }
 
 /// The API whose error shape a route's refusals take: Anthropic's for the Messages routes,
-/// OpenAI's for every other.
+/// Google's for Gemini's, OpenAI's for every other.
 pub fn dialect_of(uri: &http::Uri) -> Dialect {
     match uri.path() {
         "/v1/messages" | "/v1/messages/count_tokens" => Dialect::Anthropic,
+        p if p.starts_with("/v1beta/") || (p.starts_with("/v1/models/") && p.contains(':')) => {
+            Dialect::Gemini { stream: false }
+        }
         _ => Dialect::Chat,
     }
 }

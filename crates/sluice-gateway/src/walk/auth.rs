@@ -44,17 +44,22 @@ pub fn carries<'a>(headers: &HeaderMap, tokens: impl IntoIterator<Item = &'a str
 /// The key a request presents: `Authorization: Bearer <key>`, else `x-api-key` (what
 /// Anthropic's clients send).
 pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
-    bearer(headers).or_else(|| {
+    let header = |name| {
         headers
-            .get(X_API_KEY)?
+            .get(name)?
             .to_str()
             .ok()
             .map(str::trim)
             .filter(|t| !t.is_empty())
-    })
+    };
+    bearer(headers)
+        .or_else(|| header(X_API_KEY))
+        .or_else(|| header(X_GOOG_API_KEY))
 }
 
 const X_API_KEY: http::HeaderName = http::HeaderName::from_static("x-api-key");
+/// Google's clients send their key here.
+const X_GOOG_API_KEY: http::HeaderName = http::HeaderName::from_static("x-goog-api-key");
 
 fn unauthorized(message: &str) -> GatewayError {
     GatewayError::new(ErrorKind::Unauthorized, message.to_string())

@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request as HttpRequest, State};
+use axum::extract::{Path, Request as HttpRequest, State};
 use axum::response::Response;
 use futures::StreamExt;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
@@ -52,19 +52,55 @@ pub async fn responses(State(gw): State<Arc<Gateway>>, req: HttpRequest) -> Resp
     serve(gw, req, Dialect::Responses).await
 }
 
+/// `POST /v1beta/models/{model}:{method}` (or `/v1/...`): Google's Gemini API, its model and whether it
+/// streams read from the URL; `countTokens` counted as Messages' `count_tokens` is.
+pub async fn gemini(
+    State(gw): State<Arc<Gateway>>,
+    Path(call): Path<String>,
+    req: HttpRequest,
+) -> Response {
+    use sluice_ingress::gemini::Method;
+    let (model, method) = match Method::of(&call) {
+        Ok(m) => m,
+        Err(e) => {
+            let id = ingress::request_id(req.headers());
+            return rescue::error_response(&e, &id, None, Dialect::Gemini { stream: false });
+        }
+    };
+    let dialect = match method {
+        Method::CountTokens => return crate::public::gemini_count_tokens(gw, model, req).await,
+        Method::Generate => Dialect::Gemini { stream: false },
+        Method::Stream => Dialect::Gemini { stream: true },
+    };
+    let model = model.to_string();
+    serve_as(gw, req, dialect, Some(model)).await
+}
+
 /// A request of any dialect, walked once through the typed entry.
 async fn serve(gw: Arc<Gateway>, req: HttpRequest, dialect: Dialect) -> Response {
+    serve_as(gw, req, dialect, None).await
+}
+
+/// A request of `dialect` whose URL names `url_model` (if any), walked once.
+async fn serve_as(
+    gw: Arc<Gateway>,
+    req: HttpRequest,
+    dialect: Dialect,
+    url_model: Option<String>,
+) -> Response {
     let (parts, body) = req.into_parts();
     let h = &parts.headers;
     let caller = Caller::Presented {
         key: auth::presented_key(h).map(str::to_string),
         tenant: ingress::tenant(h),
     };
+    let mut asks = asks(h, dialect, gw.observers.traces.is_some());
+    asks.url_model = url_model;
     let request = Request {
         id: ingress::request_id(h),
         dialect,
         body: arriving(h, body),
-        asks: asks(h, dialect, gw.observers.traces.is_some()),
+        asks,
     };
     match super::answer(gw, caller, request).await {
         Ok(answered) => answer_response(answered),
@@ -108,6 +144,7 @@ fn asks(h: &HeaderMap, dialect: Dialect, traced: bool) -> Asks {
             (None, None)
         },
         forwarded,
+        url_model: None,
         withdrawn: None,
     }
 }

@@ -191,12 +191,14 @@ fn stalled(stall: Duration) -> GatewayError {
     )
 }
 
-/// Parses and checks a body in the client's dialect, as a chat-completions request; a
-/// request of another API keeps its original (for an upstream that speaks that API).
+/// Parses and checks a body in the client's dialect (`url_model`: the model its URL names,
+/// for an API that names it there), as a chat-completions request; a request of another API
+/// keeps its original (for an upstream that speaks that API).
 pub fn parse(
     bytes: Bytes,
     dialect: Dialect,
     forwarded: &[(String, String)],
+    url_model: Option<&str>,
 ) -> Result<ChatRequest, GatewayError> {
     let original = dialect.original(&bytes, |name| {
         forwarded
@@ -204,7 +206,7 @@ pub fn parse(
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.clone())
     });
-    let request = ChatRequest::from_bytes(dialect.request(bytes)?)?;
+    let request = ChatRequest::from_bytes(dialect.request(bytes, url_model)?)?;
     Ok(match original {
         Some(o) => request.with_original(o),
         None => request,

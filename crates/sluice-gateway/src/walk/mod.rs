@@ -112,7 +112,12 @@ async fn walk(
     //    needs a valid request, and a bad one must cost nothing upstream.
     //    A client of another API is checked by that API's rules and met in the internal form.
     let bytes = ingress::read_body(body, gw.max_body_bytes, gw.body_stall).await?;
-    let request = Arc::new(ingress::parse(bytes, call.dialect(), &asks.forwarded)?);
+    let request = Arc::new(ingress::parse(
+        bytes,
+        call.dialect(),
+        &asks.forwarded,
+        asks.url_model.as_deref(),
+    )?);
     call.parsed(request.stream);
     call.mark(|m| &mut m.parsed);
 

@@ -1,5 +1,5 @@
-"""The official `anthropic` and `openai` Python clients against a running sluice, with only
-their base URL changed. Run by tests/clients.rs; exits non-zero on the first check that fails.
+"""The official `anthropic`, `openai` and `google-genai` Python clients against a running
+sluice, with only their base URL changed. Run by tests/clients.rs; exits non-zero on the first check that fails.
 SLUICE_URL is the gateway, SLUICE_KEY a key it knows."""
 
 import os
@@ -8,6 +8,9 @@ import time
 
 import anthropic
 import openai
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types as gt
 from langchain_anthropic import ChatAnthropic
 from langchain_openai import ChatOpenAI
 
@@ -174,6 +177,58 @@ check("openai responses stream (passed through)", final.output_text == "Hi!"
       and final.usage.input_tokens == 40, final)
 raises("openai responses 400 (stateful field)", openai.BadRequestError,
        lambda: o.responses.create(model="ok", input="hi", previous_response_id="resp_1"))
+
+# --- google-genai: Gemini's generateContent, to an OpenAI-compatible upstream and to an
+# Anthropic one ---
+g = genai.Client(api_key=KEY, http_options=gt.HttpOptions(
+    base_url=URL, retry_options=gt.HttpRetryOptions(attempts=1)))
+BRIEF = gt.GenerateContentConfig(system_instruction="Be brief.", max_output_tokens=64)
+r = g.models.generate_content(model="ok", contents="hi", config=BRIEF)
+check("genai generate_content (openai upstream)", r.text == "Hello from upstream"
+      and r.candidates[0].finish_reason == gt.FinishReason.STOP, r)
+u = r.usage_metadata
+check("genai usage mapped", u.prompt_token_count == 2006 and u.cached_content_token_count == 1920
+      and u.candidates_token_count == 300, u)
+WEATHER = gt.Tool(function_declarations=[gt.FunctionDeclaration(
+    name="weather", description="The weather in a city",
+    parameters=gt.Schema(type="OBJECT", properties={"city": gt.Schema(type="STRING")}))])
+G_HISTORY = [
+    gt.Content(role="user", parts=[gt.Part(text="weather in Oslo?")]),
+    gt.Content(role="model", parts=[gt.Part(function_call=gt.FunctionCall(
+        name="weather", args={"city": "Oslo"}))]),
+    gt.Content(role="user", parts=[gt.Part(function_response=gt.FunctionResponse(
+        name="weather", response={"temperature": "-3C"}))]),
+]
+for model, want in [("ok", "Hello from upstream"), ("claude", "Bonjour")]:
+    r = g.models.generate_content(model=model, contents=G_HISTORY,
+                                  config=gt.GenerateContentConfig(tools=[WEATHER]))
+    check(f"genai tools and a function's answer ({model})", r.text == want, r)
+for model, want in [("ok", "Hello"), ("claude", "Bonjour")]:
+    chunks = list(g.models.generate_content_stream(model=model, contents="hi"))
+    text = "".join(c.text or "" for c in chunks)
+    check(f"genai stream ({model})", text == want
+          and chunks[-1].candidates[0].finish_reason == gt.FinishReason.STOP
+          and chunks[-1].usage_metadata.candidates_token_count > 0, (text, chunks[-1]))
+n = g.models.count_tokens(model="ok", contents="hi")
+check("genai count_tokens", n.total_tokens > 0, n)
+e = raises("genai 400 (a function answer for no call)", genai_errors.ClientError,
+           lambda: g.models.generate_content(model="ok", contents=[gt.Content(role="user", parts=[
+               gt.Part(function_response=gt.FunctionResponse(name="x", response={}))])]))
+check("genai 400 names the part", e.code == 400 and "functionResponse" in e.message
+      and e.status == "INVALID_ARGUMENT", e)
+g_bad = genai.Client(api_key="sk-wrong", http_options=gt.HttpOptions(
+    base_url=URL, retry_options=gt.HttpRetryOptions(attempts=1)))
+e = raises("genai 401", genai_errors.ClientError,
+           lambda: g_bad.models.generate_content(model="ok", contents="hi"))
+check("genai 401 status", e.code == 401 and e.status == "UNAUTHENTICATED", e)
+e = raises("genai 404", genai_errors.ClientError,
+           lambda: g.models.generate_content(model="no-such-model", contents="hi"))
+check("genai 404 status", e.code == 404 and e.status == "NOT_FOUND", e)
+e = raises("genai 429", genai_errors.ClientError,
+           lambda: g.models.generate_content(model="limited-direct", contents="hi"))
+check("genai 429 status", e.code == 429 and e.status == "RESOURCE_EXHAUSTED", e)
+raises("genai 5xx", genai_errors.ServerError,
+       lambda: g.models.generate_content(model="broken", contents="hi"))
 
 # --- LangChain, only `base_url` changed ---
 def text_of(message):

@@ -196,7 +196,11 @@ impl Provider for Gemini {
 }
 
 /// A complete answer as a chat completion, its usage read.
-fn completion(raw: &[u8], first_byte: Instant, name: &str) -> Result<Completion, GatewayError> {
+pub(crate) fn completion(
+    raw: &[u8],
+    first_byte: Instant,
+    name: &str,
+) -> Result<Completion, GatewayError> {
     if !sluice_core::budget::within(raw) {
         return Err(GatewayError::new(
             ErrorKind::UpstreamProtocol,

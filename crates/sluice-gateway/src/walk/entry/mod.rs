@@ -136,6 +136,8 @@ pub struct Asks {
     pub(crate) trace: (Option<Bytes>, Option<Bytes>),
     /// Headers its own API's upstream takes as they came (Anthropic's version and betas).
     pub(crate) forwarded: Vec<(String, String)>,
+    /// The model its URL names, for an API that names it there (Gemini's).
+    pub(crate) url_model: Option<String>,
     /// Cancelled when its caller withdraws it: until its first attempt is sent it ends
     /// unsent ([`sluice_core::ErrorKind::Withdrawn`]); once sent, it finishes.
     pub(crate) withdrawn: Option<CancellationToken>,
@@ -150,6 +152,7 @@ impl Default for Asks {
             cache: Directive::Use,
             trace: (None, None),
             forwarded: Vec::new(),
+            url_model: None,
             withdrawn: None,
         }
     }
