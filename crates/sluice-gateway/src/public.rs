@@ -224,7 +224,13 @@ pub async fn not_found(uri: http::Uri) -> Response {
         ErrorKind::RouteNotFound,
         format!("no route for {}", uri.path()),
     );
-    rescue::error_response(&e, &RequestId::generate(), None, Dialect::Chat)
+    // In the shape of the API the path is under (Google's for Gemini's URLs).
+    rescue::error_response(
+        &e,
+        &RequestId::generate(),
+        None,
+        crate::server::dialect_of(&uri),
+    )
 }
 
 /// A known path with the wrong method.

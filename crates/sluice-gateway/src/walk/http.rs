@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, Request as HttpRequest, State};
+use axum::extract::{Request as HttpRequest, State};
 use axum::response::Response;
 use futures::StreamExt;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
@@ -52,15 +52,24 @@ pub async fn responses(State(gw): State<Arc<Gateway>>, req: HttpRequest) -> Resp
     serve(gw, req, Dialect::Responses).await
 }
 
-/// `POST /v1beta/models/{model}:{method}` (or `/v1/...`): Google's Gemini API, its model and whether it
-/// streams read from the URL; `countTokens` counted as Messages' `count_tokens` is.
-pub async fn gemini(
-    State(gw): State<Arc<Gateway>>,
-    Path(call): Path<String>,
-    req: HttpRequest,
-) -> Response {
+/// `POST /v1beta/models/{model}:{method}` (or `/v1/...`): Google's Gemini API, its model and
+/// whether it streams read from the URL; `countTokens` counted as Messages' `count_tokens` is.
+pub async fn gemini(State(gw): State<Arc<Gateway>>, req: HttpRequest) -> Response {
     use sluice_ingress::gemini::Method;
-    let (model, method) = match Method::of(&call) {
+    // The URL's last segment, read here (an extractor's refusal would not be in Google's
+    // shape).
+    let path = req.uri().path().to_string();
+    let segment = path.rsplit('/').next().unwrap_or_default();
+    let call = percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .map_err(|_| {
+            sluice_core::GatewayError::new(
+                sluice_core::ErrorKind::InvalidRequest,
+                "the URL's model is not UTF-8",
+            )
+            .with_param("model")
+        });
+    let (model, method) = match call.as_deref().map_err(Clone::clone).and_then(Method::of) {
         Ok(m) => m,
         Err(e) => {
             let id = ingress::request_id(req.headers());
