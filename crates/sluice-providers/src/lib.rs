@@ -132,6 +132,14 @@ impl std::fmt::Debug for UpstreamResponse {
     }
 }
 
+/// Seconds since the epoch, for a translated answer's `created` field.
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 /// A client's own body (kept as its original, in the upstream's API) for the upstream's
 /// `model`: as it came, only its model swapped.
 pub(crate) fn as_it_came(raw: &[u8], model: &str) -> Result<serde_json::Value, GatewayError> {

@@ -233,7 +233,7 @@ async fn tool_calls_and_json_answers_come_back_in_chat_shape_complete_and_stream
 }
 
 #[tokio::test]
-async fn a_messages_client_reaches_gemini_and_bad_input_is_named_before_it_is_sent() {
+async fn messages_and_responses_clients_reach_gemini_and_bad_input_is_named_before_it_is_sent() {
     let url = gateway(&token_file()).await;
     let (status, m) = post(
         &url,
@@ -246,6 +246,19 @@ async fn a_messages_client_reaches_gemini_and_bad_input_is_named_before_it_is_se
     assert_eq!(m["type"], "message");
     assert!(m["usage"]["input_tokens"].as_u64().unwrap() > 0);
     assert!(m["content"][0]["text"].is_string());
+    // And a Responses client, with its instructions, a tool and a reasoning effort.
+    let (status, r) = post(
+        &url,
+        "/v1/responses",
+        json!({"model": "flash", "instructions": "Be brief.", "input": "hello",
+               "max_output_tokens": 64, "reasoning": {"effort": "low"},
+               "tools": [{"type": "function", "name": "weather",
+                          "parameters": {"type": "object"}}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["status"], "completed", "{r}");
+    assert!(r["usage"]["input_tokens"].as_u64().unwrap() > 0);
     let (status, e) = post(
         &url,
         "/v1/chat/completions",

@@ -5,6 +5,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_core::Usage;
 
+use crate::unix_now;
 use crate::usage::{AnthropicUsage, to_openai_json};
 
 #[derive(Deserialize)]
@@ -27,14 +28,6 @@ pub(crate) fn finish_reason(stop: &str) -> &'static str {
         "refusal" => "content_filter",
         _ => "stop",
     }
-}
-
-/// Seconds since the epoch, for the `created` field.
-pub(crate) fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 /// Translates a complete Messages answer; returns the OpenAI body and the usage.

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use sluice_core::{ErrorKind, GatewayError};
 
-use super::response::{finish_reason, unix_now};
+use super::response::finish_reason;
 use crate::http::TimedBody;
 use crate::pump::{self, Translate};
 use crate::sse::{self, SseEvent};
+use crate::unix_now;
 use crate::usage::{AnthropicUsage, to_openai_json};
 use crate::{EventStream, StreamEvent};
 

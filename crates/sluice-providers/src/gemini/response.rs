@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_core::{ErrorKind, GatewayError, Usage};
 
-use crate::anthropic::response::unix_now;
+use crate::unix_now;
 use crate::usage::{GeminiUsage, to_openai_json};
 
 /// One `generateContent` answer (or one chunk of a stream).

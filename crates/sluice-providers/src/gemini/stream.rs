@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 use sluice_core::GatewayError;
 
 use super::response::{Answer, blocked, finish_reason, unreadable};
-use crate::anthropic::response::unix_now;
 use crate::http::TimedBody;
 use crate::pump::{self, Translate};
 use crate::sse::{self, SseEvent};
+use crate::unix_now;
 use crate::usage::{GeminiUsage, to_openai_json};
 use crate::{EventStream, StreamEvent};
 

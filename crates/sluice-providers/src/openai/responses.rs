@@ -8,10 +8,10 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use sluice_core::{ErrorKind, GatewayError, Usage};
 
-use crate::anthropic::response::unix_now;
 use crate::http::{self, Endpoint, HttpSettings};
 use crate::pump::{self, Translate};
 use crate::sse::{self, SseEvent};
+use crate::unix_now;
 use crate::usage::to_openai_json;
 use crate::{Completion, StreamEvent, UpstreamCall, UpstreamResponse};
 
