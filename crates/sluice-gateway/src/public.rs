@@ -69,34 +69,6 @@ pub async fn count_tokens(State(gw): State<Arc<Gateway>>, req: axum::extract::Re
     }
 }
 
-/// `POST /v1beta/models/{model}:countTokens`: the prompt's tokens as sluice counts them, in
-/// Gemini's shape (`totalTokens`); refusals in Google's error shape.
-pub async fn gemini_count_tokens(
-    gw: Arc<Gateway>,
-    model: &str,
-    req: axum::extract::Request,
-) -> Response {
-    let (parts, body) = req.into_parts();
-    let id = ingress::request_id(&parts.headers);
-    let counted = async {
-        let caller = auth::identify(&gw, &parts.headers)?;
-        let bytes = ingress::read_body(
-            crate::walk::http::arriving(&parts.headers, body),
-            gw.max_body_bytes,
-            gw.body_stall,
-        )
-        .await?;
-        let chat = sluice_ingress::gemini::count_request(&bytes, model)?;
-        let request = sluice_core::ChatRequest::from_bytes(bytes::Bytes::from(chat))?;
-        caller.may_use(&request.model)?;
-        Ok::<_, GatewayError>(gw.tenants.tokenizer.prompt_tokens(&request))
-    };
-    match counted.await {
-        Ok(n) => Json(json!({"totalTokens": n})).into_response(),
-        Err(e) => rescue::error_response(&e, &id, None, Dialect::Gemini { stream: false }),
-    }
-}
-
 /// `GET /healthz`: the process is up.
 pub async fn healthz() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))

@@ -77,12 +77,42 @@ pub async fn gemini(State(gw): State<Arc<Gateway>>, req: HttpRequest) -> Respons
         }
     };
     let dialect = match method {
-        Method::CountTokens => return crate::public::gemini_count_tokens(gw, model, req).await,
+        Method::CountTokens => return gemini_count_tokens(gw, model, req).await,
         Method::Generate => Dialect::Gemini { stream: false },
         Method::Stream => Dialect::Gemini { stream: true },
     };
     let model = model.to_string();
     serve_as(gw, req, dialect, Some(model)).await
+}
+
+/// `POST /v1beta/models/{model}:countTokens`: the prompt's tokens as sluice counts them, in
+/// Gemini's shape (`totalTokens`); refusals in Google's error shape.
+async fn gemini_count_tokens(
+    gw: Arc<Gateway>,
+    model: &str,
+    req: axum::extract::Request,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let id = ingress::request_id(&parts.headers);
+    let counted = async {
+        let caller = auth::identify(&gw, &parts.headers)?;
+        let bytes = ingress::read_body(
+            arriving(&parts.headers, body),
+            gw.max_body_bytes,
+            gw.body_stall,
+        )
+        .await?;
+        let chat = sluice_ingress::gemini::count_request(&bytes, model)?;
+        let request = sluice_core::ChatRequest::from_bytes(bytes::Bytes::from(chat))?;
+        caller.may_use(&request.model)?;
+        Ok::<_, sluice_core::GatewayError>(gw.tenants.tokenizer.prompt_tokens(&request))
+    };
+    match counted.await {
+        Ok(n) => axum::response::IntoResponse::into_response(axum::Json(
+            serde_json::json!({"totalTokens": n}),
+        )),
+        Err(e) => rescue::error_response(&e, &id, None, Dialect::Gemini { stream: false }),
+    }
 }
 
 /// A request of any dialect, walked once through the typed entry.
