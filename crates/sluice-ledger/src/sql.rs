@@ -174,10 +174,21 @@ fn schema(row_id: &str) -> Vec<String> {
         ),
         format!("CREATE INDEX IF NOT EXISTS {TABLE}_at ON {TABLE} (at_ms)"),
         format!("CREATE INDEX IF NOT EXISTS {TABLE}_tenant_at ON {TABLE} (tenant, at_ms)"),
-        // A dead instance's holds are settled from the rows that name them.
-        format!("CREATE INDEX IF NOT EXISTS {TABLE}_hold ON {TABLE} (hold)"),
-        // One row per batch item at most (NULL, every other call, is never a conflict).
-        format!("CREATE UNIQUE INDEX IF NOT EXISTS {TABLE}_batch_item ON {TABLE} (batch_item)"),
+        // A dead instance's holds are settled from the rows that name them. Partial: only
+        // the few rows that carry a hold are indexed (a full index costs every call's row a
+        // B-tree insert of its NULL).
+        format!(
+            "CREATE INDEX IF NOT EXISTS {TABLE}_hold_set ON {TABLE} (hold) \
+             WHERE hold IS NOT NULL"
+        ),
+        // One row per batch item at most; only batch items' rows are indexed.
+        format!(
+            "CREATE UNIQUE INDEX IF NOT EXISTS {TABLE}_batch_item_set ON {TABLE} (batch_item) \
+             WHERE batch_item IS NOT NULL"
+        ),
+        // The full indexes of earlier sluices, replaced by the partial ones above.
+        format!("DROP INDEX IF EXISTS {TABLE}_hold"),
+        format!("DROP INDEX IF EXISTS {TABLE}_batch_item"),
     ]
 }
 

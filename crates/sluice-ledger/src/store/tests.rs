@@ -86,3 +86,61 @@ async fn an_older_sqlite_ledger_is_rebuilt_to_take_unknown_costs_with_its_rows()
     drop(s);
     SqliteStore::open(&path, Durability::Disk).await.unwrap();
 }
+
+#[tokio::test]
+async fn the_hold_and_batch_indexes_hold_only_rows_that_carry_one_and_replace_full_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    {
+        // An earlier sluice's full indexes.
+        let s = SqliteStore::open(&path, Durability::Disk).await.unwrap();
+        for sql in [
+            "DROP INDEX sluice_ledger_hold_set",
+            "DROP INDEX sluice_ledger_batch_item_set",
+            "CREATE INDEX sluice_ledger_hold ON sluice_ledger (hold)",
+            "CREATE UNIQUE INDEX sluice_ledger_batch_item ON sluice_ledger (batch_item)",
+        ] {
+            sqlx::query(sql).execute(&s.pool).await.unwrap();
+        }
+    }
+    let s = SqliteStore::open(&path, Durability::Disk).await.unwrap();
+    let indexes: Vec<(String, String)> = sqlx::query_as(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL \
+         AND (name LIKE '%hold%' OR name LIKE '%batch_item%') ORDER BY name",
+    )
+    .fetch_all(&s.pool)
+    .await
+    .unwrap();
+    let names: Vec<&str> = indexes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["sluice_ledger_batch_item_set", "sluice_ledger_hold_set"]
+    );
+    assert!(indexes.iter().all(|(_, sql)| sql.contains("IS NOT NULL")));
+    // The settling query still finds holds by the index.
+    let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(
+        "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM sluice_ledger WHERE hold IN ('a', 'b')",
+    )
+    .fetch_all(&s.pool)
+    .await
+    .unwrap();
+    assert!(
+        plan.iter()
+            .any(|(.., d)| d.contains("sluice_ledger_hold_set")),
+        "{plan:?}"
+    );
+    // A batch item is still billed once: its second row is not written.
+    let mut item = entry(1, Some(5));
+    item.batch_item = Some("job-1/0".into());
+    let mut again = entry(2, Some(5));
+    again.batch_item = Some("job-1/0".into());
+    s.append(&[item, again, entry(3, None), entry(4, None)])
+        .await
+        .unwrap();
+    let (rows, items): (i64, i64) =
+        sqlx::query_as("SELECT COUNT(*), COUNT(batch_item) FROM sluice_ledger")
+            .fetch_one(&s.pool)
+            .await
+            .unwrap();
+    assert_eq!((rows, items), (3, 1));
+}
