@@ -18,6 +18,7 @@ use serde::Serialize;
 use sluice_economy::{Micros, Price};
 use sluice_gateway::{Gateway, Server, ShutdownHandle};
 use sluice_ledger::{AnyStore, Durability, Ledger, SqliteStore, Store, UsageQuery, UsageRow};
+use sluice_providers::bedrock::{Bedrock, BedrockAuth, BedrockSettings, Credentials};
 use sluice_providers::{
     Anthropic, AnthropicSettings, Gemini, GeminiSettings, HttpSettings, OpenAiCompat,
     OpenAiSettings, Provider,
@@ -141,6 +142,22 @@ fn provider(name: &str, api: Api, base: String, s: &Scenario) -> anyhow::Result<
                 ..AnthropicSettings::default()
             },
         )?),
+        // The simulator asks for a signature on Bedrock's URLs: made-up credentials sign.
+        Api::Bedrock => Arc::new(Bedrock::new(
+            name,
+            BedrockSettings {
+                base_url: base,
+                region: "us-east-1".into(),
+                auth: BedrockAuth::SigV4(Credentials {
+                    access_key: "AKIDSIMULATOR".into(),
+                    secret_key: "simulated-secret".into(),
+                    session_token: None,
+                    source: "the simulator".into(),
+                }),
+                headers: Vec::new(),
+                http,
+            },
+        )?),
         // The simulator asks for a credential on Gemini's URLs, as Google does.
         Api::Gemini => Arc::new(Gemini::new(
             name,
@@ -159,6 +176,7 @@ fn provider(name: &str, api: Api, base: String, s: &Scenario) -> anyhow::Result<
 pub(crate) fn sim_base(sim: std::net::SocketAddr, name: &str, api: Api) -> String {
     match api {
         Api::Gemini => format!("http://{sim}/{name}/v1beta"),
+        Api::Bedrock => format!("http://{sim}/{name}"),
         Api::Openai | Api::Anthropic => format!("http://{sim}/{name}/v1"),
     }
 }

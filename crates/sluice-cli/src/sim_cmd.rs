@@ -23,6 +23,7 @@ pub fn run(config: &Path) -> anyhow::Result<ExitCode> {
                 sluice_sim::limits::Api::Openai => "chat/completions",
                 sluice_sim::limits::Api::Anthropic => "messages",
                 sluice_sim::limits::Api::Gemini => "models/{model}:generateContent",
+                sluice_sim::limits::Api::Bedrock => "model/{model}/converse",
             };
             let base = crate::demo::sim_base(addr, name, spec.api);
             tracing::info!("upstream {name}: {base}/{path}");

@@ -484,4 +484,6 @@ mod tests;
 #[cfg(test)]
 mod tests_azure;
 #[cfg(test)]
+mod tests_bedrock;
+#[cfg(test)]
 mod tests_gemini;

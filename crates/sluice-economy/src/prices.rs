@@ -262,6 +262,57 @@ const DEFAULTS: &[(&str, Currency, u64, u64, u64, u64)] = &[
         500_000,
         3_000_000,
     ),
+    // AWS Bedrock, on-demand in its US regions, billed in dollars (the same package's table,
+    // from AWS's price list); a model id with a cross-region prefix (`us.`) is priced as
+    // that table prices it. Nova publishes no cache-write price: billed as input.
+    (
+        "amazon.nova-pro-v1:0",
+        USD,
+        800_000,
+        200_000,
+        800_000,
+        3_200_000,
+    ),
+    (
+        "amazon.nova-lite-v1:0",
+        USD,
+        60_000,
+        15_000,
+        60_000,
+        240_000,
+    ),
+    (
+        "amazon.nova-micro-v1:0",
+        USD,
+        35_000,
+        8_750,
+        35_000,
+        140_000,
+    ),
+    (
+        "anthropic.claude-sonnet-4-5-20250929-v1:0",
+        USD,
+        3_000_000,
+        300_000,
+        3_750_000,
+        15_000_000,
+    ),
+    (
+        "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        USD,
+        3_300_000,
+        330_000,
+        4_125_000,
+        16_500_000,
+    ),
+    (
+        "anthropic.claude-haiku-4-5-20251001-v1:0",
+        USD,
+        1_000_000,
+        100_000,
+        1_250_000,
+        5_000_000,
+    ),
 ];
 
 const USD: Currency = Currency::USD;

@@ -9,7 +9,9 @@
 pub mod alarm;
 pub mod anthropic;
 pub mod azure;
+pub mod bedrock;
 pub mod embeddings;
+pub mod eventstream;
 pub mod gemini;
 pub mod http;
 pub mod openai;

@@ -14,6 +14,8 @@ use sluice_core::GatewayError;
 
 use crate::anthropic::AnthropicParams;
 use crate::azure::AzureParams;
+use crate::bedrock::{Bedrock, BedrockSettings};
+use crate::bedrock::{BedrockAuth, BedrockParams};
 use crate::gemini::GeminiParams;
 use crate::openai::OpenAiParams;
 use crate::{
@@ -34,6 +36,8 @@ pub enum ProviderKind {
     Azure,
     /// Google Gemini's `generateContent`, at the Gemini API's URLs or Vertex AI's.
     Gemini,
+    /// AWS Bedrock's Converse API, signed with SigV4.
+    Bedrock,
 }
 
 /// Reads one part of a provider's table (the configuration's reader, which reports errors
@@ -45,7 +49,13 @@ pub trait ReadPart {
 
 impl ProviderKind {
     /// Every kind.
-    pub const ALL: [Self; 4] = [Self::Openai, Self::Anthropic, Self::Azure, Self::Gemini];
+    pub const ALL: [Self; 5] = [
+        Self::Openai,
+        Self::Anthropic,
+        Self::Azure,
+        Self::Gemini,
+        Self::Bedrock,
+    ];
 
     /// Its name as written in `kind`.
     pub fn name(self) -> &'static str {
@@ -54,6 +64,7 @@ impl ProviderKind {
             Self::Anthropic => "anthropic",
             Self::Azure => "azure",
             Self::Gemini => "gemini",
+            Self::Bedrock => "bedrock",
         }
     }
 
@@ -64,6 +75,7 @@ impl ProviderKind {
             Self::Anthropic => KindParams::Anthropic(r.read()?),
             Self::Azure => KindParams::Azure(r.read()?),
             Self::Gemini => KindParams::Gemini(r.read()?),
+            Self::Bedrock => KindParams::Bedrock(r.read()?),
         })
     }
 }
@@ -95,6 +107,8 @@ pub enum KindParams {
     Azure(AzureParams),
     /// `kind = "gemini"`.
     Gemini(GeminiParams),
+    /// `kind = "bedrock"`.
+    Bedrock(BedrockParams),
 }
 
 impl KindParams {
@@ -105,6 +119,7 @@ impl KindParams {
             Self::Anthropic(a) => a.problems(),
             Self::Azure(a) => a.problems(upstream.api_key_env.is_some()),
             Self::Gemini(g) => g.problems(upstream.api_key_env.is_some()),
+            Self::Bedrock(b) => b.problems(),
         }
     }
 }
@@ -166,7 +181,10 @@ impl ProviderParams {
     pub fn openai_settings(&self, api_key: Option<String>) -> Option<OpenAiSettings> {
         match &self.settings {
             KindParams::Openai(o) => Some(self.openai(o, api_key)),
-            KindParams::Anthropic(_) | KindParams::Azure(_) | KindParams::Gemini(_) => None,
+            KindParams::Anthropic(_)
+            | KindParams::Azure(_)
+            | KindParams::Gemini(_)
+            | KindParams::Bedrock(_) => None,
         }
     }
 
@@ -180,13 +198,52 @@ impl ProviderParams {
         }
     }
 
-    /// The adapter for it, named `name`, with `api_key`.
+    /// The credential a Bedrock provider signs with, looked up in `env` (its API key when
+    /// `api_key` is given); `None` for another kind.
+    pub fn bedrock_auth(
+        &self,
+        api_key: Option<String>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<Result<BedrockAuth, String>> {
+        let KindParams::Bedrock(b) = &self.settings else {
+            return None;
+        };
+        Some(match api_key {
+            Some(k) => Ok(BedrockAuth::ApiKey(k)),
+            None => b.credentials(env).map(BedrockAuth::SigV4),
+        })
+    }
+
+    /// The adapter for it, named `name`, with `api_key` (and, for Bedrock, the AWS
+    /// credentials `env` holds).
     pub fn provider(
         &self,
         name: &str,
         api_key: Option<String>,
+        env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Arc<dyn Provider>, GatewayError> {
         Ok(match &self.settings {
+            KindParams::Bedrock(b) => {
+                let auth = match api_key {
+                    Some(k) => BedrockAuth::ApiKey(k),
+                    None => b.credentials(env).map(BedrockAuth::SigV4).map_err(|why| {
+                        GatewayError::new(
+                            sluice_core::ErrorKind::Internal,
+                            format!("provider {name} has no AWS credentials: {why}"),
+                        )
+                    })?,
+                };
+                Arc::new(Bedrock::new(
+                    name,
+                    BedrockSettings {
+                        base_url: self.upstream.base_url.clone(),
+                        region: b.region.clone().unwrap_or_default(),
+                        auth,
+                        headers: self.headers(),
+                        http: self.http.clone(),
+                    },
+                )?)
+            }
             KindParams::Openai(o) => Arc::new(OpenAiCompat::new(name, self.openai(o, api_key))?),
             KindParams::Azure(a) => Arc::new(Azure::new(
                 name,

@@ -1,6 +1,6 @@
-//! The one SSE pump every streaming adapter shares: it reads the upstream's body, parses its
-//! events and hands each to the adapter's translator, then gives frames out in order, an
-//! error only after the frames before it.
+//! The one pump every streaming adapter shares: it reads the upstream's body, parses its
+//! events (SSE, or another framing through [`Decode`]) and hands each to the adapter's
+//! translator, then gives frames out in order, an error only after the frames before it.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -17,6 +17,20 @@ use crate::http::{Chunks, TimedBody};
 use crate::sse::{SseEvent, SseParser};
 use crate::{EventStream, StreamEvent};
 
+/// How an upstream's body is cut into events: SSE by default; AWS's binary event stream for
+/// Bedrock, each message handed on as an event named by its type.
+pub(crate) trait Decode: Default + Send + Unpin + 'static {
+    /// Adds a chunk and appends every event it completes to `out`; an error is the
+    /// upstream's malformed stream.
+    fn push(&mut self, chunk: &bytes::Bytes, out: &mut Vec<SseEvent>) -> Result<(), String>;
+}
+
+impl Decode for SseParser {
+    fn push(&mut self, chunk: &bytes::Bytes, out: &mut Vec<SseEvent>) -> Result<(), String> {
+        self.push_bytes(chunk, out).map_err(|e| e.to_string())
+    }
+}
+
 /// What an adapter decides about its upstream's events; the pump does the reading.
 pub(crate) trait Translate: Send + 'static {
     /// Handles one upstream event, appending what it produces to `out`.
@@ -30,10 +44,10 @@ pub(crate) trait Translate: Send + 'static {
     fn closed(&mut self, out: &mut VecDeque<StreamEvent>) -> bool;
 }
 
-struct Pump<T, B = Incoming> {
+struct Pump<T, B = Incoming, D = SseParser> {
     /// The upstream's body, until it has ended.
     body: Option<TimedBody<B>>,
-    parser: SseParser,
+    parser: D,
     translator: T,
     /// Reused between chunks so a chunk costs no allocation for its event list.
     events: Vec<SseEvent>,
@@ -43,7 +57,7 @@ struct Pump<T, B = Incoming> {
     error: Option<GatewayError>,
 }
 
-impl<T: Translate, B: Chunks> Pump<T, B> {
+impl<T: Translate, B: Chunks, D: Decode> Pump<T, B, D> {
     /// The next frame (or usage), an error after the frames before it, `None` at the end.
     fn poll_event(
         &mut self,
@@ -88,7 +102,7 @@ impl<T: Translate, B: Chunks> Pump<T, B> {
                     }
                 }
                 Ok(Some(chunk)) => {
-                    let pushed = self.parser.push_bytes(&chunk, &mut self.events);
+                    let pushed = self.parser.push(&chunk, &mut self.events);
                     for ev in self.events.drain(..) {
                         if let Err(e) = self.translator.event(ev, &mut self.pending) {
                             self.error = Some(e);
@@ -99,10 +113,7 @@ impl<T: Translate, B: Chunks> Pump<T, B> {
                     if let Err(e) = pushed
                         && self.error.is_none()
                     {
-                        self.error = Some(GatewayError::new(
-                            ErrorKind::UpstreamProtocol,
-                            e.to_string(),
-                        ));
+                        self.error = Some(GatewayError::new(ErrorKind::UpstreamProtocol, e));
                     }
                 }
             }
@@ -110,7 +121,7 @@ impl<T: Translate, B: Chunks> Pump<T, B> {
     }
 }
 
-impl<T, B: Chunks> Pump<T, B> {
+impl<T, B: Chunks, D> Pump<T, B, D> {
     /// Once the answer is complete, reads the upstream's body to its end (for at most
     /// [`RELEASE`]), so that hyper puts its connection back in the pool: a body dropped before
     /// its end closes the connection, and the next stream would open (and pay for) a new one.
@@ -138,7 +149,7 @@ impl<T, B: Chunks> Pump<T, B> {
 /// How long a finished answer's body is read for its end before its connection is given up.
 const RELEASE: Duration = Duration::from_millis(250);
 
-impl<T: Translate + Unpin, B: Chunks> Stream for Pump<T, B> {
+impl<T: Translate + Unpin, B: Chunks, D: Decode> Stream for Pump<T, B, D> {
     type Item = Result<StreamEvent, GatewayError>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -153,9 +164,18 @@ pub(crate) fn pump<T: Translate + Unpin, B: Chunks>(
     translator: T,
     name: Arc<str>,
 ) -> EventStream {
+    pump_with::<T, B, SseParser>(body, translator, name)
+}
+
+/// [`pump`] with the body cut into events by `D`.
+pub(crate) fn pump_with<T: Translate + Unpin, B: Chunks, D: Decode>(
+    body: TimedBody<B>,
+    translator: T,
+    name: Arc<str>,
+) -> EventStream {
     Pump {
         body: Some(body),
-        parser: SseParser::new(),
+        parser: D::default(),
         translator,
         events: Vec::new(),
         pending: VecDeque::new(),

@@ -12,7 +12,7 @@ use hyper::body::Frame;
 use sluice_core::GatewayError;
 
 use crate::http::TimedBody;
-use crate::{Completion, EventStream, anthropic, gemini, openai, pump};
+use crate::{Completion, EventStream, anthropic, bedrock, gemini, openai, pump};
 
 /// The API an upstream answered in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,11 +25,19 @@ pub enum Api {
     Messages,
     /// Google's `generateContent`.
     Gemini,
+    /// Bedrock's Converse (its stream AWS's binary event stream).
+    Bedrock,
 }
 
 impl Api {
     /// Every API.
-    pub const ALL: [Self; 4] = [Self::Chat, Self::Responses, Self::Messages, Self::Gemini];
+    pub const ALL: [Self; 5] = [
+        Self::Chat,
+        Self::Responses,
+        Self::Messages,
+        Self::Gemini,
+        Self::Bedrock,
+    ];
 }
 
 const NAME: &str = "replay";
@@ -42,6 +50,7 @@ pub fn answer(api: Api, body: Bytes) -> Result<Completion, GatewayError> {
         Api::Responses => openai::responses::completion(body, now, NAME),
         Api::Messages => anthropic::completion(body, now, NAME, true),
         Api::Gemini => gemini::completion(&body, now, NAME),
+        Api::Bedrock => bedrock::completion(&body, now, NAME, NAME),
     }
 }
 
@@ -69,6 +78,11 @@ pub fn stream(api: Api, chunks: Vec<Bytes>, include_usage: bool) -> EventStream 
         Api::Gemini => pump::pump(
             timed,
             gemini::StreamTranslator::new(name.clone(), include_usage),
+            name,
+        ),
+        Api::Bedrock => pump::pump_with::<_, _, crate::eventstream::EventStreamDecoder>(
+            timed,
+            bedrock::StreamTranslator::new(name.clone(), name.clone(), include_usage),
             name,
         ),
     }

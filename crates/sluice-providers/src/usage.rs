@@ -208,6 +208,44 @@ impl GeminiUsage {
     }
 }
 
+/// Bedrock Converse's `usage`. `inputTokens` excludes cache reads and writes.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BedrockUsage {
+    /// Uncached input tokens.
+    #[serde(default)]
+    pub input_tokens: Option<u64>,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    /// Input tokens read from the prompt cache.
+    #[serde(default)]
+    pub cache_read_input_tokens: Option<u64>,
+    /// Input tokens written to the prompt cache.
+    #[serde(default)]
+    pub cache_write_input_tokens: Option<u64>,
+}
+
+impl BedrockUsage {
+    /// Normalised usage: prompt tokens include cache reads and writes.
+    pub fn normalise(&self) -> Usage {
+        let read = self.cache_read_input_tokens.unwrap_or(0);
+        let write = self.cache_write_input_tokens.unwrap_or(0);
+        Usage {
+            prompt_tokens: self
+                .input_tokens
+                .unwrap_or(0)
+                .saturating_add(read)
+                .saturating_add(write),
+            completion_tokens: self.output_tokens.unwrap_or(0),
+            cached_tokens: read,
+            cache_write_tokens: write,
+            reasoning_tokens: 0,
+            cache_write_long_tokens: 0,
+        }
+    }
+}
+
 /// Renders usage the way OpenAI's chat completions do, cache fields included.
 pub fn to_openai_json(u: &Usage) -> Value {
     json!({

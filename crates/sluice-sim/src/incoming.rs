@@ -64,6 +64,11 @@ pub fn incoming(body: &Map<String, Value>, request_id: &str) -> Incoming {
             body.get("generationConfig")
                 .and_then(|c| c.get("maxOutputTokens"))
                 .and_then(Value::as_u64)
+        })
+        .or_else(|| {
+            body.get("inferenceConfig")
+                .and_then(|c| c.get("maxTokens"))
+                .and_then(Value::as_u64)
         });
     Incoming {
         request_id: request_id.to_string(),

@@ -14,6 +14,8 @@ pub enum Api {
     Anthropic,
     /// Gemini's `generateContent`: no rate-limit headers, a 429's delay in its body.
     Gemini,
+    /// Bedrock's Converse: no rate-limit headers, a bare 429 (`ThrottlingException`).
+    Bedrock,
 }
 
 /// The state of both limits, as headers report it.
@@ -74,7 +76,7 @@ impl RateState {
                 continue;
             };
             match api {
-                Api::Gemini => {}
+                Api::Gemini | Api::Bedrock => {}
                 Api::Openai => {
                     out.push((format!("x-ratelimit-limit-{dim}"), limit.to_string()));
                     out.push((

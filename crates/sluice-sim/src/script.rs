@@ -1,5 +1,5 @@
 //! Turns a planned answer into the timed steps a client sees: waits and frames, in OpenAI's,
-//! Anthropic's or Gemini's wire format. The in-process provider and the HTTP server both play
+//! Anthropic's, Gemini's or Bedrock's wire format. The in-process provider and the HTTP server both play
 //! these steps.
 
 use std::time::Duration;
@@ -85,6 +85,27 @@ fn id(p: &AnswerPlan, api: Api) -> String {
         Api::Openai => format!("chatcmpl-sim{}", p.seq),
         Api::Anthropic => format!("msg_sim{}", p.seq),
         Api::Gemini => format!("sim-resp-{}", p.seq),
+        Api::Bedrock => format!("sim-converse-{}", p.seq),
+    }
+}
+
+/// Converse's `usage` of `u`.
+fn bedrock_usage(u: &Usage) -> Value {
+    json!({
+        "inputTokens": u.prompt_tokens - u.cached_tokens,
+        "outputTokens": u.completion_tokens,
+        "totalTokens": u.total_tokens(),
+        "cacheReadInputTokens": u.cached_tokens,
+        "cacheWriteInputTokens": 0,
+    })
+}
+
+/// One ConverseStream event, framed in AWS's event stream.
+fn bedrock_event(name: &str, v: &Value) -> Step {
+    match sluice_providers::eventstream::encode("event", name, v.to_string().as_bytes()) {
+        Ok(b) => Step::Frame(b),
+        // Only a payload over 16 MiB fails, which no planned answer holds.
+        Err(_) => Step::Wait(Duration::ZERO),
     }
 }
 
@@ -204,6 +225,16 @@ pub fn complete_body(p: &AnswerPlan, r: &Render) -> Bytes {
             Some("STOP"),
             gemini_usage(&u),
         ),
+        (Api::Bedrock, Shape::Tool { name, arguments }) => json!({
+            "output": {"message": {"role": "assistant", "content": [{"toolUse": {
+                "toolUseId": format!("tooluse_sim{}", p.seq), "name": name,
+                "input": serde_json::from_str::<Value>(arguments).unwrap_or(Value::Null)}}]}},
+            "stopReason": "tool_use", "usage": bedrock_usage(&u), "metrics": {"latencyMs": 1},
+        }),
+        (Api::Bedrock, _) => json!({
+            "output": {"message": {"role": "assistant", "content": [{"text": content}]}},
+            "stopReason": "end_turn", "usage": bedrock_usage(&u), "metrics": {"latencyMs": 1},
+        }),
     };
     Bytes::from(v.to_string())
 }
@@ -235,6 +266,17 @@ impl Frames<'_> {
 
     /// What comes before the first token: Anthropic's message and block starts.
     fn opening(&self, tool: Option<&str>, u: &Usage) -> Vec<Step> {
+        if self.r.api == Api::Bedrock {
+            let mut out = vec![bedrock_event("messageStart", &json!({"role": "assistant"}))];
+            if let Some(name) = tool {
+                out.push(bedrock_event(
+                    "contentBlockStart",
+                    &json!({"start": {"toolUse": {"toolUseId": format!("tooluse_sim{}", self.p.seq),
+                        "name": name}}, "contentBlockIndex": 0}),
+                ));
+            }
+            return out;
+        }
         if self.r.api != Api::Anthropic {
             return Vec::new();
         }
@@ -287,6 +329,14 @@ impl Frames<'_> {
                 "delta": {"type": "text_delta", "text": t}}),
             ),
             (Api::Gemini, Some(_)) => return None,
+            (Api::Bedrock, Some(_)) => bedrock_event(
+                "contentBlockDelta",
+                &json!({"delta": {"toolUse": {"input": t}}, "contentBlockIndex": 0}),
+            ),
+            (Api::Bedrock, None) => bedrock_event(
+                "contentBlockDelta",
+                &json!({"delta": {"text": t}, "contentBlockIndex": 0}),
+            ),
             (Api::Gemini, None) => self.gemini(
                 json!([{"text": t}]),
                 None,
@@ -341,6 +391,22 @@ impl Frames<'_> {
                 vec![
                     Step::Usage(u),
                     self.gemini(parts, Some("STOP"), gemini_usage(&u)),
+                ]
+            }
+            Api::Bedrock => {
+                let stop = if tool.is_some() {
+                    "tool_use"
+                } else {
+                    "end_turn"
+                };
+                vec![
+                    bedrock_event("contentBlockStop", &json!({"contentBlockIndex": 0})),
+                    bedrock_event("messageStop", &json!({"stopReason": stop})),
+                    Step::Usage(u),
+                    bedrock_event(
+                        "metadata",
+                        &json!({"usage": bedrock_usage(&u), "metrics": {"latencyMs": 1}}),
+                    ),
                 ]
             }
         }
@@ -416,6 +482,7 @@ pub fn error_body(api: Api, status: u16, message: &str) -> Bytes {
             };
             json!({"error": {"code": status, "message": message, "status": s}})
         }
+        Api::Bedrock => json!({"message": message}),
     };
     Bytes::from(v.to_string())
 }

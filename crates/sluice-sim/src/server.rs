@@ -1,9 +1,10 @@
 //! The simulator over HTTP (`sluice sim`): every upstream answers OpenAI chat completions at
 //! `/NAME/v1/chat/completions` (or Anthropic Messages at `/NAME/v1/messages`, or Azure
 //! OpenAI's URLs under `/NAME/openai/`, see [`azure`], or Gemini's and Vertex AI's, see
-//! [`gemini`]), and `/stats` reports what each saw.
+//! [`gemini`], or Bedrock's, see [`bedrock`]), and `/stats` reports what each saw.
 
 mod azure;
+mod bedrock;
 mod gemini;
 
 use std::collections::BTreeMap;
@@ -165,6 +166,14 @@ impl SimServer {
                 "/{upstream}/v1/projects/{project}/locations/{location}/publishers/google/models/{call}",
                 post(gemini::vertex),
             )
+            .route(
+                "/{upstream}/model/{model}/converse",
+                post(bedrock::converse),
+            )
+            .route(
+                "/{upstream}/model/{model}/converse-stream",
+                post(bedrock::converse_stream),
+            )
             .route("/stats", get(stats))
             .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
             .with_state(self.clone())
@@ -315,7 +324,7 @@ pub(crate) async fn serve(
     // The wire format is the route's; the spec's `api` only picks header names on 429s (Gemini
     // sends none).
     let header_api = match api {
-        Api::Gemini => Api::Gemini,
+        Api::Gemini | Api::Bedrock => api,
         _ => up.spec().api,
     };
     match plan {

@@ -38,7 +38,10 @@ impl Shape {
 
 /// The shape `body` (OpenAI or Anthropic) asks for: a forced tool first, then JSON output.
 pub fn shape_of(body: &Map<String, Value>) -> Shape {
-    if let Some((name, schema)) = forced_tool(body).or_else(|| gemini_forced_tool(body)) {
+    if let Some((name, schema)) = forced_tool(body)
+        .or_else(|| gemini_forced_tool(body))
+        .or_else(|| bedrock_forced_tool(body))
+    {
         let args = value_of(&schema, &schema, 0);
         return Shape::Tool {
             name,
@@ -127,6 +130,32 @@ fn gemini_forced_tool(body: &Map<String, Value>) -> Option<(String, Value)> {
             let schema = d
                 .get("parametersJsonSchema")
                 .or_else(|| d.get("parameters"))
+                .cloned()
+                .unwrap_or_else(|| json!({"type": "object"}));
+            (name.to_string(), schema)
+        })
+}
+
+/// The tool a Bedrock request forces (`toolConfig.toolChoice` `any` or `tool`), with its
+/// input schema: the named one, else the first.
+fn bedrock_forced_tool(body: &Map<String, Value>) -> Option<(String, Value)> {
+    let config = body.get("toolConfig")?;
+    let choice = config.get("toolChoice")?;
+    let named = match (choice.get("tool"), choice.get("any")) {
+        (Some(t), _) => Some(t.get("name")?.as_str()?),
+        (None, Some(_)) => None,
+        (None, None) => return None,
+    };
+    config
+        .get("tools")?
+        .as_array()?
+        .iter()
+        .filter_map(|t| t.get("toolSpec"))
+        .filter_map(|s| Some((s.get("name")?.as_str()?, s)))
+        .find(|(name, _)| named.is_none_or(|n| n == *name))
+        .map(|(name, s)| {
+            let schema = s
+                .pointer("/inputSchema/json")
                 .cloned()
                 .unwrap_or_else(|| json!({"type": "object"}));
             (name.to_string(), schema)

@@ -321,6 +321,14 @@ pub(super) fn provider(
             format!("environment variable `{var}` is not set"),
         ));
     }
+    if u.api_key_env.is_none()
+        && let Some(Err(why)) = p.bedrock_auth(None, &|var| env.get(var))
+    {
+        unset.push(doc.diag(
+            &at("kind"),
+            format!("no AWS credentials to sign with: {why}"),
+        ));
+    }
     if let Some(file) = p.token_file()
         && let Err(e) = sluice_providers::token::check(file)
     {

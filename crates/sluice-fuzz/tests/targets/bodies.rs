@@ -70,6 +70,12 @@ const WORDS: &[&[u8]] = &[
     b"candidates",
     b"usageMetadata",
     b"promptFeedback",
+    b"output",
+    b"toolUse",
+    b"toolUseId",
+    b"stopReason",
+    b"inputTokens",
+    b"cacheReadInputTokens",
     b"thinking",
     b"budget_tokens",
     b"image",
@@ -239,7 +245,8 @@ fn chat_answer() {
     })
 }
 
-/// Complete answers of Messages, Responses and Gemini upstreams, read as chat answers.
+/// Complete answers of Messages, Responses, Gemini and Bedrock upstreams, read as chat
+/// answers.
 #[test]
 fn upstream_answers() {
     use sluice_providers::replay::{Api, answer};
@@ -247,6 +254,7 @@ fn upstream_answers() {
         ("messages-answer", Api::Messages),
         ("responses-answer", Api::Responses),
         ("gemini-answer", Api::Gemini),
+        ("bedrock-answer", Api::Bedrock),
     ] {
         fuzz(json(name, WORDS), |input| {
             match answer(api, bytes::Bytes::copy_from_slice(input)) {

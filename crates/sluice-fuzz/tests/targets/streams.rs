@@ -107,7 +107,7 @@ fn framed(api: Api, frame: &[u8]) -> Result<(), String> {
     }
     match api {
         Api::Chat => Ok(()),
-        Api::Responses | Api::Messages | Api::Gemini => well_formed_sse(frame),
+        Api::Responses | Api::Messages | Api::Gemini | Api::Bedrock => well_formed_sse(frame),
     }
 }
 
@@ -157,13 +157,14 @@ fn reframed(input: &[u8]) -> Result<(), String> {
     well_formed_sse(&responses.finish())
 }
 
-/// Anthropic's, Responses' and Gemini's event streams read as chat frames.
+/// Anthropic's, Responses', Gemini's and Bedrock's event streams read as chat frames.
 #[test]
 fn upstream_streams() {
     for (name, api) in [
         ("messages-stream", Api::Messages),
         ("responses-stream", Api::Responses),
         ("gemini-stream", Api::Gemini),
+        ("bedrock-stream", Api::Bedrock),
     ] {
         fuzz(target(name), |input| read(api, chunks(input)).map(drop));
     }

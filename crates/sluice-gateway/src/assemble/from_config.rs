@@ -185,12 +185,12 @@ impl GatewayBuilder {
             b = b.access_log(format, Box::new(std::io::stdout()));
         }
         for (name, p) in &cfg.providers {
-            let provider =
-                p.provider(name, api_key(p, env))
-                    .map_err(|source| BuildError::Provider {
-                        name: name.clone(),
-                        source,
-                    })?;
+            let provider = p
+                .provider(name, api_key(p, env), &|var| env.get(var))
+                .map_err(|source| BuildError::Provider {
+                    name: name.clone(),
+                    source,
+                })?;
             b = b.provider(name, provider).provider_server(
                 name,
                 p.kind().name(),

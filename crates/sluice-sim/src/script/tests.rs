@@ -179,3 +179,45 @@ fn gemini_answers_parse_with_the_gemini_translator() {
         serde_json::from_slice(&error_body(Api::Gemini, 429, "slow down")).unwrap();
     assert_eq!(e["error"]["status"], "RESOURCE_EXHAUSTED");
 }
+
+#[test]
+fn bedrock_answers_parse_with_the_bedrock_translator() {
+    use futures::StreamExt;
+    use sluice_providers::replay::{Api as Upstream, stream};
+    let body = complete_body(&plan(5), &render(Api::Bedrock, false));
+    let (_, u) = sluice_providers::bedrock::translate_response(&body, "sim", "m").unwrap();
+    assert_eq!(
+        (u.prompt_tokens, u.completion_tokens, u.cached_tokens),
+        (2000, 5, 1024)
+    );
+    // The stream, in AWS's event stream, read by the adapter's own decoder and translator.
+    let frames: Vec<Bytes> = answer(&plan(9), &render(Api::Bedrock, true))
+        .into_iter()
+        .filter_map(|s| match s {
+            Step::Frame(b) => Some(b),
+            _ => None,
+        })
+        .collect();
+    let events: Vec<_> =
+        futures::executor::block_on(stream(Upstream::Bedrock, frames, true).collect());
+    let mut text = String::new();
+    let mut usage = None;
+    for e in events {
+        match e.unwrap() {
+            sluice_providers::StreamEvent::Frame(f) => {
+                let s = String::from_utf8_lossy(&f).into_owned();
+                if let Some(v) = s
+                    .trim()
+                    .strip_prefix("data: ")
+                    .and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+                {
+                    text.push_str(v["choices"][0]["delta"]["content"].as_str().unwrap_or(""));
+                }
+            }
+            sluice_providers::StreamEvent::Usage(u) => usage = Some(u),
+            sluice_providers::StreamEvent::Native(_) => {}
+        }
+    }
+    assert_eq!(text, super::text(0, 9));
+    assert_eq!(usage.unwrap().cached_tokens, 1024);
+}
