@@ -34,6 +34,8 @@ pub fn provider_name(protocol: &str, host: Option<&str>) -> &'static str {
         "anthropic"
     } else if protocol == "gemini" {
         "gcp.gemini"
+    } else if protocol == "bedrock" {
+        "aws.bedrock"
     } else {
         "openai"
     }
@@ -47,6 +49,7 @@ mod tests {
     fn the_protocol_names_it_unless_the_host_is_known() {
         assert_eq!(provider_name("openai", Some("api.openai.com")), "openai");
         assert_eq!(provider_name("gemini", Some("127.0.0.1")), "gcp.gemini");
+        assert_eq!(provider_name("bedrock", Some("127.0.0.1")), "aws.bedrock");
         assert_eq!(
             provider_name("gemini", Some("us-central1-aiplatform.googleapis.com")),
             "gcp.vertex_ai"
